@@ -1,0 +1,47 @@
+/* `runbox policy validate FILE` and `runbox policy show NAME`. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "policy/policy.h"
+
+int rb_cmd_policy(int argc, char **argv)
+{
+	if (argc != 3 || (strcmp(argv[1], "validate") != 0 && strcmp(argv[1], "show") != 0)) {
+		fputs("usage: runbox policy validate FILE | runbox policy show NAME|FILE\n", argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 125;
+	}
+	struct rb_error err;
+	struct rb_paths paths;
+	if (rb_paths_init(&paths, NULL, &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	struct rb_policy pol;
+	if (rb_policy_load(argv[2], paths.data_dir, paths.config_dir, &pol, &err) < 0) {
+		rb_err("%s", err.msg);
+		rb_policy_free(&pol);
+		return 125;
+	}
+	if (!strcmp(argv[1], "validate")) {
+		printf("%s: valid policy `%s`, hash %s\n", pol.source, pol.name, pol.hash);
+	} else {
+		char *text = NULL;
+		if (rb_read_file(pol.source, 1 << 20, &text, NULL, &err) < 0) {
+			rb_err("%s", err.msg);
+			rb_policy_free(&pol);
+			return 125;
+		}
+		printf("# %s\n# hash %s\n%s", pol.source, pol.hash, text);
+		if (text[0] && text[strlen(text) - 1] != '\n')
+			putchar('\n');
+		free(text);
+	}
+	rb_policy_free(&pol);
+	return 0;
+}

@@ -1,0 +1,9 @@
+/* The subcommands: thin layers over the library. Each returns the process exit code. */
+#ifndef RB_COMMANDS_H
+#define RB_COMMANDS_H
+
+int rb_cmd_run(int argc, char **argv);
+int rb_cmd_check(int argc, char **argv);
+int rb_cmd_policy(int argc, char **argv);
+
+#endif

@@ -1,0 +1,40 @@
+/* runbox: one binary, subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: runbox COMMAND [ARGS]\n"
+	      "\n"
+	      "  check                          what this host supports, what is degraded, why\n"
+	      "  run [OPTIONS] -- CMD ARGS...   one step in a fresh sandbox\n"
+	      "  policy validate FILE | show NAME\n"
+	      "\n"
+	      "`runbox COMMAND --help` for a command's options.\n",
+	      f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 125;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}};
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+		if (!strcmp(cmd, cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	rb_err("unknown command `%s` (try `runbox --help`)", cmd);
+	return 125;
+}

@@ -1,0 +1,31 @@
+/* Logger: level filter and one formatted line per call, written with a single write(2). */
+#include "common/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static enum rb_log_level current = RB_LOG_WARN;
+
+void rb_log_set_level(enum rb_log_level level) { current = level; }
+
+void rb_log(enum rb_log_level level, const char *fmt, ...)
+{
+	if (level > current)
+		return;
+	static const char *const names[] = {"error", "warning", "info", "debug"};
+	char line[1024];
+	int n = snprintf(line, sizeof line, "runbox: %s: ", names[level]);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	size_t len = (size_t)n + (size_t)m;
+	if (len > sizeof line - 2)
+		len = sizeof line - 2;
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}

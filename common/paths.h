@@ -1,0 +1,22 @@
+/* Where runbox keeps things (SPEC "Where runbox keeps things"), and where its shipped data
+ * (policies, seccomp profiles, built images) lives: beside the binary or in the source tree. */
+#ifndef RB_PATHS_H
+#define RB_PATHS_H
+
+#include <limits.h>
+
+#include "common/error.h"
+
+struct rb_paths {
+	char state_dir[PATH_MAX];  /* ledger, artifacts, images, keys, caches */
+	char run_dir[PATH_MAX];    /* live runs */
+	char config_dir[PATH_MAX]; /* policies and gateway config of the operator */
+	char data_dir[PATH_MAX];   /* shipped data: policy/, build/images/ */
+};
+
+/* Fills paths for the caller: root uses /var/lib, /run, /etc; others the XDG directories.
+ * state_override (--state-dir) or RUNBOX_STATE_DIR wins for the state directory; the run
+ * directory then lives beneath it unless RUNBOX_RUN_DIR is set. */
+int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err);
+
+#endif

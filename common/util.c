@@ -1,0 +1,204 @@
+/* Shared helpers: duration and size parsing, file I/O, directory trees, sha256, ids. */
+#define _GNU_SOURCE
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+void rb_json_decrefp(void *p)
+{
+	json_t **j = p;
+	if (*j)
+		json_decref(*j);
+}
+
+int rb_parse_duration_ms(const char *s, uint64_t *out_ms)
+{
+	if (!s || !*s)
+		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || !isfinite(v))
+		return -1;
+	double scale;
+	if (!*end || !strcmp(end, "s"))
+		scale = 1000;
+	else if (!strcmp(end, "ms"))
+		scale = 1;
+	else if (!strcmp(end, "us"))
+		scale = 0.001;
+	else if (!strcmp(end, "m"))
+		scale = 60000;
+	else if (!strcmp(end, "h"))
+		scale = 3600000;
+	else
+		return -1;
+	double ms = v * scale;
+	if (ms > (double)UINT64_MAX / 2)
+		return -1;
+	*out_ms = (uint64_t)(ms + 0.5);
+	return 0;
+}
+
+int rb_parse_size(const char *s, uint64_t *out_bytes)
+{
+	if (!s || !*s || !isdigit((unsigned char)*s))
+		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || !isfinite(v))
+		return -1;
+	uint64_t mult = 1;
+	switch (toupper((unsigned char)*end)) {
+	case '\0': break;
+	case 'B': mult = 1; break;
+	case 'K': mult = 1ULL << 10; break;
+	case 'M': mult = 1ULL << 20; break;
+	case 'G': mult = 1ULL << 30; break;
+	case 'T': mult = 1ULL << 40; break;
+	default: return -1;
+	}
+	if (*end && toupper((unsigned char)*end) != 'B') {
+		end++;
+		if (!strcasecmp(end, "ib") || !strcasecmp(end, "b"))
+			end += strlen(end);
+	} else if (*end) {
+		end++;
+	}
+	if (*end)
+		return -1;
+	double b = v * (double)mult;
+	if (b >= 18446744073709551615.0)
+		return -1;
+	*out_bytes = (uint64_t)b;
+	return 0;
+}
+
+int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "open `%s`", path);
+	size_t cap = 4096, len = 0;
+	_cleanup_free_ char *buf = malloc(cap + 1);
+	if (!buf)
+		return rb_error_set(err, ENOMEM, "read `%s`", path);
+	for (;;) {
+		if (len == cap) {
+			if (cap >= max)
+				return rb_error_set(err, EFBIG, "read `%s`: larger than %zu bytes", path, max);
+			cap = cap * 2 > max ? max : cap * 2;
+			char *nb = realloc(buf, cap + 1);
+			if (!nb)
+				return rb_error_set(err, ENOMEM, "read `%s`", path);
+			buf = nb;
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return rb_error_set(err, errno, "read `%s`", path);
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	if (out_len)
+		*out_len = len;
+	*out = rb_steal_ptr(&buf);
+	return 0;
+}
+
+int rb_write_file(const char *path, const char *data, struct rb_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "open `%s`", path);
+	size_t len = strlen(data);
+	ssize_t n = write(fd, data, len);
+	if (n < 0)
+		return rb_error_set(err, errno, "write `%s` to `%s`", data, path);
+	if ((size_t)n != len)
+		return rb_error_set(err, EIO, "short write to `%s`", path);
+	return 0;
+}
+
+int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return rb_error_set(err, ENAMETOOLONG, "mkdir `%s`", path);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return rb_error_set(err, errno, "mkdir `%s`", buf);
+			*p = c;
+			if (!c)
+				break;
+		}
+	}
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	int r = flag == FTW_DP ? rmdir(path) : unlink(path);
+	return r < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int rb_rm_rf(const char *path, struct rb_error *err)
+{
+	if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
+		return rb_error_set(err, errno, "remove `%s`", path);
+	return 0;
+}
+
+void rb_sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+	out[64] = '\0';
+}
+
+uint64_t rb_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void rb_new_run_id(char out[24])
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	uint32_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+		rnd = (uint32_t)ts.tv_nsec ^ (uint32_t)getpid();
+	snprintf(out, 24, "%012" PRIx64 "%08" PRIx32, (uint64_t)(ms & 0xffffffffffffULL), rnd);
+}

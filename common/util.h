@@ -1,0 +1,35 @@
+/* Small shared helpers: parsing durations and sizes, whole-file I/O, directories, hashing. */
+#ifndef RB_UTIL_H
+#define RB_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+/* "2.5s", "300ms", "1m", "2h", "150us"; a bare number means seconds. */
+int rb_parse_duration_ms(const char *s, uint64_t *out_ms);
+/* "256M", "1G", "4096", "512k" (binary units, case-insensitive, optional "iB"/"B"). */
+int rb_parse_size(const char *s, uint64_t *out_bytes);
+
+/* Reads a whole file (at most max bytes) into a NUL-terminated buffer. */
+int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
+/* Writes data to an existing file (cgroup, /proc knobs): open O_WRONLY, one write. */
+int rb_write_file(const char *path, const char *data, struct rb_error *err);
+/* Creates path and parents with mode; existing directories are fine. */
+int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err);
+/* Removes a tree without following symlinks or crossing mount points. */
+int rb_rm_rf(const char *path, struct rb_error *err);
+
+/* sha256 of a buffer as 64 hex digits plus NUL. */
+void rb_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Monotonic clock in microseconds. */
+uint64_t rb_now_us(void);
+
+/* A time-ordered unique id: 12 hex digits of milliseconds since the epoch, 8 random. */
+void rb_new_run_id(char out[24]);
+
+#endif

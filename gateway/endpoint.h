@@ -1,0 +1,56 @@
+/* The gateway endpoint: HTTP on listening sockets the runner opened inside the sandbox's netns
+ * (libmicrohttpd, one daemon and thread per socket), served from the host side. The handler
+ * takes everything it needs (token key, expected run) from its scope, never from the process,
+ * so the full broker (`runbox gateway serve`, receiving the sockets over a unix socket) can
+ * take the sockets over with the same code. */
+#ifndef RB_GATEWAY_ENDPOINT_H
+#define RB_GATEWAY_ENDPOINT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "gateway/token.h"
+
+#define RB_GATEWAY_MAX_FDS 4
+#define RB_GATEWAY_KEY_MAX 64
+
+struct rb_gateway_config {
+	const int *listen_fds; /* listening TCP sockets; the gateway serves dups, the caller keeps its fds */
+	unsigned n_listen_fds; /* 1..RB_GATEWAY_MAX_FDS */
+	const uint8_t *key;    /* run-token key (copied) */
+	size_t keylen;
+	const char *run_id; /* the one run whose tokens are accepted (copied) */
+};
+
+/* What one run's endpoint knows: enough to answer any request without other state. */
+struct rb_gateway_scope {
+	uint8_t key[RB_GATEWAY_KEY_MAX];
+	size_t keylen;
+	char run_id[RB_TOKEN_FIELD_MAX];
+};
+
+struct rb_gateway_stats {
+	uint64_t requests;     /* every request answered */
+	uint64_t unauthorized; /* answered 401: missing, bad, expired or other run's token */
+};
+
+struct rb_gateway;
+
+int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err);
+/* A consistent-enough snapshot (each count is read atomically); safe while serving. */
+void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *out);
+/* {"requests": n, "unauthorized": n} for the result. */
+json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s);
+/* Stops the daemons (joins their threads) and closes the gateway's dups. NULL is fine. */
+void rb_gateway_stop(struct rb_gateway *gw);
+
+/* The transport-free handler: GET /v1/health -> 200 {"ok":true}; GET /v1/whoami with
+ * "Authorization: Bearer <token>" -> 200 {"tenant","agent","run","expires"} or 401
+ * {"error": why}; other paths 404, other methods 405. Returns the HTTP status and a new JSON
+ * body in *body. authorization may be NULL (header absent). */
+unsigned rb_gateway_handle(const struct rb_gateway_scope *scope, const char *method, const char *path,
+			   const char *authorization, int64_t now, json_t **body);
+
+#endif

@@ -1,0 +1,239 @@
+/* The built-in images: where their rootfs lives, what is bound into them, their digest. */
+#define _GNU_SOURCE
+#include "images/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+
+/* Files of the host image's /etc: nothing of the host's except what the loader needs. */
+static const char host_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+				  "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+				  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char host_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+static const char host_hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
+static const char host_nsswitch[] = "passwd: files\ngroup: files\nhosts: files dns\n";
+
+static int put_file(const char *dir, const char *name, const char *text, struct rb_error *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", path);
+	size_t len = strlen(text);
+	if (write(fd, text, len) != (ssize_t)len)
+		return rb_error_set(err, errno, "write `%s`", path);
+	return 0;
+}
+
+/* The host image's lower layer: mount points, the /usr-merge links and a minimal /etc. Built
+ * once per state directory into a temporary name and renamed, so a half-built one is never
+ * used. Host secrets (/root, /home, /etc/shadow, /etc/ssh, sockets) are never in it. */
+static int build_host_skeleton(const char *rootfs, struct rb_error *err)
+{
+	char tmp[PATH_MAX + 16];
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", rootfs, (int)getpid());
+	static const char *const dirs[] = {"usr", "etc", "etc/alternatives", "proc", "dev", "sys", "tmp", "workspace",
+					   "root", "run", "var", "var/tmp"};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(dirs); i++) {
+		char d[PATH_MAX + 64];
+		snprintf(d, sizeof d, "%s/%s", tmp, dirs[i]);
+		if (rb_mkdir_p(d, 0755, err) < 0)
+			return -1;
+	}
+	/* Debian is /usr-merged: mirror whichever of these links the host has. */
+	static const char *const links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(links); i++) {
+		char host[64], target[PATH_MAX], l[PATH_MAX + 64];
+		snprintf(host, sizeof host, "/%s", links[i]);
+		ssize_t n = readlink(host, target, sizeof target - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		snprintf(l, sizeof l, "%s/%s", tmp, links[i]);
+		if (symlink(target, l) < 0)
+			return rb_error_set(err, errno, "symlink `%s`", l);
+	}
+	char etc[PATH_MAX + 8];
+	snprintf(etc, sizeof etc, "%s/etc", tmp);
+	if (put_file(etc, "passwd", host_passwd, err) < 0 || put_file(etc, "group", host_group, err) < 0 ||
+	    put_file(etc, "hosts", host_hosts, err) < 0 || put_file(etc, "nsswitch.conf", host_nsswitch, err) < 0 ||
+	    put_file(etc, "hostname", "runbox\n", err) < 0 || put_file(etc, "ld.so.cache", "", err) < 0)
+		return -1;
+	if (rename(tmp, rootfs) < 0) {
+		int e = errno;
+		rb_rm_rf(tmp, NULL);
+		if (e == EEXIST || e == ENOTEMPTY)
+			return 0; /* another runbox built it first */
+		return rb_error_set(err, e, "rename `%s`", tmp);
+	}
+	return 0;
+}
+
+static void add_bind(struct rb_image *img, const char *src, const char *dest)
+{
+	if (img->n_binds >= RB_IMAGE_MAX_BINDS || access(src, F_OK) < 0)
+		return;
+	struct rb_image_bind *b = &img->binds[img->n_binds++];
+	snprintf(b->src, sizeof b->src, "%s", src);
+	snprintf(b->dest, sizeof b->dest, "%s", dest);
+}
+
+/* The host image's digest names what the host has installed: os-release plus dpkg's status.
+ * dpkg's status is megabytes, so the digest is cached beside the skeleton, keyed by its mtime. */
+static void host_digest(const char *dir, char out[72])
+{
+	struct stat st;
+	char key[96] = "none", cache[PATH_MAX + 16];
+	if (stat("/var/lib/dpkg/status", &st) == 0)
+		snprintf(key, sizeof key, "%lld.%09ld %lld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			 (long long)st.st_size);
+	snprintf(cache, sizeof cache, "%s/digest", dir);
+	char *text = NULL;
+	if (rb_read_file(cache, 256, &text, NULL, NULL) == 0) {
+		size_t kl = strlen(key);
+		if (!strncmp(text, key, kl) && text[kl] == ' ' && strlen(text + kl + 1) >= 71) {
+			snprintf(out, 72, "%.71s", text + kl + 1);
+			free(text);
+			return;
+		}
+	}
+	free(text);
+	char *a = NULL, *b = NULL;
+	size_t la = 0, lb = 0;
+	rb_read_file("/etc/os-release", 1 << 20, &a, &la, NULL);
+	rb_read_file("/var/lib/dpkg/status", 64 << 20, &b, &lb, NULL);
+	char *both = malloc(la + lb + 1);
+	if (both) {
+		if (a)
+			memcpy(both, a, la);
+		if (b)
+			memcpy(both + la, b, lb);
+	}
+	char hex[65];
+	rb_sha256_hex(both ? both : "", both ? la + lb : 0, hex);
+	snprintf(out, 72, "sha256:%s", hex);
+	free(a);
+	free(b);
+	free(both);
+	char tmp[PATH_MAX + 32], line[200];
+	snprintf(tmp, sizeof tmp, "%s.%d", cache, (int)getpid());
+	int n = snprintf(line, sizeof line, "%s %s", key, out);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0 && write(fd, line, (size_t)n) == n)
+		rename(tmp, cache);
+	else
+		unlink(tmp);
+}
+
+/* A directory image's digest: sha256 over a sorted listing of path, mode, size and content
+ * hash of every file. Cached beside the rootfs, keyed by the rootfs's .built stamp. */
+static char *listing;
+static size_t listing_len, listing_cap;
+static size_t root_len;
+
+static int list_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	char line[PATH_MAX + 160], hex[65] = "-";
+	if (S_ISREG(st->st_mode)) {
+		char *data = NULL;
+		size_t n = 0;
+		if (rb_read_file(path, 256u << 20, &data, &n, NULL) == 0)
+			rb_sha256_hex(data, n, hex);
+		free(data);
+	} else if (S_ISLNK(st->st_mode)) {
+		char t[PATH_MAX];
+		ssize_t n = readlink(path, t, sizeof t - 1);
+		t[n < 0 ? 0 : n] = '\0';
+		rb_sha256_hex(t, strlen(t), hex);
+	}
+	int n = snprintf(line, sizeof line, "%s %o %lld %s\n", path + root_len, (unsigned)st->st_mode,
+			 (long long)st->st_size, hex);
+	if (listing_len + (size_t)n + 1 > listing_cap) {
+		listing_cap = (listing_cap + (size_t)n + 1) * 2;
+		char *nl = realloc(listing, listing_cap);
+		if (!nl)
+			return -1;
+		listing = nl;
+	}
+	memcpy(listing + listing_len, line, (size_t)n);
+	listing_len += (size_t)n;
+	return 0;
+}
+
+static int dir_digest(const char *rootfs, char out[72], struct rb_error *err)
+{
+	char stamp[PATH_MAX + 16], cache[PATH_MAX + 16];
+	snprintf(stamp, sizeof stamp, "%s/.built", rootfs);
+	snprintf(cache, sizeof cache, "%s.digest", rootfs);
+	struct stat s1, s2;
+	if (stat(stamp, &s1) == 0 && stat(cache, &s2) == 0 && s2.st_mtim.tv_sec >= s1.st_mtim.tv_sec) {
+		char *text = NULL;
+		if (rb_read_file(cache, 128, &text, NULL, NULL) == 0 && strncmp(text, "sha256:", 7) == 0 &&
+		    strlen(text) >= 71) {
+			snprintf(out, 72, "%.71s", text);
+			free(text);
+			return 0;
+		}
+		free(text);
+	}
+	/* nftw visits in directory order; the listing is hashed as visited, which is stable for
+	 * one directory tree that is not changed (the stamp says so). */
+	listing = NULL;
+	listing_len = listing_cap = 0;
+	root_len = strlen(rootfs);
+	if (nftw(rootfs, list_one, 16, FTW_PHYS) < 0) {
+		free(listing);
+		return rb_error_set(err, errno, "image digest of `%s`", rootfs);
+	}
+	char hex[65];
+	rb_sha256_hex(listing ? listing : "", listing_len, hex);
+	free(listing);
+	listing = NULL;
+	snprintf(out, 72, "sha256:%s", hex);
+	_cleanup_close_ int fd = open(cache, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0 && write(fd, out, strlen(out)) < 0)
+		return 0; /* a cache that cannot be written costs time, not correctness */
+	return 0;
+}
+
+int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out,
+		     struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "%s", name);
+	if (!strcmp(name, "minimal")) {
+		snprintf(out->rootfs, sizeof out->rootfs, "%s/build/images/minimal/rootfs", paths->data_dir);
+		char stamp[PATH_MAX + 16];
+		snprintf(stamp, sizeof stamp, "%s/.built", out->rootfs);
+		if (access(stamp, F_OK) < 0)
+			return rb_error_set(err, 0, "image `minimal` is not built (run `make` in %s)", paths->data_dir);
+		return dir_digest(out->rootfs, out->digest, err);
+	}
+	if (!strcmp(name, "host")) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s/images/host", paths->state_dir);
+		if (rb_mkdir_p(dir, 0755, err) < 0)
+			return -1;
+		snprintf(out->rootfs, sizeof out->rootfs, "%s/images/host/rootfs-v1", paths->state_dir);
+		if (access(out->rootfs, F_OK) < 0 && build_host_skeleton(out->rootfs, err) < 0)
+			return -1;
+		add_bind(out, "/usr", "usr");
+		add_bind(out, "/etc/ld.so.cache", "etc/ld.so.cache");
+		add_bind(out, "/etc/alternatives", "etc/alternatives");
+		host_digest(dir, out->digest);
+		return 0;
+	}
+	return rb_error_set(err, 0, "unknown image `%s` (known: minimal, host)", name);
+}

@@ -1,0 +1,732 @@
+/* The policy loader: finds a policy by name or path, validates it strictly against the schema
+ * in docs/policy.md (every error names the origin and the JSON path), fills struct rb_policy
+ * with defaults for what is absent, and hashes it with its seccomp profile for the ledger. */
+#define _GNU_SOURCE
+#include "policy/policy.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+
+#define POLICY_FILE_MAX (1u << 20)
+#define SECCOMP_FILE_MAX (1u << 20)
+
+/* Defaults for absent keys; docs/policy.md lists them and must change with them. */
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DEFAULT_OUTPUT_MAX (1ull << 20)
+#define DEFAULT_SHELL "/bin/sh"
+#define DEFAULT_HOSTNAME "runbox"
+#define DEFAULT_SECCOMP "default"
+#define RLIMIT_KEEP UINT64_MAX
+
+static const char *const cap_names[] = {
+	"CAP_CHOWN",	      "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
+	"CAP_FSETID",	      "CAP_KILL",	    "CAP_SETGID",	   "CAP_SETUID",
+	"CAP_SETPCAP",	      "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+	"CAP_NET_ADMIN",      "CAP_NET_RAW",	    "CAP_IPC_LOCK",	   "CAP_IPC_OWNER",
+	"CAP_SYS_MODULE",     "CAP_SYS_RAWIO",	    "CAP_SYS_CHROOT",	   "CAP_SYS_PTRACE",
+	"CAP_SYS_PACCT",      "CAP_SYS_ADMIN",	    "CAP_SYS_BOOT",	   "CAP_SYS_NICE",
+	"CAP_SYS_RESOURCE",   "CAP_SYS_TIME",	    "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
+	"CAP_LEASE",	      "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
+	"CAP_MAC_OVERRIDE",   "CAP_MAC_ADMIN",	    "CAP_SYSLOG",	   "CAP_WAKE_ALARM",
+	"CAP_BLOCK_SUSPEND",  "CAP_AUDIT_READ",	    "CAP_PERFMON",	   "CAP_BPF",
+	"CAP_CHECKPOINT_RESTORE",
+};
+_Static_assert(RB_ARRAY_SIZE(cap_names) == 41, "capability table must cover 0..40");
+_Static_assert(RB_ARRAY_SIZE(cap_names) <= 64, "caps is a 64-bit mask");
+
+const char *rb_cap_name(unsigned n)
+{
+	return n < RB_ARRAY_SIZE(cap_names) ? cap_names[n] : NULL;
+}
+
+int rb_cap_from_name(const char *name)
+{
+	if (!name || !*name)
+		return -1;
+	/* "CAP_CHOWN", "cap_chown" and "chown" all name bit 0; case never changes meaning. */
+	const char *bare = strncasecmp(name, "CAP_", 4) == 0 ? name + 4 : name;
+	for (unsigned i = 0; i < RB_ARRAY_SIZE(cap_names); i++)
+		if (strcasecmp(bare, cap_names[i] + 4) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* ---- error reporting ---------------------------------------------------------------- */
+
+struct ctx {
+	const char *origin;
+	struct rb_error *err;
+};
+
+/* One line: "policy <origin>: <json path>: <what is wrong>". */
+__attribute__((format(printf, 3, 4))) static int bad(const struct ctx *c, const char *path,
+						      const char *fmt, ...)
+{
+	char msg[RB_ERROR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (path && *path)
+		return rb_error_set(c->err, 0, "policy %s: %s: %s", c->origin, path, msg);
+	return rb_error_set(c->err, 0, "policy %s: %s", c->origin, msg);
+}
+
+/* How a wrong value reads in a message: `got true`, `got "abc"`, `got an array`. */
+static const char *describe(const json_t *v, char *buf, size_t len)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_TRUE: return "true";
+	case JSON_FALSE: return "false";
+	case JSON_NULL: return "null";
+	case JSON_INTEGER: snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return buf;
+	case JSON_REAL: snprintf(buf, len, "%g", json_real_value(v)); return buf;
+	case JSON_STRING: {
+		const char *s = json_string_value(v);
+		if (strlen(s) > 40)
+			snprintf(buf, len, "\"%.40s...\"", s);
+		else
+			snprintf(buf, len, "\"%s\"", s);
+		return buf;
+	}
+	}
+	return "a value";
+}
+
+static int expected(const struct ctx *c, const char *path, const char *what, const json_t *v)
+{
+	char buf[96];
+	return bad(c, path, "expected %s, got %s", what, describe(v, buf, sizeof buf));
+}
+
+static void join(char *out, size_t len, const char *parent, const char *key)
+{
+	if (parent && *parent)
+		snprintf(out, len, "%s.%s", parent, key);
+	else
+		snprintf(out, len, "%s", key);
+}
+
+/* Rejects keys of obj outside known (NULL-terminated), naming the first unknown one. */
+static int check_keys(const struct ctx *c, const char *parent, const json_t *obj,
+		      const char *const *known)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)obj, key, v) {
+		bool ok = false;
+		for (const char *const *k = known; *k; k++)
+			if (strcmp(key, *k) == 0)
+				ok = true;
+		if (ok)
+			continue;
+		char list[256] = "", path[256];
+		for (const char *const *k = known; *k; k++) {
+			size_t n = strlen(list);
+			snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *k);
+		}
+		join(path, sizeof path, parent, key);
+		return bad(c, path, "unknown key (known keys: %s)", list);
+	}
+	return 0;
+}
+
+/* ---- typed readers: each validates one value and names its path on failure ---------- */
+
+static int get_section(const struct ctx *c, const json_t *root, const char *key, json_t **out)
+{
+	json_t *v = json_object_get(root, key);
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return expected(c, key, "an object", v);
+	*out = v;
+	return 0;
+}
+
+static int get_string(const struct ctx *c, const char *path, const json_t *v, char *out, size_t len)
+{
+	if (!json_is_string(v))
+		return expected(c, path, "a string", v);
+	const char *s = json_string_value(v);
+	if (strlen(s) >= len)
+		return bad(c, path, "longer than %zu characters", len - 1);
+	memcpy(out, s, strlen(s) + 1);
+	return 0;
+}
+
+static int get_uint(const struct ctx *c, const char *path, const json_t *v, uint64_t min,
+		    uint64_t max, uint64_t *out)
+{
+	if (!json_is_integer(v))
+		return expected(c, path, "an integer", v);
+	json_int_t n = json_integer_value(v);
+	if (n < 0 || (uint64_t)n < min || (uint64_t)n > max)
+		return bad(c, path, "%" JSON_INTEGER_FORMAT " is out of range %" PRIu64 "..%" PRIu64, n,
+			   min, max);
+	*out = (uint64_t)n;
+	return 0;
+}
+
+/* A size: a string like "256M" / "0.5G" (binary units) or an integer count of bytes. */
+static int get_size(const struct ctx *c, const char *path, const json_t *v, uint64_t min, uint64_t *out)
+{
+	uint64_t b;
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		b = (uint64_t)json_integer_value(v);
+	} else if (json_is_string(v) && rb_parse_size(json_string_value(v), &b) == 0) {
+		/* parsed */
+	} else {
+		return expected(c, path, "a size like \"256M\" or a number of bytes", v);
+	}
+	if (b < min)
+		return bad(c, path, "must be at least %" PRIu64 " bytes (omit the key for no limit)", min);
+	*out = b;
+	return 0;
+}
+
+/* A duration: a string like "30s" / "300ms" / "5m". Bare numbers are refused because
+ * seconds-or-milliseconds is exactly the ambiguity that makes a limit silently wrong. */
+static int get_duration(const struct ctx *c, const char *path, const json_t *v, uint64_t *out)
+{
+	uint64_t ms;
+	if (!json_is_string(v) || rb_parse_duration_ms(json_string_value(v), &ms) < 0)
+		return expected(c, path, "a duration like \"30s\" or \"300ms\"", v);
+	if (ms == 0)
+		return bad(c, path, "must be at least 1ms (omit the key for no limit)");
+	*out = ms;
+	return 0;
+}
+
+static bool all_chars(const char *s, const char *extra, bool upper, bool digits_first)
+{
+	if (!*s)
+		return false;
+	for (const char *p = s; *p; p++) {
+		char ch = *p;
+		bool ok = (ch >= 'a' && ch <= 'z') || (upper && ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9' && (digits_first || p != s)) || (ch && strchr(extra, ch));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static bool env_name_ok(const char *s)
+{
+	return all_chars(s, "_", true, false);
+}
+
+/* Array of strings into a strdup'd list; check returns a reason for a bad entry, or NULL. */
+static int get_list(const struct ctx *c, const char *path, const json_t *v, char **list, unsigned *n,
+		    const char *(*check)(const char *))
+{
+	if (!json_is_array(v))
+		return expected(c, path, "an array of strings", v);
+	if (json_array_size(v) > RB_POLICY_MAX_LIST)
+		return bad(c, path, "at most %d entries, got %zu", RB_POLICY_MAX_LIST, json_array_size(v));
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e) {
+		char ipath[300];
+		snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
+		if (!json_is_string(e))
+			return expected(c, ipath, "a string", e);
+		const char *s = json_string_value(e);
+		const char *why = check ? check(s) : NULL;
+		if (why)
+			return bad(c, ipath, "\"%.80s\": %s", s, why);
+		list[*n] = strdup(s);
+		if (!list[*n])
+			return rb_error_set(c->err, ENOMEM, "policy %s: %s", c->origin, ipath);
+		(*n)++;
+	}
+	return 0;
+}
+
+static bool in_list(char *const *list, unsigned n, const char *s, size_t len)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (strncmp(list[i], s, len) == 0 && (list[i][len] == '\0' || list[i][len] == '='))
+			return true;
+	return false;
+}
+
+/* ---- sections ------------------------------------------------------------------------ */
+
+static const char *check_syscall(const char *s)
+{
+	/* Whether the name exists is the seccomp module's call (it knows the arch tables). */
+	if (strlen(s) >= RB_NAME_MAX)
+		return "too long for a syscall name";
+	return all_chars(s, "_", false, true) ? NULL : "a syscall name is [a-z0-9_]+";
+}
+
+static const char *check_env_name(const char *s)
+{
+	return env_name_ok(s) ? NULL : "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)";
+}
+
+static const char *check_input_prefix(const char *s)
+{
+	if (s[0] != '/')
+		return "an input prefix must be an absolute path";
+	if (strlen(s) >= 4096)
+		return "longer than PATH_MAX";
+	/* Prefixes are compared textually against canonical paths, so "." and ".." would never
+	 * match what they seem to say. */
+	for (const char *p = s; (p = strchr(p, '/')); p++) {
+		const char *q = p + 1;
+		size_t n = strcspn(q, "/");
+		if ((n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.'))
+			return "\".\" and \"..\" are not allowed in an input prefix";
+	}
+	return NULL;
+}
+
+static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"uid", "gid", "id_range", "capabilities", NULL};
+	if (check_keys(c, "identity", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	uint64_t n;
+	/* (uid_t)-1 means "no change" to setresuid, so it is never a valid identity. */
+	if ((v = json_object_get(sec, "uid"))) {
+		if (get_uint(c, "identity.uid", v, 0, UINT32_MAX - 1, &n) < 0)
+			return -1;
+		p->uid = (uid_t)n;
+	}
+	if ((v = json_object_get(sec, "gid"))) {
+		if (get_uint(c, "identity.gid", v, 0, UINT32_MAX - 1, &n) < 0)
+			return -1;
+		p->gid = (gid_t)n;
+	}
+	if ((v = json_object_get(sec, "id_range"))) {
+		const char *s = json_string_value(v);
+		if (s && !strcmp(s, "auto"))
+			p->id_range = RB_ID_RANGE_AUTO;
+		else if (s && !strcmp(s, "required"))
+			p->id_range = RB_ID_RANGE_REQUIRED;
+		else if (s && !strcmp(s, "single"))
+			p->id_range = RB_ID_RANGE_SINGLE;
+		else
+			return expected(c, "identity.id_range", "one of \"auto\", \"required\", \"single\"", v);
+	}
+	if ((v = json_object_get(sec, "capabilities"))) {
+		if (!json_is_array(v))
+			return expected(c, "identity.capabilities", "an array of capability names", v);
+		size_t i;
+		json_t *e;
+		json_array_foreach(v, i, e) {
+			char ipath[64];
+			snprintf(ipath, sizeof ipath, "identity.capabilities[%zu]", i);
+			if (!json_is_string(e))
+				return expected(c, ipath, "a capability name like \"CAP_CHOWN\"", e);
+			int bit = rb_cap_from_name(json_string_value(e));
+			if (bit < 0)
+				return bad(c, ipath, "unknown capability \"%.80s\"", json_string_value(e));
+			p->caps |= 1ull << bit;
+		}
+	}
+	return 0;
+}
+
+static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"timeout",	  "memory",	 "pids",
+					   "cpus",	  "cpu_weight",	 "rootfs_size",
+					   "workspace_size", "tmp_size", NULL};
+	if (check_keys(c, "limits", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	if ((v = json_object_get(sec, "timeout")) && get_duration(c, "limits.timeout", v, &p->timeout_ms) < 0)
+		return -1;
+	/* Zero is "not set" in struct rb_policy, so a limit that is present must be real. */
+	if ((v = json_object_get(sec, "memory")) && get_size(c, "limits.memory", v, 1, &p->memory_bytes) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "pids")) && get_uint(c, "limits.pids", v, 1, UINT32_MAX, &p->pids) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "cpus"))) {
+		if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
+			return expected(c, "limits.cpus", "a number of cores greater than 0", v);
+		p->cpus = json_number_value(v);
+	}
+	if ((v = json_object_get(sec, "cpu_weight")) &&
+	    get_uint(c, "limits.cpu_weight", v, 1, 10000, &p->cpu_weight) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "rootfs_size")) &&
+	    get_size(c, "limits.rootfs_size", v, 1, &p->rootfs_bytes) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "workspace_size")) &&
+	    get_size(c, "limits.workspace_size", v, 1, &p->workspace_bytes) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "tmp_size")) && get_size(c, "limits.tmp_size", v, 1, &p->tmp_bytes) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_rlimits(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"nofile", "nproc", "core", "fsize", NULL};
+	if (check_keys(c, "rlimits", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	/* UINT64_MAX is "leave as inherited", so the largest value a policy may set is below it. */
+	if ((v = json_object_get(sec, "nofile")) &&
+	    get_uint(c, "rlimits.nofile", v, 0, UINT32_MAX, &p->rlimit_nofile) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "nproc")) &&
+	    get_uint(c, "rlimits.nproc", v, 0, UINT32_MAX, &p->rlimit_nproc) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "core")) && get_size(c, "rlimits.core", v, 0, &p->rlimit_core) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "fsize")) && get_size(c, "rlimits.fsize", v, 0, &p->rlimit_fsize) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_seccomp(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"profile", "deny", "allow", NULL};
+	if (check_keys(c, "seccomp", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	if ((v = json_object_get(sec, "profile"))) {
+		if (get_string(c, "seccomp.profile", v, p->seccomp_profile, sizeof p->seccomp_profile) < 0)
+			return -1;
+		/* The name becomes a file name under policy/seccomp/: no separators, no dots. */
+		if (!all_chars(p->seccomp_profile, "_-", false, true))
+			return bad(c, "seccomp.profile", "\"%s\": a profile name is [a-z0-9_-]+",
+				   p->seccomp_profile);
+	}
+	if ((v = json_object_get(sec, "deny")) &&
+	    get_list(c, "seccomp.deny", v, p->seccomp_deny, &p->n_seccomp_deny, check_syscall) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "allow")) &&
+	    get_list(c, "seccomp.allow", v, p->seccomp_allow, &p->n_seccomp_allow, check_syscall) < 0)
+		return -1;
+	for (unsigned i = 0; i < p->n_seccomp_allow; i++) {
+		const char *s = p->seccomp_allow[i];
+		if (in_list(p->seccomp_deny, p->n_seccomp_deny, s, strlen(s)))
+			return bad(c, "seccomp.allow", "\"%s\" is also in seccomp.deny", s);
+	}
+	return 0;
+}
+
+static int parse_network(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"mode", NULL};
+	if (check_keys(c, "network", sec, keys) < 0)
+		return -1;
+	json_t *v = json_object_get(sec, "mode");
+	if (v) {
+		const char *s = json_string_value(v);
+		if (s && !strcmp(s, "none"))
+			p->net_mode = RB_NET_NONE;
+		else if (s && !strcmp(s, "gateway"))
+			p->net_mode = RB_NET_GATEWAY;
+		else
+			return expected(c, "network.mode", "one of \"none\", \"gateway\"", v);
+	}
+	return 0;
+}
+
+static int parse_inputs(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"allow", NULL};
+	if (check_keys(c, "inputs", sec, keys) < 0)
+		return -1;
+	json_t *v = json_object_get(sec, "allow");
+	if (v && get_list(c, "inputs.allow", v, p->input_allow, &p->n_input_allow, check_input_prefix) < 0)
+		return -1;
+	/* "/usr/" and "/usr" mean the same prefix; keep one spelling for the matcher. */
+	for (unsigned i = 0; i < p->n_input_allow; i++) {
+		char *s = p->input_allow[i];
+		size_t n = strlen(s);
+		while (n > 1 && s[n - 1] == '/')
+			s[--n] = '\0';
+	}
+	return 0;
+}
+
+static int add_env(const struct ctx *c, struct rb_policy *p, const char *name, const char *value)
+{
+	if (p->n_env_set >= RB_POLICY_MAX_LIST)
+		return bad(c, "env.set", "at most %d entries", RB_POLICY_MAX_LIST);
+	if (asprintf(&p->env_set[p->n_env_set], "%s=%s", name, value) < 0) {
+		p->env_set[p->n_env_set] = NULL;
+		return rb_error_set(c->err, ENOMEM, "policy %s: env.set", c->origin);
+	}
+	p->n_env_set++;
+	return 0;
+}
+
+static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"pass", "set", NULL};
+	if (sec && check_keys(c, "env", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	if (sec && (v = json_object_get(sec, "pass")) &&
+	    get_list(c, "env.pass", v, p->env_pass, &p->n_env_pass, check_env_name) < 0)
+		return -1;
+	if (sec && (v = json_object_get(sec, "set"))) {
+		if (!json_is_object(v))
+			return expected(c, "env.set", "an object of NAME: \"value\"", v);
+		const char *name;
+		json_t *val;
+		json_object_foreach(v, name, val) {
+			char path[300];
+			snprintf(path, sizeof path, "env.set.%s", name);
+			if (!env_name_ok(name))
+				return bad(c, path, "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+			if (!json_is_string(val))
+				return expected(c, path, "a string", val);
+			if (in_list(p->env_pass, p->n_env_pass, name, strlen(name)))
+				return bad(c, path, "\"%s\" is also in env.pass; name it in one place", name);
+			if (add_env(c, p, name, json_string_value(val)) < 0)
+				return -1;
+		}
+	}
+	/* A step without PATH finds nothing by name; a policy that wants that sets PATH to "". */
+	if (!in_list(p->env_set, p->n_env_set, "PATH", 4) && !in_list(p->env_pass, p->n_env_pass, "PATH", 4))
+		return add_env(c, p, "PATH", DEFAULT_PATH);
+	return 0;
+}
+
+static int parse_output(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"max_stdout", "max_stderr", NULL};
+	if (check_keys(c, "output", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	if ((v = json_object_get(sec, "max_stdout")) && get_size(c, "output.max_stdout", v, 1, &p->max_stdout) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "max_stderr")) && get_size(c, "output.max_stderr", v, 1, &p->max_stderr) < 0)
+		return -1;
+	return 0;
+}
+
+static bool hostname_ok(const char *s)
+{
+	/* One DNS label: what sethostname accepts and what a tool in the sandbox can print. */
+	if (!*s || *s == '-' || s[strlen(s) - 1] == '-')
+		return false;
+	return all_chars(s, "-", true, true);
+}
+
+static int parse_top(const struct ctx *c, const json_t *root, struct rb_policy *p)
+{
+	static const char *const keys[] = {"name",	"description", "identity", "limits", "rlimits",
+					   "seccomp", "network",	"inputs",   "env",    "output",
+					   "shell",	"hostname",	NULL};
+	if (check_keys(c, "", root, keys) < 0)
+		return -1;
+
+	json_t *v = json_object_get(root, "name");
+	if (!v)
+		return bad(c, "name", "required key is missing");
+	if (get_string(c, "name", v, p->name, sizeof p->name) < 0)
+		return -1;
+	if (!all_chars(p->name, "_.-", true, true) || p->name[0] == '.')
+		return bad(c, "name", "\"%s\": a policy name is [A-Za-z0-9_.-]+, not starting with '.'", p->name);
+	if ((v = json_object_get(root, "description")) && !json_is_string(v))
+		return expected(c, "description", "a string", v);
+
+	json_t *sec;
+	if (get_section(c, root, "identity", &sec) < 0 || (sec && parse_identity(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "limits", &sec) < 0 || (sec && parse_limits(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "rlimits", &sec) < 0 || (sec && parse_rlimits(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "seccomp", &sec) < 0 || (sec && parse_seccomp(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "network", &sec) < 0 || (sec && parse_network(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "inputs", &sec) < 0 || (sec && parse_inputs(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "env", &sec) < 0 || parse_env(c, sec, p) < 0)
+		return -1;
+	if (get_section(c, root, "output", &sec) < 0 || (sec && parse_output(c, sec, p) < 0))
+		return -1;
+
+	if ((v = json_object_get(root, "shell"))) {
+		if (get_string(c, "shell", v, p->shell, sizeof p->shell) < 0)
+			return -1;
+		if (p->shell[0] != '/')
+			return bad(c, "shell", "\"%s\": must be an absolute path", p->shell);
+	}
+	if ((v = json_object_get(root, "hostname"))) {
+		if (get_string(c, "hostname", v, p->hostname, sizeof p->hostname) < 0)
+			return -1;
+		if (!hostname_ok(p->hostname))
+			return bad(c, "hostname", "\"%s\": a hostname is letters, digits and inner '-'", p->hostname);
+	}
+	return 0;
+}
+
+static void set_defaults(struct rb_policy *p)
+{
+	memset(p, 0, sizeof *p);
+	p->id_range = RB_ID_RANGE_AUTO;
+	p->net_mode = RB_NET_NONE;
+	p->rlimit_nofile = p->rlimit_nproc = p->rlimit_core = p->rlimit_fsize = RLIMIT_KEEP;
+	strcpy(p->seccomp_profile, DEFAULT_SECCOMP);
+	p->max_stdout = p->max_stderr = DEFAULT_OUTPUT_MAX;
+	strcpy(p->shell, DEFAULT_SHELL);
+	strcpy(p->hostname, DEFAULT_HOSTNAME);
+}
+
+/* sha256 over the canonical JSON (sorted keys, compact) followed by the seccomp profile's
+ * bytes, so that editing either the policy or the profile it names changes the hash. */
+static int policy_hash(const struct ctx *c, const json_t *root, const char *data_dir, struct rb_policy *p)
+{
+	_cleanup_free_ char *canon = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+	if (!canon)
+		return rb_error_set(c->err, ENOMEM, "policy %s: canonical form", c->origin);
+	size_t clen = strlen(canon);
+	_cleanup_free_ char *prof = NULL;
+	size_t plen = 0;
+	if (data_dir && *data_dir) {
+		char path[4096];
+		if (snprintf(path, sizeof path, "%s/policy/seccomp/%s.json", data_dir, p->seccomp_profile) >=
+		    (int)sizeof path)
+			return rb_error_set(c->err, ENAMETOOLONG, "policy %s: seccomp profile path", c->origin);
+		struct rb_error rerr;
+		if (rb_read_file(path, SECCOMP_FILE_MAX, &prof, &plen, &rerr) < 0) {
+			/* A missing profile is reported by the seccomp module, with its own context. */
+			if (rerr.errnum != ENOENT) {
+				if (c->err)
+					*c->err = rerr;
+				return rb_error_prefix(c->err, "policy %s: seccomp.profile", c->origin);
+			}
+			prof = NULL;
+			plen = 0;
+		}
+	}
+	_cleanup_free_ char *buf = malloc(clen + plen + 1);
+	if (!buf)
+		return rb_error_set(c->err, ENOMEM, "policy %s: hash", c->origin);
+	memcpy(buf, canon, clen);
+	if (plen)
+		memcpy(buf + clen, prof, plen);
+	rb_sha256_hex(buf, clen + plen, p->hash);
+	return 0;
+}
+
+int rb_policy_parse(const char *text, const char *origin, const char *data_dir, struct rb_policy *out,
+		    struct rb_error *err)
+{
+	struct ctx c = {.origin = origin && *origin ? origin : "(text)", .err = err};
+	set_defaults(out);
+	if (!text)
+		return bad(&c, NULL, "no text");
+	json_error_t jerr;
+	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root))
+		return expected(&c, "(top level)", "an object", root);
+	if (parse_top(&c, root, out) < 0 || policy_hash(&c, root, data_dir, out) < 0) {
+		rb_policy_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+static int load_file(const char *path, const char *data_dir, struct rb_policy *out, struct rb_error *err)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return rb_error_set(err, errno, "policy `%s`", path);
+	/* A FIFO or device would block or never end; policies are plain files. */
+	if (!S_ISREG(st.st_mode))
+		return rb_error_set(err, 0, "policy `%s`: not a regular file", path);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (rb_read_file(path, POLICY_FILE_MAX, &text, &len, err) < 0)
+		return rb_error_prefix(err, "policy");
+	if (strlen(text) != len)
+		return rb_error_set(err, 0, "policy %s: contains a NUL byte", path);
+	if (rb_policy_parse(text, path, data_dir, out, err) < 0)
+		return -1;
+	snprintf(out->source, sizeof out->source, "%s", path);
+	return 0;
+}
+
+static bool name_ok(const char *s)
+{
+	return all_chars(s, "_.-", true, true) && s[0] != '.' && strlen(s) < RB_NAME_MAX;
+}
+
+int rb_policy_load(const char *name_or_path, const char *data_dir, const char *config_dir,
+		   struct rb_policy *out, struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
+	if (!name_or_path || !*name_or_path)
+		return rb_error_set(err, 0, "policy: empty name");
+	size_t n = strlen(name_or_path);
+	if (strchr(name_or_path, '/') || (n > 5 && !strcmp(name_or_path + n - 5, ".json")))
+		return load_file(name_or_path, data_dir, out, err);
+	if (!name_ok(name_or_path))
+		return rb_error_set(err, 0, "policy \"%.80s\": a name is [A-Za-z0-9_.-]+ (or give a path)",
+				    name_or_path);
+
+	/* The operator's policies shadow the shipped ones, so a site can redefine "default". */
+	char tried[2][4096];
+	unsigned ntried = 0;
+	const char *bases[2][2] = {{config_dir, "policies"}, {data_dir, "policy/profiles"}};
+	for (unsigned i = 0; i < 2; i++) {
+		if (!bases[i][0] || !*bases[i][0])
+			continue;
+		char *path = tried[ntried++];
+		if (snprintf(path, 4096, "%s/%s/%s.json", bases[i][0], bases[i][1], name_or_path) >= 4096)
+			return rb_error_set(err, ENAMETOOLONG, "policy \"%s\"", name_or_path);
+		if (access(path, F_OK) == 0)
+			return load_file(path, data_dir, out, err);
+		if (errno != ENOENT)
+			return rb_error_set(err, errno, "policy `%s`", path);
+	}
+	if (ntried == 0)
+		return rb_error_set(err, 0, "policy \"%s\" not found: no config or data directory to look in",
+				    name_or_path);
+	return rb_error_set(err, 0, "policy \"%s\" not found (looked for %s%s%s)", name_or_path, tried[0],
+			    ntried > 1 ? " and " : "", ntried > 1 ? tried[1] : "");
+}
+
+static void free_list(char **list, unsigned *n)
+{
+	for (unsigned i = 0; i < *n; i++) {
+		free(list[i]);
+		list[i] = NULL;
+	}
+	*n = 0;
+}
+
+void rb_policy_free(struct rb_policy *p)
+{
+	if (!p)
+		return;
+	free_list(p->seccomp_deny, &p->n_seccomp_deny);
+	free_list(p->seccomp_allow, &p->n_seccomp_allow);
+	free_list(p->input_allow, &p->n_input_allow);
+	free_list(p->env_pass, &p->n_env_pass);
+	free_list(p->env_set, &p->n_env_set);
+}

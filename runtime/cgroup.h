@@ -1,0 +1,68 @@
+/* Per-run cgroups behind one interface (crun's managers): v2, v1 (hybrid and legacy hosts)
+ * and "none" (no writable hierarchy: every limit reported as not enforced, with the reason).
+ * Callers never ask which one is in use. */
+#ifndef RB_CGROUP_H
+#define RB_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+struct rb_limits {
+	uint64_t memory_bytes; /* 0: not requested */
+	uint64_t pids;         /* 0: not requested */
+	double cpus;           /* 0: not requested */
+	uint64_t cpu_weight;   /* 0: not requested */
+};
+
+enum rb_limit_kind { RB_LIMIT_MEMORY, RB_LIMIT_PIDS, RB_LIMIT_CPUS, RB_LIMIT_CPU_WEIGHT, RB_LIMIT_COUNT };
+
+struct rb_limit_status {
+	bool requested;
+	bool enforced;
+	char mechanism[64]; /* "cgroup v2 memory.max", "cgroup v1 memory.limit_in_bytes" */
+	char reason[192];   /* why not enforced */
+};
+
+struct rb_cgroup_stats {
+	bool have_memory_peak, have_oom, have_pids_peak, have_cpu;
+	uint64_t memory_peak_bytes;
+	uint64_t oom_kills;
+	uint64_t pids_peak;
+	uint64_t cpu_usec;
+};
+
+struct rb_cgroup;
+
+/* Creates the run's cgroup under runbox's own parent (parent_override, or RUNBOX_CGROUP_PARENT,
+ * or a "runbox" child of the caller's cgroup) and applies lim. A parent starting with '/' is a
+ * path from each hierarchy's root; otherwise it lies under the caller's own cgroup. Never fails because limits
+ * cannot be enforced: it then returns the "none" manager with reasons filled in. Fails only
+ * when a limit was requested and the host could enforce it but writing it failed. */
+int rb_cgroup_create(const char *run_id, const char *parent_override, const struct rb_limits *lim,
+		     struct rb_cgroup **out, struct rb_error *err);
+
+/* A directory fd for clone3's CLONE_INTO_CGROUP, or -1 when attach() must be used. */
+int rb_cgroup_clone_fd(const struct rb_cgroup *cg);
+/* Moves pid in before the child is released (when clone_fd is -1). No-op for "none". */
+int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
+/* Kills every process in the cgroup (cgroup.kill, or freeze-kill-thaw) and waits until empty. */
+int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err);
+void rb_cgroup_stats(struct rb_cgroup *cg, struct rb_cgroup_stats *out);
+const struct rb_limit_status *rb_cgroup_limit(const struct rb_cgroup *cg, enum rb_limit_kind kind);
+const char *rb_cgroup_manager_name(const struct rb_cgroup *cg); /* "v2", "v1", "none" */
+/* Records current memory and pids use as peaks, for hosts without memory.peak/pids.peak; cheap,
+ * the runner may call it while a step runs. rb_cgroup_stats samples once more itself. */
+void rb_cgroup_sample(struct rb_cgroup *cg);
+/* The run's cgroup directory (v2; on v1 the memory hierarchy's), "" for "none". */
+const char *rb_cgroup_path(const struct rb_cgroup *cg);
+/* Why the "none" manager was chosen (for `runbox check` and the result), "" otherwise. */
+const char *rb_cgroup_none_reason(const struct rb_cgroup *cg);
+/* Removes the cgroup (bounded rmdir retries) and frees cg. Reports a failure to remove. */
+int rb_cgroup_destroy(struct rb_cgroup *cg, struct rb_error *err);
+
+const char *rb_limit_name(enum rb_limit_kind kind); /* "memory", "pids", "cpus", "cpu_weight" */
+
+#endif

@@ -1,0 +1,20 @@
+/* The control channel between runbox and the sandbox's init (and the spawner): one JSON
+ * object per SOCK_SEQPACKET message, with up to RB_CHAN_MAX_FDS descriptors attached. */
+#ifndef RB_CHANNEL_H
+#define RB_CHANNEL_H
+
+#include <jansson.h>
+
+#include "common/error.h"
+
+#define RB_CHAN_MAX_FDS 8
+#define RB_CHAN_MAX_MSG 65536
+
+/* Sends msg (not consumed) with fds. Returns 0 or -1 with err. */
+int rb_chan_send(int sock, json_t *msg, const int *fds, unsigned n_fds, struct rb_error *err);
+/* Receives one message. *msg is new (caller decrefs). fds receives up to RB_CHAN_MAX_FDS
+ * descriptors (O_CLOEXEC), *n_fds their count; fds may be NULL when none are expected
+ * (any that arrive are closed). Returns 1 on a message, 0 on EOF, -1 on error. */
+int rb_chan_recv(int sock, json_t **msg, int *fds, unsigned *n_fds, struct rb_error *err);
+
+#endif

@@ -1,0 +1,43 @@
+/* The sandbox's root filesystem, built inside its mount namespace by init: overlayfs over the
+ * image on a size-capped tmpfs, /workspace, inputs, /tmp, a minimal /dev, a masked /proc, an
+ * empty read-only /sys, then pivot_root with the old root detached. Targets are resolved with
+ * openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS) and mounts attached by fd, so a symlink in the
+ * image can never redirect a mount to the host. */
+#ifndef RB_MOUNTS_H
+#define RB_MOUNTS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "images/image.h"
+
+#define RB_MAX_INPUTS 32
+
+struct rb_input {
+	int fd;                 /* O_PATH of the host source, opened by the runner */
+	char host[PATH_MAX];    /* the source, resolved */
+	bool is_dir;
+	char dest[PATH_MAX];    /* relative to /workspace/in */
+};
+
+struct rb_rootfs_spec {
+	const char *staging;            /* an existing host directory to mount the scratch tmpfs on */
+	const struct rb_image *image;
+	uint64_t rootfs_bytes, workspace_bytes, tmp_bytes;
+	uid_t uid;                      /* owner of /workspace inside */
+	gid_t gid;
+	const struct rb_input *inputs;
+	unsigned n_inputs;
+};
+
+/* Builds the root and pivots into it; on return the cwd is the new "/". */
+int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err);
+
+/* Parses "SRC[:DEST]" and opens SRC (O_PATH, resolved once, no trailing symlink). DEST must be
+ * under /workspace/in; the default is /workspace/in/<basename of SRC>. */
+int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err);
+
+#endif

@@ -1,0 +1,431 @@
+/* A run's life: open (policy, image, inputs, ids, seccomp), start (cgroup, sandbox), steps
+ * (exec, output, timeout, cancel, status), close (kill, remove). */
+#define _GNU_SOURCE
+#include "runtime/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "runtime/channel.h"
+
+extern char **environ;
+
+/* Host paths that are never inputs, whatever the policy says. */
+static const char *const never_inputs[] = {"/proc", "/sys", "/dev", "/run", "/etc/shadow", "/etc/gshadow",
+					   "/etc/ssh", "/root/.ssh", "/var/run"};
+
+static bool path_under(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	while (n > 1 && prefix[n - 1] == '/')
+		n--;
+	if (n == 1 && prefix[0] == '/')
+		return true;
+	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static int check_input(const struct rb_policy *pol, const struct rb_input *in, struct rb_error *err)
+{
+	for (size_t i = 0; i < RB_ARRAY_SIZE(never_inputs); i++)
+		if (path_under(in->host, never_inputs[i]))
+			return rb_error_set(err, 0, "--input `%s`: %s is never an input", in->host, never_inputs[i]);
+	for (unsigned i = 0; i < pol->n_input_allow; i++)
+		if (path_under(in->host, pol->input_allow[i]))
+			return 0;
+	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
+}
+
+static bool setgroups_denied_here(void)
+{
+	char *text = NULL;
+	bool deny = rb_read_file("/proc/self/setgroups", 64, &text, NULL, NULL) == 0 && !strncmp(text, "deny", 4);
+	free(text);
+	return deny;
+}
+
+int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
+{
+	memset(run, 0, sizeof *run);
+	run->sb.reaped = true;
+	run->sb.pidfd = run->sb.ctl = run->sb.net.netns_fd = -1;
+	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
+		run->inputs[i].fd = -1;
+	rb_new_run_id(run->id);
+	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
+		return -1;
+	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
+			   &run->policy, err) < 0)
+		return -1;
+	struct rb_policy *pol = &run->policy;
+	if (rb_image_resolve(cfg->image ? cfg->image : "host", &run->paths, &run->image, err) < 0)
+		return -1;
+
+	run->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : pol->timeout_ms;
+	run->limits.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes : pol->memory_bytes;
+	run->limits.pids = cfg->pids ? cfg->pids : pol->pids;
+	run->limits.cpus = cfg->cpus > 0 ? cfg->cpus : pol->cpus;
+	run->limits.cpu_weight = pol->cpu_weight;
+
+	if (cfg->n_inputs > RB_MAX_INPUTS)
+		return rb_error_set(err, 0, "at most %d inputs", RB_MAX_INPUTS);
+	for (unsigned i = 0; i < cfg->n_inputs; i++) {
+		if (rb_input_parse(cfg->inputs[i], &run->inputs[i], err) < 0)
+			return -1;
+		run->n_inputs = i + 1;
+		if (check_input(pol, &run->inputs[i], err) < 0)
+			return -1;
+	}
+
+	struct rb_sandbox_spec *spec = &run->spec;
+	if (rb_userns_plan(pol, &spec->ids, err) < 0)
+		return -1;
+	char cache[sizeof run->paths.state_dir + 32];
+	snprintf(cache, sizeof cache, "%s/cache/seccomp", run->paths.state_dir);
+	if (rb_seccomp_prepare(pol, run->paths.data_dir, cache, &run->bpf, err) < 0)
+		return -1;
+
+	if (snprintf(run->dir, sizeof run->dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof run->dir)
+		return rb_error_set(err, ENAMETOOLONG, "run directory");
+	/* Searchable by everyone: init, already in the sandbox's user namespace, mounts on it. */
+	if (rb_mkdir_p(run->paths.run_dir, 0711, err) < 0)
+		return -1;
+	if (mkdir(run->dir, 0711) < 0)
+		return rb_error_set(err, errno, "mkdir `%s`", run->dir);
+	chmod(run->dir, 0711);
+
+	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
+	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
+	spec->rootfs = (struct rb_rootfs_spec){
+		.staging = run->dir,
+		.image = &run->image,
+		.rootfs_bytes = pol->rootfs_bytes,
+		.workspace_bytes = pol->workspace_bytes,
+		.tmp_bytes = pol->tmp_bytes,
+		.uid = pol->uid,
+		.gid = pol->gid,
+		.inputs = run->inputs,
+		.n_inputs = run->n_inputs,
+	};
+	struct rb_exec_spec *ex = &spec->exec;
+	ex->uid = pol->uid;
+	ex->gid = pol->gid;
+	ex->caps = pol->caps;
+	ex->bpf = &run->bpf;
+	ex->setgroups_denied = spec->ids.single && (setgroups_denied_here() || spec->ids.outer);
+	const struct {
+		int res;
+		uint64_t v;
+	} rl[] = {{RLIMIT_NOFILE, pol->rlimit_nofile},
+		  {RLIMIT_NPROC, pol->rlimit_nproc},
+		  {RLIMIT_CORE, pol->rlimit_core},
+		  {RLIMIT_FSIZE, pol->rlimit_fsize}};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(rl); i++)
+		if (rl[i].v != UINT64_MAX)
+			ex->rlimits[ex->n_rlimits++] = (struct rb_rlimit){rl[i].res, rl[i].v};
+	return 0;
+}
+
+int rb_run_start(struct rb_run *run, struct rb_error *err)
+{
+	if (run->started)
+		return 0;
+	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
+		return -1;
+	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
+		return -1;
+	run->started = true;
+	return 0;
+}
+
+static void buf_append(struct rb_buf *b, const char *data, size_t n)
+{
+	if (b->len + n > b->limit) {
+		b->truncated = true;
+		n = b->limit > b->len ? b->limit - b->len : 0;
+	}
+	if (!n)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->len + n + 1) * 2;
+		if (cap > b->limit + 1)
+			cap = b->limit + 1;
+		char *d = realloc(b->data, cap);
+		if (!d) {
+			b->truncated = true;
+			return;
+		}
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+/* Reads what is there now; returns false at EOF or error. */
+static bool pump(int fd, struct rb_buf *b, int copy_to)
+{
+	char chunk[16384];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 && errno == EAGAIN;
+		buf_append(b, chunk, (size_t)n);
+		if (copy_to >= 0) {
+			ssize_t w = write(copy_to, chunk, (size_t)n);
+			(void)w;
+		}
+	}
+}
+
+/* The environment a step gets: the policy's passed names and fixed values, nothing else. */
+static json_t *step_env(const struct rb_policy *pol)
+{
+	json_t *env = json_array();
+	for (unsigned i = 0; i < pol->n_env_set; i++)
+		json_array_append_new(env, json_string(pol->env_set[i]));
+	for (unsigned i = 0; i < pol->n_env_pass; i++) {
+		const char *v = getenv(pol->env_pass[i]);
+		if (!v)
+			continue;
+		char *kv = NULL;
+		if (asprintf(&kv, "%s=%s", pol->env_pass[i], v) < 0)
+			continue;
+		json_t *s = json_string(kv);
+		free(kv);
+		if (s)
+			json_array_append_new(env, s);
+	}
+	return env;
+}
+
+static void fill_from_status(struct rb_step_result *res, int status)
+{
+	if (WIFEXITED(status)) {
+		res->status = RB_STEP_EXITED;
+		res->exit_code = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		res->status = RB_STEP_SIGNALED;
+		res->signal = WTERMSIG(status);
+		res->seccomp_killed = res->signal == SIGSYS;
+	}
+}
+
+/* Kills the whole sandbox: every process of the cgroup, then init and its pid namespace. */
+static void kill_sandbox(struct rb_run *run)
+{
+	struct rb_error err;
+	if (run->cg && rb_cgroup_kill(run->cg, &err) < 0)
+		rb_warn("%s", err.msg);
+	rb_sandbox_destroy(&run->sb);
+}
+
+int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
+		struct rb_error *err)
+{
+	memset(res, 0, sizeof *res);
+	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
+	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
+	uint64_t t0 = rb_now_us();
+	if (!run->started && rb_run_start(run, err) < 0) {
+		res->status = RB_STEP_SETUP_FAILED;
+		snprintf(res->error, sizeof res->error, "%s", err->msg);
+		res->wall_us = rb_now_us() - t0;
+		return 0;
+	}
+	if (run->sb.reaped)
+		return rb_error_set(err, 0, "the sandbox is gone");
+
+	int out[2], errp[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return rb_error_set(err, errno, "pipe");
+	if (pipe2(errp, O_CLOEXEC) < 0) {
+		close(out[0]), close(out[1]);
+		return rb_error_set(err, errno, "pipe");
+	}
+	_cleanup_close_ int out_r = out[0];
+	_cleanup_close_ int err_r = errp[0];
+	fcntl(out_r, F_SETFL, O_NONBLOCK);
+	fcntl(err_r, F_SETFL, O_NONBLOCK);
+
+	json_t *args = json_array();
+	for (char *const *a = argv; *a; a++)
+		json_array_append_new(args, json_string(*a));
+	json_t *msg = json_pack("{s:s, s:o, s:o, s:s}", "op", "exec", "argv", args, "env", step_env(&run->policy),
+				"cwd", "/workspace");
+	int fds[2] = {out[1], errp[1]};
+	int r = rb_chan_send(run->sb.ctl, msg, fds, 2, err);
+	json_decref(msg);
+	close(out[1]);
+	close(errp[1]);
+	if (r < 0)
+		return -1;
+
+	json_t *ev = NULL;
+	if (rb_chan_recv(run->sb.ctl, &ev, NULL, NULL, err) <= 0) {
+		res->status = RB_STEP_SETUP_FAILED;
+		snprintf(res->error, sizeof res->error, "the sandbox's init ended before the step started");
+		return 0;
+	}
+	const char *name = json_string_value(json_object_get(ev, "ev"));
+	if (!name || strcmp(name, "started") != 0) {
+		bool is_exec = json_is_true(json_object_get(ev, "is_exec"));
+		res->status = is_exec ? RB_STEP_EXEC_FAILED : RB_STEP_SETUP_FAILED;
+		res->exec_errno = (int)json_integer_value(json_object_get(ev, "errno"));
+		const char *m = json_string_value(json_object_get(ev, "message"));
+		snprintf(res->error, sizeof res->error, "%s%s%s", m ? m : "step did not start",
+			 res->exec_errno ? ": " : "", res->exec_errno ? strerror(res->exec_errno) : "");
+		json_decref(ev);
+		res->wall_us = rb_now_us() - t0;
+		return 0;
+	}
+	json_decref(ev);
+
+	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (run->timeout_ms && tfd >= 0) {
+		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(run->timeout_ms / 1000),
+						      .tv_nsec = (long)(run->timeout_ms % 1000) * 1000000L}};
+		timerfd_settime(tfd, 0, &its, NULL);
+	}
+	sigset_t mask, old;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	bool out_open = true, err_open = true, done = false;
+	int copy_out = passthrough ? STDOUT_FILENO : -1, copy_err = passthrough ? STDERR_FILENO : -1;
+	while (!done) {
+		struct pollfd p[6] = {
+			{.fd = run->sb.ctl, .events = POLLIN},
+			{.fd = out_open ? out_r : -1, .events = POLLIN},
+			{.fd = err_open ? err_r : -1, .events = POLLIN},
+			{.fd = tfd, .events = POLLIN},
+			{.fd = sfd, .events = POLLIN},
+			{.fd = run->sb.pidfd, .events = POLLIN},
+		};
+		if (poll(p, 6, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			out_open = pump(out_r, &res->out, copy_out);
+		if (p[2].revents)
+			err_open = pump(err_r, &res->err, copy_err);
+		if (p[3].revents & POLLIN) {
+			res->status = RB_STEP_TIMEOUT;
+			kill_sandbox(run);
+			break;
+		}
+		if (p[4].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				res->status = RB_STEP_CANCELLED;
+				res->signal = (int)si.ssi_signo;
+				kill_sandbox(run);
+				break;
+			}
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			json_t *m = NULL;
+			if (rb_chan_recv(run->sb.ctl, &m, NULL, NULL, err) <= 0) {
+				res->status = RB_STEP_SETUP_FAILED;
+				snprintf(res->error, sizeof res->error, "the sandbox's init died during the step");
+				kill_sandbox(run);
+				break;
+			}
+			const char *e = json_string_value(json_object_get(m, "ev"));
+			if (e && !strcmp(e, "exited")) {
+				fill_from_status(res, (int)json_integer_value(json_object_get(m, "status")));
+				res->user_us = (uint64_t)json_integer_value(json_object_get(m, "utime_us"));
+				res->sys_us = (uint64_t)json_integer_value(json_object_get(m, "stime_us"));
+				res->maxrss_kb = (uint64_t)json_integer_value(json_object_get(m, "maxrss_kb"));
+				done = true;
+			}
+			json_decref(m);
+		} else if (p[5].revents & POLLIN) {
+			res->status = RB_STEP_SETUP_FAILED;
+			snprintf(res->error, sizeof res->error, "the sandbox's init died during the step");
+			kill_sandbox(run);
+			break;
+		}
+	}
+	/* What the main process wrote before it exited is in the pipes now; a background process
+	 * that still holds them open does not hold the step open. */
+	if (out_open)
+		pump(out_r, &res->out, copy_out);
+	if (err_open)
+		pump(err_r, &res->err, copy_err);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	res->wall_us = rb_now_us() - t0;
+	if (run->cg) {
+		rb_cgroup_stats(run->cg, &res->cgroup);
+		res->oom_killed = res->cgroup.have_oom && res->cgroup.oom_kills > 0 &&
+				  (res->status == RB_STEP_SIGNALED && res->signal == SIGKILL);
+	}
+	return 0;
+}
+
+void rb_run_close(struct rb_run *run)
+{
+	struct rb_error err;
+	if (run->started)
+		kill_sandbox(run);
+	if (run->cg) {
+		if (rb_cgroup_destroy(run->cg, &err) < 0)
+			rb_warn("%s", err.msg);
+		run->cg = NULL;
+	}
+	for (unsigned i = 0; i < run->n_inputs; i++)
+		if (run->inputs[i].fd >= 0)
+			close(run->inputs[i].fd);
+	run->n_inputs = 0;
+	if (run->dir[0]) {
+		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
+		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)
+			rb_warn("%s", err.msg);
+		run->dir[0] = '\0';
+	}
+	rb_seccomp_free(&run->bpf);
+	rb_policy_free(&run->policy);
+	run->started = false;
+}
+
+int rb_step_exit_code(const struct rb_step_result *res)
+{
+	switch (res->status) {
+	case RB_STEP_EXITED: return res->exit_code;
+	case RB_STEP_SIGNALED: return 128 + res->signal;
+	case RB_STEP_TIMEOUT: return 124;
+	case RB_STEP_CANCELLED: return 128 + res->signal;
+	case RB_STEP_EXEC_FAILED: return res->exec_errno == ENOENT ? 127 : 126;
+	case RB_STEP_SETUP_FAILED: break;
+	}
+	return 125;
+}
+
+void rb_step_result_free(struct rb_step_result *res)
+{
+	free(res->out.data);
+	free(res->err.data);
+	res->out.data = res->err.data = NULL;
+}

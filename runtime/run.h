@@ -1,0 +1,90 @@
+/* A run: one sandbox, the steps run in it, and their results. The CLI and the session API
+ * are thin layers over these calls. */
+#ifndef RB_RUN_H
+#define RB_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/paths.h"
+#include "images/image.h"
+#include "policy/policy.h"
+#include "runtime/cgroup.h"
+#include "runtime/mounts.h"
+#include "runtime/sandbox.h"
+#include "runtime/seccomp.h"
+
+struct rb_run_config {
+	const char *image;          /* NULL: "host" */
+	const char *policy;         /* NULL: "default" */
+	const char *state_dir;      /* NULL: the default location */
+	uint64_t timeout_ms;        /* 0: the policy's */
+	uint64_t memory_bytes;      /* 0: the policy's */
+	uint64_t pids;
+	double cpus;
+	int net_mode;               /* -1: the policy's */
+	const char *const *inputs;  /* "SRC[:DEST]" */
+	unsigned n_inputs;
+};
+
+struct rb_buf {
+	char *data;
+	size_t len, cap, limit;
+	bool truncated;
+};
+
+enum rb_step_status {
+	RB_STEP_EXITED,
+	RB_STEP_SIGNALED,
+	RB_STEP_TIMEOUT,
+	RB_STEP_CANCELLED,
+	RB_STEP_SETUP_FAILED,
+	RB_STEP_EXEC_FAILED,
+};
+
+struct rb_step_result {
+	enum rb_step_status status;
+	int exit_code;      /* RB_STEP_EXITED */
+	int signal;         /* RB_STEP_SIGNALED, or the signal that cancelled */
+	bool oom_killed, seccomp_killed;
+	int exec_errno;
+	char error[RB_ERROR_MAX];
+	uint64_t wall_us, user_us, sys_us, maxrss_kb;
+	struct rb_buf out, err;
+	struct rb_cgroup_stats cgroup;
+};
+
+struct rb_run {
+	char id[24];
+	struct rb_paths paths;
+	struct rb_policy policy;
+	struct rb_image image;
+	struct rb_bpf bpf;
+	struct rb_input inputs[RB_MAX_INPUTS];
+	unsigned n_inputs;
+	struct rb_sandbox_spec spec;
+	struct rb_limits limits;
+	uint64_t timeout_ms;
+	char dir[4096];            /* the run's directory under paths.run_dir */
+	struct rb_cgroup *cg;
+	struct rb_sandbox sb;
+	bool started;
+};
+
+/* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
+int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err);
+/* Creates the sandbox (once). */
+int rb_run_start(struct rb_run *run, struct rb_error *err);
+/* Runs one step. passthrough: copy the step's stdout/stderr to ours as they come. A step that
+ * could not start is a result (SETUP_FAILED / EXEC_FAILED), not an error; errors are runbox's. */
+int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
+		struct rb_error *err);
+/* Kills the sandbox, removes the cgroup and the run directory. Always safe to call. */
+void rb_run_close(struct rb_run *run);
+
+/* The CLI's exit code for a result: status, 128+n, 124, 125, 126, 127. */
+int rb_step_exit_code(const struct rb_step_result *res);
+void rb_step_result_free(struct rb_step_result *res);
+
+#endif

@@ -1,0 +1,240 @@
+/* The spawner and the handshake (see sandbox.h). The runner forks a spawner which, for a
+ * rootless runner, first makes the owner user namespace; then makes the network namespace
+ * and rules it; then clones the sandbox's init with CLONE_PARENT (so init is the runner's
+ * child) into the run's cgroup, writes init's id maps, hands the namespace fds to the runner
+ * and exits. The sandbox's user namespace is a child of the netns owner, so root inside has no
+ * power over the network namespace. */
+#define _GNU_SOURCE
+#include "runtime/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "runtime/channel.h"
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* The kernel's struct clone_args, as of 5.7. */
+struct clone_args_v2 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+		cgroup;
+};
+
+static pid_t clone_init(int cgroup_fd)
+{
+	struct clone_args_v2 args;
+	memset(&args, 0, sizeof args);
+	args.flags = CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		     CLONE_NEWCGROUP;
+	if (cgroup_fd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)cgroup_fd;
+	}
+	return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+}
+
+__attribute__((noreturn)) static void spawner_fail(int sp, const struct rb_error *err)
+{
+	json_t *m = json_pack("{s:s, s:s}", "ev", "error", "message", err->msg);
+	struct rb_error ignored;
+	rb_chan_send(sp, m, NULL, 0, &ignored);
+	json_decref(m);
+	_exit(1);
+}
+
+__attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec, int cg_fd, int sp, int ctl)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (spec->ids.outer) {
+		if (unshare(CLONE_NEWUSER) < 0) {
+			rb_error_set(&err, errno, "unshare(CLONE_NEWUSER) for the owner user namespace");
+			spawner_fail(sp, &err);
+		}
+		json_t *m = json_pack("{s:s}", "ev", "userns");
+		if (rb_chan_send(sp, m, NULL, 0, &err) < 0)
+			_exit(1);
+		json_decref(m);
+		json_t *reply = NULL;
+		if (rb_chan_recv(sp, &reply, NULL, NULL, &err) <= 0)
+			_exit(1);
+		json_decref(reply);
+	}
+	if (unshare(CLONE_NEWNET) < 0) {
+		rb_error_set(&err, errno, "unshare(CLONE_NEWNET)");
+		spawner_fail(sp, &err);
+	}
+	struct rb_net net = {.netns_fd = -1};
+	if (rb_net_setup_inside(spec->net_mode, &net, &err) < 0)
+		spawner_fail(sp, &err);
+
+	pid_t pid = clone_init(cg_fd);
+	if (pid < 0) {
+		rb_error_set(&err, errno, "clone3 of the sandbox's init");
+		spawner_fail(sp, &err);
+	}
+	if (pid == 0) {
+		close(sp);
+		rb_init_main(spec, ctl);
+	}
+	if (rb_userns_write_maps(pid, &spec->ids.uid, &spec->ids.gid, false, &err) < 0) {
+		kill(pid, SIGKILL);
+		spawner_fail(sp, &err);
+	}
+	int fds[1] = {net.netns_fd};
+	json_t *m = json_pack("{s:s, s:i}", "ev", "spawned", "pid", (int)pid);
+	if (rb_chan_send(sp, m, fds, 1, &err) < 0) {
+		kill(pid, SIGKILL);
+		_exit(1);
+	}
+	json_decref(m);
+	_exit(0);
+}
+
+static int expect_event(int sock, const char *want, json_t **out, int *fds, unsigned *n_fds, struct rb_error *err)
+{
+	json_t *m = NULL;
+	int r = rb_chan_recv(sock, &m, fds, n_fds, err);
+	if (r < 0)
+		return -1;
+	if (r == 0)
+		return rb_error_set(err, 0, "sandbox setup: the %s ended without a word", want[0] == 'r' ? "sandbox's init" : "spawner");
+	const char *ev = json_string_value(json_object_get(m, "ev"));
+	if (!ev || strcmp(ev, want) != 0) {
+		const char *msg = json_string_value(json_object_get(m, "message"));
+		rb_error_set(err, 0, "sandbox setup: %s", msg ? msg : "unexpected message");
+		json_decref(m);
+		return -1;
+	}
+	if (out)
+		*out = m;
+	else
+		json_decref(m);
+	return 0;
+}
+
+static void reap_quietly(pid_t pid)
+{
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
+		      struct rb_error *err)
+{
+	memset(sb, 0, sizeof *sb);
+	sb->init_pid = -1;
+	sb->pidfd = -1;
+	sb->ctl = -1;
+	sb->net.netns_fd = -1;
+	sb->reaped = true;
+
+	int ctl[2], sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
+		return rb_error_set(err, errno, "socketpair");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		close(ctl[0]);
+		close(ctl[1]);
+		return rb_error_set(err, errno, "socketpair");
+	}
+	int cg_fd = rb_cgroup_clone_fd(cg);
+	pid_t spawner_pid = fork();
+	if (spawner_pid < 0) {
+		int e = errno;
+		close(ctl[0]), close(ctl[1]), close(sp[0]), close(sp[1]);
+		return rb_error_set(err, e, "fork the spawner");
+	}
+	if (spawner_pid == 0) {
+		close(ctl[0]);
+		close(sp[0]);
+		spawner(spec, cg_fd, sp[1], ctl[1]);
+	}
+	close(ctl[1]);
+	close(sp[1]);
+	sb->ctl = ctl[0];
+	_cleanup_close_ int sock = sp[0];
+
+	int r = 0;
+	if (spec->ids.outer) {
+		r = expect_event(sock, "userns", NULL, NULL, NULL, err);
+		if (r == 0)
+			r = rb_userns_write_outer(spawner_pid, &spec->ids, err);
+		if (r == 0) {
+			json_t *m = json_pack("{s:s}", "op", "mapped");
+			r = rb_chan_send(sock, m, NULL, 0, err);
+			json_decref(m);
+		}
+	}
+	json_t *spawned = NULL;
+	int fds[RB_CHAN_MAX_FDS];
+	unsigned n_fds = 0;
+	if (r == 0)
+		r = expect_event(sock, "spawned", &spawned, fds, &n_fds, err);
+	if (r < 0)
+		kill(spawner_pid, SIGKILL);
+	reap_quietly(spawner_pid);
+	if (r < 0)
+		goto fail;
+	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
+	json_decref(spawned);
+	sb->reaped = false;
+	sb->net.netns_fd = n_fds > 0 ? fds[0] : -1;
+	for (unsigned i = 1; i < n_fds; i++)
+		close(fds[i]);
+	if (sb->init_pid <= 0) {
+		rb_error_set(err, 0, "sandbox setup: no init pid");
+		goto fail;
+	}
+	/* init is our child and not yet reaped, so its pid cannot have been reused. */
+	sb->pidfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
+	if (sb->pidfd < 0) {
+		rb_error_set(err, errno, "pidfd_open");
+		goto fail;
+	}
+	if (cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
+		goto fail;
+	json_t *go = json_pack("{s:s}", "op", "go");
+	r = rb_chan_send(sb->ctl, go, NULL, 0, err);
+	json_decref(go);
+	if (r < 0 || expect_event(sb->ctl, "ready", NULL, NULL, NULL, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	rb_sandbox_destroy(sb);
+	return -1;
+}
+
+void rb_sandbox_destroy(struct rb_sandbox *sb)
+{
+	if (!sb->reaped && sb->init_pid > 0) {
+		if (sb->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+		else
+			kill(sb->init_pid, SIGKILL);
+		int status = 0;
+		while (waitpid(sb->init_pid, &status, 0) < 0 && errno == EINTR)
+			;
+		sb->init_status = status;
+		sb->reaped = true;
+	}
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	if (sb->ctl >= 0)
+		close(sb->ctl);
+	sb->pidfd = sb->ctl = -1;
+	rb_net_close(&sb->net);
+}

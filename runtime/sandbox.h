@@ -1,0 +1,61 @@
+/* A sandbox: the spawner, the handshake and the runner's handle on a live sandbox. The parent
+ * clones the sandbox's init into a pre-created cgroup, the id maps are written, then init is
+ * released over a socketpair; a setup failure comes back as a message, never as an exit code
+ * that could be the step's. */
+#ifndef RB_SANDBOX_H
+#define RB_SANDBOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "runtime/cgroup.h"
+#include "runtime/mounts.h"
+#include "runtime/net.h"
+#include "runtime/seccomp.h"
+#include "runtime/userns.h"
+
+struct rb_rlimit {
+	int resource;
+	uint64_t value;
+};
+
+/* What every step's process becomes before execve. */
+struct rb_exec_spec {
+	uid_t uid;
+	gid_t gid;
+	uint64_t caps;
+	bool setgroups_denied;
+	struct rb_rlimit rlimits[4];
+	unsigned n_rlimits;
+	const struct rb_bpf *bpf;
+};
+
+struct rb_sandbox_spec {
+	struct rb_rootfs_spec rootfs;
+	struct rb_exec_spec exec;
+	struct rb_idplan ids;
+	enum rb_net_mode net_mode;
+	char hostname[64];
+};
+
+struct rb_sandbox {
+	pid_t init_pid;   /* in the runner's pid namespace */
+	int pidfd;
+	int ctl;          /* control socket to init */
+	struct rb_net net;
+	bool reaped;
+	int init_status;
+};
+
+/* Creates the sandbox and returns once init reports its root is ready. */
+int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
+		      struct rb_error *err);
+/* Kills init with SIGKILL (its pid namespace dies with it) and reaps it. Idempotent. */
+void rb_sandbox_destroy(struct rb_sandbox *sb);
+
+/* The sandbox's PID 1 (runtime/init.c). Never returns. */
+__attribute__((noreturn)) void rb_init_main(const struct rb_sandbox_spec *spec, int ctl);
+
+#endif

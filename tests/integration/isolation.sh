@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Isolation: namespaces, identity, capabilities, no_new_privs, seccomp, no nested namespaces,
+# no mounts, no leaked fds or host cwd, masked /proc, ttys. Every check runs the probe inside
+# the sandbox and, as its negative control, outside it (as root on the host).
+# modes: root user unshare
+. "$(dirname "$0")/../lib.sh"
+lib_init isolation
+
+# --- a step runs at all ---
+sb -- /bin/sh -c 'echo hi'
+if [ "$RC" = 0 ] && [ "$OUT" = hi ]; then ok "minimal image runs /bin/sh"; else
+	not_ok "minimal image runs /bin/sh" "exit $RC, stdout '$(first_line "$OUT")', stderr '$(first_line "$ERR")'"
+	note "nothing else can work; stopping"
+	exit 0
+fi
+
+# --- namespaces: every /proc/self/ns link differs from the host's (minijail's check) ---
+host_ns=$("$PROBE" nsinfo)
+again_ns=$("$PROBE" nsinfo)
+sb -- /bin/probe nsinfo
+if [ "$host_ns" != "$again_ns" ]; then
+	skip "namespaces differ from the host's" "control: two host runs disagree"
+elif [ "$RC" != 0 ]; then
+	not_ok "namespaces differ from the host's" "probe nsinfo exit $RC: $(first_line "$ERR")"
+else
+	for ns in user mnt pid net ipc uts cgroup; do
+		h=$(grep "^$ns:" <<<"$host_ns")
+		i=$(grep "^$ns:" <<<"$OUT")
+		if [ -z "$i" ]; then not_ok "$ns namespace is new" "no $ns line inside"
+		elif [ "$i" = "$h" ]; then not_ok "$ns namespace is new" "inside $i = host $h"
+		else ok "$ns namespace is new"; fi
+	done
+fi
+
+# net: only lo. Control: the host has more than lo.
+host_ifs=$(awk 'NR > 2 { sub(":", "", $1); print $1 }' /proc/net/dev | sort | tr '\n' ' ')
+sb -- /bin/sh -c "awk 'NR > 2 { sub(\":\", \"\", \$1); print \$1 }' /proc/net/dev"
+ifs=$(tr '\n' ' ' <<<"$OUT")
+if [ "$RC" != 0 ]; then not_ok "netns has only lo" "exit $RC: $(first_line "$ERR")"
+elif [ "$ifs" != "lo " ]; then not_ok "netns has only lo" "interfaces inside: $ifs"
+elif [ "$host_ifs" = "lo " ]; then skip "netns has only lo" "control: the host has only lo too"
+else ok "netns has only lo"; fi
+
+# lo is up: a server and client on 127.0.0.1 work. Control: in a fresh netns (lo down) the
+# same probe fails, so the check can see a down lo.
+pair_lo() {
+	control nz unshare -n "$PROBE" listen-connect
+	local c=$?
+	sb -- /bin/probe listen-connect
+	if [ "$RC" != 0 ]; then not_ok "lo is up (loopback server works)" "exit $RC: $(first_line "$ERR")"
+	elif [ $c != 0 ]; then skip "lo is up (loopback server works)" "control: works with lo down too"
+	else ok "lo is up (loopback server works)"; fi
+}
+pair_lo
+
+# uts: the sandbox has its own hostname; setting it inside never changes the host's.
+host_name=$(cat /proc/sys/kernel/hostname)
+sb -- /bin/sh -c 'cat /proc/sys/kernel/hostname; /bin/probe hostname rbx-probe-name; cat /proc/sys/kernel/hostname'
+if [ "$(cat /proc/sys/kernel/hostname)" != "$host_name" ]; then
+	not_ok "hostname is the sandbox's own" "the host's hostname changed to $(cat /proc/sys/kernel/hostname)"
+elif [ "$(head -n 1 <<<"$OUT")" = "$host_name" ] && [ "$host_name" != runbox ]; then
+	not_ok "hostname is the sandbox's own" "inside sees the host's hostname $host_name"
+else ok "hostname is the sandbox's own"; fi
+
+# pid: only the sandbox's processes are visible; the step is not PID 1 (runbox's init is).
+host_pids=$("$PROBE" ls-pids | wc -l)
+sb -- /bin/probe ls-pids
+n=$(wc -l <<<"$OUT")
+if [ "$RC" != 0 ]; then not_ok "only sandbox pids visible" "exit $RC: $(first_line "$ERR")"
+elif [ "$n" -gt 3 ]; then not_ok "only sandbox pids visible" "$n pids inside: $(tr '\n' ' ' <<<"$OUT")"
+elif [ "$host_pids" -le 3 ]; then skip "only sandbox pids visible" "control: the host shows $host_pids pids"
+else ok "only sandbox pids visible"; fi
+CTRL_CMD="unshare -pf --mount-proc $PROBE pid 1" pair "the step is not PID 1" 1 -- pid 1
+
+# --- identity ---
+CTRL_WANT=1 pair "uid 0 inside (default policy)" 0 -- uid 0
+CTRL_WANT=1 pair "uid 1000 inside (strict policy)" 0 --policy strict -- uid 1000
+CTRL_WANT=1 pair "gid 1000 inside (strict policy)" 0 --policy strict -- gid 1000
+pair "setuid 0 fails under strict" "$EPERM" --policy strict -- setuid 0
+pair "setgid 0 fails under strict" "$EPERM" --policy strict -- setgid 0
+
+# The sandbox's root is an unprivileged host uid: read the host's view of a sleeping step.
+# Control: the same method on a host process run by root reads uid 0.
+host_uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+check_host_uid() {
+	local name="sandbox root is not host root" m pid c_pid bg
+	m=$(new_marker)
+	"$PROBE" sleep-forever "$m-ctl" &
+	c_pid=$!
+	wait_for has_marker "$m-ctl"
+	local cu
+	cu=$(host_uid_of "$c_pid")
+	kill "$c_pid"
+	wait "$c_pid" 2>/dev/null
+	rbx run --image minimal --timeout 20s -- /bin/probe sleep-forever "$m" >/dev/null 2>"$T/bg.err" &
+	bg=$!
+	if ! wait_for has_marker --prefix "/bin/probe sleep-forever $m"; then
+		not_ok "$name" "the step never showed up on the host ($(first_line "$(cat "$T/bg.err")"))"
+	else
+		pid=$(pids_with --prefix "/bin/probe sleep-forever $m" | head -n 1)
+		local u
+		u=$(host_uid_of "$pid")
+		if [ -z "$u" ]; then not_ok "$name" "cannot read /proc/$pid/status"
+		elif [ "$u" = 0 ]; then not_ok "$name" "the step runs as host uid 0"
+		elif [ "$cu" != 0 ]; then skip "$name" "control: a root process reads as uid $cu"
+		else ok "$name (host uid $u)"; fi
+	fi
+	kill -TERM "$bg" 2>/dev/null
+	wait "$bg" 2>/dev/null
+	wait_for no_marker "$m"
+}
+check_host_uid
+
+# --- capabilities, no_new_privs, seccomp ---
+CTRL_WANT=1 pair "no capabilities under strict" 0 --policy strict -- caps-zero
+pair "no CAP_SYS_ADMIN under default" 1 -- caps-has sys_admin
+CTRL_WANT=0 pair "CAP_CHOWN kept under default" 0 -- caps-has chown
+sb -- /bin/sh -c 'grep -E "^Cap(Eff|Bnd|Inh|Amb)" /proc/self/status'
+docker_caps="CapInh:0000000000000000 CapEff:00000000a80425fb CapBnd:00000000a80425fb CapAmb:0000000000000000"
+got=$(tr -d ' \t' <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')
+if [ "$RC" != 0 ]; then not_ok "default policy has exactly Docker's capability set" "exit $RC"
+elif [ "$got" = "$docker_caps" ]; then ok "default policy has exactly Docker's capability set"
+else not_ok "default policy has exactly Docker's capability set" "got $got"; fi
+CTRL_WANT=1 pair "no_new_privs is set" 0 -- nnp
+CTRL_WANT=1 pair "no_new_privs is set (strict)" 0 --policy strict -- nnp
+CTRL_WANT=1 pair "seccomp filter is on" 0 -- seccomp-mode
+
+# --- no nested namespaces ---
+pair "unshare(CLONE_NEWUSER) denied" "$EPERM" -- unshare-user
+pair "unshare(CLONE_NEWNET) denied" "$EPERM" -- unshare-net
+pair "unshare(CLONE_NEWNS) denied" "$EPERM" -- unshare-mnt
+pair "setns denied" "$EPERM" -- setns /proc/self/ns/net
+pair "clone(CLONE_NEWNS) denied" "$EPERM" -- clone-newns
+pair "clone3 answers ENOSYS" "$ENOSYS" -- clone3
+allowed "fork still works" -- fork
+
+# --- no mounts (controls run in a private mount namespace on a scratch dir) ---
+mnt=$T/scratch/m
+src=$T/scratch/src
+mkdir -p "$mnt" "$src"
+CTRL_CMD="unshare -m $PROBE mount-tmpfs $mnt" pair "mount tmpfs denied" "$EPERM" -- mount-tmpfs /tmp
+CTRL_CMD="unshare -m $PROBE mount-proc $mnt" pair "mount proc denied" "$EPERM" -- mount-proc /tmp
+# CVE-2022-0492. The control mounts a named v1 hierarchy (this host may lack rdma).
+CTRL_CMD="unshare -m $PROBE mount-cgroup1 $mnt none,name=rbxprobe" \
+	pair "mount cgroup v1 (-o rdma) denied" "$EPERM" -- mount-cgroup1 /tmp
+pair "fsopen denied" "$EPERM" -- fsopen tmpfs
+pair "fsopen(cgroup) denied" "$EPERM" -- fsopen cgroup
+pair "open_tree denied" "$EPERM" -- open-tree /tmp
+CTRL_WANT=$EBADF pair "move_mount denied" "$EPERM" -- move-mount
+CTRL_WANT=$ENOENT pair "pivot_root denied" "$EPERM" -- pivot-root
+
+# --- dangerous kernel interfaces (ANCHORS 6.9) ---
+pair "keyctl denied" "$EPERM" -- keyctl
+pair "bpf denied" "$EPERM" -- bpf
+pair "perf_event_open denied" "$EPERM" -- perf-event-open
+pair "userfaultfd denied" "$EPERM" -- userfaultfd
+pair "io_uring_setup denied" "$EPERM|$ENOSYS" -- io-uring-setup
+pair "ptrace attach denied" "$EPERM" -- ptrace-attach
+pair "process_vm_readv denied" "$EPERM" -- process-vm-readv
+pair "kcmp denied" "$EPERM" -- kcmp
+pair "pidfd_getfd denied" "$EPERM" -- pidfd-getfd
+pair "name_to_handle_at denied" "$EPERM" -- name-to-handle-at /tmp
+pair "open_by_handle_at denied (shocker)" "$EPERM" -- open-by-handle-at
+pair "AF_PACKET socket denied" "$EPERM|$EAFNOSUPPORT" -- socket packet
+pair "AF_ALG socket denied" "$EPERM|$EAFNOSUPPORT" -- socket alg
+pair "AF_VSOCK socket denied" "$EPERM|$EAFNOSUPPORT" -- socket vsock
+pair "NETLINK_AUDIT socket denied" "$EPERM|$EAFNOSUPPORT|93" -- socket netlink-audit
+allowed "NETLINK_ROUTE socket allowed" -- socket netlink-route
+allowed "AF_INET socket allowed" -- socket inet
+allowed "AF_UNIX socket allowed" -- socket unix
+pair "personality(ADDR_NO_RANDOMIZE) denied" "$EPERM" -- personality 0x0040000
+allowed "personality(0) allowed" -- personality 0
+# Killed by SIGSYS (159) or refused; the controls need a kernel with the compat entries.
+pair "i386 syscall (int 0x80) denied" "159|$EPERM|$ENOSYS" -- int80-getpid
+pair "x32 syscall denied" "159|$EPERM|$ENOSYS" -- x32-getpid
+
+# --- ttys (ANCHORS 6.8) ---
+pair "TIOCSTI denied" "$EPERM" -- ioctl-tiocsti
+pair "TIOCSTI with high bits denied (CVE-2019-10063)" "$EPERM" -- ioctl-tiocsti high
+CTRL_WANT="$ENOTTY|22" pair "TIOCLINUX denied" "$EPERM" -- ioctl-tioclinux
+allowed "TIOCGWINSZ allowed" -- ioctl-tiocgwinsz
+# No host tty: the step has no controlling terminal even when runbox has one.
+if command -v script >/dev/null; then
+	script -qec "$PROBE open /dev/tty rw" /dev/null >"$T/ctrl.out" 2>&1
+	c=$?
+	rbx_cmd run --image minimal -- /bin/probe open /dev/tty rw
+	script -qec "$(printf '%q ' "${RBX_CMD[@]}")" /dev/null >"$T/out" 2>&1
+	RC=$?
+	if [ "$RC" = 0 ]; then not_ok "no controlling tty inside" "/dev/tty opens inside"
+	elif [ "$RC" = 125 ]; then not_ok "no controlling tty inside" "runbox failed: $(first_line "$(cat "$T/out")")"
+	elif [ $c != 0 ]; then skip "no controlling tty inside" "control: /dev/tty does not open under script(1) either"
+	else ok "no controlling tty inside"; fi
+else
+	skip "no controlling tty inside" "script(1) missing"
+fi
+
+# --- fds and cwd (CVE-2024-21626) ---
+run_fds() { sb -- /bin/probe "$@" 3<"$ROOT" 4<"$T" 5>"$T/scratch/leak" 7<"$PROBE"; }
+control 1 "$PROBE" fds 3<"$ROOT"
+c=$?
+run_fds fds
+if [ "$RC" != 0 ]; then not_ok "only fds 0-2 inside" "exit $RC: $OUT $(first_line "$ERR")"
+elif [ $c != 0 ]; then skip "only fds 0-2 inside" "control: extra fd not seen outside"
+else ok "only fds 0-2 inside"; fi
+control 0 "$PROBE" chdir /proc/self/fd/3 3<"$ROOT"
+c=$?
+rbx run --image minimal -- /bin/sh -c 'i=3; while [ $i -le 64 ]; do
+	/bin/probe chdir /proc/self/fd/$i 2>/dev/null && echo "cwd via fd $i"; i=$((i + 1)); done; true' \
+	3<"$ROOT" 4<"$T" 5>"$T/scratch/leak" 7<"$PROBE" >"$T/out" 2>"$T/err" </dev/null
+RC=$?
+OUT=$(cat "$T/out")
+if [ "$RC" != 0 ]; then not_ok "cwd /proc/self/fd/3..64 refused" "exit $RC: $(first_line "$(cat "$T/err")")"
+elif [ -n "$OUT" ]; then not_ok "cwd /proc/self/fd/3..64 refused" "$(tr '\n' ' ' <<<"$OUT")"
+elif [ $c != 0 ]; then skip "cwd /proc/self/fd/3..64 refused" "control: chdir /proc/self/fd/3 fails outside"
+else ok "cwd /proc/self/fd/3..64 refused"; fi
+# runbox started from a host directory: the step's cwd is not it.
+(cd "$T/scratch" && sb -- /bin/probe cwd && echo "$RC $OUT" >"$T/cwd.res")
+read -r rc cwd <"$T/cwd.res"
+if [ "$rc" != 0 ]; then not_ok "cwd is inside the sandbox" "exit $rc"
+else
+	CTRL_CMD="$PROBE stat $T/scratch" CTRL_WANT=0 pair "cwd is inside the sandbox (host dir absent)" "$ENOENT" -- stat "$T/scratch"
+	[ "$cwd" = "$T/scratch" ] && note "cwd inside has the host's path name $cwd (exists only if the image has it)"
+fi
+
+# --- /proc: masked paths read empty, read-only paths give EROFS (ANCHORS 6.6) ---
+for p in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug /proc/latency_stats \
+	/proc/timer_stats /proc/interrupts /proc/acpi /proc/asound /proc/scsi /sys/firmware; do
+	control 1 "$PROBE" empty "$p"
+	c=$?
+	sb -- /bin/probe empty "$p"
+	if [ "$RC" = 0 ] || [ "$RC" = "$ENOENT" ]; then
+		if [ $c != 0 ]; then skip "masked $p" "control: empty or absent on the host too"
+		else ok "masked $p reads empty"; fi
+	else
+		not_ok "masked $p reads empty" "exit $RC: $(first_line "$OUT") $(first_line "$ERR")"
+	fi
+done
+CTRL_CMD="unshare -u $PROBE write /proc/sys/kernel/hostname rbx-ctl" \
+	pair "/proc/sys is read-only" "$EROFS" -- write /proc/sys/kernel/hostname x
+CTRL_CMD="unshare -u $PROBE write /proc/sys/kernel/domainname rbx-ctl" \
+	pair "/proc/sys is read-only (domainname)" "$EROFS" -- write /proc/sys/kernel/domainname x
+sb -- /bin/probe write /proc/sysrq-trigger h
+if [ "$RC" = 0 ]; then not_ok "/proc/sysrq-trigger not writable" "write worked"
+else ok "/proc/sysrq-trigger not writable (exit $RC)"; fi
+sb -- /bin/sh -c 'grep -E " /proc(/| )" /proc/self/mountinfo | head -n 1'
+if grep -q 'nosuid' <<<"$OUT" && grep -q 'nodev' <<<"$OUT" && grep -q 'noexec' <<<"$OUT"; then
+	ok "/proc is nosuid,nodev,noexec"
+else not_ok "/proc is nosuid,nodev,noexec" "mountinfo: $(first_line "$OUT")"; fi
+
+# --- runbox's own binary (CVE-2019-5736) ---
+sum_before=$(sha256sum "$RUNBOX" | cut -d' ' -f1)
+cp "$RUNBOX" "$T/scratch/runbox-copy"
+control 0 "$PROBE" open "$T/scratch/runbox-copy" w
+c=$?
+sb -- /bin/sh -c '/bin/probe open /proc/1/exe w; a=$?; /bin/probe write /proc/1/exe x; b=$?
+	/bin/probe open /proc/self/exe w; d=$?; echo $a $b $d'
+sum_after=$(sha256sum "$RUNBOX" | cut -d' ' -f1)
+if [ "$sum_before" != "$sum_after" ]; then not_ok "runbox binary not writable via /proc/<pid>/exe" "sha256 changed!"
+elif [ "$RC" != 0 ]; then not_ok "runbox binary not writable via /proc/<pid>/exe" "exit $RC: $(first_line "$ERR")"
+elif grep -qw 0 <<<"$OUT"; then not_ok "runbox binary not writable via /proc/<pid>/exe" "an open for write worked: $OUT"
+elif [ $c != 0 ]; then skip "runbox binary not writable via /proc/<pid>/exe" "control: a copy is not writable on the host"
+else ok "runbox binary not writable via /proc/<pid>/exe (sha256 unchanged)"; fi

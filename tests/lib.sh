@@ -1,0 +1,237 @@
+# Shared helpers for the integration tests (bash). Each test file sources this, calls
+# lib_init, and reports one TAP-like line per check: `ok - NAME`, `not ok - NAME: why`,
+# `skip - NAME: reason`. RBX_MODE picks how runbox is run: root, user (uid 65534 through
+# setpriv) or unshare (uid 65534, then `unshare -r`, so runbox is "root" in a user namespace).
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUNBOX=${RUNBOX:-$ROOT/runbox}
+PROBE=$ROOT/build/probe
+MINIMAL=$ROOT/build/images/minimal/rootfs
+MODE=${RBX_MODE:-root}
+NOBODY=65534
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+SAFE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+EPERM=1 ENOENT=2 EBADF=9 EACCES=13 ENOTTY=25 EROFS=30 ENOSYS=38 EAFNOSUPPORT=97
+
+# One tag per file and mode, so the aggregated output says where a line came from.
+TAG=""
+T=""
+STATE=""
+
+ok() { echo "ok - $TAG$1"; }
+not_ok() { echo "not ok - $TAG$1${2:+: $2}"; }
+skip() { echo "skip - $TAG$1${2:+: $2}"; }
+note() { echo "# $*"; }
+
+as_nobody() {
+	setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all "$@"
+}
+
+# Why this mode cannot run here, or nothing when it can.
+mode_unavailable() {
+	[ "$(id -u)" = 0 ] || { echo "the tests must start as root (they drop to uid $NOBODY)"; return; }
+	[ -x "$RUNBOX" ] || { echo "no runbox binary at $RUNBOX (make runbox)"; return; }
+	[ -x "$PROBE" ] || { echo "no probe at $PROBE (make build/probe)"; return; }
+	[ -x "$MINIMAL/bin/busybox" ] || { echo "no minimal image at $MINIMAL (make all)"; return; }
+	case $MODE in
+	root) ;;
+	user | unshare)
+		command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; return; }
+		as_nobody test -x "$RUNBOX" -a -r "$MINIMAL/bin/busybox" -a -r "$ROOT/policy/profiles/default.json" ||
+			{ echo "uid $NOBODY cannot read $ROOT (make the checkout world-readable)"; return; }
+		as_nobody unshare -U true 2>/dev/null ||
+			{ echo "unprivileged user namespaces are disabled on this host"; return; }
+		if [ "$MODE" = unshare ]; then
+			as_nobody unshare -r true 2>/dev/null || { echo "unshare -r fails for uid $NOBODY"; return; }
+		fi
+		;;
+	*) echo "unknown RBX_MODE $MODE (root|user|unshare)" ;;
+	esac
+}
+
+lib_cleanup() {
+	[ -n "$T" ] && [ -d "$T" ] && rm -rf --one-file-system "$T" 2>/dev/null
+	return 0
+}
+
+# lib_init NAME: sets TAG, the scratch dir T (owned by the mode's user) and STATE; ends the
+# file with one skip line when the mode cannot run on this host.
+lib_init() {
+	TAG="$1 [$MODE] "
+	local why
+	why=$(mode_unavailable)
+	if [ -n "$why" ]; then
+		echo "skip - $1 [$MODE]: $why"
+		exit 0
+	fi
+	T=$(mktemp -d /tmp/rbx-it.XXXXXX)
+	chmod 0755 "$T"
+	STATE=$T/state
+	mkdir -p "$STATE" "$T/xdg" "$T/home" "$T/scratch"
+	chmod 0700 "$T/xdg"
+	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE" "$T/xdg" "$T/home"
+	trap lib_cleanup EXIT
+}
+
+# rbx_cmd ARGS...: sets RBX_CMD to the command line that runs runbox in the current mode
+# with a small, known environment; rbx ARGS... runs it.
+rbx_cmd() {
+	RBX_CMD=(env -i "PATH=$SAFE_PATH" "HOME=$T/home" "RUNBOX_STATE_DIR=$STATE"
+		"XDG_RUNTIME_DIR=$T/xdg")
+	case $MODE in
+	root) RBX_CMD+=("$RUNBOX" "$@") ;;
+	user) RBX_CMD=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all
+		"${RBX_CMD[@]}" "$RUNBOX" "$@") ;;
+	unshare) RBX_CMD=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all
+		"${RBX_CMD[@]}" unshare -r "$RUNBOX" "$@") ;;
+	esac
+}
+rbx() {
+	rbx_cmd "$@"
+	"${RBX_CMD[@]}"
+}
+
+# run_rbx ARGS...: rbx with stdin from /dev/null; sets RC, OUT, ERR.
+run_rbx() {
+	rbx "$@" <"${RBX_STDIN:-/dev/null}" >"$T/out" 2>"$T/err"
+	RC=$?
+	OUT=$(cat "$T/out")
+	ERR=$(cat "$T/err")
+}
+
+# sb [RUN-OPTIONS] -- CMD...: one step in the minimal image.
+sb() { run_rbx run --image minimal "$@"; }
+
+first_line() { printf '%s' "$1" | head -n 1 | cut -c 1-200; }
+
+# json FILE PATH: the value at a dotted PATH (a.b.c) of the JSON object in FILE; strings raw,
+# other values as JSON (true, false, null, numbers); exit 1 when the path is missing.
+json() {
+	"$PY" - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    v = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("bad JSON: %s" % e, file=sys.stderr); sys.exit(2)
+for k in sys.argv[2].split("."):
+    if not isinstance(v, dict) or k not in v:
+        sys.exit(1)
+    v = v[k]
+print(v if isinstance(v, str) else json.dumps(v))
+EOF
+}
+
+# expect_json NAME PATH VALUE: the last --json output ($T/out) has PATH == VALUE.
+expect_json() {
+	local got
+	if ! got=$(json "$T/out" "$2" 2>&1); then
+		not_ok "$1" "no $2 in the result (exit $RC; $(first_line "$ERR"))"
+	elif [ "$got" = "$3" ]; then
+		ok "$1"
+	else
+		not_ok "$1" "$2 is $got, want $3"
+	fi
+}
+
+# matches CODE WANT: WANT is one code, alternatives "1|97", or "nz" (any failure).
+matches() {
+	local c=$1 w
+	if [ "$2" = nz ]; then
+		[ "$c" != 0 ]
+		return
+	fi
+	IFS='|' read -ra alts <<<"$2"
+	for w in "${alts[@]}"; do [ "$c" = "$w" ] && return 0; done
+	return 1
+}
+
+# control WANT CMD...: runs CMD on the host (as root) and sets CTRL to its exit code;
+# returns 0 when it equals WANT.
+control() {
+	local want=$1
+	shift
+	"$@" >"$T/ctrl.out" 2>&1 </dev/null
+	CTRL=$?
+	matches "$CTRL" "$want"
+}
+
+# pair NAME INSIDE [RUN-OPTIONS] -- PROBE-ARGS: the probe inside the sandbox must exit with
+# INSIDE; the same probe outside, as root (wrapped in $CTRL_WRAP, or the command
+# $CTRL_CMD), must exit with $CTRL_WANT (default 0), or the test cannot tell and is skipped.
+pair() {
+	local name=$1 want=$2
+	shift 2
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
+	local cw=${CTRL_WANT:-0}
+	if [ -n "${CTRL_CMD:-}" ]; then
+		# shellcheck disable=SC2086
+		control "$cw" $CTRL_CMD
+	else
+		# shellcheck disable=SC2086
+		control "$cw" ${CTRL_WRAP:-} "$PROBE" "$@"
+	fi
+	local crc=$?
+	sb "${opts[@]}" -- /bin/probe "$@"
+	if [ "$RC" = 125 ] || [ "$RC" = 126 ] || [ "$RC" = 127 ]; then
+		not_ok "$name" "runbox exit $RC: $(first_line "$ERR")"
+	elif ! matches "$RC" "$want"; then
+		not_ok "$name" "inside: exit $RC, want $want ($(first_line "$ERR"))"
+	elif [ $crc != 0 ]; then
+		skip "$name" "control cannot tell: outside the probe exits $CTRL, want $cw ($(first_line "$(cat "$T/ctrl.out")"))"
+	elif matches "$CTRL" "$want"; then
+		skip "$name" "control cannot tell: outside also exits $CTRL"
+	else
+		ok "$name"
+	fi
+}
+
+# allowed NAME [RUN-OPTIONS] -- PROBE-ARGS: something the policy must still allow.
+allowed() {
+	local name=$1
+	shift
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
+	sb "${opts[@]}" -- /bin/probe "$@"
+	if [ "$RC" = 0 ]; then ok "$name"; else not_ok "$name" "inside: exit $RC ($(first_line "$ERR"))"; fi
+}
+
+# Host pids whose command line contains TEXT (with --prefix: starts with it). Matched in
+# bash, so no helper process carries TEXT in its own command line.
+pids_with() {
+	local prefix="" p c
+	[ "$1" = --prefix ] && { prefix=1; shift; }
+	for p in /proc/[0-9]*; do
+		c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		if [ -n "$prefix" ]; then
+			[[ $c == "$1"* ]] && echo "${p#/proc/}"
+		else
+			[[ $c == *"$1"* ]] && echo "${p#/proc/}"
+		fi
+	done
+	return 0
+}
+
+# wait_for CMD...: retries CMD up to 100 times 0.1 s apart (a bound, not a timed assertion).
+wait_for() {
+	local i
+	for i in $(seq 100); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+has_marker() { [ -n "$(pids_with "$@")" ]; }
+no_marker() { [ -z "$(pids_with "$@")" ]; }
+
+new_marker() { echo "rbxmark-$$-$RANDOM$RANDOM"; }

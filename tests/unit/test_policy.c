@@ -1,0 +1,501 @@
+/* Unit tests for policy/policy.c: the shipped profiles, strict validation with JSON paths in
+ * errors, sizes and durations, the hash, and lookup by name and path. Run from the repo root. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "policy/policy.h"
+
+static char repo[PATH_MAX];
+
+/* The repo root holds policy/profiles; tests run from it, else __FILE__ locates it. */
+static int find_repo(void **state)
+{
+	struct stat st;
+	if (getcwd(repo, sizeof repo) && stat("policy/profiles/default.json", &st) == 0)
+		return 0;
+	const char *f = __FILE__;
+	const char *tail = strstr(f, "tests/unit/test_policy.c");
+	if (f[0] == '/' && tail) {
+		snprintf(repo, sizeof repo, "%.*s", (int)(tail - f - 1), f);
+		return 0;
+	}
+	return -1;
+}
+
+static char tmpdir[PATH_MAX];
+
+static int make_tmp(void **state)
+{
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/rb-test-policy.XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmp(void **state)
+{
+	struct rb_error err;
+	return rb_rm_rf(tmpdir, &err);
+}
+
+static void write_at(const char *dir, const char *rel, const char *text)
+{
+	char path[PATH_MAX + 256];
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	/* Create the parents of rel. */
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	struct rb_error err;
+	assert_int_equal(rb_mkdir_p(path, 0755, &err), 0);
+	*slash = '/';
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Parses text expecting failure, and checks the message holds want. */
+static void parse_fails(const char *text, const char *want)
+{
+	struct rb_policy p;
+	struct rb_error err = {0};
+	int r = rb_policy_parse(text, "x.json", NULL, &p, &err);
+	if (r == 0 || !strstr(err.msg, want))
+		fail_msg("parse of %s: r=%d, message \"%s\" lacks \"%s\"", text, r, err.msg, want);
+}
+
+static void parse_ok(const char *text, struct rb_policy *p)
+{
+	struct rb_error err = {0};
+	if (rb_policy_parse(text, "x.json", NULL, p, &err) != 0)
+		fail_msg("parse of %s failed: %s", text, err.msg);
+}
+
+static bool has_env(const struct rb_policy *p, const char *entry)
+{
+	for (unsigned i = 0; i < p->n_env_set; i++)
+		if (!strcmp(p->env_set[i], entry))
+			return true;
+	return false;
+}
+
+static void test_default_profile(void **state)
+{
+	struct rb_policy p;
+	struct rb_error err = {0};
+	if (rb_policy_load("default", repo, NULL, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p.name, "default");
+	assert_int_equal(p.uid, 0);
+	assert_int_equal(p.gid, 0);
+	assert_int_equal(p.id_range, RB_ID_RANGE_AUTO);
+	assert_int_equal(__builtin_popcountll(p.caps), 14);
+	assert_true(p.caps & (1ull << rb_cap_from_name("CAP_AUDIT_WRITE")));
+	assert_false(p.caps & (1ull << rb_cap_from_name("CAP_SYS_ADMIN")));
+	assert_int_equal(p.timeout_ms, 30 * 60 * 1000);
+	assert_int_equal(p.memory_bytes, 1ull << 30);
+	assert_int_equal(p.pids, 1024);
+	assert_true(p.cpus == 2.0);
+	assert_int_equal(p.tmp_bytes, 256ull << 20);
+	assert_int_equal(p.rlimit_nofile, 1024);
+	assert_int_equal(p.rlimit_core, 0);
+	assert_int_equal(p.rlimit_fsize, 1ull << 30);
+	assert_string_equal(p.seccomp_profile, "default");
+	assert_int_equal(p.net_mode, RB_NET_GATEWAY);
+	assert_int_equal(p.n_input_allow, 1);
+	assert_string_equal(p.input_allow[0], "/");
+	assert_int_equal(p.n_env_pass, 4);
+	assert_int_equal(p.n_env_set, 2);
+	assert_true(has_env(&p, "HOME=/root"));
+	assert_true(has_env(&p, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	assert_int_equal(p.max_stdout, 1u << 20);
+	assert_string_equal(p.shell, "/bin/sh");
+	assert_string_equal(p.hostname, "runbox");
+	assert_int_equal(strlen(p.hash), 64);
+	rb_policy_free(&p);
+}
+
+static void test_strict_profile(void **state)
+{
+	struct rb_policy p, d;
+	struct rb_error err = {0};
+	if (rb_policy_load("strict", repo, NULL, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p.name, "strict");
+	assert_int_equal(p.uid, 1000);
+	assert_int_equal(p.caps, 0);
+	assert_int_equal(p.timeout_ms, 5 * 60 * 1000);
+	assert_int_equal(p.memory_bytes, 512ull << 20);
+	assert_int_equal(p.pids, 256);
+	assert_int_equal(p.net_mode, RB_NET_NONE);
+	assert_int_equal(p.n_env_pass, 0);
+	assert_true(has_env(&p, "HOME=/workspace"));
+	assert_int_equal(p.max_stdout, 256u << 10);
+	assert_int_equal(p.max_stderr, 256u << 10);
+	/* Negative control: the two profiles are different documents, so different hashes. */
+	assert_int_equal(rb_policy_load("default", repo, NULL, &d, &err), 0);
+	assert_string_not_equal(p.hash, d.hash);
+	rb_policy_free(&p);
+	rb_policy_free(&d);
+}
+
+static void test_unknown_keys(void **state)
+{
+	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":0,\"capz\":[]}}",
+		    "policy x.json: identity.capz: unknown key");
+	parse_fails("{\"name\":\"x\",\"limitz\":{}}", "policy x.json: limitz: unknown key");
+	parse_fails("{\"name\":\"x\",\"env\":{\"pass\":[],\"sett\":{}}}", "env.sett: unknown key");
+	/* Positive control: the same documents without the stray key parse. */
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\",\"identity\":{\"uid\":0,\"capabilities\":[]}}", &p);
+	rb_policy_free(&p);
+}
+
+static void test_wrong_types(void **state)
+{
+	struct rb_policy p;
+	struct rb_error err = {0};
+	assert_int_equal(rb_policy_parse("{\"name\":\"s\",\"limits\":{\"memory\":true}}", "strict.json", NULL,
+					 &p, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "policy strict.json: limits.memory: expected a size like \"256M\""));
+	assert_non_null(strstr(err.msg, "got true"));
+
+	parse_fails("{\"name\":\"x\",\"limits\":[]}", "limits: expected an object, got an array");
+	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":\"0\"}}", "identity.uid: expected an integer, got \"0\"");
+	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":-1}}", "identity.uid: -1 is out of range");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"pids\":1.5}}", "limits.pids: expected an integer, got 1.5");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"cpus\":0}}", "limits.cpus: expected a number of cores");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"cpu_weight\":10001}}", "limits.cpu_weight: 10001 is out of range");
+	parse_fails("{\"name\":\"x\",\"network\":{\"mode\":\"host\"}}", "network.mode: expected one of");
+	parse_fails("{\"name\":\"x\",\"identity\":{\"id_range\":\"many\"}}", "identity.id_range: expected one of");
+	parse_fails("{\"name\":\"x\",\"shell\":\"sh\"}", "shell: \"sh\": must be an absolute path");
+	parse_fails("{\"name\":\"x\",\"hostname\":\"a b\"}", "hostname: \"a b\"");
+	parse_fails("{\"name\":\"x\",\"description\":7}", "description: expected a string, got 7");
+	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"/ok\",null]}}",
+		    "inputs.allow[1]: expected a string, got null");
+}
+
+static void test_structure_errors(void **state)
+{
+	parse_fails("{\"description\":\"no name\"}", "name: required key is missing");
+	parse_fails("{\"name\":\"\"}", "name: \"\"");
+	parse_fails("[]", "expected an object, got an array");
+	parse_fails("{\"name\":\"x\",", "policy x.json: line 1");
+	parse_fails("{\"name\":\"x\",\"name\":\"y\"}", "duplicate");
+	parse_fails("", "policy x.json: line");
+}
+
+static void test_capabilities(void **state)
+{
+	parse_fails("{\"name\":\"x\",\"identity\":{\"capabilities\":[\"CAP_CHOWN\",\"CAP_FLY\"]}}",
+		    "identity.capabilities[1]: unknown capability \"CAP_FLY\"");
+	parse_fails("{\"name\":\"x\",\"identity\":{\"capabilities\":[1]}}", "identity.capabilities[0]: expected");
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\",\"identity\":{\"capabilities\":[\"CAP_CHOWN\",\"kill\",\"cap_bpf\"]}}", &p);
+	assert_int_equal(p.caps, (1ull << 0) | (1ull << 5) | (1ull << 39));
+	rb_policy_free(&p);
+}
+
+static void test_cap_table(void **state)
+{
+	assert_string_equal(rb_cap_name(0), "CAP_CHOWN");
+	assert_string_equal(rb_cap_name(21), "CAP_SYS_ADMIN");
+	assert_string_equal(rb_cap_name(40), "CAP_CHECKPOINT_RESTORE");
+	assert_null(rb_cap_name(41));
+	for (unsigned i = 0; i <= 40; i++)
+		assert_int_equal(rb_cap_from_name(rb_cap_name(i)), (int)i);
+	assert_int_equal(rb_cap_from_name("net_admin"), 12);
+	assert_int_equal(rb_cap_from_name("CAP_"), -1);
+	assert_int_equal(rb_cap_from_name("CAP_NOPE"), -1);
+	assert_int_equal(rb_cap_from_name(""), -1);
+	assert_int_equal(rb_cap_from_name(NULL), -1);
+}
+
+static void test_sizes(void **state)
+{
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\",\"limits\":{\"memory\":\"0.5G\",\"tmp_size\":4096,\"rootfs_size\":\"256k\","
+		 "\"workspace_size\":\"1.5MiB\"},\"rlimits\":{\"core\":0,\"fsize\":\"2g\"}}",
+		 &p);
+	assert_int_equal(p.memory_bytes, 512ull << 20);
+	assert_int_equal(p.tmp_bytes, 4096);
+	assert_int_equal(p.rootfs_bytes, 256ull << 10);
+	assert_int_equal(p.workspace_bytes, 3ull << 19);
+	assert_int_equal(p.rlimit_core, 0);
+	assert_int_equal(p.rlimit_fsize, 2ull << 30);
+	rb_policy_free(&p);
+
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":\"-1M\"}}", "limits.memory: expected a size");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":\"12Q\"}}", "got \"12Q\"");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":\"\"}}", "limits.memory: expected a size");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":-5}}", "got -5");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":1.5}}", "got 1.5");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":0}}", "limits.memory: must be at least 1 bytes");
+	parse_fails("{\"name\":\"x\",\"output\":{\"max_stdout\":\"99999999T\"}}", "output.max_stdout: expected a size");
+}
+
+static void test_durations(void **state)
+{
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\",\"limits\":{\"timeout\":\"300ms\"}}", &p);
+	assert_int_equal(p.timeout_ms, 300);
+	rb_policy_free(&p);
+	parse_ok("{\"name\":\"x\",\"limits\":{\"timeout\":\"2.5s\"}}", &p);
+	assert_int_equal(p.timeout_ms, 2500);
+	rb_policy_free(&p);
+	parse_ok("{\"name\":\"x\",\"limits\":{\"timeout\":\"1h\"}}", &p);
+	assert_int_equal(p.timeout_ms, 3600000);
+	rb_policy_free(&p);
+
+	/* A bare number is ambiguous (seconds? milliseconds?) and refused. */
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":30}}", "limits.timeout: expected a duration like \"30s\"");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"30x\"}}", "got \"30x\"");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"0s\"}}", "limits.timeout: must be at least 1ms");
+}
+
+static void test_defaults(void **state)
+{
+	struct rb_policy p;
+	parse_ok("{\"name\":\"bare\"}", &p);
+	assert_string_equal(p.name, "bare");
+	assert_int_equal(p.uid, 0);
+	assert_int_equal(p.caps, 0);
+	assert_int_equal(p.id_range, RB_ID_RANGE_AUTO);
+	assert_int_equal(p.timeout_ms, 0);
+	assert_int_equal(p.memory_bytes, 0);
+	assert_int_equal(p.rlimit_nofile, UINT64_MAX);
+	assert_int_equal(p.rlimit_fsize, UINT64_MAX);
+	assert_string_equal(p.seccomp_profile, "default");
+	assert_int_equal(p.net_mode, RB_NET_NONE);
+	assert_int_equal(p.n_input_allow, 0);
+	assert_int_equal(p.n_env_pass, 0);
+	assert_int_equal(p.n_env_set, 1);
+	assert_string_equal(p.env_set[0], "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	assert_int_equal(p.max_stdout, 1u << 20);
+	assert_int_equal(p.max_stderr, 1u << 20);
+	assert_string_equal(p.shell, "/bin/sh");
+	assert_string_equal(p.hostname, "runbox");
+	rb_policy_free(&p);
+
+	/* An explicit PATH (even empty) replaces the default rather than adding a second one. */
+	parse_ok("{\"name\":\"x\",\"env\":{\"set\":{\"PATH\":\"\"}}}", &p);
+	assert_int_equal(p.n_env_set, 1);
+	assert_string_equal(p.env_set[0], "PATH=");
+	rb_policy_free(&p);
+}
+
+static void test_env_seccomp_inputs(void **state)
+{
+	parse_fails("{\"name\":\"x\",\"env\":{\"pass\":[\"OK\",\"1BAD\"]}}", "env.pass[1]: \"1BAD\"");
+	parse_fails("{\"name\":\"x\",\"env\":{\"set\":{\"A=B\":\"v\"}}}", "env.set.A=B: not a valid");
+	parse_fails("{\"name\":\"x\",\"env\":{\"set\":{\"A\":1}}}", "env.set.A: expected a string, got 1");
+	parse_fails("{\"name\":\"x\",\"env\":{\"pass\":[\"HOME\"],\"set\":{\"HOME\":\"/\"}}}", "also in env.pass");
+	parse_fails("{\"name\":\"x\",\"seccomp\":{\"profile\":\"../etc\"}}", "seccomp.profile: \"../etc\"");
+	parse_fails("{\"name\":\"x\",\"seccomp\":{\"deny\":[\"Open\"]}}", "seccomp.deny[0]: \"Open\"");
+	parse_fails("{\"name\":\"x\",\"seccomp\":{\"allow\":[\"\"]}}", "seccomp.allow[0]");
+	parse_fails("{\"name\":\"x\",\"seccomp\":{\"deny\":[\"ptrace\"],\"allow\":[\"ptrace\"]}}",
+		    "\"ptrace\" is also in seccomp.deny");
+	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"data\"]}}", "inputs.allow[0]: \"data\": an input prefix must be an absolute path");
+	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"/srv/../etc\"]}}", "inputs.allow[0]");
+
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\",\"seccomp\":{\"profile\":\"my-prof_2\",\"deny\":[\"ptrace\",\"io_uring_setup\"]},"
+		 "\"inputs\":{\"allow\":[\"/srv/data//\",\"/\"]},\"env\":{\"pass\":[\"_X1\"],\"set\":{\"a_b\":\"c=d\"}}}",
+		 &p);
+	assert_string_equal(p.seccomp_profile, "my-prof_2");
+	assert_int_equal(p.n_seccomp_deny, 2);
+	assert_string_equal(p.seccomp_deny[1], "io_uring_setup");
+	assert_string_equal(p.input_allow[0], "/srv/data");
+	assert_string_equal(p.input_allow[1], "/");
+	assert_true(has_env(&p, "a_b=c=d"));
+	rb_policy_free(&p);
+}
+
+static void test_list_cap(void **state)
+{
+	char text[8192];
+	int n = snprintf(text, sizeof text, "{\"name\":\"x\",\"env\":{\"pass\":[");
+	for (int i = 0; i <= RB_POLICY_MAX_LIST; i++)
+		n += snprintf(text + n, sizeof text - (size_t)n, "%s\"V%d\"", i ? "," : "", i);
+	snprintf(text + n, sizeof text - (size_t)n, "]}}");
+	parse_fails(text, "env.pass: at most 128 entries, got 129");
+}
+
+static void test_hash(void **state)
+{
+	struct rb_policy a, b, c;
+	parse_ok("{\"name\":\"h\",\"limits\":{\"memory\":\"1G\",\"pids\":10},\"network\":{\"mode\":\"none\"}}", &a);
+	parse_ok("{\n  \"network\" : { \"mode\": \"none\" },\n\t\"limits\": {\"pids\": 10, \"memory\": \"1G\"},\n"
+		 "  \"name\": \"h\"\n}\n",
+		 &b);
+	parse_ok("{\"name\":\"h\",\"limits\":{\"memory\":\"1G\",\"pids\":11},\"network\":{\"mode\":\"none\"}}", &c);
+	assert_string_equal(a.hash, b.hash);
+	assert_string_not_equal(a.hash, c.hash);
+	for (int i = 0; i < 64; i++)
+		assert_non_null(strchr("0123456789abcdef", a.hash[i]));
+	rb_policy_free(&a);
+	rb_policy_free(&b);
+	rb_policy_free(&c);
+}
+
+static void test_hash_covers_seccomp_profile(void **state)
+{
+	const char *doc = "{\"name\":\"h\",\"seccomp\":{\"profile\":\"p\"}}";
+	struct rb_policy alone, with1, with2;
+	struct rb_error err = {0};
+	assert_int_equal(rb_policy_parse(doc, "h.json", NULL, &alone, &err), 0);
+	/* A data dir without the profile file hashes the policy alone. */
+	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with1, &err), 0);
+	assert_string_equal(alone.hash, with1.hash);
+	rb_policy_free(&with1);
+	write_at(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"allow\"}");
+	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with1, &err), 0);
+	assert_string_not_equal(alone.hash, with1.hash);
+	write_at(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"errno\"}");
+	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with2, &err), 0);
+	assert_string_not_equal(with1.hash, with2.hash);
+	/* Expected value: sha256 of the canonical JSON followed by the profile bytes. */
+	const char *concat = "{\"name\":\"h\",\"seccomp\":{\"profile\":\"p\"}}{\"default_action\":\"errno\"}";
+	char want[65];
+	rb_sha256_hex(concat, strlen(concat), want);
+	assert_string_equal(with2.hash, want);
+	rb_policy_free(&alone);
+	rb_policy_free(&with1);
+	rb_policy_free(&with2);
+
+	/* A profile that exists but cannot be read is an error, not a silently weaker hash (a
+	 * directory stands in for an unreadable file: the tests run as root). */
+	write_at(tmpdir, "policy/seccomp/d.json/x", "");
+	assert_int_equal(rb_policy_parse("{\"name\":\"h\",\"seccomp\":{\"profile\":\"d\"}}", "h.json", tmpdir,
+					 &alone, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "policy h.json: seccomp.profile"));
+}
+
+static void test_load_by_path(void **state)
+{
+	write_at(tmpdir, "mine.json", "{\"name\":\"mine\",\"limits\":{\"pids\":7}}");
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/mine.json", tmpdir);
+	struct rb_policy p;
+	struct rb_error err = {0};
+	if (rb_policy_load(path, repo, NULL, &p, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p.name, "mine");
+	assert_int_equal(p.pids, 7);
+	rb_policy_free(&p);
+
+	/* The shipped file by its path gives the same policy as by its name. */
+	struct rb_policy byname, bypath;
+	snprintf(path, sizeof path, "%s/policy/profiles/strict.json", repo);
+	assert_int_equal(rb_policy_load(path, repo, NULL, &bypath, &err), 0);
+	assert_int_equal(rb_policy_load("strict", repo, NULL, &byname, &err), 0);
+	assert_string_equal(byname.hash, bypath.hash);
+	rb_policy_free(&byname);
+	rb_policy_free(&bypath);
+
+	/* Errors in a file name the file. */
+	write_at(tmpdir, "bad.json", "{\"name\":\"bad\",\"limits\":{\"memory\":true}}");
+	snprintf(path, sizeof path, "%s/bad.json", tmpdir);
+	assert_int_equal(rb_policy_load(path, repo, NULL, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "bad.json: limits.memory: expected a size"));
+
+	snprintf(path, sizeof path, "%s/absent.json", tmpdir);
+	assert_int_equal(rb_policy_load(path, repo, NULL, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "absent.json"));
+	assert_int_equal(rb_policy_load(tmpdir, repo, NULL, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "not a regular file"));
+}
+
+static void test_file_cap(void **state)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/huge.json", tmpdir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"name\":\"huge\",\"description\":\"", f);
+	for (int i = 0; i < (1 << 20); i++)
+		fputc('a', f);
+	fputs("\"}", f);
+	fclose(f);
+	struct rb_policy p;
+	struct rb_error err = {0};
+	assert_int_equal(rb_policy_load(path, NULL, NULL, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "larger than"));
+}
+
+static void test_load_by_name_search_order(void **state)
+{
+	char config[PATH_MAX + 16];
+	snprintf(config, sizeof config, "%s/config", tmpdir);
+	write_at(config, "policies/default.json", "{\"name\":\"site-default\"}");
+	write_at(config, "policies/team.json", "{\"name\":\"team\",\"network\":{\"mode\":\"gateway\"}}");
+
+	struct rb_policy p;
+	struct rb_error err = {0};
+	/* The operator's file shadows the shipped profile of the same name. */
+	assert_int_equal(rb_policy_load("default", repo, config, &p, &err), 0);
+	assert_string_equal(p.name, "site-default");
+	rb_policy_free(&p);
+	/* Names only the config dir has, and names only the data dir has, both load. */
+	assert_int_equal(rb_policy_load("team", repo, config, &p, &err), 0);
+	assert_int_equal(p.net_mode, RB_NET_GATEWAY);
+	rb_policy_free(&p);
+	assert_int_equal(rb_policy_load("strict", repo, config, &p, &err), 0);
+	assert_string_equal(p.name, "strict");
+	rb_policy_free(&p);
+}
+
+static void test_missing_name_lists_places(void **state)
+{
+	char config[PATH_MAX + 16], want[2 * PATH_MAX];
+	snprintf(config, sizeof config, "%s/config", tmpdir);
+	struct rb_policy p;
+	struct rb_error err = {0};
+	assert_int_equal(rb_policy_load("nosuch", repo, config, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "policy \"nosuch\" not found"));
+	snprintf(want, sizeof want, "%s/policies/nosuch.json", config);
+	assert_non_null(strstr(err.msg, want));
+	snprintf(want, sizeof want, "%s/policy/profiles/nosuch.json", repo);
+	assert_non_null(strstr(err.msg, want));
+
+	/* Names are not paths: no way out of the two directories. */
+	assert_int_equal(rb_policy_load("..", repo, config, &p, &err), -1);
+	assert_non_null(strstr(err.msg, "a name is"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_default_profile),
+		cmocka_unit_test(test_strict_profile),
+		cmocka_unit_test(test_unknown_keys),
+		cmocka_unit_test(test_wrong_types),
+		cmocka_unit_test(test_structure_errors),
+		cmocka_unit_test(test_capabilities),
+		cmocka_unit_test(test_cap_table),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_env_seccomp_inputs),
+		cmocka_unit_test(test_list_cap),
+		cmocka_unit_test(test_hash),
+		cmocka_unit_test_setup_teardown(test_hash_covers_seccomp_profile, make_tmp, remove_tmp),
+		cmocka_unit_test_setup_teardown(test_load_by_path, make_tmp, remove_tmp),
+		cmocka_unit_test_setup_teardown(test_file_cap, make_tmp, remove_tmp),
+		cmocka_unit_test_setup_teardown(test_load_by_name_search_order, make_tmp, remove_tmp),
+		cmocka_unit_test_setup_teardown(test_missing_name_lists_places, make_tmp, remove_tmp),
+	};
+	return cmocka_run_group_tests(tests, find_repo, NULL);
+}
