@@ -31,8 +31,10 @@ all: runbox $(PROBE) $(MINIMAL)/.built
 deps:
 	@scripts/install-deps.sh build
 
+# Linked aside and renamed, so a runbox that is running (tests, benchmarks) never blocks a build.
 runbox: $(LIB_OBJS) $(B)/obj/$(MAIN_SRC:.c=.o)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@.tmp $^ $(PKG_LIBS)
+	mv -f $@.tmp $@
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

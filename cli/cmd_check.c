@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "common/cleanup.h"
 #include "runtime/hostcheck.h"
-
-int rb_cmd_check(int argc, char **argv);
 
 static const char usage[] =
 	"usage: runbox check [--json]\n"

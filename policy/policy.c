@@ -701,7 +701,8 @@ int rb_policy_load(const char *name_or_path, const char *data_dir, const char *c
 			return rb_error_set(err, ENAMETOOLONG, "policy \"%s\"", name_or_path);
 		if (access(path, F_OK) == 0)
 			return load_file(path, data_dir, out, err);
-		if (errno != ENOENT)
+		/* A directory we may not search (another user's HOME) holds nothing for us. */
+		if (errno != ENOENT && errno != EACCES)
 			return rb_error_set(err, errno, "policy `%s`", path);
 	}
 	if (ntried == 0)

@@ -313,6 +313,19 @@ static int self_maps(uid_t uid, gid_t gid)
 
 enum cg_mode { CG_NONE, CG_LEGACY, CG_HYBRID, CG_UNIFIED };
 
+/* One cgroup hierarchy as runbox would use it. Paths named *_rel are as in /proc/self/cgroup. */
+struct hier {
+	bool mounted;
+	char mount[PATH_MAX];
+	char self_rel[PATH_MAX]; /* the caller's cgroup */
+	char self[PATH_MAX];
+	char parent_rel[PATH_MAX]; /* where runbox makes run cgroups (runtime/cgroup.c's rule) */
+	char parent[PATH_MAX];
+	char try_rel[PATH_MAX]; /* the deepest existing directory on the way to parent: what
+				 * runbox's first mkdir needs to write to */
+	char try_dir[PATH_MAX];
+};
+
 static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "freezer"};
 
 struct ctx {
@@ -329,15 +342,8 @@ struct ctx {
 	char tmpdir[PATH_MAX];
 
 	enum cg_mode cgmode;
-	char v2_mount[PATH_MAX];
-	char v2_path[PATH_MAX]; /* the caller's (or RUNBOX_CGROUP_PARENT's) path in v2 */
-	char v2_dir[PATH_MAX];
-	struct {
-		bool mounted;
-		char path[PATH_MAX];
-		char dir[PATH_MAX];
-	} v1[4];
 	const char *parent_env;
+	struct hier v2, v1[4];
 	char v2_test[PATH_MAX + 128]; /* a test cgroup we made in v2; removed before returning */
 	char v2_test_rel[PATH_MAX + 128];
 	bool v2_test_kill;
@@ -1019,6 +1025,44 @@ static const struct mnt *find_cg_mount(const struct mnts *mi, const char *ctrl)
 	return NULL;
 }
 
+/* The parent rule of runtime/cgroup.c: RUNBOX_CGROUP_PARENT, else "runbox"; an absolute
+ * one is a path from the hierarchy's root, a relative one lies under the caller's cgroup. */
+static void hier_init(struct ctx *c, struct hier *h, const char *ctrl)
+{
+	const struct mnt *mt = find_cg_mount(&c->mi, ctrl);
+	if (!mt)
+		return;
+	h->mounted = true;
+	snprintf(h->mount, sizeof(h->mount), "%s", mt->point);
+	if (!own_cgroup(ctrl, h->self_rel, sizeof(h->self_rel)))
+		snprintf(h->self_rel, sizeof(h->self_rel), "/");
+	cg_dir(mt, h->self_rel, h->self, sizeof(h->self));
+	const char *pe = c->parent_env ? c->parent_env : "runbox";
+	h->parent_rel[0] = '\0';
+	if (pe[0] == '/')
+		appendf(h->parent_rel, sizeof(h->parent_rel), "%s", pe);
+	else
+		appendf(h->parent_rel, sizeof(h->parent_rel), "%s/%s", strcmp(h->self_rel, "/") ? h->self_rel : "", pe);
+	size_t len = strlen(h->parent_rel);
+	while (len > 1 && h->parent_rel[len - 1] == '/')
+		h->parent_rel[--len] = '\0';
+	cg_dir(mt, h->parent_rel, h->parent, sizeof(h->parent));
+	snprintf(h->try_rel, sizeof(h->try_rel), "%s", h->parent_rel);
+	for (;;) {
+		struct stat st;
+		cg_dir(mt, h->try_rel, h->try_dir, sizeof(h->try_dir));
+		if (stat(h->try_dir, &st) == 0 || strcmp(h->try_rel, "/") == 0)
+			break;
+		char *slash = strrchr(h->try_rel, '/');
+		if (slash == h->try_rel)
+			slash[1] = '\0';
+		else if (slash)
+			*slash = '\0';
+		else
+			snprintf(h->try_rel, sizeof(h->try_rel), "/");
+	}
+}
+
 static void cg_init(struct ctx *c)
 {
 	struct statfs sf;
@@ -1036,24 +1080,9 @@ static void cg_init(struct ctx *c)
 	c->parent_env = getenv("RUNBOX_CGROUP_PARENT");
 	if (c->parent_env && !*c->parent_env)
 		c->parent_env = NULL;
-	const struct mnt *m2 = find_cg_mount(&c->mi, NULL);
-	if (m2 && (c->parent_env || own_cgroup(NULL, c->v2_path, sizeof(c->v2_path)))) {
-		if (c->parent_env)
-			snprintf(c->v2_path, sizeof(c->v2_path), "%s", c->parent_env);
-		snprintf(c->v2_mount, sizeof(c->v2_mount), "%s", m2->point);
-		cg_dir(m2, c->v2_path, c->v2_dir, sizeof(c->v2_dir));
-	}
-	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++) {
-		const struct mnt *m1 = find_cg_mount(&c->mi, v1_ctrls[i]);
-		if (!m1)
-			continue;
-		c->v1[i].mounted = true;
-		if (c->parent_env)
-			snprintf(c->v1[i].path, sizeof(c->v1[i].path), "%s", c->parent_env);
-		else if (!own_cgroup(v1_ctrls[i], c->v1[i].path, sizeof(c->v1[i].path)))
-			snprintf(c->v1[i].path, sizeof(c->v1[i].path), "/");
-		cg_dir(m1, c->v1[i].path, c->v1[i].dir, sizeof(c->v1[i].dir));
-	}
+	hier_init(c, &c->v2, NULL);
+	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++)
+		hier_init(c, &c->v1[i], v1_ctrls[i]);
 }
 
 /* Creates a uniquely named test cgroup under dir; returns 0 or the errno. */
@@ -1109,7 +1138,7 @@ static void check_cgroup_mode(struct ctx *c)
 static void check_cgroup_v2(struct ctx *c)
 {
 	struct rb_hostcheck_item *it = add(c->hc, "cgroup v2 controllers", false);
-	if (!c->v2_dir[0]) {
+	if (!c->v2.mounted) {
 		if (c->cgmode == CG_UNIFIED) {
 			it->state = RB_CHECK_MISSING;
 			detail(it, "no cgroup2 mount or no \"0::\" line in /proc/self/cgroup");
@@ -1120,7 +1149,7 @@ static void check_cgroup_v2(struct ctx *c)
 		return;
 	}
 	char path[PATH_MAX + 32], ctrls[256] = "";
-	snprintf(path, sizeof(path), "%s/cgroup.controllers", c->v2_dir);
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", c->v2.self);
 	if (read_line(path, ctrls, sizeof(ctrls)) < 0) {
 		it->state = c->cgmode == CG_UNIFIED ? RB_CHECK_MISSING : RB_CHECK_OK;
 		detail(it, "cannot read `%s`: %s", path, ERRSTR(errno));
@@ -1128,7 +1157,7 @@ static void check_cgroup_v2(struct ctx *c)
 			fix(it, "run runbox from a cgroup it can read, or set RUNBOX_CGROUP_PARENT");
 		return;
 	}
-	detail(it, "%s in %s (cgroup %s)", ctrls[0] ? ctrls : "none", c->v2_mount, c->v2_path);
+	detail(it, "%s in %s (the caller's cgroup %s)", ctrls[0] ? ctrls : "none", c->v2.mount, c->v2.self_rel);
 	if (c->cgmode != CG_UNIFIED) {
 		detail(it, "; memory, pids, cpu come from v1 here");
 		return;
@@ -1162,8 +1191,8 @@ static void check_cgroup_v1(struct ctx *c)
 	char miss[256] = "";
 	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++) {
 		if (c->v1[i].mounted) {
-			detail(it, "%s%s at %s (cgroup %s)", it->detail[0] ? "; " : "", v1_ctrls[i], c->v1[i].dir,
-			       c->v1[i].path);
+			detail(it, "%s%s at %s (cgroup %s)", it->detail[0] ? "; " : "", v1_ctrls[i], c->v1[i].mount,
+			       c->v1[i].self_rel);
 		} else {
 			size_t ml = strlen(miss);
 			snprintf(miss + ml, sizeof(miss) - ml, "%s%s (%s)", ml ? ", " : "", v1_ctrls[i], lose[i]);
@@ -1185,12 +1214,12 @@ static void check_cgroup_delegation(struct ctx *c)
 	/* The v2 test cgroup also serves the cgroup.kill and CLONE_INTO_CGROUP probes, so it is
 	 * made whenever the hierarchy exists, and removed at the end of rb_hostcheck_run. */
 	int e2 = -1;
-	if (c->v2_dir[0]) {
-		e2 = make_test_cgroup(c->v2_dir, path, sizeof(path), name, sizeof(name));
+	if (c->v2.mounted) {
+		e2 = make_test_cgroup(c->v2.try_dir, path, sizeof(path), name, sizeof(name));
 		if (e2 == 0) {
 			snprintf(c->v2_test, sizeof(c->v2_test), "%s", path);
 			snprintf(c->v2_test_rel, sizeof(c->v2_test_rel), "%s/%s",
-				 strcmp(c->v2_path, "/") == 0 ? "" : c->v2_path, name);
+				 strcmp(c->v2.try_rel, "/") == 0 ? "" : c->v2.try_rel, name);
 			char kill_path[PATH_MAX + 160];
 			snprintf(kill_path, sizeof(kill_path), "%s/cgroup.kill", path);
 			c->v2_test_kill = access(kill_path, F_OK) == 0;
@@ -1198,20 +1227,22 @@ static void check_cgroup_delegation(struct ctx *c)
 	}
 	if (c->cgmode == CG_UNIFIED) {
 		char procs[PATH_MAX + 16];
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", c->v2_dir);
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", c->v2.try_dir);
+		detail(it, "run cgroups go under %s", c->v2.parent);
 		if (e2) {
-			appendf(bad, sizeof(bad), "cannot create a cgroup in %s: %s", c->v2_dir, ERRSTR(e2 < 0 ? ENOENT : e2));
+			appendf(bad, sizeof(bad), "cannot create a cgroup in %s: %s", c->v2.try_dir,
+				ERRSTR(e2 < 0 ? ENOENT : e2));
 		} else if (access(procs, W_OK) < 0) {
 			appendf(bad, sizeof(bad), "cannot move processes: %s: %s", procs, ERRSTR(errno));
 		} else {
 			char cpath[PATH_MAX + 160], ctrls[256] = "";
 			snprintf(cpath, sizeof(cpath), "%s/cgroup.controllers", c->v2_test);
 			read_line(cpath, ctrls, sizeof(ctrls));
-			detail(it, "can create cgroups under %s; a child there gets: %s", c->v2_dir,
-			       ctrls[0] ? ctrls : "no controllers");
+			detail(it, "; a test cgroup made in %s gets: %s", c->v2.try_dir, ctrls[0] ? ctrls : "no controllers");
 			if (!has_word(ctrls, "memory", " ") || !has_word(ctrls, "pids", " ")) {
 				it->state = RB_CHECK_DEGRADED;
-				detail(it, " (no memory or pids limits for runbox's cgroups)");
+				detail(it, " (no memory or pids limits for runbox's cgroups: enable them in %s/cgroup.subtree_control)",
+				       c->v2.try_dir);
 			}
 		}
 	} else if (c->cgmode != CG_NONE) {
@@ -1219,15 +1250,15 @@ static void check_cgroup_delegation(struct ctx *c)
 		for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++) {
 			if (!c->v1[i].mounted)
 				continue;
-			int e = make_test_cgroup(c->v1[i].dir, path, sizeof(path), name, sizeof(name));
+			int e = make_test_cgroup(c->v1[i].try_dir, path, sizeof(path), name, sizeof(name));
 			if (e == 0)
 				e = remove_test_cgroup(path);
 			if (e == 0) {
 				okn++;
-				detail(it, "%s%s", it->detail[0] ? ", " : "can create cgroups in v1 ", v1_ctrls[i]);
+				detail(it, "%s%s", it->detail[0] ? ", " : "can create run cgroups under ", c->v1[i].parent);
 			} else {
 				appendf(bad, sizeof(bad), "%s%s: %s", bad[0] ? "; " : "cannot create a cgroup in ",
-					c->v1[i].dir, ERRSTR(e));
+					c->v1[i].try_dir, ERRSTR(e));
 			}
 		}
 		if (okn)
@@ -1253,12 +1284,13 @@ static void check_cgroup_kill(struct ctx *c)
 	struct rb_hostcheck_item *it = add(c->hc, "cgroup.kill", false);
 	bool freezer = c->v1[3].mounted;
 	bool present = c->v2_test[0] && c->v2_test_kill;
-	if (!c->v2_test[0] && c->v2_dir[0] && strcmp(c->v2_path, "/") != 0) {
+	/* The root cgroup has no cgroup.kill: only a non-root cgroup tells. */
+	if (!c->v2_test[0] && c->v2.mounted && strcmp(c->v2.self_rel, "/") != 0) {
 		char p[PATH_MAX + 16];
-		snprintf(p, sizeof(p), "%s/cgroup.kill", c->v2_dir);
+		snprintf(p, sizeof(p), "%s/cgroup.kill", c->v2.self);
 		present = access(p, F_OK) == 0;
 	}
-	bool known = c->v2_test[0] || (c->v2_dir[0] && strcmp(c->v2_path, "/") != 0);
+	bool known = c->v2_test[0] || (c->v2.mounted && strcmp(c->v2.self_rel, "/") != 0);
 	if (c->cgmode == CG_UNIFIED) {
 		if (present) {
 			detail(it, "present: a timeout kills the whole cgroup in one write");
@@ -1377,6 +1409,11 @@ static void nft_probe(void *arg, struct probe *p)
 	 * the netns (and its nftables) is ruled by a namespace they hold capabilities in. */
 	if (failed(p, NF_UNSHARE, unshare(c->root ? CLONE_NEWNET : CLONE_NEWUSER | CLONE_NEWNET)))
 		return;
+	/* MNL_SOCKET_BUFFER_SIZE is not a constant; 8192 is its upper bound. */
+	const size_t bufsize = 8192;
+	_cleanup_free_ char *buf = malloc(bufsize);
+	if (failed(p, NF_OPEN, buf ? 0 : -1))
+		return;
 	struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
 	if (failed(p, NF_OPEN, nl ? 0 : -1))
 		return;
@@ -1385,8 +1422,6 @@ static void nft_probe(void *arg, struct probe *p)
 	setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (failed(p, NF_BIND, mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID)))
 		goto out;
-	/* MNL_SOCKET_BUFFER_SIZE is a VLA; its upper bound is 8192. */
-	static char buf[8192];
 	uint32_t seq = 1;
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETGEN, AF_UNSPEC, NLM_F_ACK, seq);
 	if (failed(p, NF_SEND, mnl_socket_sendto(nl, nlh, nlh->nlmsg_len)))
@@ -1394,7 +1429,7 @@ static void nft_probe(void *arg, struct probe *p)
 	p->val[0] = -1;
 	unsigned portid = mnl_socket_get_portid(nl);
 	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		ssize_t n = mnl_socket_recvfrom(nl, buf, bufsize);
 		if (n < 0) {
 			failed(p, NF_RECV, -1);
 			break;

@@ -337,7 +337,15 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct
 			return -1;
 		if ((in->is_dir ? make_dir(rootfd, target, 0755, err) : make_file(rootfd, target, err)) < 0)
 			return -1;
-		if (bind_ro(in->fd, NULL, rootfd, target, in->is_dir, err) < 0)
+		/* The runner's fd names a mount of the host's namespace, which open_tree cannot
+		 * clone from here: open the same path in ours and require the very same inode. */
+		_cleanup_close_ int here = open(in->host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat a, b;
+		if (here < 0 || fstat(here, &a) < 0 || fstat(in->fd, &b) < 0)
+			return rb_error_set(err, errno, "input `%s`", in->host);
+		if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
+		if (bind_ro(here, NULL, rootfd, target, in->is_dir, err) < 0)
 			return -1;
 	}
 	return remount_ro(rootfd, "workspace/in", err);

@@ -1,0 +1,18 @@
+#!/bin/sh
+# `make demo`: one sample run in a fresh sandbox, shown as a person would see it, then the
+# same run's JSON result.
+set -eu
+cd "$(dirname "$0")/.."
+say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+say ./runbox run --image minimal -- /bin/sh -c 'echo hi; id; grep -E "Cap|NoNew|Seccomp" /proc/self/status'
+./runbox run --image minimal -- /bin/sh -c 'echo hi; id; grep -E "Cap|NoNew|Seccomp" /proc/self/status'
+
+say ./runbox run --image minimal --policy strict -- /bin/sh -c 'id; unshare -r true || echo "unshare refused"'
+./runbox run --image minimal --policy strict -- /bin/sh -c 'id; unshare -r true 2>/dev/null || echo "unshare refused"'
+
+say ./runbox run --image minimal --timeout 300ms -- sleep 10
+./runbox run --image minimal --timeout 300ms -- sleep 10 || echo "(exit $?: timed out, the sandbox was killed)"
+
+say ./runbox run --image host --json -- sh -c 'echo from the host image: $(uname -s)'
+./runbox run --image host --json -- sh -c 'echo from the host image: $(uname -s)'

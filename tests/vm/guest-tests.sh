@@ -1,0 +1,160 @@
+#!/bin/sh
+# Runs inside the VM (tests/vm/run.sh), as root, on a cgroup v2-only kernel: the cgroup v2
+# limits through `runbox run` and the core isolation checks, each with a control. Prints one
+# PASS/FAIL line per check and finally "VMTEST: N passed, M failed".
+RB=${RB:-/opt/runbox/runbox}
+P=0
+F=0
+T=/tmp/vmtest
+mkdir -p "$T"
+pass() { P=$((P + 1)); echo "PASS: $*"; }
+fail() { F=$((F + 1)); echo "FAIL: $*"; }
+# json FILE KEY: the first scalar value of KEY in runbox's (indented) --json output.
+json() { sed -n "s/^ *\"$2\": *\"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -n1; }
+int() { echo "${1%%.*}"; }
+# run NAME ARGS...: runbox run --json, result in $T/NAME.json, stderr in $T/NAME.err.
+run() {
+	n=$1
+	shift
+	"$RB" run --json "$@" >"$T/$n.json" 2>"$T/$n.err"
+	echo $? >"$T/$n.rc"
+}
+rc() { cat "$T/$1.rc"; }
+show() { echo "  $1: exit=$(rc "$1") $(tr -d '\n' <"$T/$1.err" | head -c 300)"; }
+cgdirs() { find /sys/fs/cgroup/runbox -mindepth 1 -type d 2>/dev/null | wc -l; }
+
+# --- the kernel's cgroup v2 ---
+ctl=$(cat /sys/fs/cgroup/cgroup.controllers)
+ok=1
+for c in cpuset cpu io memory hugetlb pids; do
+	echo " $ctl " | grep -q " $c " || ok=0
+done
+[ $ok = 1 ] && pass "cgroup v2 controllers: $ctl" || fail "cgroup v2 controllers: $ctl"
+
+if ! [ -x "$RB" ]; then
+	fail "runbox binary missing in the initramfs"
+	echo "VMTEST: $P passed, $F failed"
+	exit 0
+fi
+"$RB" --help >/dev/null 2>&1 && pass "runbox --help" || fail "runbox --help"
+"$RB" check >"$T/check.out" 2>&1
+echo "  runbox check: $(grep -i cgroup "$T/check.out" | head -n 3 | tr '\n' ' ')"
+
+# --- a first run, and which manager served it ---
+out=$("$RB" run --image minimal -- /bin/sh -c 'echo hi' 2>"$T/hello.err")
+[ "$out" = hi ] && pass "runbox run --image minimal echo hi" || { fail "runbox run echo hi (got '$out')"; cat "$T/hello.err"; }
+run mgr --image minimal --memory 64M --pids 32 --cpus 1 -- /bin/true
+m=$(json "$T/mgr.json" cgroup)
+mech=$(json "$T/mgr.json" mechanism)
+[ "$m" = v2 ] && echo "$mech" | grep -q "cgroup v2" && pass "cgroup manager v2 ($mech)" ||
+	{ fail "cgroup manager v2 (got '$m', '$mech')"; show mgr; }
+
+# --- memory: a hog is OOM-killed; control: a smaller appetite under a bigger limit is not ---
+run oom --image minimal --memory 32M -- /bin/probe alloc 256
+peak=$(json "$T/oom.json" memory_peak_bytes)
+if [ "$(json "$T/oom.json" oom_killed)" = true ] && [ "$(json "$T/oom.json" oom_kills)" -ge 1 ] 2>/dev/null &&
+	[ "${peak:-0}" -ge $((32 * 1048576 * 8 / 10)) ]; then
+	pass "memory hog OOM-killed via memory.max (oom_killed true, peak $peak)"
+else
+	fail "memory hog OOM-killed (oom_killed=$(json "$T/oom.json" oom_killed) peak=$peak)"
+	show oom
+fi
+run oomctl --image minimal --memory 128M -- /bin/probe alloc 16
+[ "$(json "$T/oomctl.json" oom_killed)" = false ] && [ "$(rc oomctl)" = 0 ] &&
+	pass "control: 16M under 128M is not killed" || { fail "control: 16M under 128M"; show oomctl; }
+
+# --- pids: a fork bomb stops with EAGAIN (11); control: under the limit every fork works ---
+run bomb --image minimal --pids 16 -- /bin/probe forkbomb 500
+pk=$(json "$T/bomb.json" pids_peak)
+[ "$(rc bomb)" = 11 ] && [ "${pk:-99}" -le 16 ] && pass "fork bomb stopped at pids.max (EAGAIN, pids peak $pk)" ||
+	{ fail "fork bomb stopped at pids.max (peak $pk)"; show bomb; }
+run bombctl --image minimal --pids 64 -- /bin/probe forkbomb 20
+[ "$(rc bombctl)" = 0 ] && pass "control: 20 forks under pids.max 64" || { fail "control: 20 forks"; show bombctl; }
+
+# --- cpu: two busy loops under --cpus 0.5 use at most 0.6 cpu-s per wall-s over >= 2 s ---
+cpu_ratio_ok() { # NAME: cpu_usec <= 0.6 * wall_ms * 1000
+	u=$(int "$(json "$T/$1.json" cpu_usec)")
+	w=$(int "$(json "$T/$1.json" wall_ms)")
+	echo "  $1: cpu_usec=$u wall_ms=$w"
+	[ -n "$u" ] && [ -n "$w" ] && [ "$w" -ge 1000 ] && [ "$u" -le $((w * 600)) ]
+}
+run cpu --image minimal --cpus 0.5 -- /bin/sh -c '/bin/probe busy 2000 & /bin/probe busy 2000; wait'
+cpu_ratio_ok cpu && pass "cpu.max: <= 0.6 cpu-s per wall-s under --cpus 0.5" || { fail "cpu.max bound"; show cpu; }
+run cpuctl --image minimal --cpus 2 -- /bin/sh -c '/bin/probe busy 2000 & /bin/probe busy 2000; wait'
+cpu_ratio_ok cpuctl && { fail "control: two busy loops under --cpus 2 stayed under 0.6"; show cpuctl; } ||
+	pass "control: two busy loops under --cpus 2 exceed 0.6 cpu-s per wall-s"
+
+# --- kill: a double-forked daemon dies with the run; control: outside runbox it lives on ---
+alive() { ps -o pid,args 2>/dev/null | grep -v grep | grep -q "$1"; }
+run daemon --image minimal -- /bin/probe daemonize /tmp/d.pid vmtest-daemon-marker
+if [ "$(rc daemon)" = 0 ] && ! alive vmtest-daemon-marker; then
+	pass "double-forked daemon dead after the run"
+else
+	fail "double-forked daemon dead after the run"
+	show daemon
+fi
+/opt/runbox/build/images/minimal/rootfs/bin/probe daemonize "$T/ctl.pid" vmtest-control-marker
+if alive vmtest-control-marker; then
+	pass "control: a daemon started outside runbox survives"
+	kill -9 "$(cat "$T/ctl.pid")" 2>/dev/null
+else
+	fail "control: a daemon started outside runbox survives"
+fi
+run tmo --image minimal --timeout 1s -- /bin/sh -c '/bin/probe daemonize /tmp/x vmtest-timeout-marker; sleep 100'
+[ "$(rc tmo)" = 124 ] && ! alive vmtest-timeout-marker && pass "timeout: exit 124, the whole cgroup killed" ||
+	{ fail "timeout kills the cgroup"; show tmo; }
+
+# --- nothing left: no run cgroup remains; control: one exists while a run is live ---
+"$RB" run --image minimal -- /bin/sh -c 'sleep 3' >/dev/null 2>&1 &
+bg=$!
+seen=0
+for i in $(seq 1 50); do
+	[ "$(cgdirs)" -ge 1 ] && { seen=1; break; }
+	sleep 0.1
+done
+wait $bg
+[ $seen = 1 ] && pass "control: a live run has its cgroup under /sys/fs/cgroup/runbox" || fail "control: live run cgroup seen"
+i=0
+while [ $i -lt 30 ]; do
+	"$RB" run --image minimal --memory 32M --pids 16 -- /bin/true >/dev/null 2>&1 || break
+	i=$((i + 1))
+done
+left=$(cgdirs)
+[ $i = 30 ] && [ "$left" = 0 ] && pass "no runbox cgroup left after 30 more runs" ||
+	{ fail "leftover cgroups: $left after $i runs"; find /sys/fs/cgroup/runbox -mindepth 1 -type d; }
+
+# --- core isolation, each against the same probe outside the sandbox ---
+PROBE=/opt/runbox/build/images/minimal/rootfs/bin/probe
+inside() { "$RB" run --image minimal -- /bin/probe "$@" >/dev/null 2>&1; echo $?; }
+outside() { "$PROBE" "$@" >/dev/null 2>&1; echo $?; }
+want() { [ "$2" = "$1" ] || { [ "$1" = nonzero ] && [ "$2" != 0 ]; }; }
+iso() { # NAME WANT_INSIDE WANT_OUTSIDE PROBE-ARGS... (a WANT is an exit code or "nonzero")
+	name=$1 wi=$2 wo=$3
+	shift 3
+	i=$(inside "$@")
+	o=$(outside "$@")
+	want "$wi" "$i" && want "$wo" "$o" && pass "$name (inside $i, outside $o)" ||
+		fail "$name (inside $i want $wi, outside $o want $wo)"
+}
+iso "pid namespace: the step sees itself as a low pid" 0 1 pid 2
+iso "capabilities all zero" 0 1 caps-zero
+iso "no_new_privs set" 0 1 nnp
+iso "seccomp filter on" 0 1 seccomp-mode
+iso "mount denied" nonzero 0 mount-tmpfs /tmp
+iso "unshare(CLONE_NEWUSER) denied" nonzero 0 unshare-user
+for ns in user mnt pid net ipc uts cgroup; do
+	in=$("$RB" run --image minimal -- /bin/sh -c "readlink /proc/self/ns/$ns" 2>/dev/null)
+	out=$(readlink /proc/self/ns/$ns)
+	[ -n "$in" ] && [ "$in" != "$out" ] && [ "$out" = "$(readlink /proc/1/ns/$ns)" ] &&
+		pass "own $ns namespace" || fail "own $ns namespace ($in vs $out)"
+done
+n_in=$("$RB" run --image minimal -- /bin/probe ls-pids 2>/dev/null | wc -l)
+n_out=$("$PROBE" ls-pids | wc -l)
+[ "$n_in" -ge 1 ] && [ "$n_in" -le 3 ] && [ "$n_out" -gt 10 ] && pass "only the sandbox's processes are visible ($n_in vs $n_out)" ||
+	fail "process visibility ($n_in inside, $n_out outside)"
+ifs=$("$RB" run --image minimal -- /bin/sh -c 'cat /proc/net/dev' 2>/dev/null | sed -n 's/^ *\([a-z0-9]*\):.*/\1/p' | tr '\n' ' ')
+[ "$ifs" = "lo " ] && pass "network: only lo" || fail "network: only lo (got '$ifs')"
+h=$("$RB" run --image minimal -- /bin/sh -c 'hostname' 2>/dev/null)
+[ -n "$h" ] && [ "$h" != "$(hostname)" ] && pass "own hostname ($h)" || fail "own hostname ($h)"
+
+echo "VMTEST: $P passed, $F failed"
