@@ -2,7 +2,11 @@
 # what is missing (Debian packages), builds and runs every test; `make demo` shows one run.
 
 CC       ?= gcc
-PKGS     := libseccomp libcap libmnl libnftnl jansson libcrypto
+PKGS     := libseccomp libcap libmnl libnftnl jansson
+# libcrypto is linked statically: with full RELRO (-z now) the loader would otherwise bind
+# all of its symbols at every start, over half of runbox's start-up instructions (measured
+# with callgrind: 5.7M -> 2.7M). The cost: an OpenSSL update needs a rebuild of runbox.
+STATIC_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -ldl -lpthread
 B        := build
 # format-truncation is off: bounded snprintf into PATH_MAX buffers is the idiom here, and
 # paths that do not fit are rejected where it matters (rb_paths_init, run dirs).
@@ -12,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) $(HARDEN) -I. -MMD -MP
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(STATIC_LIBS) -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # Library sources: everything in the components except the CLI's main.
@@ -46,7 +50,7 @@ $(B)/asan/%.o: %.c
 
 $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
+	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) -lcmocka
 
 # The in-sandbox probe: static, so it runs in any image; its exit code is the errno it met.
 $(PROBE): tests/probe/probe.c

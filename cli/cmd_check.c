@@ -9,19 +9,18 @@
 #include "common/cleanup.h"
 #include "runtime/hostcheck.h"
 
-static const char usage[] =
-	"usage: runbox check [--json]\n"
-	"\n"
-	"Probes what this host supports for runbox and prints, per feature, ok / degraded /\n"
-	"missing, what was found, and the fix. Probes run in forked children inside fresh\n"
-	"namespaces and leave nothing behind.\n"
-	"\n"
-	"  --json   one JSON object: {runnable, rootless, counts, checks: [{name, state,\n"
-	"           required, detail, fix}]}\n"
-	"  --help   this text\n"
-	"\n"
-	"Exit status: 0 when runbox can run here (possibly degraded), 125 when a required\n"
-	"feature is missing. See docs/check.md.\n";
+static const char usage[] = "usage: runbox check [--json]\n"
+                            "\n"
+                            "Probes what this host supports for runbox and prints, per feature, ok / degraded /\n"
+                            "missing, what was found, and the fix. Probes run in forked children inside fresh\n"
+                            "namespaces and leave nothing behind.\n"
+                            "\n"
+                            "  --json   one JSON object: {runnable, rootless, counts, checks: [{name, state,\n"
+                            "           required, detail, fix}]}\n"
+                            "  --help   this text\n"
+                            "\n"
+                            "Exit status: 0 when runbox can run here (possibly degraded), 125 when a required\n"
+                            "feature is missing. See docs/check.md.\n";
 
 static int print_json(const struct rb_hostcheck *hc, bool runnable, const size_t counts[3])
 {
@@ -33,9 +32,9 @@ static int print_json(const struct rb_hostcheck *hc, bool runnable, const size_t
 	}
 	for (size_t i = 0; i < hc->n; i++) {
 		const struct rb_hostcheck_item *it = &hc->items[i];
-		json_t *o = json_pack("{s:s, s:s, s:b, s:s}", "name", it->name, "state",
-				      rb_hostcheck_state_name(it->state), "required", it->required, "detail",
-				      it->detail);
+		json_t *o =
+		    json_pack("{s:s, s:s, s:b, s:s}", "name", it->name, "state", rb_hostcheck_state_name(it->state),
+		              "required", it->required, "detail", it->detail);
 		if (!o)
 			continue;
 		if (it->fix[0])
@@ -44,8 +43,9 @@ static int print_json(const struct rb_hostcheck *hc, bool runnable, const size_t
 	}
 	json_object_set_new(root, "runnable", json_boolean(runnable));
 	json_object_set_new(root, "rootless", json_boolean(hc->rootless));
-	json_object_set_new(root, "counts", json_pack("{s:I, s:I, s:I}", "ok", (json_int_t)counts[0], "degraded",
-						      (json_int_t)counts[1], "missing", (json_int_t)counts[2]));
+	json_object_set_new(root, "counts",
+	                    json_pack("{s:I, s:I, s:I}", "ok", (json_int_t)counts[0], "degraded", (json_int_t)counts[1],
+	                              "missing", (json_int_t)counts[2]));
 	json_object_set_new(root, "checks", checks);
 	if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
 		return -1;

@@ -106,12 +106,9 @@ static const char *errstr(int e, char *buf, size_t size)
 const char *rb_hostcheck_state_name(enum rb_hostcheck_state state)
 {
 	switch (state) {
-	case RB_CHECK_OK:
-		return "ok";
-	case RB_CHECK_DEGRADED:
-		return "degraded";
-	case RB_CHECK_MISSING:
-		return "missing";
+	case RB_CHECK_OK: return "ok";
+	case RB_CHECK_DEGRADED: return "degraded";
+	case RB_CHECK_MISSING: return "missing";
 	}
 	return "?";
 }
@@ -263,7 +260,7 @@ static int run_probe(probe_fn fn, void *arg, struct probe *p)
 		_exit(w == (ssize_t)sizeof(*p) ? 0 : 1);
 	}
 	close(fds[1]);
-	struct probe got;
+	struct probe got = {0};
 	size_t have = 0;
 	while (have < sizeof(got)) {
 		ssize_t n = read(fds[0], (char *)&got + have, sizeof(got) - have);
@@ -322,7 +319,7 @@ struct hier {
 	char parent_rel[PATH_MAX]; /* where runbox makes run cgroups (runtime/cgroup.c's rule) */
 	char parent[PATH_MAX];
 	char try_rel[PATH_MAX]; /* the deepest existing directory on the way to parent: what
-				 * runbox's first mkdir needs to write to */
+	                         * runbox's first mkdir needs to write to */
 	char try_dir[PATH_MAX];
 };
 
@@ -373,8 +370,8 @@ static void check_kernel(struct ctx *c)
 	if (!kernel_at_least(c, 5, 7)) {
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "; before 5.7 destroying an IPC namespace costs about 8 ms (fixed by "
-			   "e1eb26fa62d0), so every sandbox pays it at teardown, and clone3 lacks "
-			   "CLONE_INTO_CGROUP");
+		           "e1eb26fa62d0), so every sandbox pays it at teardown, and clone3 lacks "
+		           "CLONE_INTO_CGROUP");
 		fix(it, "a kernel >= 5.7 (>= 5.14 adds cgroup.kill, >= 6.8 overlay lowerdir+)");
 	} else if (!kernel_at_least(c, 5, 14)) {
 		detail(it, "; no cgroup.kill before 5.14 (runbox freezes and kills instead)");
@@ -435,8 +432,9 @@ static void check_userns(struct ctx *c)
 		       "(sethostname in a new UTS namespace: %s)",
 		       (unsigned)c->uid, ERRSTR(p.err[UN_CAPS]));
 	} else {
-		detail(it, "unshare(CLONE_NEWUSER) as uid %u works; own uid/gid map written; capabilities "
-			   "usable inside",
+		detail(it,
+		       "unshare(CLONE_NEWUSER) as uid %u works; own uid/gid map written; capabilities "
+		       "usable inside",
 		       (unsigned)c->uid);
 	}
 	detail(it, "; user.max_user_namespaces=");
@@ -464,13 +462,13 @@ static void check_userns(struct ctx *c)
 		    max * 2 + 1000);
 	else if (!c->root && clone_ok == 0)
 		fix(it, "`sysctl -w kernel.unprivileged_userns_clone=1` (persist it in /etc/sysctl.d/), or run "
-			"runbox as root");
+		        "runbox as root");
 	else if (!c->root && c->aa_restrict == 1)
 		apparmor_fix(c, it);
 	else
 		fix(it, "allow unshare(CLONE_NEWUSER) for runbox: when nested in a container, run that container "
-			"with a seccomp profile that permits unshare and mount (docker/podman --security-opt "
-			"seccomp=unconfined) or --privileged");
+		        "with a seccomp profile that permits unshare and mount (docker/podman --security-opt "
+		        "seccomp=unconfined) or --privileged");
 }
 
 /* ---- subordinate ids -------------------------------------------------------------------- */
@@ -512,7 +510,8 @@ static bool helper_privileged(const char *path, cap_value_t need, char *how, siz
 		cap_get_flag(caps, need, CAP_PERMITTED, &v);
 		cap_free(caps);
 		if (v == CAP_SET) {
-			snprintf(how, size, "%s has file capability %s", path, need == CAP_SETUID ? "cap_setuid" : "cap_setgid");
+			snprintf(how, size, "%s has file capability %s", path,
+			         need == CAP_SETUID ? "cap_setuid" : "cap_setgid");
 			return true;
 		}
 	}
@@ -573,7 +572,8 @@ static void check_subids(struct ctx *c)
 		if (uc < RB_SANDBOX_IDS || gc < RB_SANDBOX_IDS) {
 			it->state = RB_CHECK_DEGRADED;
 			detail(it, " (fewer than %u ids: higher ids are unmapped in the sandbox)", RB_SANDBOX_IDS);
-			fix(it, "`usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s` (as root)", c->user);
+			fix(it, "`usermod --add-subuids 100000-165535 --add-subgids 100000-165535 %s` (as root)",
+			    c->user);
 		}
 		return;
 	}
@@ -584,7 +584,8 @@ static void check_subids(struct ctx *c)
 	if (!have_u || !have_g)
 		fix(it, "%s`apt-get install uidmap` (newuidmap, newgidmap)", it->fix[0] ? "; " : "");
 	else if (!ok_u || !ok_g)
-		fix(it, "%sreinstall uidmap so newuidmap/newgidmap are setuid root (`apt-get install --reinstall uidmap`)",
+		fix(it,
+		    "%sreinstall uidmap so newuidmap/newgidmap are setuid root (`apt-get install --reinstall uidmap`)",
 		    it->fix[0] ? "; " : "");
 }
 
@@ -619,9 +620,6 @@ static void overlay_probe(void *arg, struct probe *p)
 	const struct ctx *c = arg;
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
-	char l[PATH_MAX + 8], u[PATH_MAX + 8], w[PATH_MAX + 8], m[PATH_MAX + 8], u2[PATH_MAX + 8],
-		w2[PATH_MAX + 8], m2[PATH_MAX + 8], pr[PATH_MAX + 8], f[PATH_MAX + 32];
-	char opts[3 * PATH_MAX + 64];
 
 	if (failed(p, OV_UNSHARE, unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)))
 		return;
@@ -632,54 +630,43 @@ static void overlay_probe(void *arg, struct probe *p)
 	(void)mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	if (failed(p, OV_TMPFS, mount("tmpfs", c->tmpdir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=4m")))
 		return;
-	snprintf(l, sizeof(l), "%s/l", c->tmpdir);
-	snprintf(u, sizeof(u), "%s/u", c->tmpdir);
-	snprintf(w, sizeof(w), "%s/w", c->tmpdir);
-	snprintf(m, sizeof(m), "%s/m", c->tmpdir);
-	snprintf(u2, sizeof(u2), "%s/u2", c->tmpdir);
-	snprintf(w2, sizeof(w2), "%s/w2", c->tmpdir);
-	snprintf(m2, sizeof(m2), "%s/m2", c->tmpdir);
-	snprintf(pr, sizeof(pr), "%s/p", c->tmpdir);
-	snprintf(f, sizeof(f), "%s/probe", l);
-	const char *dirs[] = {l, u, w, m, u2, w2, m2, pr};
+	/* Paths relative to the tmpfs: whatever TMPDIR holds (',' or ':') cannot break the
+	 * overlay option string. */
+	if (failed(p, OV_PREP, chdir(c->tmpdir)))
+		return;
+	const char *dirs[] = {"l", "u", "w", "m", "u2", "w2", "m2", "p"};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(dirs); i++)
 		if (failed(p, OV_PREP, mkdir(dirs[i], 0700)))
 			return;
-	if (failed(p, OV_PREP, touch(f)))
+	if (failed(p, OV_PREP, touch("l/probe")))
 		return;
 
-	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", l, u, w);
-	if (!failed(p, OV_MOUNT, mount("overlay", m, "overlay", 0, opts))) {
-		snprintf(f, sizeof(f), "%s/probe", m);
-		if (!failed(p, OV_LOOKUP, access(f, F_OK))) {
-			snprintf(f, sizeof(f), "%s/written", m);
-			failed(p, OV_WRITE, touch(f));
-		}
-		umount2(m, MNT_DETACH);
+	if (!failed(p, OV_MOUNT, mount("overlay", "m", "overlay", 0, "lowerdir=l,upperdir=u,workdir=w"))) {
+		if (!failed(p, OV_LOOKUP, access("m/probe", F_OK)))
+			failed(p, OV_WRITE, touch("m/written"));
+		umount2("m", MNT_DETACH);
 	}
 
 	int fd = fsopen("overlay", FSOPEN_CLOEXEC);
 	if (!failed(p, OV_FSOPEN, fd)) {
-		if (failed(p, OV_LOWERPLUS, fsconfig(fd, FSCONFIG_SET_STRING, "lowerdir+", l, 0))) {
+		if (failed(p, OV_LOWERPLUS, fsconfig(fd, FSCONFIG_SET_STRING, "lowerdir+", "l", 0))) {
 			/* A rejected parameter may leave the context unusable: start over. */
 			close(fd);
 			fd = fsopen("overlay", FSOPEN_CLOEXEC);
 			if (failed(p, OV_FSCONFIG, fd) ||
-			    failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "lowerdir", l, 0)))
+			    failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "lowerdir", "l", 0)))
 				goto proc;
 		}
-		if (failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "upperdir", u2, 0)) ||
-		    failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "workdir", w2, 0)))
+		if (failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "upperdir", "u2", 0)) ||
+		    failed(p, OV_FSCONFIG, fsconfig(fd, FSCONFIG_SET_STRING, "workdir", "w2", 0)))
 			goto proc;
 		if (failed(p, OV_CREATE, fsconfig(fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0)))
 			goto proc;
 		int mfd = fsmount(fd, FSMOUNT_CLOEXEC, 0);
 		if (failed(p, OV_FSMOUNT, mfd))
 			goto proc;
-		if (!failed(p, OV_MOVE, move_mount(mfd, "", AT_FDCWD, m2, MOVE_MOUNT_F_EMPTY_PATH))) {
-			snprintf(f, sizeof(f), "%s/probe", m2);
-			failed(p, OV_NEWLOOKUP, access(f, F_OK));
-		}
+		if (!failed(p, OV_MOVE, move_mount(mfd, "", AT_FDCWD, "m2", MOVE_MOUNT_F_EMPTY_PATH)))
+			failed(p, OV_NEWLOOKUP, access("m2/probe", F_OK));
 		close(mfd);
 	}
 proc:
@@ -692,7 +679,7 @@ proc:
 		return;
 	}
 	if (pid == 0)
-		_exit(mount("proc", pr, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? errno : 0);
+		_exit(mount("proc", "p", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? errno : 0);
 	int st = 0;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -773,8 +760,8 @@ static void check_mounts(struct ctx *c)
 	}
 	int ns_err = p.err[OV_UNSHARE] ? p.err[OV_UNSHARE] : p.err[OV_MAPS];
 	if (ns_err) {
-		const char *what = p.err[OV_UNSHARE] ? "unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID)"
-						     : "writing the uid/gid map";
+		const char *what =
+		    p.err[OV_UNSHARE] ? "unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID)" : "writing the uid/gid map";
 		not_tested(ov, what, ns_err);
 		not_tested(api, what, ns_err);
 		api->state = RB_CHECK_DEGRADED;
@@ -796,7 +783,7 @@ static void check_mounts(struct ctx *c)
 				apparmor_fix(c, all[i]);
 			else
 				fix(all[i], "allow mount(2) in user namespaces for runbox (when nested in a container: "
-					    "--security-opt seccomp=unconfined --security-opt apparmor=unconfined)");
+				            "--security-opt seccomp=unconfined --security-opt apparmor=unconfined)");
 		}
 		return;
 	}
@@ -809,10 +796,10 @@ static void check_mounts(struct ctx *c)
 			fix(ov, "`modprobe overlay` (CONFIG_OVERLAY_FS)");
 		else if (!kernel_at_least(c, 5, 11))
 			fix(ov, "a kernel >= 5.11 (overlayfs in user namespaces), or Debian/Ubuntu's kernel which "
-				"allows it earlier");
+			        "allows it earlier");
 		else
 			fix(ov, "allow overlayfs mounts in user namespaces (an LSM or the container around runbox "
-				"forbids it)");
+			        "forbids it)");
 	} else if (p.err[OV_LOOKUP] || p.err[OV_WRITE]) {
 		ov->state = RB_CHECK_MISSING;
 		detail(ov, "overlay mounted in a user namespace, but %s: %s",
@@ -821,7 +808,7 @@ static void check_mounts(struct ctx *c)
 		fix(ov, "a kernel with working overlayfs in user namespaces (>= 5.11)");
 	} else {
 		detail(ov, "overlay (lower, upper, work on a tmpfs) mounted, read and written inside a user "
-			   "namespace");
+		           "namespace");
 	}
 
 	/* new mount API */
@@ -833,7 +820,7 @@ static void check_mounts(struct ctx *c)
 	} else {
 		int stepv[] = {OV_FSCONFIG, OV_CREATE, OV_FSMOUNT, OV_MOVE, OV_NEWLOOKUP};
 		const char *names[] = {"fsconfig", "fsconfig(FSCONFIG_CMD_CREATE)", "fsmount", "move_mount",
-				       "lookup through the new mount"};
+		                       "lookup through the new mount"};
 		size_t bad = RB_ARRAY_SIZE(stepv);
 		for (size_t i = 0; i < RB_ARRAY_SIZE(stepv); i++)
 			if (p.err[stepv[i]] > 0) {
@@ -871,15 +858,16 @@ static void check_mounts(struct ctx *c)
 		pr->state = RB_CHECK_MISSING;
 		detail(pr, "mounting procfs in a new user+pid namespace: %s", ERRSTR(p.err[OV_PROC]));
 		if (masked) {
-			detail(pr, "; /proc is masked (mounts over %s), so the kernel refuses a fresh procfs "
-				   "(mount_too_revealing): typical when nested in a container",
+			detail(pr,
+			       "; /proc is masked (mounts over %s), so the kernel refuses a fresh procfs "
+			       "(mount_too_revealing): typical when nested in a container",
 			       masks);
 			fix(pr, "run the outer container with an unmasked /proc: docker run --security-opt "
-				"systempaths=unconfined, podman run --security-opt unmask=ALL (Kubernetes: "
-				"securityContext.procMount: Unmasked)");
+			        "systempaths=unconfined, podman run --security-opt unmask=ALL (Kubernetes: "
+			        "securityContext.procMount: Unmasked)");
 		} else {
 			fix(pr, "allow procfs mounts in user namespaces for runbox (an LSM or the outer container "
-				"forbids it)");
+			        "forbids it)");
 		}
 	} else {
 		detail(pr, "procfs mounts in a new user+pid namespace");
@@ -952,7 +940,10 @@ static void check_seccomp(struct ctx *c)
 		detail(it, "the filter probe child died before answering");
 	} else if (p.err[SC_NNP] || p.err[SC_INIT] || p.err[SC_RULE] || p.err[SC_LOAD]) {
 		it->state = RB_CHECK_MISSING;
-		int e = p.err[SC_NNP] ? p.err[SC_NNP] : p.err[SC_INIT] ? p.err[SC_INIT] : p.err[SC_RULE] ? p.err[SC_RULE] : p.err[SC_LOAD];
+		int e = p.err[SC_NNP]    ? p.err[SC_NNP]
+		        : p.err[SC_INIT] ? p.err[SC_INIT]
+		        : p.err[SC_RULE] ? p.err[SC_RULE]
+		                         : p.err[SC_LOAD];
 		detail(it, "loading a test filter failed: %s", ERRSTR(e));
 	} else if (p.err[SC_CONTROL] != EBADF || p.err[SC_EFFECT] != EXDEV) {
 		it->state = RB_CHECK_MISSING;
@@ -966,7 +957,7 @@ static void check_seccomp(struct ctx *c)
 	detail(it, "; libseccomp %u.%u.%u, API level %u", v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0, api);
 	if (it->state == RB_CHECK_MISSING) {
 		fix(it, "a kernel with CONFIG_SECCOMP_FILTER and libseccomp >= 2.5; when nested in a container, "
-			"one whose own filter allows seccomp(2) and prctl(PR_SET_NO_NEW_PRIVS)");
+		        "one whose own filter allows seccomp(2) and prctl(PR_SET_NO_NEW_PRIVS)");
 		return;
 	}
 	if (v && (v->major < 2 || (v->major == 2 && v->minor < 5))) {
@@ -1073,7 +1064,7 @@ static void cg_init(struct ctx *c)
 	else if (sf.f_type == TMPFS_MAGIC) {
 		struct statfs uf;
 		c->cgmode = statfs("/sys/fs/cgroup/unified", &uf) == 0 && uf.f_type == CGROUP2_SUPER_MAGIC ? CG_HYBRID
-														: CG_LEGACY;
+		                                                                                           : CG_LEGACY;
 	} else
 		c->cgmode = CG_NONE;
 
@@ -1114,20 +1105,16 @@ static void check_cgroup_mode(struct ctx *c)
 {
 	struct rb_hostcheck_item *it = add(c->hc, "cgroup mode", false);
 	switch (c->cgmode) {
-	case CG_UNIFIED:
-		detail(it, "unified: cgroup2 at /sys/fs/cgroup; runbox uses cgroup v2");
-		break;
+	case CG_UNIFIED: detail(it, "unified: cgroup2 at /sys/fs/cgroup; runbox uses cgroup v2"); break;
 	case CG_HYBRID:
 		detail(it, "hybrid: tmpfs at /sys/fs/cgroup with cgroup2 at /sys/fs/cgroup/unified; runbox uses "
-			   "the v1 controllers for limits");
+		           "the v1 controllers for limits");
 		break;
-	case CG_LEGACY:
-		detail(it, "legacy: cgroup v1 only; runbox uses the v1 controllers for limits");
-		break;
+	case CG_LEGACY: detail(it, "legacy: cgroup v1 only; runbox uses the v1 controllers for limits"); break;
 	case CG_NONE:
 		it->state = RB_CHECK_MISSING;
 		detail(it, "no cgroup filesystem at /sys/fs/cgroup: no limit can be enforced (every result says "
-			   "so)");
+		           "so)");
 		fix(it, "mount cgroup2: `mount -t cgroup2 none /sys/fs/cgroup`");
 		return;
 	}
@@ -1171,11 +1158,12 @@ static void check_cgroup_v2(struct ctx *c)
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "; missing %s: those limits are reported as not enforced", miss);
 		if (c->root)
-			fix(it, "enable them from the parent: `echo '+memory +pids +cpu' > <parent>/cgroup.subtree_control`");
+			fix(it, "enable them from the parent: `echo '+memory +pids +cpu' > "
+			        "<parent>/cgroup.subtree_control`");
 		else
 			fix(it, "delegate them to your user: a user@.service.d drop-in with `Delegate=cpu cpuset io "
-				"memory pids`, then `systemctl daemon-reload`; run in a delegated scope: "
-				"`systemd-run --user -p Delegate=yes --scope runbox ...`");
+			        "memory pids`, then `systemctl daemon-reload`; run in a delegated scope: "
+			        "`systemd-run --user -p Delegate=yes --scope runbox ...`");
 	}
 }
 
@@ -1187,7 +1175,7 @@ static void check_cgroup_v1(struct ctx *c)
 		return;
 	}
 	static const char *const lose[] = {"no memory limit", "no pids limit", "no cpu limit",
-					   "timeouts kill pid by pid instead of freezing first"};
+	                                   "timeouts kill pid by pid instead of freezing first"};
 	char miss[256] = "";
 	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++) {
 		if (c->v1[i].mounted) {
@@ -1202,7 +1190,7 @@ static void check_cgroup_v1(struct ctx *c)
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "%snot mounted: %s", it->detail[0] ? "; " : "", miss);
 		fix(it, "mount the controller (`mount -t cgroup -o <ctrl> cgroup /sys/fs/cgroup/<ctrl>`), or boot "
-			"with cgroup v2 (systemd.unified_cgroup_hierarchy=1)");
+		        "with cgroup v2 (systemd.unified_cgroup_hierarchy=1)");
 	}
 }
 
@@ -1219,7 +1207,7 @@ static void check_cgroup_delegation(struct ctx *c)
 		if (e2 == 0) {
 			snprintf(c->v2_test, sizeof(c->v2_test), "%s", path);
 			snprintf(c->v2_test_rel, sizeof(c->v2_test_rel), "%s/%s",
-				 strcmp(c->v2.try_rel, "/") == 0 ? "" : c->v2.try_rel, name);
+			         strcmp(c->v2.try_rel, "/") == 0 ? "" : c->v2.try_rel, name);
 			char kill_path[PATH_MAX + 160];
 			snprintf(kill_path, sizeof(kill_path), "%s/cgroup.kill", path);
 			c->v2_test_kill = access(kill_path, F_OK) == 0;
@@ -1231,17 +1219,20 @@ static void check_cgroup_delegation(struct ctx *c)
 		detail(it, "run cgroups go under %s", c->v2.parent);
 		if (e2) {
 			appendf(bad, sizeof(bad), "cannot create a cgroup in %s: %s", c->v2.try_dir,
-				ERRSTR(e2 < 0 ? ENOENT : e2));
+			        ERRSTR(e2 < 0 ? ENOENT : e2));
 		} else if (access(procs, W_OK) < 0) {
 			appendf(bad, sizeof(bad), "cannot move processes: %s: %s", procs, ERRSTR(errno));
 		} else {
 			char cpath[PATH_MAX + 160], ctrls[256] = "";
 			snprintf(cpath, sizeof(cpath), "%s/cgroup.controllers", c->v2_test);
 			read_line(cpath, ctrls, sizeof(ctrls));
-			detail(it, "; a test cgroup made in %s gets: %s", c->v2.try_dir, ctrls[0] ? ctrls : "no controllers");
+			detail(it, "; a test cgroup made in %s gets: %s", c->v2.try_dir,
+			       ctrls[0] ? ctrls : "no controllers");
 			if (!has_word(ctrls, "memory", " ") || !has_word(ctrls, "pids", " ")) {
 				it->state = RB_CHECK_DEGRADED;
-				detail(it, " (no memory or pids limits for runbox's cgroups: enable them in %s/cgroup.subtree_control)",
+				detail(it,
+				       " (no memory or pids limits for runbox's cgroups: enable them in "
+				       "%s/cgroup.subtree_control)",
 				       c->v2.try_dir);
 			}
 		}
@@ -1255,10 +1246,11 @@ static void check_cgroup_delegation(struct ctx *c)
 				e = remove_test_cgroup(path);
 			if (e == 0) {
 				okn++;
-				detail(it, "%s%s", it->detail[0] ? ", " : "can create run cgroups under ", c->v1[i].parent);
+				detail(it, "%s%s", it->detail[0] ? ", " : "can create run cgroups under ",
+				       c->v1[i].parent);
 			} else {
 				appendf(bad, sizeof(bad), "%s%s: %s", bad[0] ? "; " : "cannot create a cgroup in ",
-					c->v1[i].try_dir, ERRSTR(e));
+				        c->v1[i].try_dir, ERRSTR(e));
 			}
 		}
 		if (okn)
@@ -1330,7 +1322,7 @@ static void check_clone_into_cgroup(struct ctx *c)
 			fix(it, "see `cgroup delegation`");
 		} else {
 			detail(it, "not used: limits are on v1 here, runbox moves the child via cgroup.procs before "
-				   "releasing it");
+			           "releasing it");
 		}
 		return;
 	}
@@ -1383,7 +1375,7 @@ static void check_clone_into_cgroup(struct ctx *c)
 	detail(it, "clone3 started a child directly in a test cgroup");
 	if (c->cgmode != CG_UNIFIED)
 		detail(it, " (v2 hierarchy); not used here: limits are on v1, runbox moves the child via "
-			   "cgroup.procs before releasing it");
+		           "cgroup.procs before releasing it");
 }
 
 /* ---- nftables --------------------------------------------------------------------------- */
@@ -1405,14 +1397,12 @@ static int gen_cb(const struct nlmsghdr *nlh, void *data)
 static void nft_probe(void *arg, struct probe *p)
 {
 	const struct ctx *c = arg;
+	/* MNL_SOCKET_BUFFER_SIZE is not a constant; 8192 is its upper bound. */
+	char buf[8192];
+	const size_t bufsize = sizeof(buf);
 	/* As runbox's spawner does: rootless callers first get a user namespace of their own, so
 	 * the netns (and its nftables) is ruled by a namespace they hold capabilities in. */
 	if (failed(p, NF_UNSHARE, unshare(c->root ? CLONE_NEWNET : CLONE_NEWUSER | CLONE_NEWNET)))
-		return;
-	/* MNL_SOCKET_BUFFER_SIZE is not a constant; 8192 is its upper bound. */
-	const size_t bufsize = 8192;
-	_cleanup_free_ char *buf = malloc(bufsize);
-	if (failed(p, NF_OPEN, buf ? 0 : -1))
 		return;
 	struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
 	if (failed(p, NF_OPEN, nl ? 0 : -1))
@@ -1459,7 +1449,7 @@ static void check_nftables(struct ctx *c)
 		return;
 	}
 	static const char *const steps[] = {"unshare(CLONE_NEWNET)", "socket(NETLINK_NETFILTER)", "bind",
-					    "sending NFT_MSG_GETGEN", "NFT_MSG_GETGEN"};
+	                                    "sending NFT_MSG_GETGEN", "NFT_MSG_GETGEN"};
 	const char *where = c->root ? "a fresh network namespace" : "a fresh user+network namespace";
 	for (size_t i = 0; i < RB_ARRAY_SIZE(steps); i++) {
 		if (p.err[i] <= 0)
@@ -1467,14 +1457,14 @@ static void check_nftables(struct ctx *c)
 		it->state = RB_CHECK_MISSING;
 		detail(it, "probing in %s: %s failed: %s", where, steps[i], ERRSTR(p.err[i]));
 		detail(it, "; without nftables a sandbox still has no route out (only lo), but blocked egress is "
-			   "not counted or ledgered");
+		           "not counted or ledgered");
 		if (i == NF_UNSHARE)
 			fix(it, "see `user namespaces` (network namespaces need the same permission)");
 		else if (p.err[i] == EPROTONOSUPPORT || p.err[i] == EOPNOTSUPP || p.err[i] == ENOENT)
 			fix(it, "`modprobe nf_tables` (a kernel with CONFIG_NF_TABLES)");
 		else
 			fix(it, "allow netlink NETFILTER sockets for runbox (an LSM or the outer container's seccomp "
-				"forbids them)");
+			        "forbids them)");
 		return;
 	}
 	struct stat st;
@@ -1492,12 +1482,13 @@ static void check_tiocsti(struct ctx *c)
 	if (v < 0) {
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "absent (kernel < 6.2): TIOCSTI can push input into a tty on the host; runbox's "
-			   "seccomp filter blocks it in the sandbox, which never gets a host tty");
+		           "seccomp filter blocks it in the sandbox, which never gets a host tty");
 		fix(it, "a kernel >= 6.2, then `sysctl -w dev.tty.legacy_tiocsti=0`");
 	} else if (v != 0) {
 		it->state = RB_CHECK_DEGRADED;
-		detail(it, "%ld: TIOCSTI still pushes input into ttys host-wide; the sandbox's seccomp filter "
-			   "blocks it anyway",
+		detail(it,
+		       "%ld: TIOCSTI still pushes input into ttys host-wide; the sandbox's seccomp filter "
+		       "blocks it anyway",
 		       v);
 		fix(it, "`sysctl -w dev.tty.legacy_tiocsti=0` (persist it in /etc/sysctl.d/)");
 	} else {
@@ -1512,14 +1503,14 @@ static void check_io_uring(struct ctx *c)
 	if (v < 0) {
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "absent (kernel < 6.6): io_uring is open to every process on the host; runbox's "
-			   "seccomp filter denies io_uring_* in the sandbox");
+		           "seccomp filter denies io_uring_* in the sandbox");
 		fix(it, "a kernel >= 6.6, then `sysctl -w kernel.io_uring_disabled=2`");
 	} else if (v == 0) {
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "0: io_uring open to every process on the host; runbox's seccomp filter denies "
-			   "io_uring_* in the sandbox");
+		           "io_uring_* in the sandbox");
 		fix(it, "`sysctl -w kernel.io_uring_disabled=2` (or 1 with kernel.io_uring_group) and persist it "
-			"in /etc/sysctl.d/");
+		        "in /etc/sysctl.d/");
 	} else {
 		detail(it, "%ld: io_uring %s", v,
 		       v == 1 ? "limited to kernel.io_uring_group and privileged processes" : "disabled");
@@ -1529,7 +1520,7 @@ static void check_io_uring(struct ctx *c)
 /* ---- syscalls --------------------------------------------------------------------------- */
 
 static void syscall_item(struct ctx *c, const char *name, bool required, long r, int e, bool ok_on_einval,
-			 const char *since, const char *without)
+                         const char *since, const char *without)
 {
 	struct rb_hostcheck_item *it = add(c->hc, name, required);
 	if (r >= 0 || (ok_on_einval && e == EINVAL)) {
@@ -1551,21 +1542,21 @@ static void check_syscalls(struct ctx *c)
 	if (r >= 0)
 		close((int)r);
 	syscall_item(c, "pidfd_open", false, r, e, false, "5.3",
-		     "runbox waits with SIGCHLD and a timerfd instead of polling a pidfd");
+	             "runbox waits with SIGCHLD and a timerfd instead of polling a pidfd");
 
 	/* A size below the first version is rejected before anything is cloned. */
 	errno = 0;
 	r = syscall(SYS_clone3, NULL, 0);
 	e = errno;
 	syscall_item(c, "clone3", true, r < 0 ? -1 : 0, e, true, "5.3",
-		     "the sandbox's pid 1 is created with clone3 (CLONE_PARENT, namespaces, CLONE_INTO_CGROUP)");
+	             "the sandbox's pid 1 is created with clone3 (CLONE_PARENT, namespaces, CLONE_INTO_CGROUP)");
 
 	/* first > last: EINVAL from a kernel that has it, nothing closed. */
 	errno = 0;
 	r = syscall(SYS_close_range, 3, 2, 0);
 	e = errno;
 	syscall_item(c, "close_range", false, r, e, true, "5.9",
-		     "runbox closes inherited fds by walking /proc/self/fd instead");
+	             "runbox closes inherited fds by walking /proc/self/fd instead");
 
 	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
 	r = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
@@ -1573,7 +1564,7 @@ static void check_syscalls(struct ctx *c)
 	if (r >= 0)
 		close((int)r);
 	syscall_item(c, "openat2", false, r, e, false, "5.6",
-		     "paths are resolved component by component with O_NOFOLLOW instead of RESOLVE_BENEATH");
+	             "paths are resolved component by component with O_NOFOLLOW instead of RESOLVE_BENEATH");
 }
 
 /* ---- entry ------------------------------------------------------------------------------ */

@@ -27,30 +27,29 @@
 
 /* Bump when the C rules below change: the cache key must change with them. */
 #define RULES_VERSION "runbox-seccomp-rules-1"
-#define ARCH_NAME "x86_64"
-#define NR_LIMIT 1024        /* x86_64 numbers are < 512; x32 ones carry bit 30 and are killed */
-#define NEWER_LAST 511       /* "newer_errno" covers known-max+1 .. this */
-#define PROFILE_MAX (1 << 20)
-#define BPF_MAX_INSNS 4096   /* BPF_MAXINSNS */
+#define ARCH_NAME     "x86_64"
+#define NR_LIMIT      1024 /* x86_64 numbers are < 512; x32 ones carry bit 30 and are killed */
+#define NEWER_LAST    511  /* "newer_errno" covers known-max+1 .. this */
+#define PROFILE_MAX   (1 << 20)
+#define BPF_MAX_INSNS 4096 /* BPF_MAXINSNS */
 
 /* clone(2) namespace flags (CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET): Docker's
  * mask. clone3 hides its flags in memory, so it answers ENOSYS and libc falls back to clone. */
 #define CLONE_NS_MASK 0x7E020000ULL
-#define LOW32 0xffffffffULL
+#define LOW32         0xffffffffULL
 
 /* What the filter does for one syscall number. */
 enum { ACT_DEFAULT = 0, ACT_ALLOW = 1, ACT_FILTERED = 2, ACT_ERRNO = 0x10000 /* | errno */ };
 
 struct plan {
 	int default_errno;
-	int newer_errno;            /* 0: numbers libseccomp does not know get the default */
+	int newer_errno; /* 0: numbers libseccomp does not know get the default */
 	int act[NR_LIMIT];
 	const char *where[NR_LIMIT]; /* the profile section that named it, for duplicate errors */
 };
 
 /* The syscalls whose arguments runbox filters; a profile enables them under "filtered". */
-static const char *const filtered_names[] = {"clone", "ioctl", "personality", "socket",
-					     "socketpair"};
+static const char *const filtered_names[] = {"clone", "ioctl", "personality", "socket", "socketpair"};
 
 static bool is_filtered_name(const char *name)
 {
@@ -78,61 +77,55 @@ static int native_nr(const char *name)
 
 /* ---------------------------------------------------------------- profile parsing -- */
 
-static int errno_value(json_t *v, const char *origin, const char *key, int *out,
-		       struct rb_error *err)
+static int errno_value(json_t *v, const char *origin, const char *key, int *out, struct rb_error *err)
 {
 	if (!json_is_string(v))
-		return rb_error_set(err, 0, "seccomp profile `%s`: `%s` must be an errno name string",
-				    origin, key);
+		return rb_error_set(err, 0, "seccomp profile `%s`: `%s` must be an errno name string", origin, key);
 	int e = errno_from_name(json_string_value(v));
 	if (e <= 0)
-		return rb_error_set(err, 0, "seccomp profile `%s`: `%s`: unknown errno `%s`", origin,
-				    key, json_string_value(v));
+		return rb_error_set(err, 0, "seccomp profile `%s`: `%s`: unknown errno `%s`", origin, key,
+		                    json_string_value(v));
 	*out = e;
 	return 0;
 }
 
 /* Marks every name of a JSON array with act; names must be x86_64 syscalls, each once. */
 static int mark_names(struct plan *p, json_t *arr, int act, const char *origin, const char *section,
-		      struct rb_error *err)
+                      struct rb_error *err)
 {
 	if (!json_is_array(arr))
-		return rb_error_set(err, 0, "seccomp profile `%s`: `%s` must be an array of names",
-				    origin, section);
+		return rb_error_set(err, 0, "seccomp profile `%s`: `%s` must be an array of names", origin, section);
 	size_t i;
 	json_t *v;
 	json_array_foreach(arr, i, v)
 	{
 		if (!json_is_string(v))
-			return rb_error_set(err, 0, "seccomp profile `%s`: `%s[%zu]` must be a string",
-					    origin, section, i);
+			return rb_error_set(err, 0, "seccomp profile `%s`: `%s[%zu]` must be a string", origin, section,
+			                    i);
 		const char *name = json_string_value(v);
 		int nr = native_nr(name);
 		if (nr == __NR_SCMP_ERROR)
-			return rb_error_set(err, 0, "seccomp profile `%s`: unknown syscall `%s` in `%s`",
-					    origin, name, section);
+			return rb_error_set(err, 0, "seccomp profile `%s`: unknown syscall `%s` in `%s`", origin, name,
+			                    section);
 		if (nr < 0)
 			return rb_error_set(err, 0,
-					    "seccomp profile `%s`: `%s` in `%s` is not an " ARCH_NAME
-					    " syscall",
-					    origin, name, section);
+			                    "seccomp profile `%s`: `%s` in `%s` is not an " ARCH_NAME " syscall",
+			                    origin, name, section);
 		if (nr >= NR_LIMIT)
-			return rb_error_set(err, 0, "seccomp profile `%s`: `%s` has number %d", origin,
-					    name, nr);
+			return rb_error_set(err, 0, "seccomp profile `%s`: `%s` has number %d", origin, name, nr);
 		if (act == ACT_FILTERED && !is_filtered_name(name))
 			return rb_error_set(err, 0,
-					    "seccomp profile `%s`: runbox has no argument filter for `%s` "
-					    "(filtered: clone, ioctl, personality, socket, socketpair)",
-					    origin, name);
-		if (act != ACT_FILTERED && is_filtered_name(name) && act == ACT_ALLOW)
+			                    "seccomp profile `%s`: runbox has no argument filter for `%s` "
+			                    "(filtered: clone, ioctl, personality, socket, socketpair)",
+			                    origin, name);
+		if (act == ACT_ALLOW && is_filtered_name(name))
 			return rb_error_set(err, 0,
-					    "seccomp profile `%s`: `%s` is filtered by argument; list it "
-					    "under `filtered`, not `%s`",
-					    origin, name, section);
+			                    "seccomp profile `%s`: `%s` is filtered by argument; list it "
+			                    "under `filtered`, not `%s`",
+			                    origin, name, section);
 		if (p->where[nr])
-			return rb_error_set(err, 0,
-					    "seccomp profile `%s`: `%s` appears in both `%s` and `%s`",
-					    origin, name, p->where[nr], section);
+			return rb_error_set(err, 0, "seccomp profile `%s`: `%s` appears in both `%s` and `%s`", origin,
+			                    name, p->where[nr], section);
 		p->act[nr] = act;
 		p->where[nr] = section;
 	}
@@ -141,14 +134,13 @@ static int mark_names(struct plan *p, json_t *arr, int act, const char *origin, 
 
 /* Profile format (docs/seccomp.md): {"description", "default_errno", "allow", "filtered",
  * "deny", "errno": {"ENOSYS": [...]}, "newer_errno"}. Unknown keys are errors. */
-static int parse_profile(const char *text, size_t len, const char *origin, struct plan *p,
-			 json_t **keep, struct rb_error *err)
+static int parse_profile(const char *text, size_t len, const char *origin, struct plan *p, json_t **keep,
+                         struct rb_error *err)
 {
 	json_error_t jerr;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return rb_error_set(err, 0, "seccomp profile `%s`: line %d: %s", origin, jerr.line,
-				    jerr.text);
+		return rb_error_set(err, 0, "seccomp profile `%s`: line %d: %s", origin, jerr.line, jerr.text);
 	*keep = root; /* names in p->where point into it */
 	if (!json_is_object(root))
 		return rb_error_set(err, 0, "seccomp profile `%s`: not a JSON object", origin);
@@ -159,20 +151,20 @@ static int parse_profile(const char *text, size_t len, const char *origin, struc
 	{
 		if (strcmp(key, "description") == 0) {
 			if (!json_is_string(v))
-				return rb_error_set(err, 0, "seccomp profile `%s`: `description` must "
-						    "be a string", origin);
+				return rb_error_set(err, 0,
+				                    "seccomp profile `%s`: `description` must "
+				                    "be a string",
+				                    origin);
 		} else if (strcmp(key, "default_errno") != 0 && strcmp(key, "allow") != 0 &&
-			   strcmp(key, "filtered") != 0 && strcmp(key, "deny") != 0 &&
-			   strcmp(key, "errno") != 0 && strcmp(key, "newer_errno") != 0) {
-			return rb_error_set(err, 0, "seccomp profile `%s`: unknown key `%s`", origin,
-					    key);
+		           strcmp(key, "filtered") != 0 && strcmp(key, "deny") != 0 && strcmp(key, "errno") != 0 &&
+		           strcmp(key, "newer_errno") != 0) {
+			return rb_error_set(err, 0, "seccomp profile `%s`: unknown key `%s`", origin, key);
 		}
 	}
 
 	json_t *d = json_object_get(root, "default_errno");
 	if (!d)
-		return rb_error_set(err, 0, "seccomp profile `%s`: `default_errno` is required",
-				    origin);
+		return rb_error_set(err, 0, "seccomp profile `%s`: `default_errno` is required", origin);
 	if (errno_value(d, origin, "default_errno", &p->default_errno, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "newer_errno")) &&
@@ -184,24 +176,26 @@ static int parse_profile(const char *text, size_t len, const char *origin, struc
 		return rb_error_set(err, 0, "seccomp profile `%s`: `allow` is required", origin);
 	if (mark_names(p, allow, ACT_ALLOW, origin, "allow", err) < 0)
 		return -1;
-	if ((v = json_object_get(root, "filtered")) &&
-	    mark_names(p, v, ACT_FILTERED, origin, "filtered", err) < 0)
+	if ((v = json_object_get(root, "filtered")) && mark_names(p, v, ACT_FILTERED, origin, "filtered", err) < 0)
 		return -1;
-	if ((v = json_object_get(root, "deny")) &&
-	    mark_names(p, v, ACT_ERRNO | EPERM, origin, "deny", err) < 0)
+	if ((v = json_object_get(root, "deny")) && mark_names(p, v, ACT_ERRNO | EPERM, origin, "deny", err) < 0)
 		return -1;
 
 	json_t *errs = json_object_get(root, "errno");
 	if (errs) {
 		if (!json_is_object(errs))
-			return rb_error_set(err, 0, "seccomp profile `%s`: `errno` must be an object "
-					    "of errno name -> names", origin);
+			return rb_error_set(err, 0,
+			                    "seccomp profile `%s`: `errno` must be an object "
+			                    "of errno name -> names",
+			                    origin);
 		json_object_foreach(errs, key, v)
 		{
 			int e = errno_from_name(key);
 			if (e <= 0)
-				return rb_error_set(err, 0, "seccomp profile `%s`: `errno`: unknown "
-						    "errno `%s`", origin, key);
+				return rb_error_set(err, 0,
+				                    "seccomp profile `%s`: `errno`: unknown "
+				                    "errno `%s`",
+				                    origin, key);
 			if (mark_names(p, v, ACT_ERRNO | e, origin, key, err) < 0)
 				return -1;
 		}
@@ -216,23 +210,23 @@ static int apply_policy_lists(struct plan *p, const struct rb_policy *pol, struc
 		const char *name = pol->seccomp_allow[i];
 		int nr = native_nr(name);
 		if (nr == __NR_SCMP_ERROR)
-			return rb_error_set(err, 0, "seccomp: unknown syscall `%s` in policy allow list",
-					    name);
+			return rb_error_set(err, 0, "seccomp: unknown syscall `%s` in policy allow list", name);
 		if (nr < 0 || nr >= NR_LIMIT)
-			return rb_error_set(err, 0, "seccomp: `%s` in policy allow list is not an "
-					    ARCH_NAME " syscall", name);
+			return rb_error_set(err, 0,
+			                    "seccomp: `%s` in policy allow list is not an " ARCH_NAME " syscall", name);
 		/* Allowing ioctl or socket wholesale would reopen TIOCSTI and AF_PACKET. */
 		if (is_filtered_name(name))
-			return rb_error_set(err, 0, "seccomp: `%s` in policy allow list is filtered by "
-					    "argument and cannot be allowed wholesale", name);
+			return rb_error_set(err, 0,
+			                    "seccomp: `%s` in policy allow list is filtered by "
+			                    "argument and cannot be allowed wholesale",
+			                    name);
 		p->act[nr] = ACT_ALLOW;
 	}
 	for (unsigned i = 0; i < pol->n_seccomp_deny; i++) {
 		const char *name = pol->seccomp_deny[i];
 		int nr = native_nr(name);
 		if (nr == __NR_SCMP_ERROR)
-			return rb_error_set(err, 0, "seccomp: unknown syscall `%s` in policy deny list",
-					    name);
+			return rb_error_set(err, 0, "seccomp: unknown syscall `%s` in policy deny list", name);
 		/* A name libseccomp knows that x86_64 lacks ("stime") is denied already. */
 		if (nr < 0)
 			continue;
@@ -245,8 +239,7 @@ static int apply_policy_lists(struct plan *p, const struct rb_policy *pol, struc
 
 /* ------------------------------------------------------------------ rule building -- */
 
-static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cmp *cmp,
-	       struct rb_error *err)
+static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cmp *cmp, struct rb_error *err)
 {
 	int r = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, n, cmp);
 	if (r < 0)
@@ -256,8 +249,8 @@ static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cm
 
 /* Allows nr when the low 32 bits of argument arg hold one of vals (the kernel reads these
  * arguments as int, so higher bits must not decide anything). */
-static int allow_low32_in(scmp_filter_ctx ctx, int nr, unsigned arg, const uint32_t *vals,
-			  size_t n, struct rb_error *err)
+static int allow_low32_in(scmp_filter_ctx ctx, int nr, unsigned arg, const uint32_t *vals, size_t n,
+                          struct rb_error *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct scmp_arg_cmp c = {arg, SCMP_CMP_MASKED_EQ, LOW32, vals[i]};
@@ -273,8 +266,8 @@ static int allow_low32_in(scmp_filter_ctx ctx, int nr, unsigned arg, const uint3
  * binary trie, every maximal subtree that holds no excluded value becomes one ALLOW rule
  * "(arg & prefix_mask) == prefix". At most 32 rules per excluded value; the high 32 bits
  * are never compared, so (0x123 << 32) | TIOCSTI still lands on a denied leaf. */
-static int allow_low32_except(scmp_filter_ctx ctx, int nr, unsigned arg, const uint32_t *excl,
-			      size_t n, uint32_t prefix, unsigned depth, struct rb_error *err)
+static int allow_low32_except(scmp_filter_ctx ctx, int nr, unsigned arg, const uint32_t *excl, size_t n,
+                              uint32_t prefix, unsigned depth, struct rb_error *err)
 {
 	uint32_t mask = depth ? (uint32_t)(0xffffffffu << (32 - depth)) : 0;
 	bool hit = false;
@@ -312,7 +305,7 @@ static int add_filtered(scmp_filter_ctx ctx, const char *name, int nr, struct rb
 		if (allow_low32_in(ctx, nr, 0, fam, RB_ARRAY_SIZE(fam), err) < 0)
 			return -1;
 		struct scmp_arg_cmp nl[2] = {{0, SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK},
-					     {2, SCMP_CMP_MASKED_EQ, LOW32, NETLINK_ROUTE}};
+		                             {2, SCMP_CMP_MASKED_EQ, LOW32, NETLINK_ROUTE}};
 		return add(ctx, nr, 2, nl, err);
 	}
 	if (strcmp(name, "socketpair") == 0) {
@@ -350,7 +343,7 @@ static void release_ctx(scmp_filter_ctx *ctx)
 static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *err)
 {
 	__attribute__((cleanup(release_ctx))) scmp_filter_ctx ctx =
-		seccomp_init(SCMP_ACT_ERRNO((uint32_t)p->default_errno));
+	    seccomp_init(SCMP_ACT_ERRNO((uint32_t)p->default_errno));
 	if (!ctx)
 		return rb_error_set(err, ENOMEM, "seccomp_init");
 	int r;
@@ -375,8 +368,7 @@ static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *er
 				return name ? -1 : rb_error_set(err, 0, "seccomp: syscall %d has no name", nr);
 			continue;
 		}
-		uint32_t action = act == ACT_ALLOW ? SCMP_ACT_ALLOW
-						   : SCMP_ACT_ERRNO((uint32_t)(act & 0xffff));
+		uint32_t action = act == ACT_ALLOW ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO((uint32_t)(act & 0xffff));
 		/* libseccomp rejects a rule equal to the default action; it is implied. */
 		if (act != ACT_ALLOW && (act & 0xffff) == p->default_errno)
 			continue;
@@ -387,8 +379,7 @@ static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *er
 	 * fall back, not EPERM (runc does the same). They stay denied. */
 	if (p->newer_errno && p->newer_errno != p->default_errno) {
 		for (int nr = highest_known_nr() + 1; nr > 0 && nr <= NEWER_LAST; nr++)
-			if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((uint32_t)p->newer_errno), nr,
-						  0)) < 0)
+			if ((r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((uint32_t)p->newer_errno), nr, 0)) < 0)
 				return rb_error_set(err, -r, "seccomp: add rule for syscall %d", nr);
 	}
 
@@ -403,8 +394,7 @@ static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *er
 		return rb_error_set(err, errno, "seccomp: fstat memfd");
 	if (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
 	    st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAX_INSNS)
-		return rb_error_set(err, 0, "seccomp: compiled filter has bad size %lld bytes",
-				    (long long)st.st_size);
+		return rb_error_set(err, 0, "seccomp: compiled filter has bad size %lld bytes", (long long)st.st_size);
 	struct sock_filter *insns = malloc((size_t)st.st_size);
 	if (!insns)
 		return rb_error_set(err, ENOMEM, "seccomp: filter buffer");
@@ -422,8 +412,8 @@ static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *er
 /* -------------------------------------------------------------------------- cache -- */
 
 /* Everything the BPF depends on, hashed: a change to any of them is a different file. */
-static int cache_key(const struct rb_policy *pol, const char *profile, size_t profile_len,
-		     char key[65], struct rb_error *err)
+static int cache_key(const struct rb_policy *pol, const char *profile, size_t profile_len, char key[65],
+                     struct rb_error *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -431,8 +421,8 @@ static int cache_key(const struct rb_policy *pol, const char *profile, size_t pr
 	if (!f)
 		return rb_error_set(err, errno, "seccomp: open_memstream");
 	const struct scmp_version *v = seccomp_version();
-	fprintf(f, "%s%c%s%clibseccomp %u.%u.%u%c%s%c%zu%c", RULES_VERSION, 0, pol->hash, 0,
-		v->major, v->minor, v->micro, 0, ARCH_NAME, 0, profile_len, 0);
+	fprintf(f, "%s%c%s%clibseccomp %u.%u.%u%c%s%c%zu%c", RULES_VERSION, 0, pol->hash, 0, v->major, v->minor,
+	        v->micro, 0, ARCH_NAME, 0, profile_len, 0);
 	fwrite(profile, 1, profile_len, f);
 	for (unsigned i = 0; i < pol->n_seccomp_deny; i++)
 		fprintf(f, "%cdeny:%s", 0, pol->seccomp_deny[i]);
@@ -468,7 +458,7 @@ static int cache_read(const char *path, struct rb_bpf *out)
 	else if (st.st_mode & (S_IWGRP | S_IWOTH))
 		why = "group or world writable";
 	else if (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
-		 st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAX_INSNS)
+	         st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAX_INSNS)
 		why = "size is not a filter's";
 	if (why) {
 		rb_warn("seccomp cache `%s` ignored: %s", path, why);
@@ -503,8 +493,7 @@ static void cache_store(const char *dir, const char *path, const struct rb_bpf *
 	char tmp[4096];
 	if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof tmp)
 		return;
-	_cleanup_close_ int fd =
-		open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rb_warn("seccomp cache not written: open `%s`: %s", tmp, strerror(errno));
 		return;
@@ -541,16 +530,15 @@ static bool valid_profile_name(const char *s)
 	return true;
 }
 
-int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const char *cache_dir,
-		       struct rb_bpf *out, struct rb_error *err)
+int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const char *cache_dir, struct rb_bpf *out,
+                       struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	const char *name = pol->seccomp_profile[0] ? pol->seccomp_profile : "default";
 	if (!valid_profile_name(name))
 		return rb_error_set(err, 0, "seccomp: bad profile name `%s`", name);
 	char path[4096];
-	if (snprintf(path, sizeof path, "%s/policy/seccomp/%s.json", data_dir, name) >=
-	    (int)sizeof path)
+	if (snprintf(path, sizeof path, "%s/policy/seccomp/%s.json", data_dir, name) >= (int)sizeof path)
 		return rb_error_set(err, ENAMETOOLONG, "seccomp profile `%s`", name);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;

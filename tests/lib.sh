@@ -151,7 +151,7 @@ matches() {
 control() {
 	local want=$1
 	shift
-	"$@" >"$T/ctrl.out" 2>&1 </dev/null
+	("$@") >"$T/ctrl.out" 2>&1 </dev/null
 	CTRL=$?
 	matches "$CTRL" "$want"
 }
@@ -180,10 +180,10 @@ pair() {
 	sb "${opts[@]}" -- /bin/probe "$@"
 	if [ "$RC" = 125 ] || [ "$RC" = 126 ] || [ "$RC" = 127 ]; then
 		not_ok "$name" "runbox exit $RC: $(first_line "$ERR")"
+	elif [ $crc != 0 ]; then
+		skip "$name" "control cannot tell: outside the probe exits $CTRL, want $cw ($(first_line "$(cat "$T/ctrl.out")")); inside: exit $RC"
 	elif ! matches "$RC" "$want"; then
 		not_ok "$name" "inside: exit $RC, want $want ($(first_line "$ERR"))"
-	elif [ $crc != 0 ]; then
-		skip "$name" "control cannot tell: outside the probe exits $CTRL, want $cw ($(first_line "$(cat "$T/ctrl.out")"))"
 	elif matches "$CTRL" "$want"; then
 		skip "$name" "control cannot tell: outside also exits $CTRL"
 	else
@@ -205,18 +205,19 @@ allowed() {
 	if [ "$RC" = 0 ]; then ok "$name"; else not_ok "$name" "inside: exit $RC ($(first_line "$ERR"))"; fi
 }
 
-# Host pids whose command line contains TEXT (with --prefix: starts with it). Matched in
-# bash, so no helper process carries TEXT in its own command line.
+# Host pids whose command line contains TEXT (with --prefix: starts with it). The glob is
+# expanded before grep starts, so grep never finds its own command line.
 pids_with() {
-	local prefix="" p c
+	local prefix="" f p args
 	[ "$1" = --prefix ] && { prefix=1; shift; }
-	for p in /proc/[0-9]*; do
-		c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+	for f in $(grep -lsaF -- "$1" /proc/[0-9]*/cmdline); do
+		p=${f#/proc/}
+		p=${p%/cmdline}
 		if [ -n "$prefix" ]; then
-			[[ $c == "$1"* ]] && echo "${p#/proc/}"
-		else
-			[[ $c == *"$1"* ]] && echo "${p#/proc/}"
+			mapfile -d '' args 2>/dev/null <"$f" || continue
+			[[ "${args[*]}" == "$1"* ]] || continue
 		fi
+		echo "$p"
 	done
 	return 0
 }

@@ -92,7 +92,8 @@ check_host_uid() {
 	cu=$(host_uid_of "$c_pid")
 	kill "$c_pid"
 	wait "$c_pid" 2>/dev/null
-	rbx run --image minimal --timeout 20s -- /bin/probe sleep-forever "$m" >/dev/null 2>"$T/bg.err" &
+	rbx_cmd run --image minimal --timeout 20s -- /bin/probe sleep-forever "$m"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/bg.err" </dev/null &
 	bg=$!
 	if ! wait_for has_marker --prefix "/bin/probe sleep-forever $m"; then
 		not_ok "$name" "the step never showed up on the host ($(first_line "$(cat "$T/bg.err")"))"

@@ -64,21 +64,21 @@ static void test_items_well_formed(void **state)
 	for (size_t i = 0; i < hc->n; i++) {
 		const struct rb_hostcheck_item *it = &hc->items[i];
 		print_message("%-26s %-8s %s%s%s\n", it->name, rb_hostcheck_state_name(it->state), it->detail,
-			      it->fix[0] ? " | fix: " : "", it->fix);
+		              it->fix[0] ? " | fix: " : "", it->fix);
 		assert_true(it->name[0] != '\0');
 		assert_true(it->state == RB_CHECK_OK || it->state == RB_CHECK_DEGRADED ||
-			    it->state == RB_CHECK_MISSING);
+		            it->state == RB_CHECK_MISSING);
 		assert_true(it->detail[0] != '\0');
 		if (it->state != RB_CHECK_OK)
 			assert_true(it->fix[0] != '\0');
 		for (size_t j = 0; j < i; j++)
 			assert_string_not_equal(it->name, hc->items[j].name);
 	}
-	for (const char *const *n = (const char *const[]){"kernel", "user namespaces", "subordinate ids",
-							   "overlayfs in userns", "new mount API",
-							   "overlay lowerdir+", "fresh /proc", "seccomp",
-							   "cgroup mode", "cgroup delegation", "nftables",
-							   "pidfd_open", "clone3", "close_range", "openat2", NULL};
+	for (const char *const *n =
+	         (const char *const[]){"kernel", "user namespaces", "subordinate ids", "overlayfs in userns",
+	                               "new mount API", "overlay lowerdir+", "fresh /proc", "seccomp", "cgroup mode",
+	                               "cgroup delegation", "nftables", "pidfd_open", "clone3", "close_range",
+	                               "openat2", NULL};
 	     *n; n++)
 		assert_non_null(find(hc, *n));
 	assert_string_equal(rb_hostcheck_state_name(RB_CHECK_DEGRADED), "degraded");
@@ -145,7 +145,10 @@ static int in_child(int (*prepare)(void), const char *name1, const char *name2, 
 	return WEXITSTATUS(st);
 }
 
-static int nothing(void) { return 0; }
+static int nothing(void)
+{
+	return 0;
+}
 
 /* A container runtime's mask: a tmpfs over a directory of /proc, in a mount namespace of the
  * child's own (so the host's /proc is untouched). */
@@ -175,7 +178,7 @@ static void test_masked_proc_is_missing(void **state)
 	int got = in_child(mask_proc, "fresh /proc", "overlayfs in userns", NULL);
 	assert_int_equal((got >> 1) & 3, RB_CHECK_MISSING);
 	assert_int_equal((got >> 3) & 3, RB_CHECK_OK); /* only /proc is affected */
-	assert_int_equal(got & 1, 0);                 /* a required feature is missing */
+	assert_int_equal(got & 1, 0);                  /* a required feature is missing */
 }
 
 /* What a strict container's seccomp profile does: no unshare, no seccomp of one's own. */
@@ -186,8 +189,7 @@ static int deny_unshare_and_seccomp(void)
 		return -1;
 	int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0);
 	r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 0);
-	r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
-				  SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
+	r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
 	r = r ?: seccomp_load(ctx);
 	seccomp_release(ctx);
 	return r < 0 ? -1 : 0;
@@ -211,10 +213,10 @@ static void test_denied_namespaces_and_seccomp_are_missing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_items_well_formed),
-		cmocka_unit_test(test_this_host),
-		cmocka_unit_test(test_masked_proc_is_missing),
-		cmocka_unit_test(test_denied_namespaces_and_seccomp_are_missing),
+	    cmocka_unit_test(test_items_well_formed),
+	    cmocka_unit_test(test_this_host),
+	    cmocka_unit_test(test_masked_proc_is_missing),
+	    cmocka_unit_test(test_denied_namespaces_and_seccomp_are_missing),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

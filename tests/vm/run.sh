@@ -80,42 +80,40 @@ else
 	say "no ./runbox yet: the guest will report it"
 fi
 [ -x build/probe ] && cp build/probe "$STAGE/bin/probe"
-cp tests/vm/guest-tests.sh "$STAGE/guest-tests.sh"
+cp "${VM_GUEST:-tests/vm/guest-tests.sh}" "$STAGE/guest-tests.sh"
 
 # Kernel modules: the features runbox needs that Debian builds as modules, with their
 # dependencies (read from each module's .modinfo, since the package ships no modules.dep),
 # loaded in dependency order.
-want="overlay nf_tables nft_reject_inet nft_reject nf_reject_ipv4 nf_reject_ipv6 nft_ct veth"
+want="overlay nf_tables nft_objref nft_reject_inet nft_ct nft_log nft_limit nft_quota nft_fib_inet veth"
 : >"$STAGE/etc/modules.load"
 modpath() { find "$MODDIR/kernel" -name "$1.ko" -o -name "$1.ko.xz" -o -name "$1.ko.zst" | head -n1; }
 added=" "
+# Recursive: dash and busybox sh both have `local`.
 add_mod() {
+	local m f dep
 	m=$(echo "$1" | tr '-' '_')
 	case "$added" in *" $m "*) return 0 ;; esac
+	added="$added$m "
 	f=$(modpath "$m")
-	if [ -z "$f" ]; then
-		f=$(modpath "$(echo "$1" | tr '_' '-')")
-	fi
+	[ -n "$f" ] || f=$(modpath "$(echo "$m" | tr '_' '-')")
 	if [ -z "$f" ]; then
 		grep -q "/$m.ko" "$MODDIR/modules.builtin" 2>/dev/null || say "module $m: not found"
 		return 0
 	fi
 	case "$f" in
-	*.xz) xz -dc "$f" >"$VM/mod.tmp" ;;
-	*.zst) zstd -qdc "$f" >"$VM/mod.tmp" ;;
-	*) cp "$f" "$VM/mod.tmp" ;;
-	esac
-	for dep in $(tr '\0' '\n' <"$VM/mod.tmp" | sed -n 's/^depends=//p' | tr ',' ' '); do
-		add_mod "$dep"
-	done
-	f=$(modpath "$m")
-	case "$f" in
 	*.xz) xz -dc "$f" >"$STAGE/lib/modules/$m.ko" ;;
 	*.zst) zstd -qdc "$f" >"$STAGE/lib/modules/$m.ko" ;;
 	*) cp "$f" "$STAGE/lib/modules/$m.ko" ;;
 	esac
-	echo "$m" >>"$STAGE/etc/modules.load"
-	added="$added$m "
+	for dep in $(tr '\0' '\n' <"$STAGE/lib/modules/$m.ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
+		add_mod "$dep"
+	done
+	# "softdep=pre: crc32c" (libcrc32c) names an alias; the generic driver provides it.
+	for dep in $(tr '\0' '\n' <"$STAGE/lib/modules/$m.ko" | sed -n 's/^softdep=pre: *//p'); do
+		if [ -n "$(modpath "$dep")" ]; then add_mod "$dep"; else add_mod "${dep}_generic"; fi
+	done
+	echo "$m" >>"$STAGE/etc/modules.load" # after its dependencies
 }
 for m in $want; do
 	key=$(echo "$m" | tr 'a-z' 'A-Z')
@@ -123,7 +121,6 @@ for m in $want; do
 	if grep -q "^CONFIG_$key=y" "$KCONFIG"; then continue; fi
 	add_mod "$m"
 done
-rm -f "$VM/mod.tmp"
 say "modules: $(tr '\n' ' ' <"$STAGE/etc/modules.load")"
 
 cat >"$STAGE/init" <<'EOF'
@@ -154,7 +151,7 @@ mount -t tmpfs -o mode=755 tmpfs /run
 ln -sf /opt/runbox/runbox /bin/runbox
 hostname vmtest
 while read -r m; do
-	insmod "/lib/modules/$m.ko" 2>/dev/null || echo "VMINFO: insmod $m failed"
+	insmod "/lib/modules/$m.ko" || echo "VMINFO: insmod $m failed"
 done </etc/modules.load
 echo "VMINFO: kernel $(uname -r)"
 echo "VMINFO: controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
@@ -182,7 +179,8 @@ timeout --foreground -k 5 "$TIMEOUT" qemu-system-x86_64 -accel tcg -m 1024 -smp 
 qrc=$?
 set -e
 tr -d '\r' <"$LOG" >"$LOG.txt"
-grep -E '^(VMINFO|VMTEST|PASS|FAIL|SKIP)' "$LOG.txt" >&2 || true
+# The guest's own lines (kernel messages start with "[").
+sed -n '/^VMINFO: kernel/,/^VMTEST/p' "$LOG.txt" | grep -v '^\[' >&2 || true
 [ "$qrc" = 124 ] && say "qemu timed out after ${TIMEOUT}s"
 line=$(grep -E '^VMTEST: [0-9]+ passed, [0-9]+ failed' "$LOG.txt" | tail -n1 || true)
 if [ -z "$line" ]; then

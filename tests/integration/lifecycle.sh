@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Lifecycle: runbox's own PID 1 reaps orphans; a step ends at its main process's exit while
+# daemons it left behind die with the run; SIGTERM and SIGKILL of runbox end the sandbox;
+# after a few hundred runs no mount, process, cgroup or run directory is left behind.
+# modes: root user
+. "$(dirname "$0")/../lib.sh"
+lib_init lifecycle
+
+# PID 1 reaps reparented orphans: a double-forked child that exits must not stay a zombie.
+sb -- /bin/sh -c '( /bin/probe exit 0 & ) ; i=0
+	while [ $i -lt 50 ]; do
+		z=$(grep -l "^State:.*Z" /proc/[0-9]*/status 2>/dev/null)
+		[ -z "$z" ] && { echo reaped; exit 0; }
+		sleep 0.1; i=$((i + 1))
+	done; echo "zombie: $z"; exit 1'
+if [ "$RC" = 0 ] && [ "$OUT" = reaped ]; then ok "PID 1 reaps orphans"
+else not_ok "PID 1 reaps orphans" "exit $RC: $(first_line "$OUT") $(first_line "$ERR")"; fi
+
+# A daemon left behind does not hold the step open, and is gone when the run ends.
+# Control: the same daemon started on the host is found by the same scan.
+m=$(new_marker)
+"$PROBE" daemonize "$T/scratch/ctl.pid" "$m-ctl"
+if wait_for has_marker "$m-ctl"; then ctl=0; else ctl=1; fi
+for p in $(pids_with "$m-ctl"); do kill "$p"; done
+sb -- /bin/probe daemonize /tmp/daemon.pid "$m"
+if [ "$RC" != 0 ]; then not_ok "a double-forked daemon is gone after the run" "exit $RC: $(first_line "$ERR")"
+elif ! wait_for no_marker "$m"; then
+	not_ok "a double-forked daemon is gone after the run" "still running: $(pids_with "$m" | tr '\n' ' ')"
+	for p in $(pids_with "$m"); do kill -9 "$p"; done
+elif [ $ctl != 0 ]; then skip "a double-forked daemon is gone after the run" "control: host daemon not found by the scan"
+else ok "a double-forked daemon is gone after the run"; fi
+
+# start_bg MARKER: runbox running `probe sleep-forever MARKER` in the background; BG is its pid.
+start_bg() {
+	rbx_cmd run --image minimal --timeout 60s -- /bin/probe sleep-forever "$1"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/bg.err" </dev/null &
+	BG=$!
+	wait_for has_marker --prefix "/bin/probe sleep-forever $1"
+}
+
+# SIGTERM to runbox: the step gets it and the sandbox ends; runbox exits 128+15 (or 124/143).
+m=$(new_marker)
+if ! start_bg "$m"; then not_ok "SIGTERM to runbox ends the sandbox" "the step never started: $(first_line "$(cat "$T/bg.err")")"
+else
+	kill -TERM "$BG"
+	wait "$BG"
+	rc=$?
+	if ! wait_for no_marker "$m"; then not_ok "SIGTERM to runbox ends the sandbox" "step still running"
+	elif [ "$rc" = 125 ]; then not_ok "SIGTERM to runbox ends the sandbox" "runbox exit 125: $(first_line "$(cat "$T/bg.err")")"
+	else ok "SIGTERM to runbox ends the sandbox (exit $rc)"; fi
+fi
+m=$(new_marker)
+if ! start_bg "$m"; then not_ok "SIGINT to runbox ends the sandbox" "the step never started"
+else
+	kill -INT "$BG"
+	wait "$BG"
+	if wait_for no_marker "$m"; then ok "SIGINT to runbox ends the sandbox"
+	else not_ok "SIGINT to runbox ends the sandbox" "step still running"; fi
+fi
+# SIGKILL to runbox: PID 1 dies with its parent (PR_SET_PDEATHSIG), and the step with it.
+m=$(new_marker)
+if ! start_bg "$m"; then not_ok "SIGKILL to runbox ends the sandbox" "the step never started"
+else
+	kill -KILL "$BG"
+	wait "$BG" 2>/dev/null
+	if wait_for no_marker "$m"; then ok "SIGKILL to runbox ends the sandbox"
+	else
+		not_ok "SIGKILL to runbox ends the sandbox" "still running: $(pids_with "$m" | tr '\n' ' ')"
+		for p in $(pids_with "$m"); do kill -9 "$p"; done
+	fi
+	# What a killed runbox leaves in the run dir is `runbox gc`'s job.
+	rbx gc >/dev/null 2>&1
+fi
+
+# --- a few hundred runs leave nothing behind ---
+N=${RBX_CLEANUP_RUNS:-300}
+mounts_before=$(wc -l </proc/self/mountinfo)
+ids=$T/run-ids
+: >"$ids"
+fails=0
+m=$(new_marker)
+for i in $(seq "$N"); do
+	if [ $((i % 10)) = 0 ]; then
+		# Every tenth run leaves a daemon behind and writes to the root and /workspace.
+		rbx run --image minimal --json -- /bin/sh -c \
+			"/bin/probe daemonize /tmp/d.pid $m; echo x > /etc/x; echo y > /workspace/y" >"$T/out" 2>"$T/err" </dev/null
+	else
+		rbx run --image minimal --json -- /bin/probe exit 0 >"$T/out" 2>"$T/err" </dev/null
+	fi
+	rc=$?
+	if [ $rc != 0 ]; then
+		fails=$((fails + 1))
+		[ $fails = 1 ] && note "run $i: exit $rc: $(first_line "$(cat "$T/err")")"
+	fi
+	json "$T/out" run_id >>"$ids" 2>/dev/null
+done
+if [ $fails = 0 ]; then ok "$N runs succeed"; else not_ok "$N runs succeed" "$fails failed"; fi
+nids=$(grep -c . "$ids")
+if [ "$nids" != "$N" ]; then note "only $nids of $N runs reported a run_id"; fi
+
+if wait_for no_marker "$m"; then ok "no process left after $N runs"
+else
+	not_ok "no process left after $N runs" "$(pids_with "$m" | wc -l) daemons still running"
+	for p in $(pids_with "$m"); do kill -9 "$p"; done
+fi
+# Processes still carrying our state dir in their environment (runbox, its init).
+left=""
+for p in /proc/[0-9]*; do
+	grep -qsaF "RUNBOX_STATE_DIR=$STATE" "$p/environ" && left="$left ${p#/proc/}"
+done
+if [ -z "$left" ]; then ok "no runbox process left after $N runs"
+else not_ok "no runbox process left after $N runs" "pids$left"; fi
+
+# Mounts: none mentions our state dir or a run id; the total is unchanged (other processes on
+# the host may mount too, so a change in the total alone is reported, not failed).
+leak=$(grep -cF -e "$STATE" /proc/self/mountinfo)
+if [ -s "$ids" ]; then leak=$((leak + $(grep -cF -f "$ids" /proc/self/mountinfo))); fi
+if [ "$leak" = 0 ]; then ok "no mount left after $N runs"
+else not_ok "no mount left after $N runs" "$leak mounts mention the state dir or a run id"; fi
+mounts_after=$(wc -l </proc/self/mountinfo)
+[ "$mounts_before" = "$mounts_after" ] || note "host mount count changed: $mounts_before -> $mounts_after"
+
+# Run directories and cgroups.
+rundirs=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+if [ "$rundirs" = 0 ]; then ok "no run directory left after $N runs"
+else not_ok "no run directory left after $N runs" "$rundirs entries in $STATE/run"; fi
+if [ -s "$ids" ]; then
+	cg=$(find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -cF -f "$ids")
+	if [ "$cg" = 0 ]; then ok "no cgroup left after $N runs"
+	else not_ok "no cgroup left after $N runs" "$cg cgroup dirs named after our runs"; fi
+else
+	skip "no cgroup left after $N runs" "no run ids to look for"
+fi

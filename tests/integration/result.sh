@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Results and exit codes: the step's status, 128+n, 124, 125, 126, 127; the --json object;
+# timeouts; limits reported; policy loading and validation; runbox check.
+# modes: root user
+. "$(dirname "$0")/../lib.sh"
+lib_init result
+
+# expect_rc NAME WANT [RUN-OPTIONS] -- CMD...: one step; the CLI exits WANT.
+expect_rc() {
+	local name=$1 want=$2
+	shift 2
+	sb "$@"
+	if [ "$RC" = "$want" ]; then ok "$name"; else not_ok "$name" "exit $RC, want $want ($(first_line "$ERR"))"; fi
+}
+
+# --- exit codes (controls: the probe gives the same status outside, so runbox passes it on) ---
+control 3 "$PROBE" exit 3 || note "control: probe exit 3 gave $CTRL outside"
+expect_rc "exit 0 passes through" 0 -- /bin/probe exit 0
+expect_rc "exit 3 passes through" 3 -- /bin/probe exit 3
+expect_rc "exit 255 passes through" 255 -- /bin/probe exit 255
+control 137 "$PROBE" kill-self 9 || note "control: kill-self 9 gave $CTRL outside"
+expect_rc "SIGKILL gives 137" 137 -- /bin/probe kill-self 9
+expect_rc "SIGTERM gives 143" 143 -- /bin/probe kill-self 15
+expect_rc "not executable gives 126" 126 -- /etc/passwd
+expect_rc "missing command gives 127" 127 -- /nonexistent/cmd
+expect_rc "missing command on PATH gives 127" 127 -- rbx-no-such-command
+expect_rc "a directory gives 126" 126 -- /etc
+
+# 125: runbox's own failures, with exactly one line on stderr.
+expect125() {
+	local name=$1
+	shift
+	run_rbx "$@"
+	local lines
+	lines=$(printf '%s' "$ERR" | grep -c '')
+	if [ "$RC" != 125 ]; then not_ok "$name" "exit $RC, want 125 ($(first_line "$ERR"))"
+	elif [ "$lines" != 1 ]; then not_ok "$name" "$lines lines on stderr: $(tr '\n' '|' <<<"$ERR")"
+	else ok "$name"; fi
+}
+expect125 "bad flag gives 125 and one line" run --image minimal --no-such-flag -- /bin/true
+expect125 "unknown image gives 125" run --image no-such-image -- /bin/true
+expect125 "unknown policy gives 125" run --image minimal --policy no-such-policy -- /bin/true
+echo '{"name": "bad", "no_such_key": 1}' >"$T/scratch/bad.json"
+echo '{"name": "bad", "limits": {"pids": "many"}}' >"$T/scratch/badtype.json"
+echo '{"name": ' >"$T/scratch/broken.json"
+chmod a+r "$T"/scratch/*.json
+expect125 "policy with an unknown key gives 125" run --image minimal --policy "$T/scratch/bad.json" -- /bin/true
+if grep -q no_such_key <<<"$ERR"; then ok "the error names the unknown key"
+else not_ok "the error names the unknown key" "stderr: $(first_line "$ERR")"; fi
+expect125 "policy with a wrong type gives 125" run --image minimal --policy "$T/scratch/badtype.json" -- /bin/true
+if grep -q pids <<<"$ERR"; then ok "the error names the wrong-typed key"
+else not_ok "the error names the wrong-typed key" "stderr: $(first_line "$ERR")"; fi
+expect125 "malformed policy JSON gives 125" run --image minimal --policy "$T/scratch/broken.json" -- /bin/true
+expect125 "bad --timeout gives 125" run --image minimal --timeout soon -- /bin/true
+expect125 "no command gives 125" run --image minimal --
+
+# --- runbox policy validate / show ---
+run_rbx policy validate "$ROOT/policy/profiles/default.json"
+if [ "$RC" = 0 ]; then ok "policy validate default.json"; else not_ok "policy validate default.json" "exit $RC: $(first_line "$ERR")"; fi
+run_rbx policy validate "$ROOT/policy/profiles/strict.json"
+if [ "$RC" = 0 ]; then ok "policy validate strict.json"; else not_ok "policy validate strict.json" "exit $RC: $(first_line "$ERR")"; fi
+run_rbx policy validate "$T/scratch/bad.json"
+if [ "$RC" != 0 ] && grep -q no_such_key <<<"$ERR$OUT"; then ok "policy validate rejects an unknown key, naming it"
+else not_ok "policy validate rejects an unknown key, naming it" "exit $RC: $(first_line "$ERR")"; fi
+run_rbx policy show strict
+if [ "$RC" = 0 ] && "$PY" -c 'import json,sys; json.loads(sys.argv[1])' "$OUT" 2>/dev/null; then
+	ok "policy show strict prints JSON"
+else not_ok "policy show strict prints JSON" "exit $RC: $(first_line "$ERR")"; fi
+
+# --- runbox check ---
+run_rbx check
+if [ "$RC" != 125 ] && grep -qi 'user namespace' <<<"$OUT$ERR" && grep -qi seccomp <<<"$OUT$ERR" &&
+	grep -qi cgroup <<<"$OUT$ERR"; then
+	ok "check reports user namespaces, seccomp and cgroups"
+else not_ok "check reports user namespaces, seccomp and cgroups" "exit $RC: $(first_line "$OUT$ERR")"; fi
+if grep -Eqi '\b(ok|degraded|missing)\b' <<<"$OUT"; then ok "check prints ok/degraded/missing"
+else not_ok "check prints ok/degraded/missing" "$(first_line "$OUT")"; fi
+
+# --- --json ---
+sb --json -- /bin/sh -c 'echo hi; echo oops >&2; exit 3'
+if [ "$RC" != 3 ]; then not_ok "--json run exits with the step's status" "exit $RC: $(first_line "$ERR")"
+else ok "--json run exits with the step's status"; fi
+if json "$T/out" status >/dev/null 2>&1; then ok "--json prints one JSON object"
+else not_ok "--json prints one JSON object" "stdout: $(first_line "$OUT")"; fi
+expect_json "json status exited" status exited
+expect_json "json exit_code" exit_code 3
+expect_json "json exit" exit 3
+expect_json "json timed_out false" timed_out false
+expect_json "json oom_killed false" oom_killed false
+expect_json "json stdout captured" stdout hi
+expect_json "json stderr captured" stderr oops
+expect_json "json stdout_truncated false" stdout_truncated false
+expect_json "json image name" image.name minimal
+for k in run_id wall_ms cpu.user_ms cpu.system_ms image.digest policy.name policy.hash sandbox.rootless; do
+	if v=$(json "$T/out" "$k" 2>/dev/null) && [ -n "$v" ] && [ "$v" != null ]; then ok "json has $k"
+	else not_ok "json has $k" "missing or empty"; fi
+done
+hash1=$(json "$T/out" policy.hash 2>/dev/null)
+sb --json --policy strict -- /bin/true
+hash2=$(json "$T/out" policy.hash 2>/dev/null)
+if [ -n "$hash1" ] && [ -n "$hash2" ] && [ "$hash1" != "$hash2" ]; then ok "policy hash differs between policies"
+else not_ok "policy hash differs between policies" "default $hash1, strict $hash2"; fi
+expect_json "json policy name strict" policy.name strict
+sb --json -- /bin/probe kill-self 9
+expect_json "json status signaled" status signaled
+expect_json "json signal 9" signal 9
+expect_json "json exit 137" exit 137
+sb --json -- /nonexistent/cmd
+expect_json "json exit 127 for a missing command" exit 127
+if [ "$RC" = 127 ]; then ok "--json missing command exits 127"; else not_ok "--json missing command exits 127" "exit $RC"; fi
+# Output caps: 3 MB of output is truncated to the cap and says so.
+sb --json -- /bin/sh -c 'head -c 3000000 /dev/zero | tr "\0" x'
+expect_json "json stdout_truncated true for 3 MB" stdout_truncated true
+n=$(json "$T/out" stdout 2>/dev/null | wc -c)
+if [ "$n" -gt 0 ] && [ "$n" -lt 3000000 ]; then ok "json stdout capped ($n bytes)"
+else not_ok "json stdout capped" "$n bytes"; fi
+
+# --- timeout ---
+sb --timeout 300ms -- /bin/probe sleep-forever
+if [ "$RC" = 124 ]; then ok "--timeout 300ms exits 124"; else not_ok "--timeout 300ms exits 124" "exit $RC: $(first_line "$ERR")"; fi
+sb --timeout 300ms --json -- /bin/probe sleep-forever
+expect_json "json timed_out true" timed_out true
+expect_json "json status timeout" status timeout
+sb --timeout 2.5s -- /bin/probe exit 0
+if [ "$RC" = 0 ]; then ok "--timeout 2.5s accepted, fast step unaffected"; else not_ok "--timeout 2.5s accepted" "exit $RC"; fi
+# A timeout kills the whole sandbox, background processes included.
+m=$(new_marker)
+sb --timeout 500ms -- /bin/sh -c "/bin/probe sleep-forever $m & /bin/probe sleep-forever $m"
+if [ "$RC" != 124 ]; then not_ok "timeout kills background processes too" "exit $RC"
+elif wait_for no_marker "$m"; then ok "timeout kills background processes too"
+else not_ok "timeout kills background processes too" "still running: $(pids_with "$m" | tr '\n' ' ')"; fi
+
+# --- limits: each requested limit is reported, enforced or not, never dropped ---
+sb --json --memory 64M --pids 64 --cpus 1 -- /bin/true
+for l in memory pids cpus; do
+	e=$(json "$T/out" "limits.$l.enforced" 2>/dev/null)
+	r=$(json "$T/out" "limits.$l.reason" 2>/dev/null)
+	if [ "$e" = true ]; then ok "limit $l reported (enforced)"
+	elif [ "$e" = false ] && [ -n "$r" ] && [ "$r" != null ]; then ok "limit $l reported (not enforced: $r)"
+	else not_ok "limit $l reported" "enforced=$e reason=$r"; fi
+done

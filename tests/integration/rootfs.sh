@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Root filesystem: overlay over a read-only image, /workspace and its read-only inputs,
+# /dev, /tmp, the old root gone, and the `host` image without host secrets.
+# modes: root user
+. "$(dirname "$0")/../lib.sh"
+lib_init rootfs
+
+# The root is writable (overlay upper) but the image never changes, and the next run starts
+# clean. Control: inside the same run the file is there, so the later check can see it.
+img_marker=etc/rbx-overlay-test
+sb -- /bin/sh -c "/bin/probe write /$img_marker x && /bin/probe stat /$img_marker"
+if [ "$RC" != 0 ]; then not_ok "root is writable (overlay upper)" "exit $RC: $(first_line "$ERR")"
+else
+	ok "root is writable (overlay upper)"
+	if [ -e "$MINIMAL/$img_marker" ]; then not_ok "the image is unchanged by a run" "$MINIMAL/$img_marker exists"
+	else ok "the image is unchanged by a run"; fi
+	sb -- /bin/probe stat "/$img_marker"
+	if [ "$RC" = "$ENOENT" ]; then ok "the next run starts from a clean root"
+	else not_ok "the next run starts from a clean root" "stat exit $RC"; fi
+fi
+# Under strict (uid 1000) the image's own files stay read-only to the step.
+CTRL_CMD="$PROBE write $T/scratch/f x" pair "strict: /etc not writable" "$EACCES|$EROFS" --policy strict -- write /etc/passwd x
+
+# /workspace is writable for both identities; /workspace/out exists.
+allowed "/workspace writable (default)" -- write /workspace/f x
+allowed "/workspace writable (strict)" --policy strict -- write /workspace/f x
+allowed "/workspace/out writable (strict)" --policy strict -- write /workspace/out/f x
+allowed "/tmp writable (strict)" --policy strict -- write /tmp/f x
+sb -- /bin/sh -c 'grep -E " /tmp " /proc/self/mountinfo'
+if grep -q ' - tmpfs ' <<<"$OUT"; then ok "/tmp is a tmpfs"; else not_ok "/tmp is a tmpfs" "$(first_line "$OUT")"; fi
+
+# --input SRC:DEST binds read-only under /workspace/in; reads work, writes give EROFS.
+data=$T/data
+mkdir -p "$data"
+echo "input-content" >"$data/file"
+chmod -R a+rX "$data"
+sb --input "$data:/workspace/in/data" -- /bin/probe read /workspace/in/data/file
+if [ "$RC" = 0 ] && [ "$OUT" = input-content ]; then ok "--input is readable inside"
+else not_ok "--input is readable inside" "exit $RC, '$(first_line "$OUT")' $(first_line "$ERR")"; fi
+CTRL_CMD="$PROBE write $data/new x" pair "--input is read-only (EROFS)" "$EROFS" \
+	--input "$data:/workspace/in/data" -- write /workspace/in/data/new x
+rm -f "$data/new"
+CTRL_CMD="$PROBE write $data/new x" pair "--input is read-only under strict" "$EROFS|$EACCES" \
+	--policy strict --input "$data:/workspace/in/data" -- write /workspace/in/data/new x
+rm -f "$data/new"
+sb --input "$data:/workspace/in/data" -- /bin/sh -c 'grep " /workspace/in/data " /proc/self/mountinfo'
+if grep -q 'ro,' <<<"$OUT" && grep -q nosuid <<<"$OUT" && grep -q nodev <<<"$OUT"; then
+	ok "--input mount is ro,nosuid,nodev"
+else not_ok "--input mount is ro,nosuid,nodev" "mountinfo: $(first_line "$OUT")"; fi
+sb --policy strict --input "$data:/workspace/in/data" -- ls -l /workspace/in
+if [ "$RC" = 0 ] && grep -q data <<<"$OUT"; then ok "ls -l /workspace/in under strict"
+else not_ok "ls -l /workspace/in under strict" "exit $RC: $(first_line "$ERR")"; fi
+# DEST outside /workspace/in and a missing SRC are refused (125).
+sb --input "$data:/etc/x" -- /bin/true
+if [ "$RC" = 125 ]; then ok "--input DEST outside /workspace/in refused"
+else not_ok "--input DEST outside /workspace/in refused" "exit $RC"; fi
+sb --input "$T/nonexistent:/workspace/in/x" -- /bin/true
+if [ "$RC" = 125 ]; then ok "--input with a missing SRC refused"
+else not_ok "--input with a missing SRC refused" "exit $RC"; fi
+
+# pivot_root: no host path is reachable. Control: the path exists on the host.
+CTRL_CMD="$PROBE stat $ROOT/Makefile" pair "host tree not visible (pivot_root)" "$ENOENT" -- stat "$ROOT/Makefile"
+CTRL_CMD="$PROBE stat $data/file" pair "host tmp not visible" "$ENOENT" -- stat "$data/file"
+
+# /dev: the minimal set, nothing from the host's /dev.
+for d in null zero full random urandom tty ptmx pts shm fd stdin stdout stderr; do
+	sb -- /bin/probe stat "/dev/$d"
+	if [ "$RC" = 0 ]; then ok "/dev/$d present"; else not_ok "/dev/$d present" "stat exit $RC"; fi
+done
+for d in kmsg mem port sda vda console; do
+	if [ -e "/dev/$d" ]; then
+		pair "host /dev/$d absent" "$ENOENT" -- stat "/dev/$d"
+	fi
+done
+allowed "/dev/null writable" --policy strict -- write /dev/null x
+sb -- /bin/probe write /dev/full x
+if [ "$RC" = 28 ]; then ok "/dev/full gives ENOSPC"; else not_ok "/dev/full gives ENOSPC" "exit $RC"; fi
+sb -- /bin/sh -c 'grep -E " /dev/pts " /proc/self/mountinfo'
+if grep -q 'newinstance\|ptmxmode' <<<"$OUT" || grep -q ' - devpts ' <<<"$OUT"; then ok "/dev/pts is a devpts"
+else not_ok "/dev/pts is a devpts" "$(first_line "$OUT")"; fi
+
+# The host image: the host's /usr read-only, no host secrets.
+run_rbx run --image host --timeout 10s -- python3 -c 'print(1)'
+if [ "$RC" = 0 ] && [ "$OUT" = 1 ]; then ok "host image runs python3"
+else not_ok "host image runs python3" "exit $RC, '$(first_line "$OUT")' $(first_line "$ERR")"; fi
+for p in /root /home /etc/shadow /etc/ssh /etc/sudoers /var/lib/runbox /run/user; do
+	[ -e "$p" ] || continue # control: only paths the host really has
+	run_rbx run --image host -- /bin/sh -c "test -e $p && echo present $p; true"
+	if [ "$RC" != 0 ]; then not_ok "host image hides $p" "exit $RC: $(first_line "$ERR")"
+	elif [ -n "$OUT" ]; then not_ok "host image hides $p" "$OUT"
+	else ok "host image hides $p"; fi
+done
+run_rbx run --image host -- /bin/sh -c 'touch /usr/rbx-test 2>/dev/null && echo writable; true'
+if [ "$RC" = 0 ] && [ -z "$OUT" ] && [ ! -e /usr/rbx-test ]; then ok "host image /usr is read-only"
+else
+	not_ok "host image /usr is read-only" "exit $RC '$OUT'"
+fi
