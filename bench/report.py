@@ -69,7 +69,12 @@ def load_mode(outdir, mode):
     if os.path.exists(rss_path):
         with open(rss_path) as f:
             rss = json.load(f)
-    return {"commands": rows, "not_run": skipped, "memory": rss}
+    load = []
+    load_path = os.path.join(outdir, f"{mode}.load")
+    if os.path.exists(load_path):
+        with open(load_path) as f:
+            load = [float(x) for x in f.read().split()]
+    return {"commands": rows, "not_run": skipped, "memory": rss, "loadavg_before_after": load}
 
 
 def fmt(v, spec=".2f", none="—"):
@@ -81,7 +86,9 @@ def mib(kb):
 
 
 def print_mode(mode, m):
-    print(f"\n{mode}: median and p95 of each command; ratio = peer / {REF} (> 1: {REF} faster)")
+    load = m["loadavg_before_after"]
+    load = f"; 1-min load {' -> '.join(map(str, load))} on {os.cpu_count()} cpus" if load else ""
+    print(f"\n{mode}: median and p95 of each command; ratio = peer / {REF} (> 1: {REF} faster){load}")
     head = f"{'command':<24} {'median ms':>9} {'p95 ms':>8} {'mean ms':>8} {'ratio med':>9} {'ratio p95':>9}"
     print(head)
     print("-" * len(head))

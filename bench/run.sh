@@ -139,8 +139,12 @@ for mode in $MODES; do
 
 	echo "== $mode: hyperfine -N --warmup $WARMUP --runs $RUNS" >&2
 	if [ ${#HF[@]} -gt 0 ]; then
+		# Other work on the host skews one command's 200 runs against another's: keep the
+		# load average beside the figures.
+		cut -d' ' -f1 /proc/loadavg >"$OUT/$mode.load"
 		env "${ENVV[@]}" hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
 			--export-json "$OUT/$mode.json" "${HF[@]}" >&2
+		cut -d' ' -f1 /proc/loadavg >>"$OUT/$mode.load"
 	fi
 
 	# Peak memory of each runner's own process, sampled mid-step, plus its wait4 max RSS.

@@ -51,6 +51,6 @@ void rb_gateway_stop(struct rb_gateway *gw);
  * {"error": why}; other paths 404, other methods 405. Returns the HTTP status and a new JSON
  * body in *body. authorization may be NULL (header absent). */
 unsigned rb_gateway_handle(const struct rb_gateway_scope *scope, const char *method, const char *path,
-			   const char *authorization, int64_t now, json_t **body);
+                           const char *authorization, int64_t now, json_t **body);
 
 #endif

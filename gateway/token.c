@@ -21,8 +21,8 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
-#define PREFIX "rbx1."
-#define MAC_LEN 32
+#define PREFIX      "rbx1."
+#define MAC_LEN     32
 #define MIN_KEY_LEN 16
 
 /* ---- base64url (RFC 4648 section 5, no padding) -------------------------------------------- */
@@ -93,15 +93,15 @@ static int mac(const uint8_t *key, size_t keylen, const char *data, size_t n, ui
 }
 
 int rb_token_issue(const uint8_t *key, size_t keylen, const char *tenant, const char *agent, const char *run,
-		   int64_t expires_unix, char *out, size_t outlen, struct rb_error *err)
+                   int64_t expires_unix, char *out, size_t outlen, struct rb_error *err)
 {
 	if (!key || keylen < MIN_KEY_LEN || keylen > INT_MAX)
 		return rb_error_set(err, EINVAL, "run token: key too short");
 	if (!valid_field(tenant) || !valid_field(agent) || !valid_field(run))
 		return rb_error_set(err, EINVAL, "run token: tenant, agent and run must be 1..%d printable bytes",
-				    RB_TOKEN_FIELD_MAX - 1);
-	_cleanup_json_ json_t *payload = json_pack("{s:s, s:s, s:s, s:I}", "tenant", tenant, "agent", agent, "run",
-						   run, "exp", (json_int_t)expires_unix);
+		                    RB_TOKEN_FIELD_MAX - 1);
+	_cleanup_json_ json_t *payload = json_pack("{s:s, s:s, s:s, s:I}", "tenant", tenant, "agent", agent, "run", run,
+	                                           "exp", (json_int_t)expires_unix);
 	_cleanup_free_ char *text = payload ? json_dumps(payload, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (!text)
 		return rb_error_set(err, ENOMEM, "run token: payload");
@@ -135,7 +135,7 @@ static int copy_field(json_t *payload, const char *name, char *out)
 }
 
 int rb_token_verify(const uint8_t *key, size_t keylen, const char *token, const char *expected_run, int64_t now,
-		    struct rb_token_claims *out, struct rb_error *err)
+                    struct rb_token_claims *out, struct rb_error *err)
 {
 	if (!key || keylen < MIN_KEY_LEN || keylen > INT_MAX)
 		return rb_error_set(err, EINVAL, "run token: key too short");
@@ -166,7 +166,7 @@ int rb_token_verify(const uint8_t *key, size_t keylen, const char *token, const 
 		return rb_error_set(err, 0, "malformed token payload");
 	_cleanup_json_ json_t *payload = json_loadb((const char *)text, text_len, JSON_REJECT_DUPLICATES, NULL);
 	json_t *exp = json_object_get(payload, "exp");
-	struct rb_token_claims c = { 0 };
+	struct rb_token_claims c = {0};
 	if (!json_is_object(payload) || json_object_size(payload) != 4 || !json_is_integer(exp) ||
 	    copy_field(payload, "tenant", c.tenant) < 0 || copy_field(payload, "agent", c.agent) < 0 ||
 	    copy_field(payload, "run", c.run) < 0)
@@ -190,10 +190,10 @@ static int check_private(const char *path, const struct stat *st, mode_t type, s
 		return rb_error_set(err, 0, "`%s` is not a %s", path, type == S_IFDIR ? "directory" : "regular file");
 	if (st->st_uid != geteuid())
 		return rb_error_set(err, 0, "`%s` is owned by uid %u, not by uid %u", path, (unsigned)st->st_uid,
-				    (unsigned)geteuid());
+		                    (unsigned)geteuid());
 	if (st->st_mode & 077)
 		return rb_error_set(err, 0, "`%s` has mode %04o: group and others must have no access (chmod %s it)",
-				    path, (unsigned)(st->st_mode & 07777), type == S_IFDIR ? "700" : "600");
+		                    path, (unsigned)(st->st_mode & 07777), type == S_IFDIR ? "700" : "600");
 	return 0;
 }
 
@@ -261,7 +261,7 @@ int rb_token_key_load_or_create(const char *state_dir, uint8_t *key, size_t *len
 		return -1;
 	if (st.st_size != RB_TOKEN_KEY_LEN)
 		return rb_error_set(err, 0, "token key `%s` has %jd bytes, not %d", path, (intmax_t)st.st_size,
-				    RB_TOKEN_KEY_LEN);
+		                    RB_TOKEN_KEY_LEN);
 	size_t got = 0;
 	while (got < RB_TOKEN_KEY_LEN) {
 		ssize_t r = read(fd, key + got, RB_TOKEN_KEY_LEN - got);

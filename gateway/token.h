@@ -9,9 +9,9 @@
 
 #include "common/error.h"
 
-#define RB_TOKEN_KEY_LEN 32
-#define RB_TOKEN_MAX 1024      /* longest token issued or accepted, with its NUL */
-#define RB_TOKEN_FIELD_MAX 128 /* longest tenant, agent or run id, with its NUL */
+#define RB_TOKEN_KEY_LEN   32
+#define RB_TOKEN_MAX       1024 /* longest token issued or accepted, with its NUL */
+#define RB_TOKEN_FIELD_MAX 128  /* longest tenant, agent or run id, with its NUL */
 
 struct rb_token_claims {
 	char tenant[RB_TOKEN_FIELD_MAX];
@@ -24,13 +24,13 @@ struct rb_token_claims {
  * payload is the compact JSON {"agent","exp","run","tenant"}. Fields must be non-empty, shorter
  * than RB_TOKEN_FIELD_MAX and free of control characters. */
 int rb_token_issue(const uint8_t *key, size_t keylen, const char *tenant, const char *agent, const char *run,
-		   int64_t expires_unix, char *out, size_t outlen, struct rb_error *err);
+                   int64_t expires_unix, char *out, size_t outlen, struct rb_error *err);
 
 /* Checks the MAC (constant time) before looking at the payload, then the payload's shape, then
  * that it names expected_run and has not expired at now. Fills out on success. The error
  * message is safe to return to the client (it says why, never anything about the key). */
 int rb_token_verify(const uint8_t *key, size_t keylen, const char *token, const char *expected_run, int64_t now,
-		    struct rb_token_claims *out, struct rb_error *err);
+                    struct rb_token_claims *out, struct rb_error *err);
 
 /* Loads <state_dir>/keys/token.key, or creates it: 32 random bytes, mode 0600, in a 0700
  * directory, published atomically (written under a temporary name, then linked) so that two

@@ -94,7 +94,7 @@ int rb_cg_parent_rel(const struct rb_cgroup *cg, const char *self_rel, char *out
 
 void rb_cg_limit_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *mechanism);
 void rb_cg_limit_not_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* cpu weight (1..10000, default 100) as v1 cpu.shares (2..262144, default 1024), as runc. */
 uint64_t rb_cg_weight_to_shares(uint64_t weight);

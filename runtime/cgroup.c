@@ -191,9 +191,15 @@ static void kill_one(pid_t pid, void *arg)
 	kill(pid, SIGKILL);
 }
 
-int rb_cg_kill_listed(const char *dir) { return each_proc(dir, kill_one, NULL); }
+int rb_cg_kill_listed(const char *dir)
+{
+	return each_proc(dir, kill_one, NULL);
+}
 
-int rb_cg_count_procs(const char *dir) { return each_proc(dir, NULL, NULL); }
+int rb_cg_count_procs(const char *dir)
+{
+	return each_proc(dir, NULL, NULL);
+}
 
 int rb_cg_self_path(const char *ctrl, char *out, size_t n)
 {
@@ -244,7 +250,7 @@ int rb_cg_parent_rel(const struct rb_cgroup *cg, const char *self_rel, char *out
 	if (p[0] == '/')
 		r = snprintf(out, n, "%s", p);
 	else
-		r = snprintf(out, n, "%s/%s", strcmp(self_rel, "/") ? self_rel : "", p);
+		r = snprintf(out, n, "%s/%s", strcmp(self_rel, "/") != 0 ? self_rel : "", p);
 	if (r < 0 || (size_t)r >= n) {
 		errno = ENAMETOOLONG;
 		return -1;
@@ -339,7 +345,7 @@ static void set_none(struct rb_cgroup *cg, const char *why)
 }
 
 int rb_cgroup_create(const char *run_id, const char *parent_override, const struct rb_limits *lim,
-		     struct rb_cgroup **out, struct rb_error *err)
+                     struct rb_cgroup **out, struct rb_error *err)
 {
 	*out = NULL;
 	if (!run_id || !*run_id || strchr(run_id, '/') || !strcmp(run_id, ".") || !strcmp(run_id, "..") ||
@@ -361,8 +367,8 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 
 	cg->mode = detect_mode();
 	const char *v2_mount = cg->mode == RB_CG_MODE_UNIFIED  ? "/sys/fs/cgroup"
-			       : cg->mode == RB_CG_MODE_HYBRID ? "/sys/fs/cgroup/unified"
-							       : NULL;
+	                       : cg->mode == RB_CG_MODE_HYBRID ? "/sys/fs/cgroup/unified"
+	                                                       : NULL;
 	const struct rb_cgroup_ops *order[2] = {NULL, NULL};
 	if (v2_mount && (cg->mode == RB_CG_MODE_UNIFIED || v2_has_controllers(v2_mount))) {
 		snprintf(cg->v2_mount, sizeof cg->v2_mount, "%s", v2_mount);
@@ -404,7 +410,7 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 		}
 		bool perm = e.errnum == EACCES || e.errnum == EPERM || e.errnum == EROFS;
 		if (snprintf(why, sizeof why, "%s%s%s", e.msg, perm && geteuid() != 0 ? "; " : "",
-			     perm && geteuid() != 0 ? ROOTLESS_FIX : "") >= (int)sizeof why)
+		             perm && geteuid() != 0 ? ROOTLESS_FIX : "") >= (int)sizeof why)
 			rb_debug("cgroup: reason truncated");
 	}
 	cg->parent_rel = NULL;
@@ -414,14 +420,20 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 	return 0;
 }
 
-int rb_cgroup_clone_fd(const struct rb_cgroup *cg) { return cg->ops->clone_fd(cg); }
+int rb_cgroup_clone_fd(const struct rb_cgroup *cg)
+{
+	return cg->ops->clone_fd(cg);
+}
 
 int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 {
 	return cg->ops->attach(cg, pid, err);
 }
 
-int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err) { return cg->ops->kill(cg, err); }
+int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err)
+{
+	return cg->ops->kill(cg, err);
+}
 
 void rb_cgroup_sample(struct rb_cgroup *cg)
 {
@@ -441,7 +453,10 @@ const struct rb_limit_status *rb_cgroup_limit(const struct rb_cgroup *cg, enum r
 	return (unsigned)kind < RB_LIMIT_COUNT ? &cg->limits[kind] : &bad;
 }
 
-const char *rb_cgroup_manager_name(const struct rb_cgroup *cg) { return cg->ops->name; }
+const char *rb_cgroup_manager_name(const struct rb_cgroup *cg)
+{
+	return cg->ops->name;
+}
 
 const char *rb_cgroup_path(const struct rb_cgroup *cg)
 {

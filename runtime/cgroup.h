@@ -42,7 +42,7 @@ struct rb_cgroup;
  * cannot be enforced: it then returns the "none" manager with reasons filled in. Fails only
  * when a limit was requested and the host could enforce it but writing it failed. */
 int rb_cgroup_create(const char *run_id, const char *parent_override, const struct rb_limits *lim,
-		     struct rb_cgroup **out, struct rb_error *err);
+                     struct rb_cgroup **out, struct rb_error *err);
 
 /* A directory fd for clone3's CLONE_INTO_CGROUP, or -1 when attach() must be used. */
 int rb_cgroup_clone_fd(const struct rb_cgroup *cg);

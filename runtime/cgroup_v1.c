@@ -29,7 +29,7 @@ static int find_mount(const char *ctrl, char *mount, char *root)
 		if (!sep)
 			continue;
 		char fstype[32], src[256], opts[1024];
-		if (sscanf(sep + 3, "%31s %255s %1023s", fstype, src, opts) != 3 || strcmp(fstype, "cgroup"))
+		if (sscanf(sep + 3, "%31s %255s %1023s", fstype, src, opts) != 3 || strcmp(fstype, "cgroup") != 0)
 			continue;
 		bool match = false;
 		char *save = NULL;
@@ -63,7 +63,7 @@ static int locate(struct rb_cgroup *cg, struct rb_error *err)
 		/* Without a cgroup namespace a bind-mounted hierarchy shows our path with its root. */
 		const char *rel = self;
 		size_t rl = strlen(root);
-		if (strcmp(root, "/") && !strncmp(self, root, rl) && (self[rl] == '/' || !self[rl]))
+		if (strcmp(root, "/") != 0 && !strncmp(self, root, rl) && (self[rl] == '/' || !self[rl]))
 			rel = self[rl] ? self + rl : "/";
 		if (rb_cg_parent_rel(cg, rel, parent_rel, sizeof parent_rel) < 0)
 			return rb_error_set(err, errno, "cgroup parent `%s`", cg->parent_rel ? cg->parent_rel : "");
@@ -118,7 +118,8 @@ static int v1_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 			if (memsw && rb_cg_write(d, "memory.memsw.limit_in_bytes", v, err) < 0)
 				return -1;
 			rb_cg_limit_enforced(cg, RB_LIMIT_MEMORY,
-					     memsw ? "cgroup v1 memory.limit_in_bytes, memsw" : "cgroup v1 memory.limit_in_bytes");
+			                     memsw ? "cgroup v1 memory.limit_in_bytes, memsw"
+			                           : "cgroup v1 memory.limit_in_bytes");
 		}
 	}
 	if (cg->limits[RB_LIMIT_PIDS].requested) {
@@ -156,7 +157,10 @@ static int v1_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 	return 0;
 }
 
-static int v1_clone_fd(const struct rb_cgroup *cg) { return -1; }
+static int v1_clone_fd(const struct rb_cgroup *cg)
+{
+	return -1;
+}
 
 static int v1_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 {
@@ -224,7 +228,7 @@ static int v1_kill(struct rb_cgroup *cg, struct rb_error *err)
 	while (count_all(cg) > 0) {
 		if (rb_now_us() >= deadline)
 			return rb_error_set(err, EBUSY, "cgroup `%s` still has processes after %d ms",
-					    rb_cgroup_path(cg), RB_CG_KILL_WAIT_MS);
+			                    rb_cgroup_path(cg), RB_CG_KILL_WAIT_MS);
 		kill_all(cg); /* a task that was forking when the freezer missed it */
 		sleep_ms(delay);
 		if (delay < 50)
@@ -237,8 +241,8 @@ static void v1_sample(struct rb_cgroup *cg)
 {
 	uint64_t v;
 	const char *d;
-	if ((d = dir_of(cg, RB_V1_PIDS)) && cg->v1[RB_V1_PIDS].created &&
-	    rb_cg_read_u64(d, "pids.current", &v) == 0 && v > cg->pids_sampled)
+	if ((d = dir_of(cg, RB_V1_PIDS)) && cg->v1[RB_V1_PIDS].created && rb_cg_read_u64(d, "pids.current", &v) == 0 &&
+	    v > cg->pids_sampled)
 		cg->pids_sampled = v;
 	if ((d = dir_of(cg, RB_V1_MEMORY)) && cg->v1[RB_V1_MEMORY].created &&
 	    rb_cg_read_u64(d, "memory.usage_in_bytes", &v) == 0 && v > cg->mem_sampled)
@@ -298,12 +302,12 @@ static int v1_destroy(struct rb_cgroup *cg, struct rb_error *err)
 }
 
 const struct rb_cgroup_ops rb_cgroup_v1_ops = {
-	.name = "v1",
-	.create = v1_create,
-	.clone_fd = v1_clone_fd,
-	.attach = v1_attach,
-	.kill = v1_kill,
-	.sample = v1_sample,
-	.stats = v1_stats,
-	.destroy = v1_destroy,
+    .name = "v1",
+    .create = v1_create,
+    .clone_fd = v1_clone_fd,
+    .attach = v1_attach,
+    .kill = v1_kill,
+    .sample = v1_sample,
+    .stats = v1_stats,
+    .destroy = v1_destroy,
 };

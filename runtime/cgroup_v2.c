@@ -61,8 +61,9 @@ static void enable_subtree(const char *dir, const char *self_abs, char *why, siz
 		    rb_cg_write(dir, "cgroup.subtree_control", op, &e) == 0)
 			continue;
 		if (e.errnum == EBUSY)
-			snprintf(why, why_n, "`%s` holds processes, so it cannot delegate %s (no internal processes rule)",
-				 dir, wanted[i]);
+			snprintf(why, why_n,
+			         "`%s` holds processes, so it cannot delegate %s (no internal processes rule)", dir,
+			         wanted[i]);
 		else
 			memccpy(why, e.msg, '\0', why_n - 1), why[why_n - 1] = '\0';
 	}
@@ -78,8 +79,8 @@ static bool ours(const char *dir, const char *self_abs, const char *parent_abs, 
 	return parent_named && !strncmp(dir, parent_abs, pl) && (dir[pl] == '\0' || dir[pl] == '/');
 }
 
-static int make_parent(struct rb_cgroup *cg, const char *parent_rel, const char *self_abs, bool named,
-		       char *parent_abs, char *why, size_t why_n, struct rb_error *err)
+static int make_parent(struct rb_cgroup *cg, const char *parent_rel, const char *self_abs, bool named, char *parent_abs,
+                       char *why, size_t why_n, struct rb_error *err)
 {
 	if ((size_t)snprintf(parent_abs, PATH_MAX, "%s%s", cg->v2_mount, parent_rel) >= PATH_MAX)
 		return rb_error_set(err, ENAMETOOLONG, "cgroup parent `%s`", parent_rel);
@@ -94,13 +95,12 @@ static int make_parent(struct rb_cgroup *cg, const char *parent_rel, const char 
 		char next[PATH_MAX];
 		if ((size_t)snprintf(next, sizeof next, "%s/%.*s", cur, (int)len, p) >= sizeof next)
 			return rb_error_set(err, ENAMETOOLONG, "cgroup parent `%s`", parent_rel);
-		if (access(next, F_OK) < 0) {
-			if (ours(cur, self_abs, parent_abs, named))
-				enable_subtree(cur, self_abs, why, why_n);
-			bool created;
-			if (rb_cg_mkdir(next, &created, err) < 0)
-				return -1;
-		}
+		/* Each level of ours hands the controllers down, also when the level below exists
+		 * already (made by a run that needed none); levels above ours are only read. */
+		if (ours(cur, self_abs, parent_abs, named))
+			enable_subtree(cur, self_abs, why, why_n);
+		if (access(next, F_OK) < 0 && rb_cg_mkdir(next, NULL, err) < 0)
+			return -1;
 		snprintf(cur, sizeof cur, "%s", next);
 		p += len;
 	}
@@ -117,7 +117,7 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 	}
 	if (rb_cg_parent_rel(cg, self_rel, parent_rel, sizeof parent_rel) < 0)
 		return rb_error_set(err, errno, "cgroup parent `%s`", cg->parent_rel ? cg->parent_rel : "");
-	if (snprintf(self_abs, sizeof self_abs, "%s%s", cg->v2_mount, strcmp(self_rel, "/") ? self_rel : "") >=
+	if (snprintf(self_abs, sizeof self_abs, "%s%s", cg->v2_mount, strcmp(self_rel, "/") != 0 ? self_rel : "") >=
 	    (int)sizeof self_abs)
 		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s`", self_rel);
 	bool named = (cg->parent_rel && *cg->parent_rel) || getenv("RUNBOX_CGROUP_PARENT");
@@ -141,8 +141,8 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 
 	const char *p = cg->v2_path;
 	char v[64];
-	if (!why[0] && snprintf(why, sizeof why, "controller not enabled in `%s` (not delegated)", parent_abs) >=
-			       (int)sizeof why)
+	if (!why[0] &&
+	    snprintf(why, sizeof why, "controller not enabled in `%s` (not delegated)", parent_abs) >= (int)sizeof why)
 		rb_debug("cgroup: reason truncated");
 	if (cg->limits[RB_LIMIT_MEMORY].requested) {
 		if (!rb_cg_exists(p, "memory.max")) {
@@ -159,7 +159,7 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 			if (rb_cg_exists(p, "memory.oom.group") && rb_cg_write(p, "memory.oom.group", "1", err) < 0)
 				return -1;
 			rb_cg_limit_enforced(cg, RB_LIMIT_MEMORY,
-					     swap ? "cgroup v2 memory.max, memory.swap.max=0" : "cgroup v2 memory.max");
+			                     swap ? "cgroup v2 memory.max, memory.swap.max=0" : "cgroup v2 memory.max");
 		}
 	}
 	if (cg->limits[RB_LIMIT_PIDS].requested) {
@@ -198,7 +198,10 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 	return 0;
 }
 
-static int v2_clone_fd(const struct rb_cgroup *cg) { return cg->v2_dirfd; }
+static int v2_clone_fd(const struct rb_cgroup *cg)
+{
+	return cg->v2_dirfd;
+}
 
 static int v2_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 {
@@ -227,7 +230,7 @@ static int wait_empty(const char *dir, bool rekill, struct rb_error *err)
 		uint64_t now = rb_now_us();
 		if (now >= deadline)
 			return rb_error_set(err, EBUSY, "cgroup `%s` still has processes after %d ms", dir,
-					    RB_CG_KILL_WAIT_MS);
+			                    RB_CG_KILL_WAIT_MS);
 		if (rekill)
 			rb_cg_kill_listed(dir);
 		struct pollfd pfd = {.fd = fd, .events = POLLPRI};
@@ -317,12 +320,12 @@ static int v2_destroy(struct rb_cgroup *cg, struct rb_error *err)
 }
 
 const struct rb_cgroup_ops rb_cgroup_v2_ops = {
-	.name = "v2",
-	.create = v2_create,
-	.clone_fd = v2_clone_fd,
-	.attach = v2_attach,
-	.kill = v2_kill,
-	.sample = v2_sample,
-	.stats = v2_stats,
-	.destroy = v2_destroy,
+    .name = "v2",
+    .create = v2_create,
+    .clone_fd = v2_clone_fd,
+    .attach = v2_attach,
+    .kill = v2_kill,
+    .sample = v2_sample,
+    .stats = v2_stats,
+    .destroy = v2_destroy,
 };

@@ -201,8 +201,11 @@ static int mount_overlay(const char *staging, const struct rb_image *img, struct
 		    fsconfig(fsfd, FSCONFIG_SET_STRING, "workdir", work, 0) < 0)
 			return fs_error(fsfd, err, errno, "overlay layers");
 		fsconfig(fsfd, FSCONFIG_SET_FLAG, "userxattr", NULL, 0);
-		if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+			if (errno == EINVAL) /* before 6.5 overlay parses its options only here */
+				goto legacy;
 			return fs_error(fsfd, err, errno, "create overlay");
+		}
 		_cleanup_close_ int mfd = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
 		if (mfd < 0)
 			return rb_error_set(err, errno, "fsmount overlay");

@@ -21,8 +21,8 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define LO_IFINDEX 1 /* lo is always ifindex 1 in a network namespace */
-#define LISTEN_BACKLOG 128
+#define LO_IFINDEX      1 /* lo is always ifindex 1 in a network namespace */
+#define LISTEN_BACKLOG  128
 #define SAME_PORT_TRIES 8
 
 /* One rtnetlink request and its ack. */
@@ -97,7 +97,7 @@ static int listen_on(int family, uint16_t port, uint16_t *bound)
 	_cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_storage ss = {0};
 	socklen_t len;
 	if (family == AF_INET) {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
@@ -120,8 +120,8 @@ static int listen_on(int family, uint16_t port, uint16_t *bound)
 	len = sizeof ss;
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
 		return -1;
-	*bound = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-					 : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	*bound =
+	    ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	return rb_steal_fd(&fd);
 }
 
@@ -161,7 +161,7 @@ static int setup(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err
 	if (!nl)
 		return rb_error_set(err, errno, "rtnetlink socket");
 	int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ? rb_error_set(err, errno, "rtnetlink bind")
-								 : link_up(nl, err);
+	                                                       : link_up(nl, err);
 	/* The table goes in before the routes: nothing can be routed out before it is there. */
 	if (r == 0 && (out->nft_fd = rb_nft_open(err)) < 0)
 		r = -1;
@@ -182,7 +182,7 @@ static int setup(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err
 
 int rb_net_setup_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
 {
-	*out = (struct rb_net){ .netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .mode = mode };
+	*out = (struct rb_net){.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .mode = mode};
 	if (setup(mode, out, err) < 0) {
 		rb_net_close(out);
 		return -1;
@@ -193,7 +193,7 @@ int rb_net_setup_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_err
 /* The fd fields in their fixed order. */
 static int *fd_slot(struct rb_net *net, unsigned i)
 {
-	int *slots[RB_NET_NFDS] = { &net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6 };
+	int *slots[RB_NET_NFDS] = {&net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6};
 	return slots[i];
 }
 
@@ -241,7 +241,7 @@ json_t *rb_net_counters_json(const struct rb_net_counters *c)
 	}
 	uint64_t in = c->c[RB_NFT_IN_IPV4].packets + c->c[RB_NFT_IN_IPV6].packets;
 	return json_pack("{s:I, s:I, s:o, s:I}", "blocked_packets", (json_int_t)packets, "blocked_bytes",
-			 (json_int_t)bytes, "by_protocol", by, "inbound_blocked_packets", (json_int_t)in);
+	                 (json_int_t)bytes, "by_protocol", by, "inbound_blocked_packets", (json_int_t)in);
 }
 
 void rb_net_api_url(const struct rb_net *net, char *out, size_t outlen)

@@ -27,8 +27,8 @@
 #include "common/util.h"
 
 #define BATCH_LIMIT (32 * 1024)
-#define RECV_SIZE (64 * 1024)
-#define L4_ANY (-1)
+#define RECV_SIZE   (64 * 1024)
+#define L4_ANY      (-1)
 
 /* What each counter catches: the family, and the layer-4 protocol (or any). */
 static const struct {
@@ -36,16 +36,16 @@ static const struct {
 	uint8_t nfproto;
 	int l4proto;
 } counters[RB_NFT_NCOUNTERS] = {
-	[RB_NFT_IPV4_TCP] = { "blocked_ipv4_tcp", NFPROTO_IPV4, IPPROTO_TCP },
-	[RB_NFT_IPV4_UDP] = { "blocked_ipv4_udp", NFPROTO_IPV4, IPPROTO_UDP },
-	[RB_NFT_IPV4_ICMP] = { "blocked_ipv4_icmp", NFPROTO_IPV4, IPPROTO_ICMP },
-	[RB_NFT_IPV4_OTHER] = { "blocked_ipv4_other", NFPROTO_IPV4, L4_ANY },
-	[RB_NFT_IPV6_TCP] = { "blocked_ipv6_tcp", NFPROTO_IPV6, IPPROTO_TCP },
-	[RB_NFT_IPV6_UDP] = { "blocked_ipv6_udp", NFPROTO_IPV6, IPPROTO_UDP },
-	[RB_NFT_IPV6_ICMP] = { "blocked_ipv6_icmp", NFPROTO_IPV6, IPPROTO_ICMPV6 },
-	[RB_NFT_IPV6_OTHER] = { "blocked_ipv6_other", NFPROTO_IPV6, L4_ANY },
-	[RB_NFT_IN_IPV4] = { "blocked_in_ipv4", NFPROTO_IPV4, L4_ANY },
-	[RB_NFT_IN_IPV6] = { "blocked_in_ipv6", NFPROTO_IPV6, L4_ANY },
+    [RB_NFT_IPV4_TCP] = {"blocked_ipv4_tcp", NFPROTO_IPV4, IPPROTO_TCP},
+    [RB_NFT_IPV4_UDP] = {"blocked_ipv4_udp", NFPROTO_IPV4, IPPROTO_UDP},
+    [RB_NFT_IPV4_ICMP] = {"blocked_ipv4_icmp", NFPROTO_IPV4, IPPROTO_ICMP},
+    [RB_NFT_IPV4_OTHER] = {"blocked_ipv4_other", NFPROTO_IPV4, L4_ANY},
+    [RB_NFT_IPV6_TCP] = {"blocked_ipv6_tcp", NFPROTO_IPV6, IPPROTO_TCP},
+    [RB_NFT_IPV6_UDP] = {"blocked_ipv6_udp", NFPROTO_IPV6, IPPROTO_UDP},
+    [RB_NFT_IPV6_ICMP] = {"blocked_ipv6_icmp", NFPROTO_IPV6, IPPROTO_ICMPV6},
+    [RB_NFT_IPV6_OTHER] = {"blocked_ipv6_other", NFPROTO_IPV6, L4_ANY},
+    [RB_NFT_IN_IPV4] = {"blocked_in_ipv4", NFPROTO_IPV4, L4_ANY},
+    [RB_NFT_IN_IPV6] = {"blocked_in_ipv6", NFPROTO_IPV6, L4_ANY},
 };
 
 const char *rb_nft_counter_name(enum rb_nft_counter c)
@@ -58,7 +58,7 @@ int rb_nft_open(struct rb_error *err)
 	_cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
 	if (fd < 0)
 		return rb_error_set(err, errno, "socket(NETLINK_NETFILTER)");
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 		return rb_error_set(err, errno, "bind(NETLINK_NETFILTER)");
 	return rb_steal_fd(&fd);
@@ -82,8 +82,8 @@ static void drain(int fd, char *buf)
 
 /* Sends msg and reads replies until `nacks` acks arrived (or NLMSG_DONE when nacks is 0).
  * The first error reply fails the exchange with errno set to the kernel's error. */
-static int exchange(int fd, const void *msg, size_t len, uint32_t seq_lo, uint32_t seq_hi, unsigned nacks,
-		    msg_cb cb, void *data)
+static int exchange(int fd, const void *msg, size_t len, uint32_t seq_lo, uint32_t seq_hi, unsigned nacks, msg_cb cb,
+                    void *data)
 {
 	_cleanup_free_ char *buf = malloc(RECV_SIZE);
 	if (!buf)
@@ -93,7 +93,7 @@ static int exchange(int fd, const void *msg, size_t len, uint32_t seq_lo, uint32
 	if (getsockname(fd, (struct sockaddr *)&self, &sl) < 0)
 		return -1;
 	drain(fd, buf);
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
 	if (sendto(fd, msg, len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
 		return -1;
 	unsigned acks = 0;
@@ -212,8 +212,7 @@ struct batch {
 
 static struct nlmsghdr *msg(struct batch *bt, uint16_t type, uint16_t flags)
 {
-	return nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags | NLM_F_ACK,
-				     bt->seq++);
+	return nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET, flags | NLM_F_ACK, bt->seq++);
 }
 
 static void next(struct batch *bt, bool acked)
@@ -235,7 +234,10 @@ static int put_rule(struct batch *bt, struct nftnl_rule *r, const char *chain)
 	return 0;
 }
 
-static struct nftnl_rule *new_rule(void) { return nftnl_rule_alloc(); }
+static struct nftnl_rule *new_rule(void)
+{
+	return nftnl_rule_alloc();
+}
 
 /* Puts rule r unless building its expressions failed (then frees it); r may be NULL. */
 static int emit(struct batch *bt, struct nftnl_rule *r, const char *chain, bool failed)
@@ -273,9 +275,9 @@ static int put_count_drop(struct batch *bt, const char *chain, enum rb_nft_count
 		return -1;
 	uint8_t l4 = (uint8_t)counters[c].l4proto;
 	return emit(bt, r, chain,
-		    match_family(r, counters[c].nfproto) ||
-			    (counters[c].l4proto != L4_ANY && (meta(r, NFT_META_L4PROTO) || cmp_eq(r, &l4, 1))) ||
-			    counter_ref(r, counters[c].name) || verdict(r, NF_DROP));
+	            match_family(r, counters[c].nfproto) ||
+	                (counters[c].l4proto != L4_ANY && (meta(r, NFT_META_L4PROTO) || cmp_eq(r, &l4, 1))) ||
+	                counter_ref(r, counters[c].name) || verdict(r, NF_DROP));
 }
 
 /* output: "ip daddr 127.0.0.0/8 accept", "ip6 daddr ::1 accept", then count and drop. */
@@ -285,13 +287,13 @@ static int put_output(struct batch *bt)
 		return -1;
 	struct nftnl_rule *r4 = new_rule();
 	if (emit(bt, r4, "output",
-		 !r4 || match_family(r4, NFPROTO_IPV4) || payload(r4, IP4_DADDR, 1) || cmp_eq(r4, &net127, 1) ||
-			 verdict(r4, NF_ACCEPT)) < 0)
+	         !r4 || match_family(r4, NFPROTO_IPV4) || payload(r4, IP4_DADDR, 1) || cmp_eq(r4, &net127, 1) ||
+	             verdict(r4, NF_ACCEPT)) < 0)
 		return -1;
 	struct nftnl_rule *r6 = new_rule();
 	if (emit(bt, r6, "output",
-		 !r6 || match_family(r6, NFPROTO_IPV6) || payload(r6, IP6_DADDR, 16) || cmp_eq(r6, &lo6, 16) ||
-			 verdict(r6, NF_ACCEPT)) < 0)
+	         !r6 || match_family(r6, NFPROTO_IPV6) || payload(r6, IP6_DADDR, 16) || cmp_eq(r6, &lo6, 16) ||
+	             verdict(r6, NF_ACCEPT)) < 0)
 		return -1;
 	for (int c = 0; c < RB_NFT_EGRESS_COUNTERS; c++)
 		if (put_count_drop(bt, "output", (enum rb_nft_counter)c) < 0)
@@ -308,15 +310,15 @@ static int put_input(struct batch *bt)
 	const uint32_t lo_ifindex = 1; /* lo is always ifindex 1 in a network namespace */
 	struct nftnl_rule *r4 = new_rule();
 	if (emit(bt, r4, "input",
-		 !r4 || meta(r4, NFT_META_IIF) || cmp_eq(r4, &lo_ifindex, 4) || match_family(r4, NFPROTO_IPV4) ||
-			 payload(r4, IP4_SADDR, 1) || cmp_eq(r4, &net127, 1) || payload(r4, IP4_DADDR, 1) ||
-			 cmp_eq(r4, &net127, 1) || verdict(r4, NF_ACCEPT)) < 0)
+	         !r4 || meta(r4, NFT_META_IIF) || cmp_eq(r4, &lo_ifindex, 4) || match_family(r4, NFPROTO_IPV4) ||
+	             payload(r4, IP4_SADDR, 1) || cmp_eq(r4, &net127, 1) || payload(r4, IP4_DADDR, 1) ||
+	             cmp_eq(r4, &net127, 1) || verdict(r4, NF_ACCEPT)) < 0)
 		return -1;
 	struct nftnl_rule *r6 = new_rule();
 	if (emit(bt, r6, "input",
-		 !r6 || meta(r6, NFT_META_IIF) || cmp_eq(r6, &lo_ifindex, 4) || match_family(r6, NFPROTO_IPV6) ||
-			 payload(r6, IP6_SADDR, 16) || cmp_eq(r6, &lo6, 16) || payload(r6, IP6_DADDR, 16) ||
-			 cmp_eq(r6, &lo6, 16) || verdict(r6, NF_ACCEPT)) < 0)
+	         !r6 || meta(r6, NFT_META_IIF) || cmp_eq(r6, &lo_ifindex, 4) || match_family(r6, NFPROTO_IPV6) ||
+	             payload(r6, IP6_SADDR, 16) || cmp_eq(r6, &lo6, 16) || payload(r6, IP6_DADDR, 16) ||
+	             cmp_eq(r6, &lo6, 16) || verdict(r6, NF_ACCEPT)) < 0)
 		return -1;
 	if (put_count_drop(bt, "input", RB_NFT_IN_IPV4) < 0 || put_count_drop(bt, "input", RB_NFT_IN_IPV6) < 0)
 		return -1;
@@ -352,7 +354,7 @@ int rb_nft_install(int nft_fd, struct rb_error *err)
 	_cleanup_free_ char *buf = malloc(2 * BATCH_LIMIT);
 	if (!buf)
 		return rb_error_set(err, ENOMEM, "nftables batch");
-	struct batch bt = { .b = mnl_nlmsg_batch_start(buf, BATCH_LIMIT), .seq = next_seq() };
+	struct batch bt = {.b = mnl_nlmsg_batch_start(buf, BATCH_LIMIT), .seq = next_seq()};
 	uint32_t seq_lo = bt.seq;
 	nftnl_batch_begin(mnl_nlmsg_batch_current(bt.b), bt.seq++);
 	next(&bt, false);
@@ -414,14 +416,14 @@ int rb_nft_read(int nft_fd, struct rb_nft_count out[RB_NFT_NCOUNTERS], struct rb
 	nftnl_obj_set_u32(filter, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
 	nftnl_obj_nlmsg_build_payload(nlh, filter);
 	nftnl_obj_free(filter);
-	struct read_ctx ctx = { .out = out };
+	struct read_ctx ctx = {.out = out};
 	memset(out, 0, sizeof(struct rb_nft_count) * RB_NFT_NCOUNTERS);
 	if (exchange(nft_fd, buf, nlh->nlmsg_len, seq, seq, 0, on_obj, &ctx) < 0)
 		return rb_error_set(err, errno, "nftables: reading counters of table inet %s", RB_NFT_TABLE);
 	for (int c = 0; c < RB_NFT_NCOUNTERS; c++)
 		if (!ctx.seen[c])
 			return rb_error_set(err, ENOENT, "nftables: counter `%s` missing from table inet %s",
-					    counters[c].name, RB_NFT_TABLE);
+			                    counters[c].name, RB_NFT_TABLE);
 	return 0;
 }
 
@@ -445,7 +447,7 @@ static int table_op(int nft_fd, uint16_t type, struct rb_error *err)
 		nftnl_batch_begin(mnl_nlmsg_batch_current(b), seq);
 		mnl_nlmsg_batch_next(b);
 		struct nlmsghdr *nlh =
-			nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), type, NFPROTO_INET, NLM_F_ACK, seq + 1);
+		    nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b), type, NFPROTO_INET, NLM_F_ACK, seq + 1);
 		nftnl_table_nlmsg_build_payload(nlh, t);
 		mnl_nlmsg_batch_next(b);
 		nftnl_batch_end(mnl_nlmsg_batch_current(b), seq + 2);
@@ -457,10 +459,16 @@ static int table_op(int nft_fd, uint16_t type, struct rb_error *err)
 	nftnl_table_free(t);
 	if (exchange(nft_fd, buf, len, seq, seq_hi, 1, NULL, NULL) < 0)
 		return rb_error_set(err, errno, "nftables: %s table inet %s",
-				    type == NFT_MSG_GETTABLE ? "get" : "delete", RB_NFT_TABLE);
+		                    type == NFT_MSG_GETTABLE ? "get" : "delete", RB_NFT_TABLE);
 	return 0;
 }
 
-int rb_nft_get_table(int nft_fd, struct rb_error *err) { return table_op(nft_fd, NFT_MSG_GETTABLE, err); }
+int rb_nft_get_table(int nft_fd, struct rb_error *err)
+{
+	return table_op(nft_fd, NFT_MSG_GETTABLE, err);
+}
 
-int rb_nft_delete_table(int nft_fd, struct rb_error *err) { return table_op(nft_fd, NFT_MSG_DELTABLE, err); }
+int rb_nft_delete_table(int nft_fd, struct rb_error *err)
+{
+	return table_op(nft_fd, NFT_MSG_DELTABLE, err);
+}

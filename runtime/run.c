@@ -379,6 +379,13 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	res->wall_us = rb_now_us() - t0;
 	if (run->cg) {
 		rb_cgroup_stats(run->cg, &res->cgroup);
+		/* With memory.oom.group (v2) the OOM killer takes init too: the step still died
+		 * of the OOM kill, not of runbox. */
+		if (res->status == RB_STEP_SETUP_FAILED && res->cgroup.have_oom && res->cgroup.oom_kills > 0) {
+			res->status = RB_STEP_SIGNALED;
+			res->signal = SIGKILL;
+			res->error[0] = '\0';
+		}
 		res->oom_killed = res->cgroup.have_oom && res->cgroup.oom_kills > 0 &&
 				  (res->status == RB_STEP_SIGNALED && res->signal == SIGKILL);
 	}

@@ -73,7 +73,15 @@ __attribute__((noreturn)) static void child(const struct rb_exec_spec *exec, cha
 		fail(errfd, errno, 0, msg);
 	}
 	for (unsigned i = 0; i < exec->n_rlimits; i++) {
-		struct rlimit rl = {.rlim_cur = exec->rlimits[i].value, .rlim_max = exec->rlimits[i].value};
+		/* Only the host's root may raise a hard limit: a policy value above it becomes the
+		 * hard limit, which is stricter than asked, never looser. */
+		struct rlimit rl;
+		if (getrlimit(exec->rlimits[i].resource, &rl) < 0)
+			fail(errfd, errno, 0, "getrlimit");
+		rlim_t v = exec->rlimits[i].value;
+		if (rl.rlim_max != RLIM_INFINITY && v > rl.rlim_max)
+			v = rl.rlim_max;
+		rl.rlim_cur = rl.rlim_max = v;
 		if (setrlimit(exec->rlimits[i].resource, &rl) < 0) {
 			snprintf(msg, sizeof msg, "setrlimit %d", exec->rlimits[i].resource);
 			fail(errfd, errno, 0, msg);

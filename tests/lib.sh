@@ -24,6 +24,7 @@ not_ok() { echo "not ok - $TAG$1${2:+: $2}"; }
 skip() { echo "skip - $TAG$1${2:+: $2}"; }
 note() { echo "# $*"; }
 
+NOBODY_CTL="setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all"
 as_nobody() {
 	setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all "$@"
 }
@@ -151,7 +152,8 @@ matches() {
 control() {
 	local want=$1
 	shift
-	("$@") >"$T/ctrl.out" 2>&1 </dev/null
+	# Through sh, so a control killed by a signal is reported there, not by this shell.
+	sh -c '"$@"; exit $?' sh "$@" >"$T/ctrl.out" 2>&1 </dev/null
 	CTRL=$?
 	matches "$CTRL" "$want"
 }
@@ -208,16 +210,18 @@ allowed() {
 # Host pids whose command line contains TEXT (with --prefix: starts with it). The glob is
 # expanded before grep starts, so grep never finds its own command line.
 pids_with() {
-	local prefix="" f p args
+	local prefix="" f args
 	[ "$1" = --prefix ] && { prefix=1; shift; }
-	for f in $(grep -lsaF -- "$1" /proc/[0-9]*/cmdline); do
-		p=${f#/proc/}
-		p=${p%/cmdline}
+	# cmdline separates words with NULs: grep for the last word, then compare in bash.
+	for f in $(grep -lsaF -- "${1##* }" /proc/[0-9]*/cmdline); do
+		{ mapfile -d '' args <"$f"; } 2>/dev/null || continue
 		if [ -n "$prefix" ]; then
-			mapfile -d '' args 2>/dev/null <"$f" || continue
 			[[ "${args[*]}" == "$1"* ]] || continue
+		else
+			[[ "${args[*]}" == *"$1"* ]] || continue
 		fi
-		echo "$p"
+		f=${f#/proc/}
+		echo "${f%/cmdline}"
 	done
 	return 0
 }

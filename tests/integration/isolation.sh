@@ -73,11 +73,12 @@ else ok "only sandbox pids visible"; fi
 CTRL_CMD="unshare -pf --mount-proc $PROBE pid 1" pair "the step is not PID 1" 1 -- pid 1
 
 # --- identity ---
-CTRL_WANT=1 pair "uid 0 inside (default policy)" 0 -- uid 0
+# Controls run as uid 65534, so they show that the probe sees a uid other than 0.
+CTRL_CMD="$NOBODY_CTL $PROBE uid 0" CTRL_WANT=1 pair "uid 0 inside (default policy)" 0 -- uid 0
 CTRL_WANT=1 pair "uid 1000 inside (strict policy)" 0 --policy strict -- uid 1000
 CTRL_WANT=1 pair "gid 1000 inside (strict policy)" 0 --policy strict -- gid 1000
-pair "setuid 0 fails under strict" "$EPERM" --policy strict -- setuid 0
-pair "setgid 0 fails under strict" "$EPERM" --policy strict -- setgid 0
+pair "setuid 0 fails under strict" "$EPERM|22" --policy strict -- setuid 0
+pair "setgid 0 fails under strict" "$EPERM|22" --policy strict -- setgid 0
 
 # The sandbox's root is an unprivileged host uid: read the host's view of a sleeping step.
 # Control: the same method on a host process run by root reads uid 0.
@@ -115,7 +116,7 @@ check_host_uid
 # --- capabilities, no_new_privs, seccomp ---
 CTRL_WANT=1 pair "no capabilities under strict" 0 --policy strict -- caps-zero
 pair "no CAP_SYS_ADMIN under default" 1 -- caps-has sys_admin
-CTRL_WANT=0 pair "CAP_CHOWN kept under default" 0 -- caps-has chown
+CTRL_CMD="$NOBODY_CTL $PROBE caps-has chown" CTRL_WANT=1 pair "CAP_CHOWN kept under default" 0 -- caps-has chown
 sb -- /bin/sh -c 'grep -E "^Cap(Eff|Bnd|Inh|Amb)" /proc/self/status'
 docker_caps="CapInh:0000000000000000 CapEff:00000000a80425fb CapBnd:00000000a80425fb CapAmb:0000000000000000"
 got=$(tr -d ' \t' <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')

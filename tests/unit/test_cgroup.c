@@ -29,7 +29,10 @@
 static char parent[64]; /* relative: lies under this process's own cgroup in each hierarchy */
 static int run_seq;
 
-static void next_id(char *id, size_t n) { snprintf(id, n, "t%d-%d", (int)getpid(), run_seq++); }
+static void next_id(char *id, size_t n)
+{
+	snprintf(id, n, "t%d-%d", (int)getpid(), run_seq++);
+}
 
 static bool usable(void)
 {
@@ -46,12 +49,12 @@ static bool usable(void)
 	return ok;
 }
 
-#define REQUIRE_CGROUPS()                                                                       \
-	do {                                                                                    \
-		if (!usable()) {                                                                \
-			print_message("cgroup tests need root and a writable hierarchy: skipped\n"); \
-			skip();                                                                 \
-		}                                                                               \
+#define REQUIRE_CGROUPS()                                                                                              \
+	do {                                                                                                           \
+		if (!usable()) {                                                                                       \
+			print_message("cgroup tests need root and a writable hierarchy: skipped\n");                   \
+			skip();                                                                                        \
+		}                                                                                                      \
 	} while (0)
 
 static int read_u64(const char *dir, const char *file, uint64_t *v)
@@ -258,7 +261,7 @@ static void test_memory_hog_oom_killed(void **state)
 	assert_true(s.oom_kills >= 1);
 	assert_true(s.have_memory_peak);
 	print_message("hog: oom_kills=%" PRIu64 " peak=%" PRIu64 " limit=%" PRIu64 "\n", s.oom_kills,
-		      s.memory_peak_bytes, limit);
+	              s.memory_peak_bytes, limit);
 	assert_true(s.memory_peak_bytes >= limit * 8 / 10);
 	assert_true(s.memory_peak_bytes <= limit + (4u << 20));
 	finish(cg);
@@ -602,11 +605,13 @@ static void remove_parent(void)
 		for (char *t = strtok(a + 1, ","); t; t = strtok(NULL, ","))
 			for (int c = 0; c < 5; c++)
 				if (!strcmp(t, v1[c])) {
-					snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%s/%s/envparent", v1[c], self, parent);
+					snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%s/%s/envparent", v1[c], self,
+					         parent);
 					rmdir(dir);
 					snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%s/%s", v1[c], self, parent);
 					if (rmdir(dir) < 0 && errno != ENOENT)
-						fprintf(stderr, "test_cgroup: could not remove %s: %s\n", dir, strerror(errno));
+						fprintf(stderr, "test_cgroup: could not remove %s: %s\n", dir,
+						        strerror(errno));
 				}
 	}
 	if (f)
@@ -632,15 +637,15 @@ static int group_teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_input),
-		cmocka_unit_test(test_limits_written),
-		cmocka_unit_test(test_memory_hog_oom_killed),
-		cmocka_unit_test(test_fork_bomb_stops_at_pids_max),
-		cmocka_unit_test(test_double_forked_daemon_killed),
-		cmocka_unit_test(test_cpu_quota_bound),
-		cmocka_unit_test(test_create_destroy_200),
-		cmocka_unit_test(test_parent_from_env),
-		cmocka_unit_test(test_unprivileged_gets_none),
+	    cmocka_unit_test(test_bad_input),
+	    cmocka_unit_test(test_limits_written),
+	    cmocka_unit_test(test_memory_hog_oom_killed),
+	    cmocka_unit_test(test_fork_bomb_stops_at_pids_max),
+	    cmocka_unit_test(test_double_forked_daemon_killed),
+	    cmocka_unit_test(test_cpu_quota_bound),
+	    cmocka_unit_test(test_create_destroy_200),
+	    cmocka_unit_test(test_parent_from_env),
+	    cmocka_unit_test(test_unprivileged_gets_none),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

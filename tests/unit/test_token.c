@@ -26,7 +26,7 @@ static const uint8_t other_key[RB_TOKEN_KEY_LEN] = "0123456789abcdef0123456789ab
 
 static void issue(char *tok)
 {
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	int r = rb_token_issue(key, sizeof key, "acme", "agent-7", "run-1", EXP, tok, RB_TOKEN_MAX, &err);
 	if (r != 0)
 		fail_msg("issue: %s", err.msg);
@@ -35,7 +35,7 @@ static void issue(char *tok)
 /* Asserts the token is refused, with a message containing why. */
 static void refused(const char *tok, const uint8_t *k, const char *run, int64_t now, const char *why)
 {
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	struct rb_token_claims c;
 	assert_int_equal(rb_token_verify(k, RB_TOKEN_KEY_LEN, tok, run, now, &c, &err), -1);
 	if (!strstr(err.msg, why))
@@ -48,7 +48,7 @@ static void test_round_trip(void **state)
 	issue(tok);
 	assert_true(strncmp(tok, "rbx1.", 5) == 0);
 	assert_null(strpbrk(tok, "+/= \n"));
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	struct rb_token_claims c;
 	assert_int_equal(rb_token_verify(key, sizeof key, tok, "run-1", NOW, &c, &err), 0);
 	assert_string_equal(c.tenant, "acme");
@@ -87,10 +87,9 @@ static void test_tampered_payload(void **state)
 {
 	char tok[RB_TOKEN_MAX], forged[RB_TOKEN_MAX], other[RB_TOKEN_MAX];
 	issue(tok);
-	struct rb_error err = { 0 };
-	assert_int_equal(rb_token_issue(key, sizeof key, "acme", "agent-7", "run-2", EXP + 999999, other,
-					sizeof other, &err),
-			 0);
+	struct rb_error err = {0};
+	assert_int_equal(
+	    rb_token_issue(key, sizeof key, "acme", "agent-7", "run-2", EXP + 999999, other, sizeof other, &err), 0);
 	const char *mac = strrchr(tok, '.');
 	const char *other_mac = strrchr(other, '.');
 	snprintf(forged, sizeof forged, "%.*s%s", (int)(other_mac - other), other, mac);
@@ -132,7 +131,7 @@ static void test_truncated(void **state)
 		char t[RB_TOKEN_MAX];
 		memcpy(t, tok, cut);
 		t[cut] = '\0';
-		struct rb_error err = { 0 };
+		struct rb_error err = {0};
 		if (rb_token_verify(key, sizeof key, t, "run-1", NOW, NULL, &err) == 0)
 			fail_msg("a token cut to %zu of %zu bytes verified", cut, n);
 	}
@@ -141,25 +140,25 @@ static void test_truncated(void **state)
 static void test_garbage(void **state)
 {
 	static const char *bad[] = {
-		"",
-		"rbx1.",
-		"rbx1..",
-		"rbx1.e30.",
-		"Bearer rbx1.e30.AAAA",
-		"rbx2.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-		"rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-		"rbx1.eyJhIjoxfQ.AAAA+AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-		"rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-		"rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.x",
-		"\xff\xfe\x01",
-		"rbx1.\n.\n",
+	    "",
+	    "rbx1.",
+	    "rbx1..",
+	    "rbx1.e30.",
+	    "Bearer rbx1.e30.AAAA",
+	    "rbx2.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+	    "rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+	    "rbx1.eyJhIjoxfQ.AAAA+AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+	    "rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+	    "rbx1.eyJhIjoxfQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.x",
+	    "\xff\xfe\x01",
+	    "rbx1.\n.\n",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		struct rb_error err = { 0 };
+		struct rb_error err = {0};
 		if (rb_token_verify(key, sizeof key, bad[i], "run-1", NOW, NULL, &err) == 0)
 			fail_msg("garbage #%zu verified", i);
 	}
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	assert_int_equal(rb_token_verify(key, sizeof key, NULL, "run-1", NOW, NULL, &err), -1);
 	/* far too long */
 	char *big = malloc(100000);
@@ -200,17 +199,17 @@ static void test_signed_bad_payload(void **state)
 	char tok[RB_TOKEN_MAX];
 	/* control: a well-formed payload signed this way verifies */
 	sign("{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\"}", tok);
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	if (rb_token_verify(key, sizeof key, tok, "run-1", NOW, NULL, &err) != 0)
 		fail_msg("control: %s", err.msg);
 	static const char *bad[] = {
-		"{\"agent\":\"a\",\"exp\":\"1700000600\",\"run\":\"run-1\",\"tenant\":\"t\"}",
-		"{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\"}",
-		"{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\",\"admin\":true}",
-		"{\"agent\":\"\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\"}",
-		"{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"run\":\"run-1\",\"tenant\":\"t\"}",
-		"[1,2,3]",
-		"not json",
+	    "{\"agent\":\"a\",\"exp\":\"1700000600\",\"run\":\"run-1\",\"tenant\":\"t\"}",
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\"}",
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\",\"admin\":true}",
+	    "{\"agent\":\"\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\"}",
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"run\":\"run-1\",\"tenant\":\"t\"}",
+	    "[1,2,3]",
+	    "not json",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sign(bad[i], tok);
@@ -240,7 +239,7 @@ static void test_key_file(void **state)
 	snprintf(state_dir, sizeof state_dir, "%s/state", dir);
 	snprintf(path, sizeof path, "%s/keys/token.key", state_dir);
 	mode_t old = umask(0);
-	struct rb_error err = { 0 };
+	struct rb_error err = {0};
 	uint8_t k1[64], k2[64];
 	size_t l1 = sizeof k1, l2 = sizeof k2;
 	int r = rb_token_key_load_or_create(state_dir, k1, &l1, &err);
@@ -312,12 +311,12 @@ static void test_key_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_expired),
-		cmocka_unit_test(test_wrong_run),     cmocka_unit_test(test_wrong_key),
-		cmocka_unit_test(test_tampered_payload), cmocka_unit_test(test_tampered_mac),
-		cmocka_unit_test(test_non_canonical), cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_garbage),       cmocka_unit_test(test_signed_bad_payload),
-		cmocka_unit_test(test_key_file),
+	    cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_expired),
+	    cmocka_unit_test(test_wrong_run),        cmocka_unit_test(test_wrong_key),
+	    cmocka_unit_test(test_tampered_payload), cmocka_unit_test(test_tampered_mac),
+	    cmocka_unit_test(test_non_canonical),    cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_garbage),          cmocka_unit_test(test_signed_bad_payload),
+	    cmocka_unit_test(test_key_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

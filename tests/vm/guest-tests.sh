@@ -131,7 +131,8 @@ left=$(cgdirs)
 
 # --- core isolation, each against the same probe outside the sandbox ---
 PROBE=/opt/runbox/build/images/minimal/rootfs/bin/probe
-inside() { "$RB" run --image minimal -- /bin/probe "$@" >/dev/null 2>&1; echo $?; }
+POLICY=default
+inside() { "$RB" run --image minimal --policy "$POLICY" -- /bin/probe "$@" >/dev/null 2>&1; echo $?; }
 outside() { "$PROBE" "$@" >/dev/null 2>&1; echo $?; }
 # "denied" is an errno (1..124); 125..127 would be runbox failing, not the probe.
 want() { [ "$2" = "$1" ] || { [ "$1" = nonzero ] && [ "$2" -ge 1 ] && [ "$2" -le 124 ]; }; }
@@ -144,7 +145,10 @@ iso() { # NAME WANT_INSIDE WANT_OUTSIDE PROBE-ARGS... (a WANT is an exit code or
 		fail "$name (inside $i want $wi, outside $o want $wo)"
 }
 iso "pid namespace: the step sees itself as a low pid" 0 1 pid 2
-iso "capabilities all zero" 0 1 caps-zero
+iso "no CAP_SYS_ADMIN (default policy)" 1 0 caps-has CAP_SYS_ADMIN
+POLICY=strict
+iso "capabilities all zero (strict policy)" 0 1 caps-zero
+POLICY=default
 iso "no_new_privs set" 0 1 nnp
 iso "seccomp filter on" 0 1 seccomp-mode
 iso "mount denied" nonzero 0 mount-tmpfs /tmp
