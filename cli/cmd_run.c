@@ -131,6 +131,7 @@ int rb_cmd_run(int argc, char **argv)
 		return 125;
 	}
 	int code = rb_step_exit_code(&res);
+	rb_run_stop(&run);
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);

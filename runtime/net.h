@@ -31,6 +31,12 @@ struct rb_net {
 	uint16_t port6; /* gateway port on ::1 (equal to port whenever it could be); 0 if none */
 };
 
+/* A struct rb_net that owns nothing: use it instead of zeroing (fd 0 is a valid fd). */
+#define RB_NET_INIT                                                                                                    \
+	{                                                                                                              \
+		.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1                                       \
+	}
+
 struct rb_net_counters {
 	struct rb_nft_count c[RB_NFT_NCOUNTERS]; /* indexed by enum rb_nft_counter */
 };

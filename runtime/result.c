@@ -102,6 +102,14 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 		json_object_set_new(rsrc, "cpu_usec", json_integer((json_int_t)res->cgroup.cpu_usec));
 	json_object_set_new(o, "resources", rsrc);
 
+	if (res->egress)
+		json_object_set(o, "egress", res->egress);
+	if (run->token[0]) {
+		json_t *gw = json_pack("{s:b}", "started", run->gw.stats != NULL);
+		if (run->gw.stats)
+			json_object_update(gw, run->gw.stats);
+		json_object_set_new(o, "gateway", gw);
+	}
 	put_output(o, "stdout", &res->out);
 	json_object_set_new(o, "stdout_truncated", json_boolean(res->out.truncated));
 	put_output(o, "stderr", &res->err);

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -62,7 +63,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 {
 	memset(run, 0, sizeof *run);
 	run->sb.reaped = true;
-	run->sb.pidfd = run->sb.ctl = run->sb.net.netns_fd = -1;
+	run->sb.pidfd = run->sb.ctl = -1;
+	run->sb.net = (struct rb_net)RB_NET_INIT;
 	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
 		run->inputs[i].fd = -1;
 	rb_new_run_id(run->id);
@@ -109,6 +111,19 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	chmod(run->dir, 0711);
 
 	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
+	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
+	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
+	if (spec->net_mode == RB_NET_GATEWAY) {
+		/* The token dies with the run: it expires at the run's deadline, and the endpoint
+		 * that accepts it is stopped when the run ends. */
+		run->token_keylen = sizeof run->token_key;
+		if (rb_token_key_load_or_create(run->paths.state_dir, run->token_key, &run->token_keylen, err) < 0)
+			return -1;
+		int64_t expires = (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
+		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires, run->token,
+				   sizeof run->token, err) < 0)
+			return -1;
+	}
 	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
 	spec->rootfs = (struct rb_rootfs_spec){
 		.staging = run->dir,
@@ -195,10 +210,20 @@ static bool pump(int fd, struct rb_buf *b, int copy_to)
 	}
 }
 
-/* The environment a step gets: the policy's passed names and fixed values, nothing else. */
-static json_t *step_env(const struct rb_policy *pol)
+/* The environment a step gets: the policy's passed names and fixed values, and in gateway
+ * mode the endpoint's URL and the run token; nothing else from the host. */
+static json_t *step_env(const struct rb_run *run)
 {
+	const struct rb_policy *pol = &run->policy;
 	json_t *env = json_array();
+	if (run->token[0]) {
+		char url[64], kv[RB_TOKEN_MAX + 32];
+		rb_net_api_url(&run->sb.net, url, sizeof url);
+		snprintf(kv, sizeof kv, "RUNBOX_API_URL=%s", url);
+		json_array_append_new(env, json_string(kv));
+		snprintf(kv, sizeof kv, "RUNBOX_TOKEN=%s", run->token);
+		json_array_append_new(env, json_string(kv));
+	}
 	for (unsigned i = 0; i < pol->n_env_set; i++)
 		json_array_append_new(env, json_string(pol->env_set[i]));
 	for (unsigned i = 0; i < pol->n_env_pass; i++) {
@@ -268,7 +293,7 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	json_t *args = json_array();
 	for (char *const *a = argv; *a; a++)
 		json_array_append_new(args, json_string(*a));
-	json_t *msg = json_pack("{s:s, s:o, s:o, s:s}", "op", "exec", "argv", args, "env", step_env(&run->policy),
+	json_t *msg = json_pack("{s:s, s:o, s:o, s:s}", "op", "exec", "argv", args, "env", step_env(run),
 				"cwd", "/workspace");
 	int fds[2] = {out[1], errp[1]};
 	int r = rb_chan_send(run->sb.ctl, msg, fds, 2, err);
@@ -314,18 +339,36 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	bool out_open = true, err_open = true, done = false;
 	int copy_out = passthrough ? STDOUT_FILENO : -1, copy_err = passthrough ? STDERR_FILENO : -1;
 	while (!done) {
-		struct pollfd p[6] = {
+		/* Until the gateway runs, its listeners are watched here: the first connection
+		 * starts it (the connection waits in the backlog meanwhile). */
+		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
+		struct pollfd p[8] = {
 			{.fd = run->sb.ctl, .events = POLLIN},
 			{.fd = out_open ? out_r : -1, .events = POLLIN},
 			{.fd = err_open ? err_r : -1, .events = POLLIN},
 			{.fd = tfd, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
 			{.fd = run->sb.pidfd, .events = POLLIN},
+			{.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
+			{.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
 		};
-		if (poll(p, 6, -1) < 0) {
+		if (poll(p, 8, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
+		}
+		if ((p[6].revents | p[7].revents) & POLLIN) {
+			int lfds[2];
+			unsigned n = 0;
+			if (run->sb.net.listen_fd4 >= 0)
+				lfds[n++] = run->sb.net.listen_fd4;
+			if (run->sb.net.listen_fd6 >= 0)
+				lfds[n++] = run->sb.net.listen_fd6;
+			struct rb_error gerr;
+			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0) {
+				rb_warn("%s", gerr.msg);
+				run->gw.failed = true;
+			}
 		}
 		if (p[1].revents)
 			out_open = pump(out_r, &res->out, copy_out);
@@ -377,6 +420,14 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 		pump(err_r, &res->err, copy_err);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	res->wall_us = rb_now_us() - t0;
+	if (run->sb.net.nft_fd >= 0) {
+		struct rb_net_counters c;
+		struct rb_error nerr;
+		if (rb_net_read_counters(&run->sb.net, &c, &nerr) == 0)
+			res->egress = rb_net_counters_json(&c);
+		else
+			rb_warn("%s", nerr.msg);
+	}
 	if (run->cg) {
 		rb_cgroup_stats(run->cg, &res->cgroup);
 		/* With memory.oom.group (v2) the OOM killer takes init too: the step still died
@@ -392,11 +443,20 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	return 0;
 }
 
+void rb_run_stop(struct rb_run *run)
+{
+	if (run->started)
+		kill_sandbox(run);
+	rb_gwproc_stop(&run->gw);
+}
+
 void rb_run_close(struct rb_run *run)
 {
 	struct rb_error err;
-	if (run->started)
-		kill_sandbox(run);
+	rb_run_stop(run);
+	json_decref(run->gw.stats);
+	run->gw.stats = NULL;
+	memset(run->token_key, 0, sizeof run->token_key);
 	if (run->cg) {
 		if (rb_cgroup_destroy(run->cg, &err) < 0)
 			rb_warn("%s", err.msg);
@@ -435,4 +495,6 @@ void rb_step_result_free(struct rb_step_result *res)
 	free(res->out.data);
 	free(res->err.data);
 	res->out.data = res->err.data = NULL;
+	json_decref(res->egress);
+	res->egress = NULL;
 }

@@ -10,7 +10,9 @@
 #include "common/paths.h"
 #include "images/image.h"
 #include "policy/policy.h"
+#include "gateway/token.h"
 #include "runtime/cgroup.h"
+#include "runtime/gwproc.h"
 #include "runtime/mounts.h"
 #include "runtime/sandbox.h"
 #include "runtime/seccomp.h"
@@ -26,6 +28,8 @@ struct rb_run_config {
 	int net_mode;               /* -1: the policy's */
 	const char *const *inputs;  /* "SRC[:DEST]" */
 	unsigned n_inputs;
+	const char *tenant;         /* NULL: "local" */
+	const char *agent;          /* NULL: "cli" */
 };
 
 struct rb_buf {
@@ -53,6 +57,7 @@ struct rb_step_result {
 	uint64_t wall_us, user_us, sys_us, maxrss_kb;
 	struct rb_buf out, err;
 	struct rb_cgroup_stats cgroup;
+	json_t *egress;     /* the drop counters after the step (rb_net_counters_json), or NULL */
 };
 
 struct rb_run {
@@ -70,6 +75,11 @@ struct rb_run {
 	struct rb_cgroup *cg;
 	struct rb_sandbox sb;
 	bool started;
+	char tenant[RB_TOKEN_FIELD_MAX], agent[RB_TOKEN_FIELD_MAX];
+	char token[RB_TOKEN_MAX];  /* the run token (gateway mode), "" otherwise */
+	uint8_t token_key[RB_TOKEN_KEY_LEN];
+	size_t token_keylen;
+	struct rb_gwproc gw;
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
@@ -80,7 +90,9 @@ int rb_run_start(struct rb_run *run, struct rb_error *err);
  * could not start is a result (SETUP_FAILED / EXEC_FAILED), not an error; errors are runbox's. */
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
 		struct rb_error *err);
-/* Kills the sandbox, removes the cgroup and the run directory. Always safe to call. */
+/* Kills the sandbox and stops the gateway (its counts land in run->gw.stats). Idempotent. */
+void rb_run_stop(struct rb_run *run);
+/* Stops, removes the cgroup and the run directory, frees. Always safe to call. */
 void rb_run_close(struct rb_run *run);
 
 /* The CLI's exit code for a result: status, 128+n, 124, 125, 126, 127. */

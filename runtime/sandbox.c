@@ -78,7 +78,7 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 		rb_error_set(&err, errno, "unshare(CLONE_NEWNET)");
 		spawner_fail(sp, &err);
 	}
-	struct rb_net net = {.netns_fd = -1};
+	struct rb_net net = RB_NET_INIT;
 	if (rb_net_setup_inside(spec->net_mode, &net, &err) < 0)
 		spawner_fail(sp, &err);
 
@@ -89,15 +89,22 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 	}
 	if (pid == 0) {
 		close(sp);
+		/* The netfilter socket and the listeners stay with the runner: a listener in the
+		 * sandbox's hands would let it pose as the gateway. */
+		rb_net_close(&net);
 		rb_init_main(spec, ctl);
 	}
 	if (rb_userns_write_maps(pid, &spec->ids.uid, &spec->ids.gid, false, &err) < 0) {
 		kill(pid, SIGKILL);
 		spawner_fail(sp, &err);
 	}
-	int fds[1] = {net.netns_fd};
-	json_t *m = json_pack("{s:s, s:i}", "ev", "spawned", "pid", (int)pid);
-	if (rb_chan_send(sp, m, fds, 1, &err) < 0) {
+	int fds[RB_NET_NFDS];
+	unsigned n_fds = rb_net_fds(&net, fds, RB_NET_NFDS);
+	json_t *m = json_pack("{s:s, s:i, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid", (int)pid,
+			      "net", "netns_fd", net.netns_fd, "nft_fd", net.nft_fd, "listen_fd4", net.listen_fd4,
+			      "listen_fd6", net.listen_fd6, "mode", (int)net.mode, "ipv6", net.ipv6, "port", net.port,
+			      "port6", net.port6);
+	if (rb_chan_send(sp, m, fds, n_fds, &err) < 0) {
 		kill(pid, SIGKILL);
 		_exit(1);
 	}
@@ -127,6 +134,25 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 	return 0;
 }
 
+/* The spawner's struct rb_net, as sent: plain values copied, its fds replaced by ours. */
+static void adopt_net(struct rb_net *net, json_t *j, const int *fds, unsigned n_fds)
+{
+#define FIELD(name) ((int)json_integer_value(json_object_get(j, name)))
+	struct rb_net sent = {
+		.netns_fd = json_is_object(j) ? FIELD("netns_fd") : -1,
+		.nft_fd = json_is_object(j) ? FIELD("nft_fd") : -1,
+		.listen_fd4 = json_is_object(j) ? FIELD("listen_fd4") : -1,
+		.listen_fd6 = json_is_object(j) ? FIELD("listen_fd6") : -1,
+		.mode = (enum rb_net_mode)FIELD("mode"),
+		.ipv6 = json_is_true(json_object_get(j, "ipv6")),
+		.port = (uint16_t)FIELD("port"),
+		.port6 = (uint16_t)FIELD("port6"),
+	};
+#undef FIELD
+	*net = sent;
+	rb_net_adopt_fds(net, fds, n_fds);
+}
+
 static void reap_quietly(pid_t pid)
 {
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -140,7 +166,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	sb->init_pid = -1;
 	sb->pidfd = -1;
 	sb->ctl = -1;
-	sb->net.netns_fd = -1;
+	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->reaped = true;
 
 	int ctl[2], sp[2];
@@ -190,11 +216,9 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	if (r < 0)
 		goto fail;
 	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
-	json_decref(spawned);
 	sb->reaped = false;
-	sb->net.netns_fd = n_fds > 0 ? fds[0] : -1;
-	for (unsigned i = 1; i < n_fds; i++)
-		close(fds[i]);
+	adopt_net(&sb->net, json_object_get(spawned, "net"), fds, n_fds);
+	json_decref(spawned);
 	if (sb->init_pid <= 0) {
 		rb_error_set(err, 0, "sandbox setup: no init pid");
 		goto fail;

@@ -1,0 +1,62 @@
+/* The run ledger: an append-only, hash-chained SQLite table of events under the state
+ * directory (<state_dir>/ledger.db, plus <state_dir>/ledger.head), safe for concurrent
+ * appenders in separate processes. Schema, chain and event types: docs/ledger.md. */
+#ifndef RB_LEDGER_H
+#define RB_LEDGER_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+struct rb_ledger;
+
+/* Opens (creating when missing: directory 0700, files 0600, WAL, schema, head file) the ledger
+ * of state_dir. One handle per process and thread; never carry one across fork(). */
+int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_error *err);
+void rb_ledger_close(struct rb_ledger *l);
+
+/* Appends one event in its own transaction, chained to the last one. tenant and agent may be
+ * NULL (stored as ""); data (an object, or NULL for {}) is not consumed and is stored as
+ * canonical JSON (sorted keys, compact). *seq_out (when not NULL) gets the new event's seq. */
+int rb_ledger_append(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
+		     const char *type, json_t *data, struct rb_error *err);
+int rb_ledger_append_seq(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
+			 const char *type, json_t *data, uint64_t *seq_out, struct rb_error *err);
+
+/* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
+ * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,
+ * -1 when it could not read the ledger. *report (when not NULL) gets {"intact", "events",
+ * "head": {"seq", "hash"}} and, when broken, "first_bad_seq" and "reason". */
+int rb_ledger_verify(struct rb_ledger *l, json_t **report, struct rb_error *err);
+
+/* Every set field narrows the result (AND). since and until take RFC 3339 ("2026-11-24T18:03:05Z",
+ * "...+02:00", fractions) or a shorter prefix ("2026-11-24T18:03", "2026-11-24"); a time
+ * without an offset is UTC. since is inclusive from the start of what it names, until is
+ * inclusive to the end of what it names ("18:03" covers 18:03:00.000 to 18:03:59.999). grep is
+ * a case-sensitive substring of the event's data text. limit 0 means no limit. */
+struct rb_ledger_filter {
+	const char *run_id;
+	const char *tenant;
+	const char *agent;
+	const char *type;
+	const char *since;
+	const char *until;
+	const char *grep;
+	unsigned limit;
+};
+
+/* *events gets an array of event objects in seq order: {"seq", "ts", "run_id", "tenant",
+ * "agent", "type", "data" (the object; a string if the stored text is not JSON), "prev_hash",
+ * "hash"}. A bad since/until is an error naming it. */
+int rb_ledger_query(struct rb_ledger *l, const struct rb_ledger_filter *f, json_t **events, struct rb_error *err);
+
+/* Writes every event, in seq order, as one compact JSON object per line. */
+int rb_ledger_export_jsonl(struct rb_ledger *l, FILE *out, struct rb_error *err);
+
+/* Normalises a since/until argument to the stored form "YYYY-MM-DDTHH:MM:SS.mmmZ". With upper,
+ * the result is the exclusive end of the span the argument names (see the filter above). */
+int rb_ledger_parse_time(const char *s, int upper, char out[32], struct rb_error *err);
+
+#endif
