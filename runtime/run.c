@@ -26,6 +26,8 @@
 
 extern char **environ;
 
+#define RB_CANCEL_GRACE_S 2
+
 /* Host paths that are never inputs, whatever the policy says. */
 static const char *const never_inputs[] = {"/proc", "/sys", "/dev", "/run", "/etc/shadow", "/etc/gshadow",
 					   "/etc/ssh", "/root/.ssh", "/var/run"};
@@ -337,6 +339,7 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
 	bool out_open = true, err_open = true, done = false;
+	int cancel_sig = 0;
 	int copy_out = passthrough ? STDOUT_FILENO : -1, copy_err = passthrough ? STDERR_FILENO : -1;
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
@@ -375,17 +378,28 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 		if (p[2].revents)
 			err_open = pump(err_r, &res->err, copy_err);
 		if (p[3].revents & POLLIN) {
-			res->status = RB_STEP_TIMEOUT;
+			if (!cancel_sig)
+				res->status = RB_STEP_TIMEOUT;
 			kill_sandbox(run);
 			break;
 		}
 		if (p[4].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-				res->status = RB_STEP_CANCELLED;
-				res->signal = (int)si.ssi_signo;
-				kill_sandbox(run);
-				break;
+				/* First SIGINT/SIGTERM: passed to the step through init, with a grace
+				 * period to clean up; a second one, or the grace running out, kills. */
+				if (cancel_sig) {
+					kill_sandbox(run);
+					break;
+				}
+				cancel_sig = (int)si.ssi_signo;
+				json_t *sig = json_pack("{s:s, s:i}", "op", "signal", "sig", cancel_sig);
+				struct rb_error serr;
+				rb_chan_send(run->sb.ctl, sig, NULL, 0, &serr);
+				json_decref(sig);
+				struct itimerspec grace = {.it_value = {.tv_sec = RB_CANCEL_GRACE_S}};
+				if (tfd >= 0)
+					timerfd_settime(tfd, 0, &grace, NULL);
 			}
 		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -414,6 +428,10 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	}
 	/* What the main process wrote before it exited is in the pipes now; a background process
 	 * that still holds them open does not hold the step open. */
+	if (cancel_sig) {
+		res->status = RB_STEP_CANCELLED;
+		res->signal = cancel_sig;
+	}
 	if (out_open)
 		pump(out_r, &res->out, copy_out);
 	if (err_open)
