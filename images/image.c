@@ -175,7 +175,7 @@ static int list_one(const char *path, const struct stat *st, int flag, struct FT
 static int dir_digest(const char *rootfs, char out[72], struct rb_error *err)
 {
 	char stamp[PATH_MAX + 16], cache[PATH_MAX + 16];
-	snprintf(stamp, sizeof stamp, "%s/.built", rootfs);
+	snprintf(stamp, sizeof stamp, "%s/../.built", rootfs);
 	snprintf(cache, sizeof cache, "%s.digest", rootfs);
 	struct stat s1, s2;
 	if (stat(stamp, &s1) == 0 && stat(cache, &s2) == 0 && s2.st_mtim.tv_sec >= s1.st_mtim.tv_sec) {
@@ -216,7 +216,7 @@ int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_i
 	if (!strcmp(name, "minimal")) {
 		snprintf(out->rootfs, sizeof out->rootfs, "%s/build/images/minimal/rootfs", paths->data_dir);
 		char stamp[PATH_MAX + 16];
-		snprintf(stamp, sizeof stamp, "%s/.built", out->rootfs);
+		snprintf(stamp, sizeof stamp, "%s/../.built", out->rootfs);
 		if (access(stamp, F_OK) < 0)
 			return rb_error_set(err, 0, "image `minimal` is not built (run `make` in %s)", paths->data_dir);
 		return dir_digest(out->rootfs, out->digest, err);

@@ -29,7 +29,10 @@ int rb_caps_set(uint64_t keep, uid_t uid, struct rb_error *err)
 			continue;
 		cap_set_flag(caps, CAP_PERMITTED, 1, &c, CAP_SET);
 		cap_set_flag(caps, CAP_EFFECTIVE, 1, &c, CAP_SET);
-		cap_set_flag(caps, CAP_INHERITABLE, 1, &c, CAP_SET);
+		/* Inheritable stays empty (Docker since CVE-2022-24769), except where ambient
+		 * capabilities need it: a non-root uid granted capabilities. */
+		if (uid != 0)
+			cap_set_flag(caps, CAP_INHERITABLE, 1, &c, CAP_SET);
 	}
 	int r = cap_set_proc(caps);
 	int e = errno;

@@ -205,17 +205,21 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	rb_error_clear(&err);
 	struct init_state st = {.spec = spec, .ctl = ctl};
 
-	/* Wait for the runner: id maps written, cgroup joined. */
+	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
 	json_t *go = NULL;
-	if (rb_chan_recv(ctl, &go, NULL, NULL, &err) <= 0)
+	int go_fds[RB_CHAN_MAX_FDS];
+	unsigned n_go_fds = 0;
+	if (rb_chan_recv(ctl, &go, go_fds, &n_go_fds, &err) <= 0)
 		_exit(125);
 	json_decref(go);
+	struct rb_rootfs_spec rootfs = spec->rootfs;
+	rootfs.lower_fd = n_go_fds > 0 ? go_fds[0] : -1;
 
 	if (become_mapped(spec, &err) < 0)
 		die_setup(ctl, &err);
 	/* Credentials changed above, which clears these two: set them now. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (rb_rootfs_build(&spec->rootfs, &err) < 0)
+	if (rb_rootfs_build(&rootfs, &err) < 0)
 		die_setup(ctl, &err);
 	if (sethostname(spec->hostname, strlen(spec->hostname)) < 0) {
 		rb_error_set(&err, errno, "sethostname `%s`", spec->hostname);

@@ -96,8 +96,18 @@ static int mount_new(int rootfd, const char *target, const char *type, const cha
 	return 0;
 }
 
-/* Clones the tree at srcfd (an fd, or a path when srcfd is AT_FDCWD) read-only onto target. */
+/* Clones the tree at srcfd (an fd, or a path when srcfd is AT_FDCWD) read-only, nosuid and
+ * nodev onto target. */
+static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
+			 struct rb_error *err);
 static int bind_ro(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, struct rb_error *err)
+{
+	return bind_ro_attrs(srcfd, src, rootfd, target, is_dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+			     err);
+}
+
+static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
+			 struct rb_error *err)
 {
 	unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW;
 	if (!src || !*src)
@@ -105,7 +115,7 @@ static int bind_ro(int srcfd, const char *src, int rootfd, const char *target, b
 	_cleanup_close_ int tree = open_tree(srcfd, src ? src : "", flags);
 	if (tree < 0)
 		return rb_error_set(err, errno, "clone mount of `%s` for /%s", src && *src ? src : "input", target);
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	struct mount_attr attr = {.attr_set = attrs};
 	if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
 		return rb_error_set(err, errno, "make /%s read-only", target);
 	_cleanup_close_ int tfd = openat2_beneath(rootfd, target, O_PATH | (is_dir ? O_DIRECTORY : 0), err);
@@ -182,9 +192,20 @@ static int size_opt(char *buf, size_t len, uint64_t bytes, uint64_t fallback)
 	return snprintf(buf, len, "size=%llu", (unsigned long long)(bytes ? bytes : fallback));
 }
 
-static int mount_overlay(const char *staging, const struct rb_image *img, struct rb_error *err)
+static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, struct rb_error *err)
 {
-	char upper[PATH_MAX + 8], work[PATH_MAX + 8], merged[PATH_MAX + 8];
+	char upper[PATH_MAX + 8], work[PATH_MAX + 8], merged[PATH_MAX + 8], lower[PATH_MAX + 8];
+	struct rb_image copy = *image, *img = &copy;
+	if (lower_fd >= 0) {
+		/* The runner's idmapped clone of the image: the image's files owned by host ids
+		 * 0..65535 show as the sandbox's own, so root inside can change them (copy-up). */
+		snprintf(lower, sizeof lower, "%s/lower", staging);
+		if (mkdir(lower, 0755) < 0)
+			return rb_error_set(err, errno, "mkdir `%s`", lower);
+		if (move_mount(lower_fd, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return rb_error_set(err, errno, "attach the idmapped image on `%s`", lower);
+		snprintf(img->rootfs, sizeof img->rootfs, "%s", lower);
+	}
 	snprintf(upper, sizeof upper, "%s/upper", staging);
 	snprintf(work, sizeof work, "%s/work", staging);
 	snprintf(merged, sizeof merged, "%s/root", staging);
@@ -296,8 +317,10 @@ static int build_proc(int rootfd, struct rb_error *err)
 				      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
 				return -1;
 		} else {
+			/* Not nodev: the mask must read as empty (runc), not fail with EACCES. */
 			_cleanup_close_ int null = openat2_beneath(rootfd, "dev/null", O_PATH, err);
-			if (null < 0 || bind_ro(null, NULL, rootfd, masked_paths[i], false, err) < 0)
+			if (null < 0 || bind_ro_attrs(null, NULL, rootfd, masked_paths[i], false,
+						      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) < 0)
 				return -1;
 		}
 	}
@@ -364,7 +387,7 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	const char *scratch_opts[] = {"mode=0755", size, NULL};
 	if (mount_new(AT_FDCWD, spec->staging, "tmpfs", scratch_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;
-	if (mount_overlay(spec->staging, spec->image, err) < 0)
+	if (mount_overlay(spec->staging, spec->image, spec->lower_fd, err) < 0)
 		return -1;
 	char merged[PATH_MAX + 8];
 	snprintf(merged, sizeof merged, "%s/root", spec->staging);

@@ -122,6 +122,7 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 			       gm, "id_source", run->spec.ids.source, "cgroup", run->cg ? rb_cgroup_manager_name(run->cg) : "none",
 			       "seccomp_cached", run->bpf.from_cache);
 	json_object_set_new(sb, "network", json_string(run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none"));
+	json_object_set_new(sb, "image_idmapped", json_boolean(run->sb.idmapped));
 	json_object_set_new(o, "sandbox", sb);
 	return o;
 }

@@ -53,6 +53,24 @@ static int check_input(const struct rb_policy *pol, const struct rb_input *in, s
 	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
 }
 
+static int searchable_path(const char *dir, struct rb_error *err)
+{
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s", dir);
+	for (char *slash = buf + strlen(buf); slash > buf; slash = strrchr(buf, '/')) {
+		*slash = '\0';
+		const char *d = *buf ? buf : "/";
+		struct stat st;
+		if (stat(d, &st) < 0)
+			return rb_error_set(err, errno, "stat `%s`", d);
+		if (st.st_mode & S_IXOTH)
+			continue;
+		if (st.st_uid != geteuid() || chmod(d, (st.st_mode & 07777) | S_IXOTH) < 0)
+			return rb_error_set(err, EACCES, "`%s` is not searchable by the sandbox's ids (needs o+x)", d);
+	}
+	return 0;
+}
+
 static bool setgroups_denied_here(void)
 {
 	char *text = NULL;
@@ -105,8 +123,12 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	if (snprintf(run->dir, sizeof run->dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof run->dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
-	/* Searchable by everyone: init, already in the sandbox's user namespace, mounts on it. */
+	/* Searchable by everyone: init, already in the sandbox's user namespace, mounts on it.
+	 * So must every directory above it be: a state directory of ours that only we may
+	 * search (0700) gets o+x (not r: nobody else may list it). */
 	if (rb_mkdir_p(run->paths.run_dir, 0711, err) < 0)
+		return -1;
+	if (searchable_path(run->paths.run_dir, err) < 0)
 		return -1;
 	if (mkdir(run->dir, 0711) < 0)
 		return rb_error_set(err, errno, "mkdir `%s`", run->dir);
@@ -137,7 +159,9 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		.gid = pol->gid,
 		.inputs = run->inputs,
 		.n_inputs = run->n_inputs,
+		.lower_fd = -1,
 	};
+	spec->idmap_image = !spec->ids.outer && !spec->ids.single && geteuid() == 0;
 	struct rb_exec_spec *ex = &spec->exec;
 	ex->uid = pol->uid;
 	ex->gid = pol->gid;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -53,6 +54,30 @@ __attribute__((noreturn)) static void spawner_fail(int sp, const struct rb_error
 	rb_chan_send(sp, m, NULL, 0, &ignored);
 	json_decref(m);
 	_exit(1);
+}
+
+/* As root in the initial user namespace: a detached clone of the image, idmapped with the
+ * sandbox's user namespace, so files the image's host ids own are the sandbox's own. -1 when
+ * not possible (rootless, or the filesystem cannot idmap): the image is then read-only for
+ * the sandbox's root, which the result reports. */
+static int idmapped_image(const struct rb_sandbox_spec *spec, pid_t init_pid)
+{
+	if (spec->ids.outer || !spec->idmap_image)
+		return -1;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)init_pid);
+	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+	if (userns < 0)
+		return -1;
+	int tree = open_tree(AT_FDCWD, spec->rootfs.image->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return -1;
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY, .userns_fd = (uint64_t)userns};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) {
+		close(tree);
+		return -1;
+	}
+	return tree;
 }
 
 __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec, int cg_fd, int sp, int ctl)
@@ -98,9 +123,13 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 		kill(pid, SIGKILL);
 		spawner_fail(sp, &err);
 	}
-	int fds[RB_NET_NFDS];
+	int fds[RB_NET_NFDS + 1];
 	unsigned n_fds = rb_net_fds(&net, fds, RB_NET_NFDS);
-	json_t *m = json_pack("{s:s, s:i, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid", (int)pid,
+	int lower = idmapped_image(spec, pid);
+	if (lower >= 0)
+		fds[n_fds++] = lower; /* last: the runner passes it on to init */
+	json_t *m = json_pack("{s:s, s:i, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid", (int)pid,
+			      "idmapped", lower >= 0,
 			      "net", "netns_fd", net.netns_fd, "nft_fd", net.nft_fd, "listen_fd4", net.listen_fd4,
 			      "listen_fd6", net.listen_fd6, "mode", (int)net.mode, "ipv6", net.ipv6, "port", net.port,
 			      "port6", net.port6);
@@ -217,6 +246,10 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		goto fail;
 	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
 	sb->reaped = false;
+	_cleanup_close_ int lower = -1;
+	if (json_is_true(json_object_get(spawned, "idmapped")) && n_fds > 0)
+		lower = fds[--n_fds];
+	sb->idmapped = lower >= 0;
 	adopt_net(&sb->net, json_object_get(spawned, "net"), fds, n_fds);
 	json_decref(spawned);
 	if (sb->init_pid <= 0) {
@@ -232,7 +265,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	if (cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
 		goto fail;
 	json_t *go = json_pack("{s:s}", "op", "go");
-	r = rb_chan_send(sb->ctl, go, NULL, 0, err);
+	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
 	if (r < 0 || expect_event(sb->ctl, "ready", NULL, NULL, NULL, err) < 0)
 		goto fail;

@@ -38,6 +38,7 @@ struct rb_sandbox_spec {
 	struct rb_idplan ids;
 	enum rb_net_mode net_mode;
 	char hostname[64];
+	bool idmap_image;  /* try an idmapped lower layer (root in the initial user namespace) */
 };
 
 struct rb_sandbox {
@@ -47,6 +48,7 @@ struct rb_sandbox {
 	struct rb_net net;
 	bool reaped;
 	int init_status;
+	bool idmapped;    /* the image is idmapped to the sandbox's ids (writable by its root) */
 };
 
 /* Creates the sandbox and returns once init reports its root is ready. */
