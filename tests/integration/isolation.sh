@@ -82,6 +82,8 @@ pair "setgid 0 fails under strict" "$EPERM|22" --policy strict -- setgid 0
 
 # The sandbox's root is an unprivileged host uid: read the host's view of a sleeping step.
 # Control: the same method on a host process run by root reads uid 0.
+# maps_host_root FILE: some line "inside outside count" of an id map covers host id 0.
+maps_host_root() { awk '$2 == 0 { f = 1 } END { exit !f }' "$1"; }
 host_uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 check_host_uid() {
 	local name="sandbox root is not host root" m pid c_pid bg
@@ -106,6 +108,16 @@ check_host_uid() {
 		elif [ "$u" = 0 ]; then not_ok "$name" "the step runs as host uid 0"
 		elif [ "$cu" != 0 ]; then skip "$name" "control: a root process reads as uid $cu"
 		else ok "$name (host uid $u)"; fi
+		# No range of the sandbox's uid and gid maps reaches host id 0. Control: the
+		# host's own map does, and the same check sees it.
+		for f in uid_map gid_map; do
+			if ! maps_host_root /proc/self/$f; then
+				skip "$f never maps host id 0" "control: the host's $f does not cover 0"
+			elif [ ! -r "/proc/$pid/$f" ]; then not_ok "$f never maps host id 0" "cannot read /proc/$pid/$f"
+			elif maps_host_root "/proc/$pid/$f"; then
+				not_ok "$f never maps host id 0" "$(tr -s ' \n' ' ' <"/proc/$pid/$f")"
+			else ok "$f never maps host id 0 ($(tr -s ' \n' ' ' <"/proc/$pid/$f"))"; fi
+		done
 	fi
 	kill -TERM "$bg" 2>/dev/null
 	wait "$bg" 2>/dev/null
@@ -126,6 +138,26 @@ else not_ok "default policy has exactly Docker's capability set" "got $got"; fi
 CTRL_WANT=1 pair "no_new_privs is set" 0 -- nnp
 CTRL_WANT=1 pair "no_new_privs is set (strict)" 0 --policy strict -- nnp
 CTRL_WANT=1 pair "seccomp filter is on" 0 -- seccomp-mode
+
+# rlimits come from the policy, not from runbox's caller. Control: the caller's limits are
+# set to other values, so inheriting them would show.
+(
+	ulimit -c 123456 && ulimit -n 4000 && ulimit -f 2000000 || exit 1
+	sb -- /bin/sh -c 'grep -E "^Max (core file size|open files|file size|processes)" /proc/self/limits'
+	printf '%s\n' "$RC" "$OUT" >"$T/limits.res"
+) || note "could not set the caller's limits"
+if [ -s "$T/limits.res" ]; then
+	rc=$(head -n 1 "$T/limits.res")
+	lim=$(tail -n +2 "$T/limits.res")
+	core=$(awk '/^Max core/ { print $5 }' <<<"$lim")
+	nofile=$(awk '/^Max open files/ { print $4 }' <<<"$lim")
+	fsize=$(awk '/^Max file size/ { print $4 }' <<<"$lim")
+	if [ "$rc" != 0 ]; then not_ok "rlimits from the policy" "exit $rc"
+	elif [ "$core" = 0 ] && [ "$nofile" = 1024 ] && [ "$fsize" = 1073741824 ]; then ok "rlimits from the policy (core 0, nofile 1024, fsize 1G)"
+	else not_ok "rlimits from the policy" "core=$core nofile=$nofile fsize=$fsize"; fi
+else
+	skip "rlimits from the policy" "control: the caller's limits could not be changed"
+fi
 
 # --- no nested namespaces ---
 pair "unshare(CLONE_NEWUSER) denied" "$EPERM" -- unshare-user

@@ -106,6 +106,15 @@ sb --json -- /bin/probe kill-self 9
 expect_json "json status signaled" status signaled
 expect_json "json signal 9" signal 9
 expect_json "json exit 137" exit 137
+# A syscall the filter kills (x32 entry; SIGSYS) is flagged as a seccomp kill.
+sb --json -- /bin/probe x32-getpid
+if [ "$(json "$T/out" signal 2>/dev/null)" = 31 ]; then
+	expect_json "json seccomp_killed true on SIGSYS" seccomp_killed true
+else
+	skip "json seccomp_killed true on SIGSYS" "the x32 call was not killed here (exit $RC)"
+fi
+sb --json -- /bin/probe exit 0
+expect_json "json seccomp_killed false normally" seccomp_killed false
 sb --json -- /nonexistent/cmd
 expect_json "json exit 127 for a missing command" exit 127
 if [ "$RC" = 127 ]; then ok "--json missing command exits 127"; else not_ok "--json missing command exits 127" "exit $RC"; fi

@@ -54,6 +54,9 @@ else not_ok "ls -l /workspace/in under strict" "exit $RC: $(first_line "$ERR")";
 sb --input "$data:/etc/x" -- /bin/true
 if [ "$RC" = 125 ]; then ok "--input DEST outside /workspace/in refused"
 else not_ok "--input DEST outside /workspace/in refused" "exit $RC"; fi
+sb --input "$data:/workspace/in/../../etc" -- /bin/true
+if [ "$RC" = 125 ]; then ok "--input DEST with .. refused"
+else not_ok "--input DEST with .. refused" "exit $RC"; fi
 sb --input "$T/nonexistent:/workspace/in/x" -- /bin/true
 if [ "$RC" = 125 ]; then ok "--input with a missing SRC refused"
 else not_ok "--input with a missing SRC refused" "exit $RC"; fi
