@@ -6,7 +6,8 @@ PKGS     := libseccomp libcap libmnl libnftnl jansson
 # libcrypto is linked statically: with full RELRO (-z now) the loader would otherwise bind
 # all of its symbols at every start, over half of runbox's start-up instructions (measured
 # with callgrind: 5.7M -> 2.7M). The cost: an OpenSSL update needs a rebuild of runbox.
-STATIC_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -ldl -lpthread
+# SQLite (the ledger) likewise: linked statically, bound once at build time.
+STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -Wl,-Bdynamic -ldl -lpthread
 B        := build
 # format-truncation is off: bounded snprintf into PATH_MAX buffers is the idiom here, and
 # paths that do not fit are rejected where it matters (rb_paths_init, run dirs).

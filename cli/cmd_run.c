@@ -9,7 +9,9 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "runtime/record.h"
 #include "runtime/result.h"
+#include "runtime/runfile.h"
 #include "runtime/run.h"
 
 static void usage(FILE *f)
@@ -29,6 +31,39 @@ static void usage(FILE *f)
 	      "Exit: the step's status; 128+n if signal n killed it; 124 timeout; 125 runbox failed;\n"
 	      "126 not executable; 127 not found.\n",
 	      f);
+}
+
+static int run_manifest(const char *path, const char *state_dir)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	json_t *result = NULL;
+	int code;
+	if (rb_runfile_execute(path, state_dir, &result, &code, &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	json_dumpf(result, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+	json_decref(result);
+	return code;
+}
+
+/* The ledger's record of a one-step run: the command, its end, the run's end. */
+static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_result *res, bool started,
+		       struct rb_error *err)
+{
+	if (!started) {
+		json_t *a = json_array();
+		for (char **c = cmd; *c; c++)
+			json_array_append_new(a, json_string(*c));
+		char *text = json_dumps(a, JSON_COMPACT);
+		json_decref(a);
+		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, err) : -1;
+		free(text);
+		return r;
+	}
+	return rb_record_step_end(rec, 1, res, err);
 }
 
 int rb_cmd_run(int argc, char **argv)
@@ -110,9 +145,14 @@ int rb_cmd_run(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		rb_err("run: no command given (usage: runbox run [OPTIONS] -- CMD ARGS...)");
+		rb_err("run: no command given (usage: runbox run [OPTIONS] -- CMD ARGS... | runbox run SPEC.json)");
 		return 125;
 	}
+	/* `runbox run spec.json`: a whole run from a manifest (no `--` before it). */
+	size_t alen = strlen(argv[optind]);
+	if (optind == argc - 1 && strcmp(argv[optind - 1], "--") != 0 && alen > 5 &&
+	    !strcmp(argv[optind] + alen - 5, ".json"))
+		return run_manifest(argv[optind], cfg.state_dir);
 	cfg.inputs = inputs;
 	char **cmd = argv + optind;
 
@@ -124,14 +164,30 @@ int rb_cmd_run(int argc, char **argv)
 		rb_run_close(&run);
 		return 125;
 	}
+	/* Every command goes into the ledger before it runs; a run that cannot be recorded
+	 * does not run. */
+	struct rb_record rec;
+	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
+	    record_step(&rec, cmd, NULL, false, &err) < 0) {
+		rb_err("ledger: %s", err.msg);
+		rb_record_close(&rec);
+		rb_run_close(&run);
+		return 125;
+	}
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_run_close(&run);
+		rb_record_close(&rec);
 		return 125;
 	}
 	int code = rb_step_exit_code(&res);
 	rb_run_stop(&run);
+	if (record_step(&rec, cmd, &res, true, &err) < 0 || rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0) {
+		rb_err("ledger: %s", err.msg);
+		code = 125;
+	}
+	rb_record_close(&rec);
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);

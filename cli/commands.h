@@ -5,5 +5,6 @@
 int rb_cmd_run(int argc, char **argv);
 int rb_cmd_check(int argc, char **argv);
 int rb_cmd_policy(int argc, char **argv);
+int rb_cmd_ledger(int argc, char **argv);
 
 #endif

@@ -11,6 +11,8 @@ static void usage(FILE *f)
 	      "\n"
 	      "  check                          what this host supports, what is degraded, why\n"
 	      "  run [OPTIONS] -- CMD ARGS...   one step in a fresh sandbox\n"
+	      "  run SPEC.json                  a whole run from a manifest: inputs, skills, steps\n"
+	      "  ledger show|query|verify|export   the tamper-evident record of every run\n"
 	      "  policy validate FILE | show NAME\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",
@@ -31,7 +33,7 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}};
+	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

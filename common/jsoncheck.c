@@ -59,7 +59,8 @@ int rb_jsonck_keys(const struct rb_jsonck *c, const char *parent, const json_t *
 {
 	const char *key;
 	json_t *v;
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach((json_t *)obj, key, v)
+	{
 		bool ok = false;
 		for (const char *const *k = known; *k && !ok; k++)
 			ok = strcmp(key, *k) == 0;

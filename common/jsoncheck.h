@@ -16,7 +16,7 @@ struct rb_jsonck {
 
 /* Fills err with "<what> <origin>: <path>: <fmt...>" (no path part when path is empty); -1. */
 int rb_jsonck_bad(const struct rb_jsonck *c, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* "<path>: expected <what>, got <value>"; -1. */
 int rb_jsonck_expected(const struct rb_jsonck *c, const char *path, const char *what, const json_t *v);
 /* How a value reads in a message: `true`, `"abc"`, `an array`, `12`. */

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-#define RB_SKILL_NAME_MAX 64
+#define RB_SKILL_NAME_MAX   64
 #define RB_SKILL_MAX_INPUTS 64
 /* Where the runner writes the step's inputs as one JSON object inside the sandbox. */
 #define RB_SKILL_INPUTS_FILE "/workspace/.runbox/inputs.json"
@@ -20,11 +20,11 @@
 struct rb_skill {
 	char name[RB_SKILL_NAME_MAX + 1]; /* [a-z0-9-]{1,64}; the name steps call it by */
 	char *description;
-	char *dir;                        /* the bundle on the host, absolute (realpath) */
-	char *entry;                      /* relative to the bundle, e.g. "run.sh" or "bin/run.sh" */
-	char *inputs[RB_SKILL_MAX_INPUTS];/* declared input names, [a-z0-9_]+, all required */
+	char *dir;                         /* the bundle on the host, absolute (realpath) */
+	char *entry;                       /* relative to the bundle, e.g. "run.sh" or "bin/run.sh" */
+	char *inputs[RB_SKILL_MAX_INPUTS]; /* declared input names, [a-z0-9_]+, all required */
 	size_t n_inputs;
-	uint64_t timeout_ms;              /* the front matter's timeout; 0 when absent */
+	uint64_t timeout_ms; /* the front matter's timeout; 0 when absent */
 };
 
 /* Loads and checks the bundle at dir: SKILL.md's front matter, and an entry that exists, is a

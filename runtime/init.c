@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -30,6 +33,7 @@
 struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
+	int workspace;  /* O_PATH of /workspace */
 	pid_t main_pid;
 };
 
@@ -113,9 +117,50 @@ static char **string_array(json_t *arr, size_t max)
 	return v;
 }
 
+/* Writes the step's files (script, inputs) from the memfds that came with the request, below
+ * /workspace/.runbox, owned by the step's ids. Nothing on the way may be a link: an earlier
+ * step could have planted one. */
+static int write_files(struct init_state *st, json_t *files, const int *fds, unsigned n_fds, struct rb_error *err)
+{
+	if (!json_is_array(files) || json_array_size(files) != n_fds)
+		return rb_error_set(err, EINVAL, "exec request: files and descriptors disagree");
+	const struct rb_exec_spec *ex = &st->spec->exec;
+	if (mkdirat(st->workspace, ".runbox", 0755) < 0 && errno != EEXIST)
+		return rb_error_set(err, errno, "mkdir /workspace/.runbox");
+	size_t i;
+	json_t *f;
+	json_array_foreach(files, i, f)
+	{
+		const char *name = json_string_value(json_object_get(f, "name"));
+		mode_t mode = (mode_t)json_integer_value(json_object_get(f, "mode")) & 0755;
+		if (!name || !*name || strchr(name, '/') || name[0] == '.')
+			return rb_error_set(err, EINVAL, "exec request: bad file name");
+		char rel[256];
+		snprintf(rel, sizeof rel, ".runbox/%s", name);
+		struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+				       .mode = 0600,
+				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+		_cleanup_close_ int out = (int)syscall(SYS_openat2, st->workspace, rel, &how, sizeof how);
+		if (out < 0)
+			return rb_error_set(err, errno, "create /workspace/%s", rel);
+		off_t off = 0;
+		struct stat sst;
+		if (fstat(fds[i], &sst) < 0)
+			return rb_error_set(err, errno, "stat memfd");
+		while (off < sst.st_size) {
+			ssize_t n = sendfile(out, fds[i], &off, (size_t)(sst.st_size - off));
+			if (n <= 0)
+				return rb_error_set(err, n < 0 ? errno : EIO, "write /workspace/%s", rel);
+		}
+		if (fchown(out, ex->uid, ex->gid) < 0 || fchmod(out, mode) < 0)
+			return rb_error_set(err, errno, "chown /workspace/%s", rel);
+	}
+	return 0;
+}
+
 static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n_fds)
 {
-	if (st->main_pid > 0 || n_fds != 2) {
+	if (st->main_pid > 0 || n_fds < 2) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
 					      st->main_pid > 0 ? "a step is already running" : "bad exec request",
 					      "errno", EBUSY, "is_exec", 0));
@@ -127,6 +172,13 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	if (!argv || !argv[0] || !envp || !cwd) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
 					      "malformed exec request", "errno", EINVAL, "is_exec", 0));
+		return;
+	}
+	struct rb_error ferr;
+	json_t *files = json_object_get(msg, "files");
+	if ((files || n_fds > 2) && write_files(st, files, fds + 2, n_fds - 2, &ferr) < 0) {
+		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
+					      ferr.errnum, "is_exec", 0));
 		return;
 	}
 	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
@@ -243,6 +295,15 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		rb_error_set(&err, errno, "signalfd");
 		die_setup(ctl, &err);
 	}
-	send_event(ctl, json_pack("{s:s}", "ev", "ready"));
+	/* The runner gets /workspace itself, a mount root nothing inside can swap. */
+	int ws = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ws < 0) {
+		rb_error_set(&err, errno, "open /workspace");
+		die_setup(ctl, &err);
+	}
+	st.workspace = ws;
+	json_t *ready = json_pack("{s:s}", "ev", "ready");
+	rb_chan_send(ctl, ready, &ws, 1, &err);
+	json_decref(ready);
 	loop(&st, sfd);
 }

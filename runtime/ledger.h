@@ -5,6 +5,7 @@
 #define RB_LEDGER_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,10 +21,20 @@ void rb_ledger_close(struct rb_ledger *l);
 /* Appends one event in its own transaction, chained to the last one. tenant and agent may be
  * NULL (stored as ""); data (an object, or NULL for {}) is not consumed and is stored as
  * canonical JSON (sorted keys, compact). *seq_out (when not NULL) gets the new event's seq. */
-int rb_ledger_append(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
-		     const char *type, json_t *data, struct rb_error *err);
+int rb_ledger_append(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent, const char *type,
+                     json_t *data, struct rb_error *err);
 int rb_ledger_append_seq(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
-			 const char *type, json_t *data, uint64_t *seq_out, struct rb_error *err);
+                         const char *type, json_t *data, uint64_t *seq_out, struct rb_error *err);
+
+/* Appends n events of one run in one transaction, consecutive in the chain, all or none: one
+ * commit and one head update instead of n (a step's artifacts). *last_seq (when not NULL) gets
+ * the last new seq. */
+struct rb_ledger_event {
+	const char *type;
+	json_t *data; /* an object or NULL; not consumed */
+};
+int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
+                           const struct rb_ledger_event *events, size_t n, uint64_t *last_seq, struct rb_error *err);
 
 /* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
  * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,

@@ -336,6 +336,8 @@ static int build_proc(int rootfd, struct rb_error *err)
 	return 0;
 }
 
+static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, unsigned n, struct rb_error *err);
+
 static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct rb_error *err)
 {
 	char size[48], uid[32], gid[32];
@@ -350,13 +352,24 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct
 	_cleanup_close_ int ws = openat2_beneath(rootfd, "workspace", O_PATH | O_DIRECTORY, err);
 	if (ws < 0 || fchownat(ws, "out", spec->uid, spec->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return rb_error_set(err, errno, "chown /workspace/out");
-	static const char *const in_opts[] = {"mode=0755", "size=1048576", NULL};
-	if (mount_new(rootfd, "workspace/in", "tmpfs", in_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
+	if (bind_tree(rootfd, "workspace/in", spec->inputs, spec->n_inputs, err) < 0)
 		return -1;
-	for (unsigned i = 0; i < spec->n_inputs; i++) {
-		const struct rb_input *in = &spec->inputs[i];
-		char target[PATH_MAX + 16], parent[PATH_MAX + 16];
-		snprintf(target, sizeof target, "workspace/in/%s", in->dest);
+	if (!spec->n_skills)
+		return 0;
+	return make_dir(rootfd, "workspace/skills", 0755, err) < 0 ? -1
+	       : bind_tree(rootfd, "workspace/skills", spec->skills, spec->n_skills, err);
+}
+
+/* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles). */
+static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, unsigned n, struct rb_error *err)
+{
+	static const char *const in_opts[] = {"mode=0755", "size=1048576", NULL};
+	if (mount_new(rootfd, dir, "tmpfs", in_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		const struct rb_input *in = &binds[i];
+		char target[PATH_MAX + 64], parent[PATH_MAX + 64];
+		snprintf(target, sizeof target, "%s/%s", dir, in->dest);
 		snprintf(parent, sizeof parent, "%s", target);
 		*strrchr(parent, '/') = '\0';
 		if (make_dirs(rootfd, parent, 0755, err) < 0)
@@ -374,7 +387,7 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct
 		if (bind_ro(here, NULL, rootfd, target, in->is_dir, err) < 0)
 			return -1;
 	}
-	return remount_ro(rootfd, "workspace/in", err);
+	return remount_ro(rootfd, dir, err);
 }
 
 int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)

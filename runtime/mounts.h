@@ -31,6 +31,8 @@ struct rb_rootfs_spec {
 	gid_t gid;
 	const struct rb_input *inputs;
 	unsigned n_inputs;
+	const struct rb_input *skills;  /* bundles: dest is the name under /workspace/skills */
+	unsigned n_skills;
 	int lower_fd;                   /* the image, idmapped to the sandbox's ids (a detached
 					 * mount made by the runner), or -1: use image->rootfs */
 };

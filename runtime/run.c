@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -86,8 +87,11 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->sb.pidfd = run->sb.ctl = -1;
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
-		run->inputs[i].fd = -1;
-	rb_new_run_id(run->id);
+		run->inputs[i].fd = run->skills[i].fd = -1;
+	if (cfg->run_id)
+		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
+	else
+		rb_new_run_id(run->id);
 	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
 		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
@@ -111,6 +115,18 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		run->n_inputs = i + 1;
 		if (check_input(pol, &run->inputs[i], err) < 0)
 			return -1;
+	}
+
+	if (cfg->n_skills > RB_MAX_INPUTS)
+		return rb_error_set(err, 0, "at most %d skills", RB_MAX_INPUTS);
+	for (unsigned i = 0; i < cfg->n_skills; i++) {
+		char arg[8192];
+		snprintf(arg, sizeof arg, "%s:/workspace/in/%s", cfg->skill_dirs[i], cfg->skill_names[i]);
+		if (rb_input_parse(arg, &run->skills[i], err) < 0)
+			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
+		run->n_skills = i + 1;
+		if (!run->skills[i].is_dir)
+			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i], cfg->skill_dirs[i]);
 	}
 
 	struct rb_sandbox_spec *spec = &run->spec;
@@ -159,6 +175,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		.gid = pol->gid,
 		.inputs = run->inputs,
 		.n_inputs = run->n_inputs,
+		.skills = run->skills,
+		.n_skills = run->n_skills,
 		.lower_fd = -1,
 	};
 	spec->idmap_image = !spec->ids.outer && !spec->ids.single && geteuid() == 0;
@@ -294,6 +312,33 @@ static void kill_sandbox(struct rb_run *run)
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
 		struct rb_error *err)
 {
+	struct rb_step_req req = {.argv = argv, .passthrough = passthrough};
+	return rb_run_exec(run, &req, res, err);
+}
+
+/* A memfd holding data, for a file the step gets. */
+static int file_fd(const struct rb_step_file *f, struct rb_error *err)
+{
+	int fd = memfd_create("runbox-step-file", MFD_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "memfd_create");
+	size_t off = 0;
+	while (off < f->len) {
+		ssize_t n = write(fd, f->data + off, f->len - off);
+		if (n < 0) {
+			close(fd);
+			return rb_error_set(err, errno, "write step file `%s`", f->name);
+		}
+		off += (size_t)n;
+	}
+	return fd;
+}
+
+int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err)
+{
+	char *const *argv = req->argv;
+	bool passthrough = req->passthrough;
+	uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : run->timeout_ms;
 	memset(res, 0, sizeof *res);
 	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
 	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
@@ -322,13 +367,31 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	json_t *args = json_array();
 	for (char *const *a = argv; *a; a++)
 		json_array_append_new(args, json_string(*a));
-	json_t *msg = json_pack("{s:s, s:o, s:o, s:s}", "op", "exec", "argv", args, "env", step_env(run),
-				"cwd", "/workspace");
-	int fds[2] = {out[1], errp[1]};
-	int r = rb_chan_send(run->sb.ctl, msg, fds, 2, err);
+	json_t *env = step_env(run);
+	for (char *const *e = req->env; e && *e; e++)
+		json_array_append_new(env, json_string(*e));
+	json_t *files = json_array();
+	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
+	unsigned n_fds = 2;
+	int r = 0;
+	if (req->n_files > RB_CHAN_MAX_FDS - 2)
+		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_CHAN_MAX_FDS - 2);
+	for (unsigned i = 0; r == 0 && i < req->n_files; i++) {
+		int fd = file_fd(&req->files[i], err);
+		if (fd < 0) {
+			r = -1;
+			break;
+		}
+		fds[n_fds++] = fd;
+		json_array_append_new(files, json_pack("{s:s, s:i}", "name", req->files[i].name, "mode", (int)req->files[i].mode));
+	}
+	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o}", "op", "exec", "argv", args, "env", env, "cwd",
+				"/workspace", "files", files);
+	if (r == 0)
+		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
-	close(out[1]);
-	close(errp[1]);
+	for (unsigned i = 0; i < n_fds; i++)
+		close(fds[i]);
 	if (r < 0)
 		return -1;
 
@@ -353,9 +416,9 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	json_decref(ev);
 
 	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (run->timeout_ms && tfd >= 0) {
-		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(run->timeout_ms / 1000),
-						      .tv_nsec = (long)(run->timeout_ms % 1000) * 1000000L}};
+	if (timeout_ms && tfd >= 0) {
+		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
+						      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
 		timerfd_settime(tfd, 0, &its, NULL);
 	}
 	sigset_t mask, old;
@@ -510,7 +573,10 @@ void rb_run_close(struct rb_run *run)
 	for (unsigned i = 0; i < run->n_inputs; i++)
 		if (run->inputs[i].fd >= 0)
 			close(run->inputs[i].fd);
-	run->n_inputs = 0;
+	for (unsigned i = 0; i < run->n_skills; i++)
+		if (run->skills[i].fd >= 0)
+			close(run->skills[i].fd);
+	run->n_inputs = run->n_skills = 0;
 	if (run->dir[0]) {
 		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
 		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)

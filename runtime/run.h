@@ -28,6 +28,10 @@ struct rb_run_config {
 	int net_mode;               /* -1: the policy's */
 	const char *const *inputs;  /* "SRC[:DEST]" */
 	unsigned n_inputs;
+	const char *const *skill_dirs;  /* bundle folders, mounted at /workspace/skills/<name> */
+	const char *const *skill_names;
+	unsigned n_skills;
+	const char *run_id;         /* NULL: a new time-ordered id */
 	const char *tenant;         /* NULL: "local" */
 	const char *agent;          /* NULL: "cli" */
 };
@@ -61,13 +65,15 @@ struct rb_step_result {
 };
 
 struct rb_run {
-	char id[24];
+	char id[72];
 	struct rb_paths paths;
 	struct rb_policy policy;
 	struct rb_image image;
 	struct rb_bpf bpf;
 	struct rb_input inputs[RB_MAX_INPUTS];
 	unsigned n_inputs;
+	struct rb_input skills[RB_MAX_INPUTS];
+	unsigned n_skills;
 	struct rb_sandbox_spec spec;
 	struct rb_limits limits;
 	uint64_t timeout_ms;
@@ -86,8 +92,27 @@ struct rb_run {
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err);
 /* Creates the sandbox (once). */
 int rb_run_start(struct rb_run *run, struct rb_error *err);
-/* Runs one step. passthrough: copy the step's stdout/stderr to ours as they come. A step that
- * could not start is a result (SETUP_FAILED / EXEC_FAILED), not an error; errors are runbox's. */
+/* A file written into /workspace/.runbox/<name> before the step starts (scripts, inputs). */
+struct rb_step_file {
+	const char *name;
+	const char *data;
+	size_t len;
+	unsigned mode;
+};
+
+struct rb_step_req {
+	char *const *argv;
+	char *const *env;                /* added after the policy's variables; may be NULL */
+	const struct rb_step_file *files;
+	unsigned n_files;
+	uint64_t timeout_ms;             /* 0: the run's */
+	bool passthrough;                /* copy the step's stdout/stderr to ours as they come */
+};
+
+/* Runs one step. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an
+ * error; errors are runbox's own. */
+int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err);
+/* rb_run_exec of a plain command. */
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
 		struct rb_error *err);
 /* Kills the sandbox and stops the gateway (its counts land in run->gw.stats). Idempotent. */

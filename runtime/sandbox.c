@@ -195,6 +195,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	sb->init_pid = -1;
 	sb->pidfd = -1;
 	sb->ctl = -1;
+	sb->workspace_fd = -1;
 	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->reaped = true;
 
@@ -267,8 +268,13 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	json_t *go = json_pack("{s:s}", "op", "go");
 	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
-	if (r < 0 || expect_event(sb->ctl, "ready", NULL, NULL, NULL, err) < 0)
+	int ws[RB_CHAN_MAX_FDS];
+	unsigned n_ws = 0;
+	if (r < 0 || expect_event(sb->ctl, "ready", NULL, ws, &n_ws, err) < 0)
 		goto fail;
+	sb->workspace_fd = n_ws > 0 ? ws[0] : -1;
+	for (unsigned i = 1; i < n_ws; i++)
+		close(ws[i]);
 	return 0;
 fail:
 	rb_sandbox_destroy(sb);
@@ -293,5 +299,6 @@ void rb_sandbox_destroy(struct rb_sandbox *sb)
 	if (sb->ctl >= 0)
 		close(sb->ctl);
 	sb->pidfd = sb->ctl = -1;
+	/* workspace_fd outlives init: the harvest after a kill still reads what is there. */
 	rb_net_close(&sb->net);
 }

@@ -1,0 +1,518 @@
+/* `runbox ledger show|query|verify|export`: readable listings and JSON over runtime/ledger.h.
+ * Exit 0 on success, 1 when verify finds the chain broken, 125 on bad input or failure. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/commands.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "runtime/ledger.h"
+
+static const char usage[] =
+    "usage: runbox ledger [--state-dir DIR] COMMAND\n"
+    "\n"
+    "  show RUN_ID [--json]          the run's events: seq, time, type, a one-line summary\n"
+    "  query [FILTERS] [--json] [--limit N]\n"
+    "                                events matching every filter, as a table (or a JSON array)\n"
+    "      --tenant T  --agent A  --run RUN_ID  --type TYPE\n"
+    "      --since TIME  --until TIME   RFC 3339 or a prefix (2026-11-24T18:03, 2026-11-24); UTC\n"
+    "                                   unless an offset is given; both ends inclusive of the span\n"
+    "                                   they name (--until 2026-11-24T18:03 covers that minute)\n"
+    "      --grep TEXT                  case-sensitive substring of the event's data\n"
+    "  verify [--json]               check the hash chain and the head file: exit 0 intact, 1 broken\n"
+    "  export --jsonl                every event, one JSON object per line\n"
+    "\n"
+    "--state-dir DIR (or RUNBOX_STATE_DIR) selects the state directory holding ledger.db.\n"
+    "Times are shown in UTC. See docs/ledger.md.\n";
+
+enum {
+	O_STATE = 1 << 0,
+	O_TENANT = 1 << 1,
+	O_AGENT = 1 << 2,
+	O_RUN = 1 << 3,
+	O_TYPE = 1 << 4,
+	O_SINCE = 1 << 5,
+	O_UNTIL = 1 << 6,
+	O_GREP = 1 << 7,
+	O_LIMIT = 1 << 8,
+	O_JSON = 1 << 9,
+	O_JSONL = 1 << 10,
+};
+
+static const struct opt {
+	const char *name;
+	int bit;
+	bool value;
+} opts[] = {
+    {"state-dir", O_STATE, true}, {"tenant", O_TENANT, true}, {"agent", O_AGENT, true},  {"run", O_RUN, true},
+    {"type", O_TYPE, true},       {"since", O_SINCE, true},   {"until", O_UNTIL, true},  {"grep", O_GREP, true},
+    {"limit", O_LIMIT, true},     {"json", O_JSON, false},    {"jsonl", O_JSONL, false},
+};
+
+static const struct sub {
+	const char *name;
+	int args;    /* positional arguments after the subcommand */
+	int allowed; /* options it takes */
+} subs[] = {
+    {"show", 1, O_STATE | O_JSON},
+    {"query", 0, O_STATE | O_TENANT | O_AGENT | O_RUN | O_TYPE | O_SINCE | O_UNTIL | O_GREP | O_LIMIT | O_JSON},
+    {"verify", 0, O_STATE | O_JSON},
+    {"export", 0, O_STATE | O_JSONL},
+};
+
+struct args {
+	const struct sub *sub;
+	const char *pos[4];
+	int npos;
+	int seen;
+	const char *val[16]; /* by bit index */
+};
+
+static int bit_index(int bit)
+{
+	return __builtin_ctz((unsigned)bit);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	rb_err("ledger: %s (see `runbox ledger --help`)", msg);
+	return 125;
+}
+
+/* Returns 0, or the exit code of a usage error (already reported). */
+static int parse(int argc, char **argv, struct args *a)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+			if (!a->sub) {
+				for (size_t k = 0; k < RB_ARRAY_SIZE(subs); k++)
+					if (!strcmp(arg, subs[k].name))
+						a->sub = &subs[k];
+				if (!a->sub)
+					return usage_error("unknown command `%s`", arg);
+			} else if (a->npos < (int)RB_ARRAY_SIZE(a->pos)) {
+				a->pos[a->npos++] = arg;
+			} else {
+				return usage_error("unexpected argument `%s`", arg);
+			}
+			continue;
+		}
+		const char *name = arg + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		const struct opt *o = NULL;
+		for (size_t k = 0; k < RB_ARRAY_SIZE(opts); k++)
+			if (strlen(opts[k].name) == len && !strncmp(opts[k].name, name, len))
+				o = &opts[k];
+		if (!o)
+			return usage_error("unknown option `%s`", arg);
+		const char *v = NULL;
+		if (o->value) {
+			if (eq)
+				v = eq + 1;
+			else if (i + 1 < argc)
+				v = argv[++i];
+			else
+				return usage_error("option `%s` needs a value", arg);
+		} else if (eq) {
+			return usage_error("option `--%s` takes no value", o->name);
+		}
+		a->seen |= o->bit;
+		a->val[bit_index(o->bit)] = v;
+	}
+	if (!a->sub)
+		return usage_error("%s", "missing command: show, query, verify or export");
+	for (size_t k = 0; k < RB_ARRAY_SIZE(opts); k++)
+		if ((a->seen & opts[k].bit) && !(a->sub->allowed & opts[k].bit)) {
+			return usage_error("option `--%s` does not apply to `%s`", opts[k].name, a->sub->name);
+		}
+	if (a->npos != a->sub->args)
+		return usage_error(a->sub->args ? "`%s` needs one argument" : "`%s` takes no arguments", a->sub->name);
+	if (!strcmp(a->sub->name, "export") && !(a->seen & O_JSONL))
+		return usage_error("%s", "export needs --jsonl (the one format it writes)");
+	return 0;
+}
+
+/* --- readable output: text from the ledger can come from the sandbox, so control characters
+ * (terminal escapes) are shown escaped, never written raw. --- */
+
+/* Writes s escaped and cut to max code points (0: no cut), padded with spaces to pad. */
+static void put_clean(FILE *f, const char *s, int max, int pad)
+{
+	int width = 0;
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		char esc[8] = "";
+		int len = 1, w = 1;
+		if (*p == '\n')
+			strcpy(esc, "\\n"), w = 2;
+		else if (*p == '\t')
+			strcpy(esc, "\\t"), w = 2;
+		else if (*p < 0x20 || *p == 0x7f)
+			snprintf(esc, sizeof esc, "\\x%02x", *p), w = 4;
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* C1 controls, U+0080..U+009F */
+			snprintf(esc, sizeof esc, "\\u%04x", p[1]), len = 2, w = 6;
+		else if (*p >= 0x80)
+			while ((p[len] & 0xc0) == 0x80)
+				len++;
+		if (max && width + w > max - 1 && (width + w > max || p[len])) {
+			fputs("…", f);
+			width++;
+			break;
+		}
+		if (esc[0])
+			fputs(esc, f);
+		else
+			fwrite(p, 1, (size_t)len, f);
+		width += w;
+		p += len;
+	}
+	for (; width < pad; width++)
+		fputc(' ', f);
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static bool num(json_t *o, const char *key, double *v)
+{
+	json_t *j = json_object_get(o, key);
+	if (!json_is_number(j))
+		return false;
+	*v = json_number_value(j);
+	return true;
+}
+
+static void bytes(char *out, size_t n, double b)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (b >= 1024 && u < 4)
+		b /= 1024, u++;
+	snprintf(out, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+/* "sha256:0123456789ab" from a digest or bare hex. */
+static const char *short_digest(const char *d, char out[32])
+{
+	const char *hex = strncmp(d, "sha256:", 7) ? d : d + 7;
+	snprintf(out, 32, "%s%.12s", hex == d ? "" : "sha256:", hex);
+	return out;
+}
+
+/* Appends to a fixed buffer; the listing cuts long lines anyway. */
+struct sb {
+	char buf[2048];
+	size_t n;
+};
+__attribute__((format(printf, 2, 3))) static void add(struct sb *b, const char *fmt, ...)
+{
+	if (b->n >= sizeof b->buf - 1)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(b->buf + b->n, sizeof b->buf - b->n, fmt, ap);
+	va_end(ap);
+	if (r > 0)
+		b->n = b->n + (size_t)r < sizeof b->buf ? b->n + (size_t)r : sizeof b->buf - 1;
+}
+
+static void add_step(struct sb *b, json_t *d)
+{
+	double v;
+	if (num(d, "step", &v))
+		add(b, "step %.0f ", v);
+}
+
+static void summary(json_t *ev, struct sb *b)
+{
+	const char *type = str(ev, "type");
+	json_t *d = json_object_get(ev, "data");
+	char x[32], y[32];
+	double v;
+	if (!json_is_object(d)) {
+		add(b, "(data is not a JSON object)");
+		return;
+	}
+	if (!strcmp(type, "run_start")) {
+		add(b, "agent %s", str(d, "agent"));
+		if (*str(d, "agent_version"))
+			add(b, " version %s", str(d, "agent_version"));
+		add(b, ", image %s %s, policy %s %s", str(d, "image"), short_digest(str(d, "image_digest"), x),
+		    str(d, "policy_name"), short_digest(str(d, "policy_hash"), y));
+		if (*str(d, "manifest_hash"))
+			add(b, ", manifest %s", short_digest(str(d, "manifest_hash"), x));
+	} else if (!strcmp(type, "step_start")) {
+		add_step(b, d);
+		add(b, "%s", str(d, "kind"));
+		if (num(d, "size", &v))
+			bytes(x, sizeof x, v), add(b, ", %s", x);
+		if (*str(d, "sha256"))
+			add(b, ", %s", short_digest(str(d, "sha256"), y));
+		add(b, ": %s", str(d, "text"));
+	} else if (!strcmp(type, "step_end")) {
+		add_step(b, d);
+		add(b, "%s", str(d, "status"));
+		if (num(d, "exit_code", &v))
+			add(b, " %.0f", v);
+		if (num(d, "signal", &v) && v > 0)
+			add(b, " signal %.0f", v);
+		if (json_is_true(json_object_get(d, "timed_out")))
+			add(b, ", TIMED OUT");
+		if (json_is_true(json_object_get(d, "oom_killed")))
+			add(b, ", OOM KILLED");
+		if (num(d, "wall_ms", &v))
+			add(b, ", wall %.0f ms", v);
+		if (num(d, "cpu_ms", &v))
+			add(b, ", cpu %.0f ms", v);
+		if (num(d, "memory_peak_bytes", &v))
+			bytes(x, sizeof x, v), add(b, ", memory peak %s", x);
+		if (num(d, "pids_peak", &v))
+			add(b, ", pids peak %.0f", v);
+	} else if (!strcmp(type, "artifact")) {
+		add_step(b, d);
+		add(b, "%s", str(d, "path"));
+		if (num(d, "size", &v))
+			bytes(x, sizeof x, v), add(b, ", %s", x);
+		if (*str(d, "digest"))
+			add(b, ", %s", short_digest(str(d, "digest"), y));
+		json_t *r = json_object_get(d, "redactions"), *n;
+		double total = 0;
+		const char *k;
+		if (json_is_number(r))
+			total = json_number_value(r);
+		else if (json_is_object(r))
+			json_object_foreach(r, k, n) total += json_number_value(n);
+		if (total > 0)
+			add(b, ", %.0f redaction%s", total, total == 1 ? "" : "s");
+	} else if (!strcmp(type, "egress_blocked")) {
+		add_step(b, d);
+		add(b, "%.0f packets blocked", num(d, "blocked_packets", &v) ? v : 0);
+		json_t *p = json_object_get(d, "by_protocol"), *n;
+		const char *k;
+		if (json_is_object(p) && json_object_size(p)) {
+			const char *sep = " (";
+			json_object_foreach(p, k, n)
+			{
+				add(b, "%s%s %.0f", sep, k, json_number_value(n));
+				sep = ", ";
+			}
+			add(b, ")");
+		}
+	} else if (!strcmp(type, "cleanup")) {
+		bool ok = json_is_true(json_object_get(d, "ok"));
+		add(b, "%s %s", str(d, "what"), ok ? "ok" : "FAILED");
+		if (!ok && *str(d, "error"))
+			add(b, ": %s", str(d, "error"));
+	} else if (!strcmp(type, "run_end")) {
+		add(b, "result %s", str(d, "result"));
+		if (num(d, "steps", &v))
+			add(b, ", %.0f step%s", v, v == 1 ? "" : "s");
+		if (num(d, "cpu_seconds", &v))
+			add(b, ", cpu %.2f s", v);
+		if (num(d, "memory_gib_seconds", &v))
+			add(b, ", memory %.4f GiB·s", v);
+		if (num(d, "stored_bytes", &v))
+			bytes(x, sizeof x, v), add(b, ", stored %s", x);
+	} else {
+		_cleanup_free_ char *t = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+		add(b, "%s", t ? t : "");
+	}
+}
+
+static int print_json(json_t *v, size_t flags)
+{
+	if (json_dumpf(v, stdout, flags) < 0 || fputc('\n', stdout) == EOF)
+		return -1;
+	return 0;
+}
+
+static void print_show(const char *run_id, json_t *events)
+{
+	json_t *first = json_array_get(events, 0);
+	fputs("run ", stdout);
+	put_clean(stdout, run_id, 0, 0);
+	fputs("  tenant ", stdout);
+	put_clean(stdout, str(first, "tenant"), 0, 0);
+	fputs("  agent ", stdout);
+	put_clean(stdout, str(first, "agent"), 0, 0);
+	printf("\n%-6s  %-24s  %-14s  %s\n", "SEQ", "TIME (UTC)", "TYPE", "SUMMARY");
+	size_t i;
+	json_t *ev;
+	json_array_foreach(events, i, ev)
+	{
+		struct sb b = {.n = 0};
+		summary(ev, &b);
+		printf("%-6" JSON_INTEGER_FORMAT "  ", json_integer_value(json_object_get(ev, "seq")));
+		put_clean(stdout, str(ev, "ts"), 24, 24);
+		fputs("  ", stdout);
+		put_clean(stdout, str(ev, "type"), 14, 14);
+		fputs("  ", stdout);
+		put_clean(stdout, b.buf, 200, 0);
+		fputc('\n', stdout);
+	}
+}
+
+static void print_table(json_t *events)
+{
+	printf("%-6s  %-24s  %-12s  %-12s  %-20s  %-14s  %s\n", "SEQ", "TIME (UTC)", "TENANT", "AGENT", "RUN", "TYPE",
+	       "SUMMARY");
+	size_t i;
+	json_t *ev;
+	json_array_foreach(events, i, ev)
+	{
+		struct sb b = {.n = 0};
+		summary(ev, &b);
+		printf("%-6" JSON_INTEGER_FORMAT "  ", json_integer_value(json_object_get(ev, "seq")));
+		static const struct {
+			const char *key;
+			int w;
+		} cols[] = {{"ts", 24}, {"tenant", 12}, {"agent", 12}, {"run_id", 20}, {"type", 14}};
+		for (size_t c = 0; c < RB_ARRAY_SIZE(cols); c++) {
+			put_clean(stdout, str(ev, cols[c].key), cols[c].w, cols[c].w);
+			fputs("  ", stdout);
+		}
+		put_clean(stdout, b.buf, 120, 0);
+		fputc('\n', stdout);
+	}
+	printf("(%zu event%s)\n", json_array_size(events), json_array_size(events) == 1 ? "" : "s");
+}
+
+static void ledger_closep(struct rb_ledger **l)
+{
+	rb_ledger_close(*l);
+}
+
+int rb_cmd_ledger(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") || (i == 1 && !strcmp(argv[i], "help"))) {
+			fputs(usage, stdout);
+			return 0;
+		}
+	struct args a = {0};
+	int rc = parse(argc, argv, &a);
+	if (rc || !a.sub)
+		return rc ? rc : 125;
+	const char *sub = a.sub->name;
+	struct rb_ledger_filter f = {
+	    .tenant = a.val[bit_index(O_TENANT)],
+	    .agent = a.val[bit_index(O_AGENT)],
+	    .run_id = a.val[bit_index(O_RUN)],
+	    .type = a.val[bit_index(O_TYPE)],
+	    .since = a.val[bit_index(O_SINCE)],
+	    .until = a.val[bit_index(O_UNTIL)],
+	    .grep = a.val[bit_index(O_GREP)],
+	};
+	if (a.seen & O_LIMIT) {
+		const char *s = a.val[bit_index(O_LIMIT)];
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(s, &end, 10);
+		if (errno || end == s || *end || n == 0 || n > 1000000000 || *s == '-')
+			return usage_error("--limit `%s`: expected a positive integer", s);
+		f.limit = (unsigned)n;
+	}
+	/* Bad times are usage errors, reported before anything is opened. */
+	struct rb_error err = {0};
+	char t[32];
+	if (f.since && rb_ledger_parse_time(f.since, 0, t, &err) < 0) {
+		rb_err("ledger: --since: %s", err.msg);
+		return 125;
+	}
+	if (f.until && rb_ledger_parse_time(f.until, 1, t, &err) < 0) {
+		rb_err("ledger: --until: %s", err.msg);
+		return 125;
+	}
+
+	struct rb_paths paths;
+	if (rb_paths_init(&paths, a.val[bit_index(O_STATE)], &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	/* Reading never creates a state directory: a mistyped --state-dir must not look like an
+	 * empty, intact ledger. An existing state directory without a ledger yet gets an empty one. */
+	struct stat st;
+	if (stat(paths.state_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rb_err("ledger: no state directory `%s` (no runs recorded there)", paths.state_dir);
+		return 125;
+	}
+	__attribute__((cleanup(ledger_closep))) struct rb_ledger *l = NULL;
+	if (rb_ledger_open(paths.state_dir, &l, &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+
+	if (!strcmp(sub, "verify")) {
+		_cleanup_json_ json_t *rep = NULL;
+		int r = rb_ledger_verify(l, &rep, &err);
+		if (r < 0) {
+			rb_err("%s", err.msg);
+			return 125;
+		}
+		if (a.seen & O_JSON) {
+			if (print_json(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+				return 125;
+		} else if (r == 0) {
+			printf("ledger intact: %" JSON_INTEGER_FORMAT " events, head %s\n",
+			       json_integer_value(json_object_get(rep, "events")),
+			       str(json_object_get(rep, "head"), "hash"));
+		} else {
+			json_t *bad = json_object_get(rep, "first_bad_seq");
+			if (bad)
+				printf("ledger BROKEN at seq %" JSON_INTEGER_FORMAT ": %s\n", json_integer_value(bad),
+				       str(rep, "reason"));
+			else
+				printf("ledger BROKEN: %s\n", str(rep, "reason"));
+		}
+		return r;
+	}
+	if (!strcmp(sub, "export")) {
+		if (rb_ledger_export_jsonl(l, stdout, &err) < 0) {
+			rb_err("%s", err.msg);
+			return 125;
+		}
+		return 0;
+	}
+	if (!strcmp(sub, "show")) {
+		f = (struct rb_ledger_filter){.run_id = a.pos[0]};
+	}
+	_cleanup_json_ json_t *events = NULL;
+	if (rb_ledger_query(l, &f, &events, &err) < 0) {
+		rb_err("ledger: %s", err.msg);
+		return 125;
+	}
+	if (!strcmp(sub, "show") && json_array_size(events) == 0) {
+		rb_err("ledger: no events for run `%s`", a.pos[0]);
+		return 125;
+	}
+	if (a.seen & O_JSON) {
+		if (print_json(events, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+			return 125;
+	} else if (!strcmp(sub, "show")) {
+		print_show(a.pos[0], events);
+	} else {
+		print_table(events);
+	}
+	if (fflush(stdout) == EOF) {
+		rb_err("ledger: write to stdout: %s", strerror(errno));
+		return 125;
+	}
+	return 0;
+}

@@ -1,0 +1,127 @@
+/* The content-addressed artifact store: objects named by their sha256, written through a
+ * temporary file and a rename so that a reader never sees half an object. */
+#define _GNU_SOURCE
+#include "runtime/artifacts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+
+static bool is_hex64(const char *s)
+{
+	for (int i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[64] == '\0';
+}
+
+bool rb_artifact_digest_valid(const char *digest)
+{
+	if (!digest)
+		return false;
+	if (strncmp(digest, "sha256:", 7) == 0)
+		digest += 7;
+	return strlen(digest) == 64 && is_hex64(digest);
+}
+
+int rb_artifact_path(const char *store_dir, const char *digest, char out[PATH_MAX], struct rb_error *err)
+{
+	if (!rb_artifact_digest_valid(digest))
+		return rb_error_set(err, 0, "invalid artifact digest `%s` (expected sha256:<64 lowercase hex>)",
+				    digest ? digest : "(null)");
+	const char *hex = strncmp(digest, "sha256:", 7) == 0 ? digest + 7 : digest;
+	int n = snprintf(out, PATH_MAX, "%s/sha256/%.2s/%s", store_dir, hex, hex);
+	if (n < 0 || n >= PATH_MAX)
+		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", store_dir);
+	return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int rb_artifact_store(const char *store_dir, const char *data, size_t len, char digest_out[RB_ARTIFACT_DIGEST_LEN],
+		      bool *created, struct rb_error *err)
+{
+	if (created)
+		*created = false;
+	char hex[65];
+	rb_sha256_hex(data, len, hex);
+	char path[PATH_MAX], dir[PATH_MAX];
+	if (rb_artifact_path(store_dir, hex, path, err) < 0)
+		return -1;
+	snprintf(dir, sizeof dir, "%s/sha256/%.2s", store_dir, hex);
+
+	/* Deduplicated: an object of the right size under its digest name is that content (it
+	 * only ever appears there by rename of a complete write). */
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len)
+		goto done;
+
+	char tmp[PATH_MAX];
+	uint32_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+		rnd = (uint32_t)rb_now_us();
+	int n = snprintf(tmp, sizeof tmp, "%s/.tmp-%.16s-%d-%08x", dir, hex, (int)getpid(), rnd);
+	if (n < 0 || n >= (int)sizeof tmp)
+		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", store_dir);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ENOENT) {
+		/* The shard directory is made on first use only. */
+		if (rb_mkdir_p(dir, 0755, err) < 0)
+			return -1;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	}
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", tmp);
+	/* 0644 whatever the umask: the next step's input is read through this file. */
+	if (write_all(fd, data, len) < 0 || fchmod(fd, 0644) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return rb_error_set(err, e, "write `%s`", tmp);
+	}
+	if (close(rb_steal_fd(&fd)) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return rb_error_set(err, e, "close `%s`", tmp);
+	}
+	/* rename replaces atomically: a concurrent run storing the same content is harmless. */
+	if (rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return rb_error_set(err, e, "rename `%s` to `%s`", tmp, path);
+	}
+	if (created)
+		*created = true;
+done:
+	snprintf(digest_out, RB_ARTIFACT_DIGEST_LEN, "sha256:%s", hex);
+	return 0;
+}
+
+int rb_artifact_sync(const char *store_dir, struct rb_error *err)
+{
+	_cleanup_close_ int fd = open(store_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "open `%s`", store_dir);
+	if (syncfs(fd) < 0)
+		return rb_error_set(err, errno, "syncfs `%s`", store_dir);
+	return 0;
+}

@@ -1,0 +1,132 @@
+/* Ledger events of a run (see record.h). */
+#include "runtime/record.h"
+
+#include <string.h>
+
+#include "common/util.h"
+
+const char *rb_record_outcome(const struct rb_step_result *res)
+{
+	switch (res->status) {
+	case RB_STEP_EXITED: return res->exit_code == 0 ? "success" : "failure";
+	case RB_STEP_TIMEOUT: return "timed_out";
+	case RB_STEP_CANCELLED: return "cancelled";
+	default: return "failure";
+	}
+}
+
+static int append(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err)
+{
+	int r = rb_ledger_append(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, type, data, err);
+	json_decref(data);
+	return r;
+}
+
+int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err)
+{
+	memset(rec, 0, sizeof *rec);
+	rec->run = run;
+	return rb_ledger_open(run->paths.state_dir, &rec->ledger, err);
+}
+
+int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
+			struct rb_error *err)
+{
+	const struct rb_run *run = rec->run;
+	json_t *limits = json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)run->limits.memory_bytes, "pids",
+				   (json_int_t)run->limits.pids, "cpus", run->limits.cpus, "timeout_ms",
+				   (json_int_t)run->timeout_ms);
+	json_t *d = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s, s:s, s:o, s:s}", "tenant", run->tenant, "agent",
+			      run->agent, "agent_version", agent_version, "manifest_hash", manifest_hash, "policy_name",
+			      run->policy.name, "policy_hash", run->policy.hash, "image", run->image.name, "image_digest",
+			      run->image.digest, "limits", limits, "network",
+			      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none");
+	return append(rec, "run_start", d, err);
+}
+
+int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,
+			 size_t len, json_t *inputs, struct rb_error *err)
+{
+	char hex[65];
+	rb_sha256_hex(text, len, hex);
+	json_t *t = json_stringn(text, len);
+	if (!t) /* not UTF-8: the digest and size still pin it down */
+		t = json_string("(binary)");
+	json_t *d = json_pack("{s:i, s:s?, s:s, s:o, s:I, s:s}", "step", (int)step, "name", name, "kind", kind, "text", t,
+			      "size", (json_int_t)len, "sha256", hex);
+	if (inputs)
+		json_object_set(d, "inputs", inputs);
+	rec->steps++;
+	return append(rec, "step_start", d, err);
+}
+
+int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err)
+{
+	double wall_s = (double)res->wall_us / 1e6;
+	double cpu_s = res->cgroup.have_cpu ? (double)res->cgroup.cpu_usec / 1e6
+					    : (double)(res->user_us + res->sys_us) / 1e6;
+	uint64_t peak = res->cgroup.have_memory_peak ? res->cgroup.memory_peak_bytes : res->maxrss_kb * 1024;
+	rec->cpu_seconds += cpu_s;
+	rec->memory_gib_seconds += (double)peak / (1024.0 * 1024 * 1024) * wall_s;
+	json_t *d = json_pack("{s:i, s:s, s:s, s:i, s:b, s:b, s:b, s:f, s:f, s:I}", "step", (int)step, "status",
+			      rb_record_outcome(res), "detail", res->error[0] ? res->error : "", "exit",
+			      rb_step_exit_code(res), "timed_out", res->status == RB_STEP_TIMEOUT, "oom_killed",
+			      res->oom_killed, "seccomp_killed", res->seccomp_killed, "wall_ms", (double)res->wall_us / 1000,
+			      "cpu_ms", cpu_s * 1000, "memory_peak_bytes", (json_int_t)peak);
+	if (res->status == RB_STEP_EXITED)
+		json_object_set_new(d, "exit_code", json_integer(res->exit_code));
+	if (res->status == RB_STEP_SIGNALED)
+		json_object_set_new(d, "signal", json_integer(res->signal));
+	if (res->cgroup.have_pids_peak)
+		json_object_set_new(d, "pids_peak", json_integer((json_int_t)res->cgroup.pids_peak));
+	if (append(rec, "step_end", d, err) < 0)
+		return -1;
+	json_t *blocked = res->egress ? json_object_get(res->egress, "blocked_packets") : NULL;
+	if (blocked && json_integer_value(blocked) > 0) {
+		json_t *e = json_deep_copy(res->egress);
+		json_object_set_new(e, "step", json_integer(step));
+		return append(rec, "egress_blocked", e, err);
+	}
+	return 0;
+}
+
+int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err)
+{
+	json_t *all = rb_harvest_json(h);
+	json_t *arts = json_object_get(all, "artifacts");
+	size_t i;
+	json_t *a;
+	int r = 0;
+	json_array_foreach(arts, i, a)
+	{
+		json_t *d = json_deep_copy(a);
+		json_object_set_new(d, "step", json_integer(step));
+		if ((r = append(rec, "artifact", d, err)) < 0)
+			break;
+	}
+	if (r == 0 && h->skipped_total > 0) {
+		json_t *d = json_pack("{s:i, s:I, s:O}", "step", (int)step, "skipped_total", (json_int_t)h->skipped_total,
+				      "skipped", json_object_get(all, "skipped") ? json_object_get(all, "skipped") : json_null());
+		r = append(rec, "harvest_skipped", d, err);
+	}
+	rec->stored_bytes += h->bytes_new;
+	json_decref(all);
+	return r;
+}
+
+int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
+{
+	json_t *d = json_pack("{s:s, s:i, s:f, s:f, s:I}", "result", result, "steps", (int)rec->steps, "cpu_seconds",
+			      rec->cpu_seconds, "memory_gib_seconds", rec->memory_gib_seconds, "stored_bytes",
+			      (json_int_t)rec->stored_bytes);
+	if (rec->run->gw.stats)
+		json_object_set(d, "gateway", rec->run->gw.stats);
+	return append(rec, "run_end", d, err);
+}
+
+void rb_record_close(struct rb_record *rec)
+{
+	if (rec->ledger)
+		rb_ledger_close(rec->ledger);
+	rec->ledger = NULL;
+}

@@ -1,0 +1,322 @@
+/* Manifest runs (see runfile.h). */
+#define _GNU_SOURCE
+#include "runtime/runfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "policy/skill.h"
+#include "runtime/artifacts.h"
+#include "runtime/harvest.h"
+#include "runtime/manifest.h"
+#include "runtime/record.h"
+#include "runtime/result.h"
+#include "runtime/run.h"
+#include "runtime/scrub.h"
+
+struct runfile {
+	struct rb_manifest m;
+	struct rb_skill *skills;
+	size_t n_skills;
+	struct rb_run run;
+	struct rb_record rec;
+	struct rb_scrubber *scrubber;
+	char store[4200];
+	char **input_args;
+	const char **skill_dirs, **skill_names;
+};
+
+/* Scrubbed text of a captured stream, for the result (the run token must not leak there). */
+static json_t *scrubbed_text(struct rb_scrubber *s, const struct rb_buf *b)
+{
+	struct rb_buf_out out = {0};
+	struct rb_error err;
+	if (!s || rb_scrub_buffer(s, b->data ? b->data : "", b->len, &out, NULL, &err) < 0)
+		return json_string("");
+	json_t *t = json_stringn(out.data, out.len);
+	free(out.data);
+	return t ? t : json_string("(not UTF-8)");
+}
+
+static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct rb_error *err)
+{
+	struct rb_run *run = &rf->run;
+	if (run->sb.workspace_fd < 0)
+		return 0;
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	_cleanup_close_ int out = (int)syscall(SYS_openat2, run->sb.workspace_fd, "out", &how, sizeof how);
+	if (out < 0) {
+		/* The step removed out/ or put a link there: nothing is followed, and it is said. */
+		json_object_set_new(out_json, "harvest", json_pack("{s:s}", "error", "/workspace/out is missing or not a directory"));
+		return 0;
+	}
+	struct rb_harvest_caps caps;
+	rb_harvest_caps_default(&caps);
+	struct rb_harvest_result h;
+	memset(&h, 0, sizeof h);
+	if (rb_harvest(out, &caps, rb_scrub_harvest_cb, rf->scrubber, rf->store, &h, err) < 0) {
+		rb_harvest_result_free(&h);
+		return -1;
+	}
+	json_t *hj = rb_harvest_json(&h);
+	json_object_set_new(out_json, "harvest", hj);
+	int r = rb_record_harvest(&rf->rec, step, &h, err);
+	rb_harvest_result_free(&h);
+	return r;
+}
+
+/* One step: its request, its ledger record, its result. Returns 1 to go on, 0 to stop. */
+static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_code, struct rb_error *err)
+{
+	const struct rb_manifest_step *st = &rf->m.steps[i];
+	struct rb_run *run = &rf->run;
+	char name[32], argv0[4200];
+	char *argv[3] = {NULL, NULL, NULL};
+	struct rb_step_file files[1];
+	char **env = NULL;
+	_cleanup_free_ char *inputs_text = NULL;
+	const struct rb_skill *skill = NULL;
+	const char *text;
+	size_t text_len;
+
+	struct rb_step_req req = {.timeout_ms = st->timeout_ms, .files = files, .n_files = 1};
+	if (st->kind == RB_MANIFEST_STEP_SCRIPT) {
+		snprintf(name, sizeof name, "step-%u.sh", i + 1);
+		files[0] = (struct rb_step_file){name, st->script, strlen(st->script), 0500};
+		snprintf(argv0, sizeof argv0, "/workspace/.runbox/%s", name);
+		argv[0] = run->policy.shell[0] ? run->policy.shell : "/bin/sh";
+		argv[1] = argv0;
+		text = st->script;
+		text_len = strlen(st->script);
+		env = calloc(rf->m.n_env + st->n_env + 1, sizeof *env);
+	} else {
+		for (size_t k = 0; k < rf->n_skills; k++)
+			if (!strcmp(rf->skills[k].name, st->skill))
+				skill = &rf->skills[k];
+		if (!skill)
+			return rb_error_set(err, 0, "steps[%u]: skill `%s` is not loaded", i, st->skill);
+		char **senv = NULL;
+		if (rb_skill_env(skill, st->inputs, &senv) < 0)
+			return rb_error_set(err, errno, "steps[%u]: skill `%s` environment", i, st->skill);
+		size_t n_senv = 0;
+		while (senv[n_senv])
+			n_senv++;
+		env = calloc(rf->m.n_env + st->n_env + n_senv + 1, sizeof *env);
+		for (size_t k = 0; env && k < n_senv; k++)
+			env[rf->m.n_env + st->n_env + k] = senv[k];
+		free(senv); /* the strings now belong to env */
+		inputs_text = json_dumps(st->inputs, JSON_SORT_KEYS | JSON_COMPACT);
+		files[0] = (struct rb_step_file){"inputs.json", inputs_text, strlen(inputs_text), 0400};
+		rb_skill_entry_path(skill, argv0, sizeof argv0);
+		argv[0] = argv0;
+		text = argv0;
+		text_len = strlen(argv0);
+	}
+	if (!env)
+		return rb_error_set(err, ENOMEM, "steps[%u]", i);
+	/* The manifest's variables, then the step's: the step wins on a clash (later wins). */
+	for (size_t k = 0; k < rf->m.n_env; k++)
+		env[k] = strdup(rf->m.env[k]);
+	for (size_t k = 0; k < st->n_env; k++)
+		env[rf->m.n_env + k] = strdup(st->env[k]);
+	req.argv = argv;
+	req.env = env;
+
+	int r = rb_record_step_start(&rf->rec, i + 1, st->name, skill ? "skill" : "script", text, text_len,
+				     skill ? st->inputs : NULL, err);
+	struct rb_step_result res;
+	if (r == 0)
+		r = rb_run_exec(run, &req, &res, err);
+	for (char **e = env; *e; e++)
+		free(*e);
+	free(env);
+	if (r < 0)
+		return -1;
+
+	json_t *sj = json_pack("{s:i, s:s?, s:s}", "step", (int)(i + 1), "name", st->name, "kind", skill ? "skill" : "script");
+	json_object_set_new(sj, "status", json_string(rb_record_outcome(&res)));
+	json_object_set_new(sj, "exit", json_integer(rb_step_exit_code(&res)));
+	if (res.status == RB_STEP_EXITED)
+		json_object_set_new(sj, "exit_code", json_integer(res.exit_code));
+	if (res.status == RB_STEP_SIGNALED)
+		json_object_set_new(sj, "signal", json_integer(res.signal));
+	json_object_set_new(sj, "timed_out", json_boolean(res.status == RB_STEP_TIMEOUT));
+	json_object_set_new(sj, "oom_killed", json_boolean(res.oom_killed));
+	json_object_set_new(sj, "wall_ms", json_real((double)res.wall_us / 1000));
+	if (res.error[0])
+		json_object_set_new(sj, "error", json_string(res.error));
+	json_object_set_new(sj, "stdout", scrubbed_text(rf->scrubber, &res.out));
+	json_object_set_new(sj, "stdout_truncated", json_boolean(res.out.truncated));
+	json_object_set_new(sj, "stderr", scrubbed_text(rf->scrubber, &res.err));
+	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
+	if (res.egress)
+		json_object_set(sj, "egress", res.egress);
+
+	bool ok = res.status == RB_STEP_EXITED && res.exit_code == 0;
+	if (ok && skill) {
+		json_t *value = NULL;
+		struct rb_error perr;
+		if (rb_skill_parse_result(res.out.data ? res.out.data : "", res.out.len, &value, &perr) < 0) {
+			rb_error_prefix(&perr, "skill `%s`", skill->name);
+			json_object_set_new(sj, "status", json_string("failure"));
+			json_object_set_new(sj, "error", json_string(perr.msg));
+			ok = false;
+		} else {
+			json_object_set_new(sj, "result", value);
+		}
+	}
+	*exit_code = ok ? 0 : (rb_step_exit_code(&res) ? rb_step_exit_code(&res) : 1);
+	r = rb_record_step_end(&rf->rec, i + 1, &res, err);
+	if (r == 0)
+		r = harvest(rf, i + 1, sj, err);
+	json_array_append_new(steps, sj);
+	bool alive = !run->sb.reaped;
+	rb_step_result_free(&res);
+	if (r < 0)
+		return -1;
+	return ok && alive;
+}
+
+static int prepare(struct runfile *rf, const char *path, const char *state_dir, struct rb_error *err)
+{
+	if (rb_manifest_load(path, &rf->m, err) < 0)
+		return -1;
+	if (rb_manifest_load_skills(&rf->m, &rf->skills, &rf->n_skills, err) < 0)
+		return -1;
+	struct rb_manifest *m = &rf->m;
+	rf->input_args = calloc(m->n_inputs + 1, sizeof *rf->input_args);
+	rf->skill_dirs = calloc(rf->n_skills + 1, sizeof *rf->skill_dirs);
+	rf->skill_names = calloc(rf->n_skills + 1, sizeof *rf->skill_names);
+	if (!rf->input_args || !rf->skill_dirs || !rf->skill_names)
+		return rb_error_set(err, ENOMEM, "manifest");
+	struct rb_paths paths;
+	if (rb_paths_init(&paths, state_dir, err) < 0)
+		return -1;
+	snprintf(rf->store, sizeof rf->store, "%s/artifacts", paths.state_dir);
+	for (size_t i = 0; i < m->n_inputs; i++) {
+		const struct rb_manifest_input *in = &m->inputs[i];
+		char from[4200];
+		if (in->kind == RB_MANIFEST_INPUT_ARTIFACT) {
+			char digest[80];
+			snprintf(digest, sizeof digest, "sha256:%s", in->artifact);
+			if (rb_artifact_path(rf->store, digest, from, err) < 0)
+				return rb_error_prefix(err, "manifest inputs[%zu]", i);
+		} else {
+			snprintf(from, sizeof from, "%s", in->from);
+		}
+		if (asprintf(&rf->input_args[i], "%s:%s", from, in->to) < 0)
+			return rb_error_set(err, ENOMEM, "manifest");
+	}
+	for (size_t i = 0; i < rf->n_skills; i++) {
+		rf->skill_dirs[i] = rf->skills[i].dir;
+		rf->skill_names[i] = rf->skills[i].name;
+	}
+	struct rb_run_config cfg = {
+		.image = m->image,
+		.policy = m->policy,
+		.state_dir = state_dir,
+		.timeout_ms = m->limits.timeout_ms,
+		.memory_bytes = m->limits.memory_bytes,
+		.pids = m->limits.pids,
+		.cpus = m->limits.cpus,
+		.net_mode = -1,
+		.inputs = (const char *const *)rf->input_args,
+		.n_inputs = (unsigned)m->n_inputs,
+		.skill_dirs = rf->skill_dirs,
+		.skill_names = rf->skill_names,
+		.n_skills = (unsigned)rf->n_skills,
+		.tenant = m->tenant,
+		.agent = m->agent,
+		.run_id = m->run_id[0] ? m->run_id : NULL,
+	};
+	if (rb_run_open(&cfg, &rf->run, err) < 0)
+		return -1;
+	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
+		return -1;
+	struct rb_scrub_secret secret = {"run-token", rf->run.token, strlen(rf->run.token)};
+	if (rb_scrub_new_labeled(&secret, rf->run.token[0] ? 1 : 0, &rf->scrubber, err) < 0)
+		return -1;
+	return rb_record_open(&rf->rec, &rf->run, err);
+}
+
+static void release(struct runfile *rf)
+{
+	rb_record_close(&rf->rec);
+	rb_run_close(&rf->run);
+	rb_scrub_free(rf->scrubber);
+	for (size_t i = 0; rf->input_args && i < rf->m.n_inputs; i++)
+		free(rf->input_args[i]);
+	free(rf->input_args);
+	free(rf->skill_dirs);
+	free(rf->skill_names);
+	rb_manifest_free_skills(rf->skills, rf->n_skills);
+	rb_manifest_free(&rf->m);
+}
+
+int rb_runfile_execute(const char *path, const char *state_dir, json_t **result, int *exit_code, struct rb_error *err)
+{
+	struct runfile *rf = calloc(1, sizeof *rf);
+	if (!rf)
+		return rb_error_set(err, ENOMEM, "manifest");
+	*result = NULL;
+	*exit_code = 125;
+	int r = prepare(rf, path, state_dir, err);
+	if (r == 0)
+		r = rb_record_run_start(&rf->rec, rf->m.agent_version, rf->m.hash, err);
+	if (r < 0) {
+		release(rf);
+		free(rf);
+		return -1;
+	}
+	json_t *steps = json_array();
+	int code = 0;
+	const char *outcome = "success";
+	for (unsigned i = 0; i < rf->m.n_steps; i++) {
+		int go = run_step(rf, i, steps, &code, err);
+		if (go < 0) {
+			rb_warn("%s", err->msg);
+			code = 125;
+			outcome = "failure";
+			break;
+		}
+		if (!go) {
+			json_t *last = json_array_get(steps, json_array_size(steps) - 1);
+			outcome = json_string_value(json_object_get(last, "status"));
+			outcome = outcome ? outcome : "failure";
+			break;
+		}
+	}
+	rb_run_stop(&rf->run);
+	struct rb_error lerr;
+	json_t *cleanup = json_pack("{s:s, s:b}", "what", "sandbox killed, cgroup and run directory removed", "ok", 1);
+	if (rb_ledger_append(rf->rec.ledger, rf->run.id, rf->run.tenant, rf->run.agent, "cleanup", cleanup, &lerr) < 0 ||
+	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0) {
+		rb_warn("ledger: %s", lerr.msg);
+		code = 125;
+	}
+	json_decref(cleanup);
+	json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant,
+				"agent", rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps,
+				"exit", code);
+	json_object_set_new(res, "image", json_pack("{s:s, s:s}", "name", rf->run.image.name, "digest", rf->run.image.digest));
+	json_object_set_new(res, "policy", json_pack("{s:s, s:s}", "name", rf->run.policy.name, "hash", rf->run.policy.hash));
+	json_object_set_new(res, "cost", json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds,
+						   "memory_gib_seconds", rf->rec.memory_gib_seconds, "stored_bytes",
+						   (json_int_t)rf->rec.stored_bytes));
+	if (rf->run.gw.stats)
+		json_object_set(res, "gateway", rf->run.gw.stats);
+	release(rf);
+	free(rf);
+	*result = res;
+	*exit_code = code;
+	return 0;
+}

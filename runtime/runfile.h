@@ -1,0 +1,15 @@
+/* A whole run from a manifest: one sandbox, the steps in order (batched scripts and skills'
+ * entry points), a harvest of /workspace/out after every step, and the ledger's record. */
+#ifndef RB_RUNFILE_H
+#define RB_RUNFILE_H
+
+#include <jansson.h>
+
+#include "common/error.h"
+
+/* Runs the manifest at path. *result is the run's JSON result (also on step failures);
+ * *exit_code is 0 when every step succeeded, else the failed step's code (125 for runbox's
+ * own failure). Returns -1 only when runbox could not run at all (bad manifest, policy...). */
+int rb_runfile_execute(const char *path, const char *state_dir, json_t **result, int *exit_code, struct rb_error *err);
+
+#endif

@@ -1,0 +1,74 @@
+/* What runtime/scrub.c (exact pass, merging, output) and runtime/scrub_rules.c (format and
+ * keyword passes) share: the span list every pass appends to, rule ids, byte classes. */
+#ifndef RB_SCRUB_INTERNAL_H
+#define RB_SCRUB_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rule ids: the format rules, then generic-secret, then the exact rules of a scrubber. */
+enum rb_scrub_rule_id {
+	RB_SR_AWS_KEY_ID,
+	RB_SR_GITHUB_PAT,
+	RB_SR_GITHUB_OAUTH,
+	RB_SR_GITHUB_APP,
+	RB_SR_GITHUB_REFRESH,
+	RB_SR_GITHUB_FINE_GRAINED,
+	RB_SR_GITLAB_PAT,
+	RB_SR_GITLAB_DEPLOY,
+	RB_SR_GITLAB_RUNNER,
+	RB_SR_GITLAB_CI_BUILD,
+	RB_SR_SLACK_TOKEN,
+	RB_SR_SLACK_APP,
+	RB_SR_SLACK_WEBHOOK,
+	RB_SR_STRIPE,
+	RB_SR_GCP_API_KEY,
+	RB_SR_PRIVATE_KEY,
+	RB_SR_JWT,
+	RB_SR_ANTHROPIC,
+	RB_SR_ANTHROPIC_ADMIN,
+	RB_SR_OPENAI,
+	RB_SR_NPM,
+	RB_SR_PYPI,
+	RB_SR_HUGGINGFACE,
+	RB_SR_GENERIC,
+	RB_SR_FIRST_EXACT
+};
+
+extern const char *const rb_scrub_rule_names[RB_SR_FIRST_EXACT];
+
+/* Pass numbers: on a tie in length, the earlier pass names the merged redaction. */
+enum { RB_SCRUB_PASS_EXACT, RB_SCRUB_PASS_FORMAT, RB_SCRUB_PASS_KEYWORD };
+
+struct rb_scrub_span {
+	size_t start, end; /* [start, end) in the input */
+	uint32_t rule;
+	uint32_t pass;
+};
+
+struct rb_scrub_spans {
+	struct rb_scrub_span *v;
+	size_t n, cap;
+	bool oom; /* a push failed: the call fails rather than store a buffer half scrubbed */
+};
+
+/* Appends a span, skipping one that lies inside the previous span of the same pass. */
+void rb_scrub_spans_push(struct rb_scrub_spans *sp, size_t start, size_t end, uint32_t rule, uint32_t pass);
+
+/* Tables of the format pass, built once per scrubber (no mutable globals). */
+struct rb_scrub_rule_tables {
+	uint64_t bigram[65536 / 64];  /* first two bytes of some prefix */
+	uint8_t first[256][16];       /* prefixes (index + 1) starting with this byte, 0-terminated */
+};
+
+void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);
+/* Pass 2: prefix-anchored format rules. */
+void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
+			 struct rb_scrub_spans *sp);
+/* Pass 3: keyword-anchored values of high entropy. */
+void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp);
+/* Shannon entropy in bits per byte. */
+double rb_scrub_entropy(const unsigned char *s, size_t n);
+
+#endif

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# `runbox ledger`: a ledger whose events are written by an independent implementation of the
+# documented hash chain (Python's sqlite3, docs/ledger.md) verifies intact; show, query (every
+# filter, a literal grep) and export read it back; then an event edited, or deleted from the
+# middle or the end, with the sqlite3 tool makes verify fail, each against an intact control.
+# modes: root
+. "$(dirname "$0")/../lib.sh"
+lib_init ledger
+
+DB=$STATE/ledger.db
+ZERO=0000000000000000000000000000000000000000000000000000000000000000
+
+# sql DB STATEMENTS: the sqlite3 tool, or Python's sqlite3 module where the tool is missing.
+sql() {
+	if command -v sqlite3 >/dev/null; then
+		sqlite3 "$1" "$2"
+	else
+		"$PY" -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()' "$1" "$2"
+	fi
+}
+
+# py_append STATE_DIR < JSON lines [ts, run_id, tenant, agent, type, data]: appends each as
+# the documented chain says, updates ledger.head, prints the last hash.
+PY_APPEND=$(
+	cat <<'EOF'
+import hashlib, json, os, sqlite3, sys
+state = sys.argv[1]
+db = sqlite3.connect(os.path.join(state, "ledger.db"), isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+row = db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+seq, prev = row if row else (0, "0" * 64)
+for line in sys.stdin:
+    ts, run, tenant, agent, typ, data = json.loads(line)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    seq += 1
+    h = hashlib.sha256("\n".join([prev, str(seq), ts, run, tenant, agent, typ, text]).encode()).hexdigest()
+    db.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?)", (seq, ts, run, tenant, agent, typ, text, prev, h))
+    prev = h
+db.execute("COMMIT")
+with open(os.path.join(state, "ledger.head.tmp"), "w") as f:
+    f.write("%d %s\n" % (seq, prev))
+os.rename(os.path.join(state, "ledger.head.tmp"), os.path.join(state, "ledger.head"))
+print(prev)
+EOF
+)
+py_append() { "$PY" -c "$PY_APPEND" "$1"; }
+
+# seqs FILE: the seq fields of the JSON array in FILE, as "1,2,3".
+seqs() {
+	"$PY" -c 'import json, sys; print(",".join(str(e["seq"]) for e in json.load(open(sys.argv[1]))))' "$1"
+}
+
+# expect125 NAME ARGS...: runbox ledger exits 125 with one line on stderr.
+expect125() {
+	local name=$1 lines
+	shift
+	run_rbx ledger "$@"
+	lines=$(printf '%s' "$ERR" | grep -c '')
+	if [ "$RC" != 125 ]; then not_ok "$name" "exit $RC, want 125 ($(first_line "$ERR"))"
+	elif [ "$lines" != 1 ]; then not_ok "$name" "$lines lines on stderr: $(tr '\n' '|' <<<"$ERR")"
+	else ok "$name"; fi
+}
+
+# expect_seqs NAME WANT QUERY-ARGS...: `ledger query --json` returns exactly the seqs WANT.
+expect_seqs() {
+	local name=$1 want=$2 got
+	shift 2
+	run_rbx ledger query --json "$@"
+	if [ "$RC" != 0 ]; then not_ok "$name" "exit $RC: $(first_line "$ERR")"; return; fi
+	got=$(seqs "$T/out")
+	if [ "$got" = "$want" ]; then ok "$name"; else not_ok "$name" "seqs [$got], want [$want]"; fi
+}
+
+# --- an empty ledger, and no ledger invented for a mistyped state directory ---
+run_rbx ledger --state-dir "$T/no-such-state" verify
+if [ "$RC" = 125 ] && [ ! -e "$T/no-such-state" ]; then ok "a missing state directory is an error, not an empty ledger"
+else not_ok "a missing state directory is an error, not an empty ledger" "exit $RC, exists: $([ -e "$T/no-such-state" ] && echo yes || echo no)"; fi
+run_rbx ledger verify
+if [ "$RC" = 0 ] && [ "$OUT" = "ledger intact: 0 events, head $ZERO" ]; then ok "an empty ledger verifies"
+else not_ok "an empty ledger verifies" "exit $RC: $(first_line "$OUT$ERR")"; fi
+mode=$(stat -c %a "$DB" 2>/dev/null)
+if [ "$mode" = 600 ]; then ok "ledger.db is private (0600)"; else not_ok "ledger.db is private (0600)" "mode $mode"; fi
+
+# --- a run on Tuesday 2026-11-24, another agent and tenant at the same minute, and Wednesday ---
+ESC=$(printf '\033')
+HEAD=$(py_append "$STATE" <<EOF
+["2026-11-24T18:02:59.999Z", "r1", "acme", "agent-7", "run_start", {"tenant": "acme", "agent": "agent-7", "agent_version": "3", "image": "minimal", "image_digest": "sha256:1111111111111111111111111111111111111111111111111111111111111111", "policy_name": "default", "policy_hash": "2222222222222222222222222222222222222222222222222222222222222222", "manifest_hash": "3333333333333333333333333333333333333333333333333333333333333333", "limits": {}}]
+["2026-11-24T18:03:00.000Z", "r1", "acme", "agent-7", "step_start", {"step": 1, "kind": "script", "text": "pandoc report.md -o /workspace/out/report.pdf\\necho 100% done \\u001b[31mred", "size": 60, "sha256": "4444444444444444444444444444444444444444444444444444444444444444", "inputs": {}}]
+["2026-11-24T18:03:59.999Z", "r1", "acme", "agent-7", "artifact", {"step": 1, "path": "report.pdf", "size": 12345, "digest": "sha256:5555555555555555555555555555555555555555555555555555555555555555", "redactions": {"aws_key": 1}}]
+["2026-11-24T18:04:00.000Z", "r1", "acme", "agent-7", "run_end", {"result": "success", "steps": 1, "cpu_seconds": 0.5, "memory_gib_seconds": 0.01, "stored_bytes": 12345}]
+["2026-11-24T18:03:30.000Z", "r2", "acme", "agent-8", "step_start", {"step": 1, "kind": "command", "text": "ls -la", "size": 6, "sha256": "66", "inputs": {}}]
+["2026-11-24T18:03:30.000Z", "r3", "globex", "agent-7", "step_start", {"step": 1, "kind": "command", "text": "ls a_b", "size": 6, "sha256": "77", "inputs": {}}]
+["2026-11-25T09:00:00.000Z", "r4", "acme", "agent-7", "step_start", {"step": 1, "kind": "command", "text": "echo O'Brien", "size": 12, "sha256": "88", "inputs": {}}]
+EOF
+)
+run_rbx ledger verify
+if [ "$RC" = 0 ] && [ "$OUT" = "ledger intact: 7 events, head $HEAD" ]; then
+	ok "verify agrees with an independent implementation of the documented chain"
+else not_ok "verify agrees with an independent implementation of the documented chain" "exit $RC: $(first_line "$OUT$ERR") (want head $HEAD)"; fi
+
+# --- show ---
+run_rbx ledger show r1
+if [ "$RC" = 0 ] && grep -q 'run_start' <<<"$OUT" && grep -q 'step_start.*pandoc report.md' <<<"$OUT" &&
+	grep -q 'artifact.*report.pdf' <<<"$OUT" && grep -q 'run_end.*result success' <<<"$OUT" && ! grep -q r2 <<<"$OUT"; then
+	ok "show lists the run's events with summaries"
+else not_ok "show lists the run's events with summaries" "exit $RC: $(tr '\n' '|' <<<"$OUT$ERR" | cut -c 1-300)"; fi
+if grep -q "$ESC" "$T/out"; then not_ok "show escapes terminal control characters" "a raw ESC was printed"
+elif grep -qF '\x1b[31m' "$T/out"; then ok "show escapes terminal control characters"
+else not_ok "show escapes terminal control characters" "no escaped \\x1b in: $(grep pandoc "$T/out")"; fi
+run_rbx ledger show r1 --json
+got=$(seqs "$T/out" 2>&1)
+text=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[1]["data"]["text"])' "$T/out" 2>&1)
+if [ "$RC" = 0 ] && [ "$got" = "1,2,3,4" ] && [ "$text" = "pandoc report.md -o /workspace/out/report.pdf
+echo 100% done ${ESC}[31mred" ]; then ok "show --json gives the raw events, the exact script text"
+else not_ok "show --json gives the raw events, the exact script text" "exit $RC, seqs [$got], text: $text"; fi
+expect125 "show of an unknown run gives 125 and one line" show no-such-run
+
+# --- query: "what did agent-7 of acme run on Tuesday at 18:03" ---
+expect_seqs "query by tenant, agent and minute" 2,3 --tenant acme --agent agent-7 --since 2026-11-24T18:03 --until 2026-11-24T18:03
+expect_seqs "query by tenant" 1,2,3,4,5,7 --tenant acme
+expect_seqs "query by agent" 1,2,3,4,6,7 --agent agent-7
+expect_seqs "query by run and type" 2 --run r1 --type step_start
+expect_seqs "query --since with an offset" 7 --since 2026-11-25T10:00+01:00
+expect_seqs "query --until a day" 1,2,3,4,5,6 --until 2026-11-24
+expect_seqs "query --grep is a substring" 2 --grep pandoc
+expect_seqs "query --grep % is literal" 2 --grep '%'
+expect_seqs "query --grep _ is literal" 6 --grep 'a_b'
+expect_seqs "query --grep with a quote" 7 --grep "O'Brien"
+expect_seqs "query --grep is case-sensitive" "" --grep PANDOC
+expect_seqs "query --limit" 1,2 --tenant acme --limit 2
+run_rbx ledger query --tenant acme --agent agent-7 --since 2026-11-24T18:03 --until 2026-11-24T18:03
+if [ "$RC" = 0 ] && grep -q '^SEQ' <<<"$OUT" && grep -q '(2 events)' <<<"$OUT" && grep -q 'pandoc' <<<"$OUT"; then
+	ok "query prints a readable table"
+else not_ok "query prints a readable table" "exit $RC: $(tr '\n' '|' <<<"$OUT$ERR" | cut -c 1-300)"; fi
+
+# --- export ---
+run_rbx ledger export --jsonl
+got=$("$PY" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+print(len(ev), ev[-1]["hash"], all(e["seq"] == i + 1 for i, e in enumerate(ev)))' "$T/out" 2>&1)
+if [ "$RC" = 0 ] && [ "$got" = "7 $HEAD True" ]; then ok "export --jsonl writes every event, one per line"
+else not_ok "export --jsonl writes every event, one per line" "exit $RC: $got"; fi
+
+# --- usage errors ---
+expect125 "an unknown subcommand gives 125 and one line" frobnicate
+expect125 "an option that does not apply gives 125" verify --grep x
+expect125 "a bad --since gives 125" query --since Tuesday
+expect125 "a bad --limit gives 125" query --limit -3
+expect125 "export without --jsonl gives 125" export
+
+# --- tampering with the sqlite3 tool: each on a copy, each against the intact original ---
+copy() { rm -rf "${T:?}/$1" && cp -a "$STATE" "$T/$1"; }
+# expect_broken NAME COPY WANT-LINE-PREFIX
+expect_broken() {
+	run_rbx ledger --state-dir "$T/$2" verify
+	if [ "$RC" = 1 ] && [[ "$OUT" == "$3"* ]]; then ok "$1"
+	else not_ok "$1" "exit $RC: $(first_line "$OUT$ERR"), want: $3..."; fi
+}
+
+copy guarded
+if sql "$T/guarded/ledger.db" "UPDATE events SET data='{}' WHERE seq=2" >/dev/null 2>&1; then
+	not_ok "the triggers refuse an UPDATE" "the UPDATE went through"
+else ok "the triggers refuse an UPDATE"; fi
+if sql "$T/guarded/ledger.db" "DELETE FROM events WHERE seq=2" >/dev/null 2>&1; then
+	not_ok "the triggers refuse a DELETE" "the DELETE went through"
+else ok "the triggers refuse a DELETE"; fi
+
+copy edited
+sql "$T/edited/ledger.db" "DROP TRIGGER events_no_update; UPDATE events SET data='{\"step\":1,\"kind\":\"script\",\"text\":\"true\"}' WHERE seq=2"
+expect_broken "verify detects an event edited with the sqlite3 tool" edited "ledger BROKEN at seq 2:"
+run_rbx ledger --state-dir "$T/edited" verify --json
+if [ "$RC" = 1 ] && [ "$(json "$T/out" intact)" = false ] && [ "$(json "$T/out" first_bad_seq)" = 2 ]; then
+	ok "verify --json names the first bad seq"
+else not_ok "verify --json names the first bad seq" "exit $RC: $(tr '\n' ' ' <<<"$OUT")"; fi
+
+copy middle
+sql "$T/middle/ledger.db" "DROP TRIGGER events_no_delete; DELETE FROM events WHERE seq=3"
+expect_broken "verify detects an event deleted from the middle" middle "ledger BROKEN at seq 3:"
+
+copy last
+sql "$T/last/ledger.db" "DROP TRIGGER events_no_delete; DELETE FROM events WHERE seq=7"
+expect_broken "verify detects an event deleted from the end (head file)" last "ledger BROKEN at seq 7:"
+
+copy nohead
+rm -f "$T/nohead/ledger.head"
+expect_broken "verify detects a removed head file" nohead "ledger BROKEN:"
+
+# the original, untouched, is still intact (the control for all of the above)
+run_rbx ledger verify
+if [ "$RC" = 0 ]; then ok "the untouched ledger still verifies"; else not_ok "the untouched ledger still verifies" "$(first_line "$OUT$ERR")"; fi
+
+# --- runs record themselves (once `runbox run` appends to the ledger) ---
+sb --json -- /bin/true
+run_id=$(json "$T/out" run_id 2>/dev/null)
+if [ -z "$run_id" ]; then
+	skip "a run is recorded in the ledger" "runbox run failed here (exit $RC: $(first_line "$ERR"))"
+else
+	run_rbx ledger show "$run_id" --json
+	if [ "$RC" = 125 ]; then
+		skip "a run is recorded in the ledger" "runs are not written to the ledger yet"
+	elif [ "$RC" = 0 ] && grep -q '"run_start"' "$T/out" && grep -q '"run_end"' "$T/out"; then
+		ok "a run is recorded in the ledger"
+		run_rbx ledger verify
+		if [ "$RC" = 0 ]; then ok "the chain stays intact across runbox's own appends"
+		else not_ok "the chain stays intact across runbox's own appends" "$(first_line "$OUT$ERR")"; fi
+	else
+		not_ok "a run is recorded in the ledger" "exit $RC: $(first_line "$OUT$ERR")"
+	fi
+fi

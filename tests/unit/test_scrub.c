@@ -1,0 +1,823 @@
+/* runtime/scrub.c: every planted secret (each format, the run token and a policy secret in
+ * each encoding) is gone from the output with the right count by rule, while ordinary text
+ * comes out byte for byte; near misses stay; binary and hostile input neither crash nor hang.
+ * Tokens are synthesised from templates in tests/unit/fixtures/scrub (see its README). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/util.h"
+#include "runtime/scrub.h"
+
+/* ---- deterministic synthesis ---------------------------------------------------------- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static const char UPNUM[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+static const char ALNUM[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+static const char ALNUM_UD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+static const char LETTERS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+static const char DIGITS[] = "0123456789";
+static const char B64CH[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Appends n random bytes of set to s. */
+static void rnd(char *s, const char *set, size_t n)
+{
+	size_t l = strlen(s), m = strlen(set);
+	for (size_t i = 0; i < n; i++)
+		s[l + i] = set[next_rand() % m];
+	s[l + n] = '\0';
+}
+
+/* A random alphanumeric string with at least one digit, upper and lower case letter, so it
+ * is not mistaken for words. */
+static void rnd_mixed(char *s, size_t n)
+{
+	size_t l = strlen(s);
+	rnd(s, ALNUM, n - 3);
+	strcat(s, "7q");
+	s[l + n - 1] = 'Z';
+	s[l + n] = '\0';
+}
+
+/* Independent encoders (OpenSSL's base64, jansson's JSON), so the test does not check the
+ * scrubber's encoders against themselves. */
+static char *b64_of(const void *in, size_t n, bool url, bool pad)
+{
+	char *o = malloc(4 * (n / 3 + 2) + 1);
+	EVP_EncodeBlock((unsigned char *)o, in, (int)n);
+	size_t l = strlen(o);
+	if (!pad)
+		while (l && o[l - 1] == '=')
+			o[--l] = '\0';
+	if (url)
+		for (char *c = o; *c; c++)
+			*c = *c == '+' ? '-' : *c == '/' ? '_' : *c;
+	return o;
+}
+
+static char *hex_of(const char *s, bool upper)
+{
+	size_t n = strlen(s);
+	char *o = malloc(2 * n + 1);
+	for (size_t i = 0; i < n; i++)
+		sprintf(o + 2 * i, upper ? "%02X" : "%02x", (unsigned char)s[i]);
+	return o;
+}
+
+static char *url_of(const char *s, bool upper, bool form)
+{
+	char *o = malloc(3 * strlen(s) + 1), *w = o;
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~", *c))
+			*w++ = (char)*c;
+		else if (form && *c == ' ')
+			*w++ = '+';
+		else
+			w += sprintf(w, upper ? "%%%02X" : "%%%02x", *c);
+	}
+	*w = '\0';
+	return o;
+}
+
+static char *json_of(const char *s, size_t flags)
+{
+	json_t *j = json_string(s);
+	char *d = json_dumps(j, JSON_ENCODE_ANY | flags);
+	json_decref(j);
+	size_t l = strlen(d);
+	memmove(d, d + 1, l - 2); /* strip the quotes */
+	d[l - 2] = '\0';
+	return d;
+}
+
+/* ---- the secrets the scrubber is told about --------------------------------------------- */
+
+static char run_token[200];
+static const char dbpass[] = "Tr0ub4dor&3 \"horse\\stap/le+\xc3\xa9"; /* '"', '\\', '/', '+', ' ', é */
+
+static void make_token(void)
+{
+	unsigned char raw[48];
+	for (size_t i = 0; i < sizeof raw; i++)
+		raw[i] = (unsigned char)next_rand();
+	char *a = b64_of(raw, 36, true, false), *b = b64_of(raw + 36, 12, true, false);
+	snprintf(run_token, sizeof run_token, "rbx1.%s.%s", a, b);
+	free(a);
+	free(b);
+}
+
+static struct rb_scrubber *new_scrubber(void)
+{
+	struct rb_scrub_secret sec[] = {
+		{"run-token", run_token, strlen(run_token)},
+		{"db-password", dbpass, strlen(dbpass)},
+	};
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	if (rb_scrub_new_labeled(sec, 2, &s, &err) != 0)
+		fail_msg("rb_scrub_new_labeled: %s", err.msg);
+	return s;
+}
+
+/* ---- planted items ------------------------------------------------------------------------ */
+
+struct planted {
+	char text[4096];     /* what replaces the placeholder */
+	char probe[512];     /* what must be absent from the output */
+	char expect[4096];   /* what the output must hold in its place */
+	char rule[RB_SCRUB_RULE_MAX];
+};
+
+/* The encoding name the scrubber gives a form: the first of raw, base64, base64url, hex, url,
+ * json whose form of the secret equals text (the scrubber keeps one name per distinct form). */
+static const char *encoding_of(const char *secret, const char *text)
+{
+	size_t n = strlen(secret);
+	char *forms[][9] = {
+		{strdup(secret)},
+		{b64_of(secret, n, false, true), b64_of(secret, n, false, false)},
+		{b64_of(secret, n, true, true), b64_of(secret, n, true, false)},
+		{hex_of(secret, false), hex_of(secret, true)},
+		{url_of(secret, false, false), url_of(secret, true, false), url_of(secret, true, true)},
+		{json_of(secret, 0), json_of(secret, JSON_ENSURE_ASCII), json_of(secret, JSON_ESCAPE_SLASH)},
+	};
+	static const char *names[] = {"raw", "base64", "base64url", "hex", "url", "json"};
+	const char *found = NULL;
+	for (size_t i = 0; i < 6; i++)
+		for (size_t k = 0; k < 9 && forms[i][k]; k++) {
+			if (!found && strcmp(forms[i][k], text) == 0)
+				found = names[i];
+			free(forms[i][k]);
+		}
+	return found;
+}
+
+/* base64 of pre + secret + post: the characters that hold only the secret's bits are the
+ * probe; the expected output keeps the characters around them. */
+static void embed_b64(struct planted *p, const char *label, const char *secret, const char *pre, const char *post)
+{
+	size_t a = strlen(pre), n = strlen(secret);
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s%s%s", pre, secret, post);
+	char *e = b64_of(buf, strlen(buf), false, true);
+	size_t first = (8 * a + 5) / 6, last = 8 * (a + n) / 6;
+	snprintf(p->text, sizeof p->text, "%s", e);
+	snprintf(p->probe, sizeof p->probe, "%.*s", (int)(last - first), e + first);
+	snprintf(p->rule, sizeof p->rule, "exact:%s:base64", label);
+	snprintf(p->expect, sizeof p->expect, "%.*s[REDACTED:%s]%s", (int)first, e, p->rule, e + last);
+	free(e);
+}
+
+static int exact_item(struct planted *p, const char *label, const char *secret, const char *enc)
+{
+	size_t n = strlen(secret);
+	char *t = NULL;
+	if (strcmp(enc, "raw") == 0)
+		t = strdup(secret);
+	else if (strcmp(enc, "base64") == 0)
+		t = b64_of(secret, n, false, true);
+	else if (strcmp(enc, "base64-nopad") == 0)
+		t = b64_of(secret, n, false, false);
+	else if (strcmp(enc, "base64url") == 0)
+		t = b64_of(secret, n, true, false);
+	else if (strcmp(enc, "hex") == 0)
+		t = hex_of(secret, false);
+	else if (strcmp(enc, "HEX") == 0)
+		t = hex_of(secret, true);
+	else if (strcmp(enc, "url") == 0)
+		t = url_of(secret, false, false);
+	else if (strcmp(enc, "URL") == 0)
+		t = url_of(secret, true, false);
+	else if (strcmp(enc, "form") == 0)
+		t = url_of(secret, true, true);
+	else if (strcmp(enc, "json") == 0)
+		t = json_of(secret, 0);
+	else if (strcmp(enc, "json-ascii") == 0)
+		t = json_of(secret, JSON_ENSURE_ASCII);
+	if (t) {
+		snprintf(p->text, sizeof p->text, "%s", t);
+		snprintf(p->probe, sizeof p->probe, "%s", t);
+		const char *e = encoding_of(secret, t);
+		free(t);
+		if (!e)
+			return -1;
+		snprintf(p->rule, sizeof p->rule, "exact:%s:%s", label, e);
+		snprintf(p->expect, sizeof p->expect, "[REDACTED:%s]", p->rule);
+		return 0;
+	}
+	if (strncmp(enc, "b64-in-", 7) == 0) { /* 1, 2, 3 bytes before: the three alignments */
+		static const char *pres[] = {"x", "xy", "xyz"};
+		int k = enc[7] - '1';
+		if (k < 0 || k > 2)
+			return -1;
+		embed_b64(p, label, secret, pres[k], "!?");
+		return 0;
+	}
+	if (strcmp(enc, "echo-b64") == 0) {
+		embed_b64(p, label, secret, "token=", "\n");
+		return 0;
+	}
+	return -1;
+}
+
+static void pem(char *out, const char *label, const char *nl, const char *first)
+{
+	sprintf(out, "-----BEGIN %s-----%s%s", label, nl, first);
+	for (int line = 0; line < 12; line++) {
+		if (line)
+			rnd(out, B64CH, 64);
+		else
+			rnd(out, B64CH, 64 - strlen(first));
+		strcat(out, nl);
+	}
+	rnd(out, B64CH, 24);
+	strcat(out, "==");
+	strcat(out, nl);
+	sprintf(out + strlen(out), "-----END %s-----", label);
+}
+
+/* Fills p for placeholder name; returns -1 for an unknown name. */
+static int gen(const char *name, struct planted *p)
+{
+	char *t = p->text;
+	const char *rule = NULL;
+	t[0] = '\0';
+	if (strncmp(name, "token:", 6) == 0)
+		return exact_item(p, "run-token", run_token, name + 6);
+	if (strncmp(name, "dbpass:", 7) == 0)
+		return exact_item(p, "db-password", dbpass, name + 7);
+
+	if (strcmp(name, "aws") == 0) {
+		strcpy(t, "AKIA"), rnd(t, UPNUM, 16), rule = "aws-access-key-id";
+	} else if (strcmp(name, "aws-sts") == 0) {
+		strcpy(t, "ASIA"), rnd(t, UPNUM, 16), rule = "aws-access-key-id";
+	} else if (strcmp(name, "github-pat") == 0) {
+		strcpy(t, "ghp_"), rnd(t, ALNUM, 36), rule = "github-pat";
+	} else if (strcmp(name, "github-oauth") == 0) {
+		strcpy(t, "gho_"), rnd(t, ALNUM, 36), rule = "github-oauth";
+	} else if (strcmp(name, "github-app") == 0) {
+		strcpy(t, next_rand() & 1 ? "ghs_" : "ghu_"), rnd(t, ALNUM, 36), rule = "github-app-token";
+	} else if (strcmp(name, "github-refresh") == 0) {
+		strcpy(t, "ghr_"), rnd(t, ALNUM, 36), rule = "github-refresh-token";
+	} else if (strcmp(name, "github-fine") == 0) {
+		strcpy(t, "github_pat_"), rnd(t, ALNUM, 22), strcat(t, "_"), rnd(t, ALNUM, 59);
+		rule = "github-fine-grained-pat";
+	} else if (strcmp(name, "gitlab-pat") == 0) {
+		strcpy(t, "glpat-"), rnd(t, ALNUM_UD, 20), rule = "gitlab-pat";
+	} else if (strcmp(name, "gitlab-deploy") == 0) {
+		strcpy(t, "gldt-"), rnd(t, ALNUM_UD, 20), rule = "gitlab-deploy-token";
+	} else if (strcmp(name, "gitlab-runner") == 0) {
+		strcpy(t, "glrt-"), rnd(t, ALNUM_UD, 20), rule = "gitlab-runner-token";
+	} else if (strcmp(name, "gitlab-ci") == 0) {
+		strcpy(t, "glcbt-64_"), rnd(t, ALNUM_UD, 20), rule = "gitlab-ci-build-token";
+	} else if (strcmp(name, "slack-bot") == 0) {
+		strcpy(t, "xoxb-"), rnd(t, DIGITS, 11), strcat(t, "-"), rnd(t, DIGITS, 13), strcat(t, "-");
+		rnd(t, ALNUM, 24), rule = "slack-token";
+	} else if (strcmp(name, "slack-user") == 0) {
+		strcpy(t, "xoxp-"), rnd(t, DIGITS, 11), strcat(t, "-"), rnd(t, DIGITS, 12), strcat(t, "-");
+		rnd(t, ALNUM, 32), rule = "slack-token";
+	} else if (strcmp(name, "slack-app") == 0) {
+		strcpy(t, "xapp-1-A"), rnd(t, UPNUM, 10), strcat(t, "-"), rnd(t, DIGITS, 13), strcat(t, "-");
+		rnd(t, "0123456789abcdef", 64), rule = "slack-app-token";
+	} else if (strcmp(name, "slack-webhook") == 0) {
+		strcpy(t, "hooks.slack.com/services/T"), rnd(t, UPNUM, 8), strcat(t, "/B"), rnd(t, UPNUM, 10);
+		strcat(t, "/"), rnd(t, ALNUM, 24), rule = "slack-webhook";
+	} else if (strcmp(name, "stripe-live") == 0) {
+		strcpy(t, "sk_live_"), rnd(t, ALNUM, 24), rule = "stripe-key";
+	} else if (strcmp(name, "stripe-restricted") == 0) {
+		strcpy(t, "rk_test_"), rnd(t, ALNUM, 24), rule = "stripe-key";
+	} else if (strcmp(name, "gcp") == 0) {
+		strcpy(t, "AIza"), rnd(t, ALNUM_UD, 35), rule = "gcp-api-key";
+	} else if (strcmp(name, "pem-rsa") == 0) {
+		pem(t, "RSA PRIVATE KEY", "\n", "MIIEpAIBAAKCAQEA"), rule = "private-key";
+	} else if (strcmp(name, "pem-openssh") == 0) {
+		pem(t, "OPENSSH PRIVATE KEY", "\n", "b3BlbnNzaC1rZXktdjEAAAAA"), rule = "private-key";
+	} else if (strcmp(name, "pem-pkcs8") == 0 || strcmp(name, "pem-json") == 0) {
+		pem(t, "PRIVATE KEY", "\\n", "MIIEvgIBADANBgkqhkiG9w0BAQEFAASC"), rule = "private-key";
+	} else if (strcmp(name, "jwt") == 0) {
+		char payload[128], sub[16] = "";
+		rnd(sub, ALNUM, 12);
+		snprintf(payload, sizeof payload, "{\"sub\":\"%s\",\"iat\":1715709791}", sub);
+		char *h = b64_of("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", 27, true, false);
+		char *b = b64_of(payload, strlen(payload), true, false);
+		sprintf(t, "%s.%s.", h, b);
+		rnd(t, ALNUM_UD, 43), rule = "jwt";
+		free(h);
+		free(b);
+	} else if (strcmp(name, "anthropic") == 0) {
+		strcpy(t, "sk-ant-api03-"), rnd(t, ALNUM_UD, 93), strcat(t, "AA"), rule = "anthropic-api-key";
+	} else if (strcmp(name, "anthropic-admin") == 0) {
+		strcpy(t, "sk-ant-admin01-"), rnd(t, ALNUM_UD, 93), strcat(t, "AA"), rule = "anthropic-admin-key";
+	} else if (strcmp(name, "openai-proj") == 0) {
+		strcpy(t, "sk-proj-"), rnd(t, ALNUM_UD, 58), strcat(t, "T3BlbkFJ"), rnd(t, ALNUM_UD, 58);
+		rule = "openai-api-key";
+	} else if (strcmp(name, "openai-legacy") == 0) {
+		strcpy(t, "sk-"), rnd(t, ALNUM, 20), strcat(t, "T3BlbkFJ"), rnd(t, ALNUM, 20), rule = "openai-api-key";
+	} else if (strcmp(name, "npm") == 0) {
+		strcpy(t, "npm_"), rnd(t, ALNUM, 36), rule = "npm-token";
+	} else if (strcmp(name, "pypi") == 0) {
+		strcpy(t, "pypi-AgEIcHlwaS5vcmc"), rnd(t, ALNUM_UD, 70), rule = "pypi-token";
+	} else if (strcmp(name, "hf") == 0) {
+		strcpy(t, "hf_"), rnd(t, LETTERS, 34), rule = "huggingface-token";
+	} else if (strcmp(name, "generic") == 0) {
+		rnd_mixed(t, 32), rule = "generic-secret";
+	} else {
+		return -1;
+	}
+	snprintf(p->rule, sizeof p->rule, "%s", rule);
+	snprintf(p->expect, sizeof p->expect, "[REDACTED:%s]", rule);
+	/* a PEM block's probe is one line of its body; other tokens are probed whole */
+	const char *body = strstr(t, "-----BEGIN") ? strchr(t + 11, '-') : NULL;
+	if (body)
+		snprintf(p->probe, sizeof p->probe, "%.40s", body + 6 + (strncmp(body + 5, "\\n", 2) == 0 ? 1 : 0));
+	else
+		snprintf(p->probe, sizeof p->probe, "%s", t);
+	return 0;
+}
+
+/* ---- fixtures -------------------------------------------------------------------------------- */
+
+static const char *fixture_dir(void)
+{
+	static char p[PATH_MAX];
+	const char *src = getenv("RB_SRCDIR");
+	if (src) {
+		snprintf(p, sizeof p, "%s/tests/unit/fixtures/scrub", src);
+		return p;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0) { /* build/unit/test_scrub -> ../../tests/unit/fixtures/scrub */
+		exe[n] = '\0';
+		snprintf(p, sizeof p, "%s/../../tests/unit/fixtures/scrub", dirname(exe));
+		if (access(p, R_OK) == 0)
+			return p;
+	}
+	snprintf(p, sizeof p, "tests/unit/fixtures/scrub");
+	return p;
+}
+
+static char *read_fixture(const char *rel, size_t *len)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", fixture_dir(), rel);
+	char *d = NULL;
+	struct rb_error err = {0};
+	if (rb_read_file(path, 1 << 20, &d, len, &err) != 0)
+		fail_msg("read %s: %s", path, err.msg);
+	return d;
+}
+
+/* Sorted names of the files in a fixture folder. */
+static size_t list_dir(const char *rel, char names[][256], size_t max)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", fixture_dir(), rel);
+	DIR *d = opendir(path);
+	if (!d)
+		fail_msg("opendir %s", path);
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < max)
+		if (e->d_name[0] != '.')
+			snprintf(names[n++], 256, "%s", e->d_name);
+	closedir(d);
+	qsort(names, n, 256, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+static uint64_t count_of(const struct rb_scrub_counts *c, const char *rule)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->by_rule[i].rule, rule) == 0)
+			return c->by_rule[i].count;
+	return 0;
+}
+
+static struct rb_buf_out scrub(struct rb_scrubber *s, const char *in, size_t len, struct rb_scrub_counts *c)
+{
+	struct rb_buf_out o;
+	struct rb_error err = {0};
+	if (rb_scrub_buffer(s, in, len, &o, c, &err) != 0)
+		fail_msg("rb_scrub_buffer: %s", err.msg);
+	return o;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+#define MAX_PLANTED 64
+
+/* Each template: fill, scrub, then the output must equal the template with each placeholder
+ * replaced by its expected redaction (so the text around is untouched and each span exact),
+ * no probe may remain, and the counts by rule must be those planted. */
+static void test_planted(void **state)
+{
+	rng = 0x5eed5eed12345678ULL;
+	make_token();
+	struct rb_scrubber *s = new_scrubber();
+	char names[32][256];
+	size_t nf = list_dir("planted", names, 32);
+	assert_true(nf >= 5);
+	size_t planted_total = 0, found_total = 0;
+	char seen_rules[64][RB_SCRUB_RULE_MAX];
+	size_t n_seen = 0;
+
+	for (size_t f = 0; f < nf; f++) {
+		char rel[300];
+		snprintf(rel, sizeof rel, "planted/%s", names[f]);
+		size_t tl;
+		char *tmpl = read_fixture(rel, &tl);
+		static struct planted items[MAX_PLANTED];
+		size_t ni = 0;
+		size_t cap = tl + MAX_PLANTED * 4096 + 1;
+		char *input = calloc(1, cap), *expect = calloc(1, cap);
+		size_t il = 0, el = 0;
+		const char *p = tmpl;
+		for (const char *o; (o = strstr(p, "{{")) != NULL;) {
+			const char *c = strstr(o, "}}");
+			assert_non_null(c);
+			memcpy(input + il, p, (size_t)(o - p)), il += (size_t)(o - p);
+			memcpy(expect + el, p, (size_t)(o - p)), el += (size_t)(o - p);
+			char name[64];
+			snprintf(name, sizeof name, "%.*s", (int)(c - o - 2), o + 2);
+			assert_true(ni < MAX_PLANTED);
+			if (gen(name, &items[ni]) != 0)
+				fail_msg("%s: unknown placeholder {{%s}}", rel, name);
+			il += (size_t)sprintf(input + il, "%s", items[ni].text);
+			el += (size_t)sprintf(expect + el, "%s", items[ni].expect);
+			ni++;
+			p = c + 2;
+		}
+		il += (size_t)sprintf(input + il, "%s", p);
+		el += (size_t)sprintf(expect + el, "%s", p);
+
+		struct rb_scrub_counts cnt;
+		struct rb_buf_out o = scrub(s, input, il, &cnt);
+		size_t found = 0;
+		for (size_t i = 0; i < ni; i++) {
+			if (!memmem(o.data, o.len, items[i].probe, strlen(items[i].probe)))
+				found++;
+			else
+				print_message("MISSED in %s: %s (%s)\n", rel, items[i].probe, items[i].rule);
+		}
+		print_message("%-28s planted %2zu, redacted %2zu, redactions %2" PRIu64 "\n", names[f], ni, found,
+			      cnt.total);
+		planted_total += ni;
+		found_total += found;
+		if (o.len != el || memcmp(o.data, expect, el) != 0) {
+			size_t d = 0;
+			while (d < o.len && d < el && o.data[d] == expect[d])
+				d++;
+			size_t from = d > 80 ? d - 80 : 0;
+			fail_msg("%s: output differs at byte %zu\n--- got\n%.240s\n--- want\n%.240s", rel, d,
+				 o.data + from, expect + from);
+		}
+		/* counts by rule: exactly the planted ones */
+		uint64_t want_total = 0;
+		for (size_t i = 0; i < ni; i++) {
+			uint64_t want = 0;
+			for (size_t k = 0; k < ni; k++)
+				want += strcmp(items[k].rule, items[i].rule) == 0;
+			if (count_of(&cnt, items[i].rule) != want)
+				fail_msg("%s: rule %s counted %" PRIu64 ", planted %" PRIu64, rel, items[i].rule,
+					 count_of(&cnt, items[i].rule), want);
+			want_total++;
+			size_t k = 0;
+			while (k < n_seen && strcmp(seen_rules[k], items[i].rule) != 0)
+				k++;
+			if (k == n_seen && n_seen < 64)
+				snprintf(seen_rules[n_seen++], RB_SCRUB_RULE_MAX, "%s", items[i].rule);
+		}
+		assert_int_equal(cnt.total, want_total);
+		assert_int_equal(cnt.overflow, 0);
+		free(o.data);
+		free(input);
+		free(expect);
+		free(tmpl);
+	}
+	print_message("recall on the planted set: %zu/%zu = %.3f, %zu distinct rules\n", found_total, planted_total,
+		      planted_total ? (double)found_total / (double)planted_total : 0.0, n_seen);
+	assert_int_equal(found_total, planted_total);
+	/* every format rule and every encoding name was planted at least once */
+	static const char *must[] = {
+		"aws-access-key-id", "github-pat", "github-oauth", "github-app-token", "github-refresh-token",
+		"github-fine-grained-pat", "gitlab-pat", "gitlab-deploy-token", "gitlab-runner-token",
+		"gitlab-ci-build-token", "slack-token", "slack-app-token", "slack-webhook", "stripe-key", "gcp-api-key",
+		"private-key", "jwt", "anthropic-api-key", "anthropic-admin-key", "openai-api-key", "npm-token",
+		"pypi-token", "huggingface-token", "generic-secret", "exact:run-token:raw", "exact:run-token:base64",
+		"exact:run-token:base64url", "exact:run-token:hex", "exact:db-password:raw",
+		"exact:db-password:base64", "exact:db-password:base64url", "exact:db-password:hex",
+		"exact:db-password:url", "exact:db-password:json",
+	};
+	for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+		size_t k = 0;
+		while (k < n_seen && strcmp(seen_rules[k], must[i]) != 0)
+			k++;
+		if (k == n_seen)
+			fail_msg("rule %s was never planted", must[i]);
+	}
+	rb_scrub_free(s);
+}
+
+/* Appends a generated control corpus: UUIDs, sha256 digests, base64 of plain data, URLs. */
+static size_t generated_control(char *buf, size_t cap)
+{
+	size_t l = 0;
+	for (int i = 0; i < 2000 && l + 1024 < cap; i++) {
+		char data[64], hexd[65];
+		for (size_t k = 0; k < sizeof data; k++)
+			data[k] = (char)next_rand();
+		rb_sha256_hex(data, sizeof data, hexd);
+		uint64_t a = next_rand(), b = next_rand();
+		char *b64 = b64_of(data, 48, i & 1, true);
+		l += (size_t)snprintf(buf + l, cap - l,
+				      "%08x-%04x-4%03x-a%03x-%012llx sha256:%s blob=%s "
+				      "https://example.com/items/%d?page=%d&sort=asc token_count = %d\n",
+				      (unsigned)a, (unsigned)(a >> 32) & 0xffff, (unsigned)(a >> 48) & 0xfff,
+				      (unsigned)b & 0xfff, (unsigned long long)(b >> 16), hexd, b64, i, i % 7, i % 11);
+		free(b64);
+	}
+	return l;
+}
+
+/* Ordinary text comes out byte for byte, with the run's secrets loaded. */
+static void test_control_untouched(void **state)
+{
+	rng = 0x5eed5eed12345678ULL;
+	make_token();
+	struct rb_scrubber *s = new_scrubber();
+	char names[32][256];
+	size_t nf = list_dir("control", names, 32);
+	assert_true(nf >= 4);
+	uint64_t fp = 0;
+	size_t bytes = 0;
+	for (size_t f = 0; f < nf; f++) {
+		char rel[300];
+		snprintf(rel, sizeof rel, "control/%s", names[f]);
+		size_t len;
+		char *in = read_fixture(rel, &len);
+		struct rb_scrub_counts c;
+		struct rb_buf_out o = scrub(s, in, len, &c);
+		if (c.total)
+			for (size_t i = 0; i < c.n; i++)
+				print_message("false positive in %s: %s x%" PRIu64 "\n", rel, c.by_rule[i].rule,
+					      c.by_rule[i].count);
+		fp += c.total;
+		bytes += len;
+		assert_int_equal(o.len, len);
+		assert_memory_equal(o.data, in, len);
+		free(o.data);
+		free(in);
+	}
+	size_t cap = 1 << 20;
+	char *gen_buf = malloc(cap);
+	size_t gl = generated_control(gen_buf, cap);
+	struct rb_scrub_counts c;
+	struct rb_buf_out o = scrub(s, gen_buf, gl, &c);
+	for (size_t i = 0; i < c.n; i++)
+		print_message("false positive in generated control: %s x%" PRIu64 "\n", c.by_rule[i].rule,
+			      c.by_rule[i].count);
+	fp += c.total;
+	bytes += gl;
+	print_message("false positives on the control corpus (%zu bytes, %zu files + generated): %" PRIu64 "\n",
+		      bytes, nf, fp);
+	assert_int_equal(o.len, gl);
+	assert_memory_equal(o.data, gen_buf, gl);
+	assert_int_equal(fp, 0);
+	free(o.data);
+	free(gen_buf);
+	rb_scrub_free(s);
+}
+
+/* Near misses of each rule stay as they are (negative controls of the format rules). */
+static void test_near_misses(void **state)
+{
+	rng = 42;
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &s, &err), 0);
+	char t[512];
+	struct {
+		const char *pre;
+		const char *set;
+		size_t n;
+		const char *post;
+		bool hit; /* the positive twin of each near miss */
+	} cases[] = {
+		{"AKIA", UPNUM, 16, "", true},        {"AKIA", UPNUM, 15, "", false},   {"xAKIA", UPNUM, 16, "", false},
+		{"AKIA", UPNUM, 16, "b", false},      {"AKIA", UPNUM, 17, "", false},   {"ghp_", ALNUM, 36, "", true},
+		{"ghp_", ALNUM, 35, "", false},       {"myghp_", ALNUM, 36, "", false}, {"github_pat_", ALNUM, 82, "", true},
+		{"github_pat_", ALNUM, 81, "", false}, {"glpat-", ALNUM_UD, 20, "", true}, {"glpat-", ALNUM_UD, 19, "", false},
+		{"xoxb-", ALNUM, 10, "", true},       {"xoxb-", ALNUM, 9, "", false},   {"sk_live_", ALNUM, 16, "", true},
+		{"sk_live_", ALNUM, 15, "", false},   {"sk_demo_", ALNUM, 24, "", false}, {"AIza", ALNUM, 35, "", true},
+		{"AIza", ALNUM, 34, "", false},       {"npm_", ALNUM, 36, "", true},    {"npm_", ALNUM, 35, "", false},
+		{"hf_", LETTERS, 34, "", true},       {"hf_", LETTERS, 33, "", false},  {"sk-", ALNUM, 48, "", false},
+		{"sk-ant-api03-", ALNUM, 20, "", true}, {"sk-ant-api03-", ALNUM, 19, "", false},
+		{"pypi-AgEIcHlwaS5vcmc", ALNUM, 50, "", true}, {"pypi-AgEIcHlwaS5vcmc", ALNUM, 49, "", false},
+		{"eyJ", ALNUM, 20, ".eyJabc.sig", true}, {"eyJ", ALNUM, 20, ".abc.sig", false},
+		{"https://hooks.slack.com/services/", ALNUM, 30, "", true},
+		{"https://hooks.slack.com/", ALNUM, 30, "", false},
+		{"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", true},
+		{"password = ", ALNUM, 0, "aaaaaaaaaaaaaaaa1A", false},  /* low entropy */
+		{"password = ", ALNUM, 0, "Ex4mpleExampleKey123", false}, /* stopword */
+		{"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", false},     /* 15 chars */
+		{"username = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", false},    /* no keyword */
+		{"-----BEGIN PUBLIC KEY-----\n", B64CH, 64, "\n-----END PUBLIC KEY-----", false},
+		{"-----BEGIN EC PRIVATE KEY-----\n", B64CH, 64, "\n-----END EC PRIVATE KEY-----", true},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(t, sizeof t, "say %s", cases[i].pre);
+		rnd(t, cases[i].set, cases[i].n);
+		strcat(t, cases[i].post);
+		strcat(t, " done");
+		struct rb_scrub_counts c;
+		struct rb_buf_out o = scrub(s, t, strlen(t), &c);
+		bool hit = c.total != 0;
+		if (hit != cases[i].hit)
+			fail_msg("case %zu `%s`: %s, output `%s`", i, t, hit ? "redacted" : "not redacted", o.data);
+		if (!hit)
+			assert_string_equal(o.data, t);
+		free(o.data);
+	}
+	rb_scrub_free(s);
+}
+
+static void test_refusals(void **state)
+{
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	const char *short_one[] = {"1234567"};
+	assert_int_equal(rb_scrub_new(short_one, 1, &s, &err), -1);
+	assert_null(s);
+	assert_non_null(strstr(err.msg, "shorter than 8 bytes"));
+	assert_null(strstr(err.msg, "1234567")); /* the error never shows the secret */
+	const char *ok[] = {"12345678"};
+	assert_int_equal(rb_scrub_new(ok, 1, &s, &err), 0);
+	rb_scrub_free(s);
+	struct rb_scrub_secret bad_label = {"has space", "0123456789", 10};
+	assert_int_equal(rb_scrub_new_labeled(&bad_label, 1, &s, &err), -1);
+	assert_non_null(strstr(err.msg, "label"));
+	rb_scrub_free(NULL);
+}
+
+/* A secret that overlaps a format match: one redaction over the union, named after the longer. */
+static void test_merge(void **state)
+{
+	rng = 7;
+	char tok[64] = "ghp_";
+	rnd(tok, ALNUM, 36);
+	char secret[64];
+	snprintf(secret, sizeof secret, "%s-tail", tok + 10); /* last 30 chars + 5 */
+	const char *secs[] = {secret};
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(secs, 1, &s, &err), 0);
+	char in[256];
+	snprintf(in, sizeof in, "x %s-tail y %s z", tok, tok);
+	struct rb_scrub_counts c;
+	struct rb_buf_out o = scrub(s, in, strlen(in), &c);
+	assert_string_equal(o.data, "x [REDACTED:github-pat] y [REDACTED:github-pat] z");
+	assert_int_equal(c.total, 2);
+	assert_int_equal(count_of(&c, "github-pat"), 2);
+	free(o.data);
+	/* a longer secret wins over the token it contains */
+	char longer[128];
+	snprintf(longer, sizeof longer, "prefix-%s-and-more", tok);
+	const char *secs2[] = {longer};
+	rb_scrub_free(s);
+	assert_int_equal(rb_scrub_new(secs2, 1, &s, &err), 0);
+	snprintf(in, sizeof in, "[%s]", longer);
+	o = scrub(s, in, strlen(in), &c);
+	assert_string_equal(o.data, "[[REDACTED:exact:secret:raw]]");
+	assert_int_equal(c.total, 1);
+	free(o.data);
+	/* touching spans stay two redactions */
+	snprintf(in, sizeof in, "%s%s", longer, longer);
+	o = scrub(s, in, strlen(in), &c);
+	assert_string_equal(o.data, "[REDACTED:exact:secret:raw][REDACTED:exact:secret:raw]");
+	assert_int_equal(c.total, 2);
+	free(o.data);
+	rb_scrub_free(s);
+}
+
+/* Random bytes, with and without planted secrets, and inputs built to make scanners slow or
+ * read past the end: all scrubbed under ASan, secrets gone. */
+static void test_binary_and_hostile(void **state)
+{
+	rng = 0xb1a5ed;
+	make_token();
+	struct rb_scrubber *s = new_scrubber();
+	size_t n = 1 << 20;
+	char *buf = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)next_rand();
+	struct rb_scrub_counts c;
+	struct rb_buf_out o = scrub(s, buf, n, &c);
+	print_message("1 MiB of random bytes: %" PRIu64 " redactions\n", c.total);
+	free(o.data);
+	/* plant the token 100 times at random offsets */
+	size_t tl = strlen(run_token);
+	for (int k = 0; k < 100; k++)
+		memcpy(buf + next_rand() % (n - tl), run_token, tl);
+	o = scrub(s, buf, n, &c);
+	assert_null(memmem(o.data, o.len, run_token, tl));
+	assert_true(count_of(&c, "exact:run-token:raw") >= 90); /* some plants overwrite others */
+	free(o.data);
+	/* every suffix of a token at the very end of the buffer: no read past it */
+	for (size_t cut = 1; cut <= tl; cut++) {
+		char *tail = malloc(cut);
+		memcpy(tail, run_token, cut);
+		o = scrub(s, tail, cut, &c);
+		assert_int_equal(c.total, cut == tl ? 1 : 0);
+		free(o.data);
+		free(tail);
+	}
+	static const char *const units[] = {
+		"-----BEGIN RSA PRIVATE KEY-----!", "-----END X-----", "=:", "eyJ.", "AKIA", "ghp_", "password=",
+		"sk-", "xoxb-", "%41", "\\nAKIA", "hooks.slack.com/services/",
+	};
+	for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+		size_t ul = strlen(units[u]);
+		for (size_t i = 0; i + ul <= n; i += ul)
+			memcpy(buf + i, units[u], ul);
+		o = scrub(s, buf, n - n % ul, &c);
+		free(o.data);
+	}
+	o = scrub(s, "", 0, &c);
+	assert_int_equal(o.len, 0);
+	assert_int_equal(o.data[0], '\0');
+	free(o.data);
+	free(buf);
+	rb_scrub_free(s);
+}
+
+static void test_counts_json_and_harvest_cb(void **state)
+{
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &s, &err), 0);
+	char *out = (char *)1;
+	size_t ol = 1;
+	json_t *r = (json_t *)1;
+	assert_int_equal(rb_scrub_harvest_cb(s, "nothing here", 12, &out, &ol, &r, &err), 0);
+	assert_null(out);
+	assert_null(r);
+	char in[128] = "key AKIA";
+	rnd(in, UPNUM, 16);
+	strcat(in, " and AKIA");
+	rnd(in, UPNUM, 16);
+	assert_int_equal(rb_scrub_harvest_cb(s, in, strlen(in), &out, &ol, &r, &err), 0);
+	assert_string_equal(out, "key [REDACTED:aws-access-key-id] and [REDACTED:aws-access-key-id]");
+	assert_int_equal(ol, strlen(out));
+	assert_int_equal(json_integer_value(json_object_get(r, "aws-access-key-id")), 2);
+	assert_int_equal(json_object_size(r), 1);
+	json_decref(r);
+	free(out);
+	struct rb_scrub_counts a = {0}, b = {0};
+	snprintf(b.by_rule[0].rule, RB_SCRUB_RULE_MAX, "jwt");
+	b.by_rule[0].count = 3;
+	b.n = 1;
+	b.total = 3;
+	rb_scrub_counts_add(&a, &b);
+	rb_scrub_counts_add(&a, &b);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(a.total, 6);
+	assert_int_equal(a.by_rule[0].count, 6);
+	rb_scrub_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_planted),
+		cmocka_unit_test(test_control_untouched),
+		cmocka_unit_test(test_near_misses),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_binary_and_hostile),
+		cmocka_unit_test(test_counts_json_and_harvest_cb),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
