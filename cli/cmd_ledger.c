@@ -270,13 +270,17 @@ static void summary(json_t *ev, struct sb *b)
 		add_step(b, d);
 		add(b, "%s", str(d, "status"));
 		if (num(d, "exit_code", &v))
-			add(b, " %.0f", v);
+			add(b, ", exit %.0f", v);
 		if (num(d, "signal", &v) && v > 0)
 			add(b, " signal %.0f", v);
-		if (json_is_true(json_object_get(d, "timed_out")))
+		if (json_is_true(json_object_get(d, "timed_out")) && strcmp(str(d, "status"), "timed_out") != 0)
 			add(b, ", TIMED OUT");
 		if (json_is_true(json_object_get(d, "oom_killed")))
 			add(b, ", OOM KILLED");
+		if (json_is_true(json_object_get(d, "seccomp_killed")))
+			add(b, ", SECCOMP KILLED");
+		if (*str(d, "detail"))
+			add(b, " (%s)", str(d, "detail"));
 		if (num(d, "wall_ms", &v))
 			add(b, ", wall %.0f ms", v);
 		if (num(d, "cpu_ms", &v))
@@ -315,6 +319,9 @@ static void summary(json_t *ev, struct sb *b)
 			}
 			add(b, ")");
 		}
+	} else if (!strcmp(type, "harvest_skipped")) {
+		add_step(b, d);
+		add(b, "%.0f files not harvested", num(d, "skipped_total", &v) ? v : 0);
 	} else if (!strcmp(type, "cleanup")) {
 		bool ok = json_is_true(json_object_get(d, "ok"));
 		add(b, "%s %s", str(d, "what"), ok ? "ok" : "FAILED");

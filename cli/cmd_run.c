@@ -168,7 +168,7 @@ int rb_cmd_run(int argc, char **argv)
 	 * does not run. */
 	struct rb_record rec;
 	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
-	    record_step(&rec, cmd, NULL, false, &err) < 0) {
+	    record_step(&rec, cmd, NULL, false, &err) < 0 || rb_record_flush(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		rb_record_close(&rec);
 		rb_run_close(&run);
@@ -183,7 +183,8 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	int code = rb_step_exit_code(&res);
 	rb_run_stop(&run);
-	if (record_step(&rec, cmd, &res, true, &err) < 0 || rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0) {
+	if (record_step(&rec, cmd, &res, true, &err) < 0 || rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 ||
+	    rb_record_flush(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
 	}

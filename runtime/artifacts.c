@@ -35,7 +35,7 @@ int rb_artifact_path(const char *store_dir, const char *digest, char out[PATH_MA
 {
 	if (!rb_artifact_digest_valid(digest))
 		return rb_error_set(err, 0, "invalid artifact digest `%s` (expected sha256:<64 lowercase hex>)",
-				    digest ? digest : "(null)");
+		                    digest ? digest : "(null)");
 	const char *hex = strncmp(digest, "sha256:", 7) == 0 ? digest + 7 : digest;
 	int n = snprintf(out, PATH_MAX, "%s/sha256/%.2s/%s", store_dir, hex, hex);
 	if (n < 0 || n >= PATH_MAX)
@@ -58,31 +58,17 @@ static int write_all(int fd, const char *data, size_t len)
 	return 0;
 }
 
-int rb_artifact_store(const char *store_dir, const char *data, size_t len, char digest_out[RB_ARTIFACT_DIGEST_LEN],
-		      bool *created, struct rb_error *err)
+/* Writes one object under a temporary name in dir, then renames it to path. */
+static int write_object(const char *dir, const char *path, const char *hex, const char *data, size_t len,
+                        struct rb_error *err)
 {
-	if (created)
-		*created = false;
-	char hex[65];
-	rb_sha256_hex(data, len, hex);
-	char path[PATH_MAX], dir[PATH_MAX];
-	if (rb_artifact_path(store_dir, hex, path, err) < 0)
-		return -1;
-	snprintf(dir, sizeof dir, "%s/sha256/%.2s", store_dir, hex);
-
-	/* Deduplicated: an object of the right size under its digest name is that content (it
-	 * only ever appears there by rename of a complete write). */
-	struct stat st;
-	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len)
-		goto done;
-
 	char tmp[PATH_MAX];
 	uint32_t rnd = 0;
 	if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
 		rnd = (uint32_t)rb_now_us();
 	int n = snprintf(tmp, sizeof tmp, "%s/.tmp-%.16s-%d-%08x", dir, hex, (int)getpid(), rnd);
 	if (n < 0 || n >= (int)sizeof tmp)
-		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", store_dir);
+		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", dir);
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 && errno == ENOENT) {
 		/* The shard directory is made on first use only. */
@@ -109,9 +95,31 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 		unlink(tmp);
 		return rb_error_set(err, e, "rename `%s` to `%s`", tmp, path);
 	}
+	return 0;
+}
+
+int rb_artifact_store(const char *store_dir, const char *data, size_t len, char digest_out[RB_ARTIFACT_DIGEST_LEN],
+                      bool *created, struct rb_error *err)
+{
 	if (created)
-		*created = true;
-done:
+		*created = false;
+	char hex[65];
+	rb_sha256_hex(data, len, hex);
+	char path[PATH_MAX], dir[PATH_MAX];
+	if (rb_artifact_path(store_dir, hex, path, err) < 0)
+		return -1;
+	snprintf(dir, sizeof dir, "%s/sha256/%.2s", store_dir, hex);
+
+	/* Deduplicated: an object of the right size under its digest name is that content (it
+	 * only ever appears there by rename of a complete write). */
+	struct stat st;
+	bool present = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len;
+	if (!present) {
+		if (write_object(dir, path, hex, data, len, err) < 0)
+			return -1;
+		if (created)
+			*created = true;
+	}
 	snprintf(digest_out, RB_ARTIFACT_DIGEST_LEN, "sha256:%s", hex);
 	return 0;
 }

@@ -18,7 +18,7 @@
  * directories are created 0755. Not fsync'd: call rb_artifact_sync once after a batch.
  * *created (when not NULL) tells whether this call wrote a new object. Returns 0, or -1. */
 int rb_artifact_store(const char *store_dir, const char *data, size_t len, char digest_out[RB_ARTIFACT_DIGEST_LEN],
-		      bool *created, struct rb_error *err);
+                      bool *created, struct rb_error *err);
 
 /* Flushes the store's filesystem (one syncfs), so that what the ledger records survives a
  * crash of the host. */

@@ -25,19 +25,19 @@
 #define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 static const char *const reason_names[RB_HARVEST_REASON_COUNT] = {
-	[RB_HARVEST_SYMLINK] = "symlink",
-	[RB_HARVEST_FIFO] = "fifo",
-	[RB_HARVEST_SOCKET] = "socket",
-	[RB_HARVEST_DEVICE] = "device",
-	[RB_HARVEST_OVER_FILE_CAP] = "over_file_cap",
-	[RB_HARVEST_OVER_TOTAL_CAP] = "over_total_cap",
-	[RB_HARVEST_OVER_COUNT_CAP] = "over_count_cap",
-	[RB_HARVEST_OVER_DEPTH] = "over_depth",
-	[RB_HARVEST_CHANGED] = "changed_during_harvest",
-	[RB_HARVEST_HARDLINK] = "hardlink_of",
-	[RB_HARVEST_MOUNT_POINT] = "mount_point",
-	[RB_HARVEST_SCRUB_FAILED] = "scrub_failed",
-	[RB_HARVEST_UNREADABLE] = "unreadable",
+    [RB_HARVEST_SYMLINK] = "symlink",
+    [RB_HARVEST_FIFO] = "fifo",
+    [RB_HARVEST_SOCKET] = "socket",
+    [RB_HARVEST_DEVICE] = "device",
+    [RB_HARVEST_OVER_FILE_CAP] = "over_file_cap",
+    [RB_HARVEST_OVER_TOTAL_CAP] = "over_total_cap",
+    [RB_HARVEST_OVER_COUNT_CAP] = "over_count_cap",
+    [RB_HARVEST_OVER_DEPTH] = "over_depth",
+    [RB_HARVEST_CHANGED] = "changed_during_harvest",
+    [RB_HARVEST_HARDLINK] = "hardlink_of",
+    [RB_HARVEST_MOUNT_POINT] = "mount_point",
+    [RB_HARVEST_SCRUB_FAILED] = "scrub_failed",
+    [RB_HARVEST_UNREADABLE] = "unreadable",
 };
 
 const char *rb_harvest_reason_name(enum rb_harvest_reason r)
@@ -48,11 +48,11 @@ const char *rb_harvest_reason_name(enum rb_harvest_reason r)
 void rb_harvest_caps_default(struct rb_harvest_caps *caps)
 {
 	*caps = (struct rb_harvest_caps){
-		.max_file_bytes = RB_HARVEST_DEFAULT_FILE_BYTES,
-		.max_total_bytes = RB_HARVEST_DEFAULT_TOTAL_BYTES,
-		.max_files = RB_HARVEST_DEFAULT_FILES,
-		.max_depth = RB_HARVEST_DEFAULT_DEPTH,
-		.max_skip_records = RB_HARVEST_DEFAULT_SKIP_RECORDS,
+	    .max_file_bytes = RB_HARVEST_DEFAULT_FILE_BYTES,
+	    .max_total_bytes = RB_HARVEST_DEFAULT_TOTAL_BYTES,
+	    .max_files = RB_HARVEST_DEFAULT_FILES,
+	    .max_depth = RB_HARVEST_DEFAULT_DEPTH,
+	    .max_skip_records = RB_HARVEST_DEFAULT_SKIP_RECORDS,
 	};
 }
 
@@ -96,7 +96,10 @@ struct frame {
 	uint32_t depth;
 };
 
-static int oom(struct rb_error *err) { return rb_error_set(err, ENOMEM, "harvest"); }
+static int oom(struct rb_error *err)
+{
+	return rb_error_set(err, ENOMEM, "harvest");
+}
 
 static size_t link_slot(const struct walk *w, dev_t dev, ino_t ino)
 {
@@ -151,7 +154,7 @@ static char *join(const char *parent, const char *name)
 
 /* Records a skip: always counted, listed while under max_skip_records. */
 static int skip(struct walk *w, const char *path, enum rb_harvest_reason reason, const char *other, int64_t size,
-		struct rb_error *err)
+                struct rb_error *err)
 {
 	struct rb_harvest_result *res = w->res;
 	res->skipped_total++;
@@ -180,7 +183,10 @@ static int skip(struct walk *w, const char *path, enum rb_harvest_reason reason,
 }
 
 /* Errors that mean the harvest cannot go on, rather than "this entry is bad". */
-static bool fatal_errno(int e) { return e == ENOMEM || e == EMFILE || e == ENFILE || e == ENOSYS || e == EINVAL; }
+static bool fatal_errno(int e)
+{
+	return e == ENOMEM || e == EMFILE || e == ENFILE || e == ENOSYS || e == EINVAL;
+}
 
 static int fatal(int e, const char *path, struct rb_error *err)
 {
@@ -220,7 +226,7 @@ static bool same_file(const struct stat *a, const struct stat *b)
 /* A directory: entered through the O_PATH fd we classified ("." below it), so no swap of
  * the name can redirect the walk. */
 static int enter_dir(struct walk *w, const struct frame *f, int pfd, const char *name, int opath, const struct stat *st,
-		     char **path, struct frame *sub, struct rb_error *err)
+                     char **path, struct frame *sub, struct rb_error *err)
 {
 	if (f->depth + 1 > w->caps->max_depth)
 		return skip(w, *path, RB_HARVEST_OVER_DEPTH, NULL, -1, err);
@@ -237,7 +243,7 @@ static int enter_dir(struct walk *w, const struct frame *f, int pfd, const char 
 	DIR *d = fdopendir(dfd);
 	if (!d)
 		return rb_error_set(err, errno, "harvest: fdopendir `%s`", *path);
-	dfd = -1;
+	rb_steal_fd(&dfd); /* the DIR owns it now */
 	*sub = (struct frame){.dir = d, .path = rb_steal_ptr(path), .depth = f->depth + 1};
 	w->res->dirs_seen++;
 	return 0;
@@ -250,14 +256,13 @@ static uint64_t redaction_sum(const json_t *r)
 	uint64_t n = 0;
 	const char *k;
 	const json_t *v;
-	json_object_foreach ((json_t *)r, k, v)
-		if (json_is_integer(v) && json_integer_value(v) > 0)
-			n += (uint64_t)json_integer_value(v);
+	json_object_foreach((json_t *)r, k, v) if (json_is_integer(v) && json_integer_value(v) > 0) n +=
+	    (uint64_t)json_integer_value(v);
 	return n;
 }
 
 static int add_artifact(struct walk *w, const char *path, uint64_t size, uint64_t original, const char *digest,
-			json_t *redactions, struct rb_error *err)
+                        json_t *redactions, struct rb_error *err)
 {
 	struct rb_harvest_result *res = w->res;
 	if (res->n_artifacts == res->cap_artifacts_) {
@@ -316,7 +321,7 @@ static int read_bounded(int fd, uint64_t hint, uint64_t limit, char **out, size_
 }
 
 static int harvest_file(struct walk *w, int pfd, const char *name, const char *path, const struct stat *st,
-			struct rb_error *err)
+                        struct rb_error *err)
 {
 	struct rb_harvest_result *res = w->res;
 	const struct rb_harvest_caps *caps = w->caps;
@@ -489,9 +494,9 @@ out:
 	return r;
 }
 
-int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub,
-			 void *scrub_ctx, const char *store_dir, rb_harvest_race_fn race, void *race_ctx,
-			 struct rb_harvest_result *res, struct rb_error *err)
+int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
+                         const char *store_dir, rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res,
+                         struct rb_error *err)
 {
 	memset(res, 0, sizeof *res);
 	if (caps)
@@ -500,15 +505,15 @@ int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_h
 		rb_harvest_caps_default(&res->caps);
 	if (res->caps.max_depth > RB_HARVEST_DEPTH_LIMIT)
 		return rb_error_set(err, 0, "harvest: max_depth %" PRIu32 " is above the limit %u", res->caps.max_depth,
-				    RB_HARVEST_DEPTH_LIMIT);
+		                    RB_HARVEST_DEPTH_LIMIT);
 	struct walk w = {
-		.caps = &res->caps,
-		.scrub = scrub,
-		.scrub_ctx = scrub_ctx,
-		.store_dir = store_dir,
-		.race = race,
-		.race_ctx = race_ctx,
-		.res = res,
+	    .caps = &res->caps,
+	    .scrub = scrub,
+	    .scrub_ctx = scrub_ctx,
+	    .store_dir = store_dir,
+	    .race = race,
+	    .race_ctx = race_ctx,
+	    .res = res,
 	};
 	int r = walk_tree(&w, out_dirfd, err);
 	for (size_t i = 0; i < w.cap_links; i++)
@@ -530,7 +535,7 @@ int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_h
 }
 
 int rb_harvest(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
-	       const char *store_dir, struct rb_harvest_result *res, struct rb_error *err)
+               const char *store_dir, struct rb_harvest_result *res, struct rb_error *err)
 {
 	return rb_harvest_with_race(out_dirfd, caps, scrub, scrub_ctx, store_dir, NULL, NULL, res, err);
 }
@@ -601,7 +606,8 @@ json_t *rb_harvest_json(const struct rb_harvest_result *res)
 	}
 	for (unsigned r = 0; r < RB_HARVEST_REASON_COUNT; r++)
 		if (res->skipped_by_reason[r])
-			json_object_set_new(by, rb_harvest_reason_name(r), json_integer((json_int_t)res->skipped_by_reason[r]));
+			json_object_set_new(by, rb_harvest_reason_name(r),
+			                    json_integer((json_int_t)res->skipped_by_reason[r]));
 	json_object_set_new(o, "skipped_total", json_integer((json_int_t)res->skipped_total));
 	json_object_set_new(o, "skipped_listed", json_integer((json_int_t)res->n_skipped));
 	json_object_set_new(o, "entries_seen", json_integer((json_int_t)res->entries_seen));
@@ -614,9 +620,9 @@ json_t *rb_harvest_json(const struct rb_harvest_result *res)
 	json_object_set_new(o, "redactions_total", json_integer((json_int_t)res->redactions_total));
 	json_object_set_new(o, "complete", json_boolean(res->complete));
 	json_t *caps = json_pack("{s:I, s:I, s:I, s:I, s:I}", "max_file_bytes", (json_int_t)res->caps.max_file_bytes,
-				 "max_total_bytes", (json_int_t)res->caps.max_total_bytes, "max_files",
-				 (json_int_t)res->caps.max_files, "max_depth", (json_int_t)res->caps.max_depth,
-				 "max_skip_records", (json_int_t)res->caps.max_skip_records);
+	                         "max_total_bytes", (json_int_t)res->caps.max_total_bytes, "max_files",
+	                         (json_int_t)res->caps.max_files, "max_depth", (json_int_t)res->caps.max_depth,
+	                         "max_skip_records", (json_int_t)res->caps.max_skip_records);
 	if (!caps || json_object_set_new(o, "caps", caps) < 0)
 		return NULL;
 	return rb_steal_ptr(&o);

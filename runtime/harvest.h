@@ -52,39 +52,39 @@ enum rb_harvest_reason {
 const char *rb_harvest_reason_name(enum rb_harvest_reason r);
 
 struct rb_harvest_artifact {
-	char *path;                /* relative to out, never starting with '/' */
-	uint64_t size;             /* stored bytes, after scrubbing */
-	uint64_t original_size;    /* bytes read */
+	char *path;             /* relative to out, never starting with '/' */
+	uint64_t size;          /* stored bytes, after scrubbing */
+	uint64_t original_size; /* bytes read */
 	char digest[RB_ARTIFACT_DIGEST_LEN];
-	json_t *redactions;        /* what the scrubber returned (e.g. {"aws_key": 2}), or NULL */
-	uint64_t redaction_count;  /* sum of the integer values in redactions */
+	json_t *redactions;       /* what the scrubber returned (e.g. {"aws_key": 2}), or NULL */
+	uint64_t redaction_count; /* sum of the integer values in redactions */
 };
 
 struct rb_harvest_skip {
 	char *path;
 	enum rb_harvest_reason reason;
-	char *other;               /* hardlink_of: the first path; changed/unreadable: a detail; or NULL */
-	int64_t size;              /* st_size for regular files, -1 when not known or not a file */
+	char *other;  /* hardlink_of: the first path; changed/unreadable: a detail; or NULL */
+	int64_t size; /* st_size for regular files, -1 when not known or not a file */
 };
 
 struct rb_harvest_result {
 	struct rb_harvest_artifact *artifacts; /* sorted by path */
 	size_t n_artifacts;
-	struct rb_harvest_skip *skipped;       /* the first caps.max_skip_records, sorted by path */
+	struct rb_harvest_skip *skipped; /* the first caps.max_skip_records, sorted by path */
 	size_t n_skipped;
-	uint64_t skipped_total;                /* every skip, listed or not */
+	uint64_t skipped_total; /* every skip, listed or not */
 	uint64_t skipped_by_reason[RB_HARVEST_REASON_COUNT];
-	uint64_t entries_seen;                 /* every directory entry met (except . and ..) */
-	uint64_t dirs_seen;                    /* directories entered, out included */
-	uint64_t files_seen;                   /* regular files met, stored or not */
-	uint64_t bytes_read;                   /* read from out: shows that capped files were not read */
-	uint64_t bytes_stored;                 /* sum of artifact sizes (after scrubbing) */
-	uint64_t objects_new;                  /* objects the store did not hold before */
-	uint64_t bytes_new;                    /* their bytes: what this harvest added to the store */
+	uint64_t entries_seen; /* every directory entry met (except . and ..) */
+	uint64_t dirs_seen;    /* directories entered, out included */
+	uint64_t files_seen;   /* regular files met, stored or not */
+	uint64_t bytes_read;   /* read from out: shows that capped files were not read */
+	uint64_t bytes_stored; /* sum of artifact sizes (after scrubbing) */
+	uint64_t objects_new;  /* objects the store did not hold before */
+	uint64_t bytes_new;    /* their bytes: what this harvest added to the store */
 	uint64_t redactions_total;
-	struct rb_harvest_caps caps;           /* the caps applied */
-	bool complete;                         /* false when rb_harvest failed part-way */
-	size_t cap_artifacts_, cap_skipped_;   /* private: allocated lengths */
+	struct rb_harvest_caps caps;         /* the caps applied */
+	bool complete;                       /* false when rb_harvest failed part-way */
+	size_t cap_artifacts_, cap_skipped_; /* private: allocated lengths */
 };
 
 /* The scrubber: reads in[0..len), on success sets *out to a malloc'd buffer (the harvest
@@ -92,7 +92,7 @@ struct rb_harvest_result {
  * reference (a JSON object rule -> count) or NULL. Returns 0, or -1 with err: the file is then
  * recorded scrub_failed and not stored. */
 typedef int (*rb_harvest_scrub_fn)(void *ctx, const char *in, size_t len, char **out, size_t *out_len,
-				   json_t **redactions, struct rb_error *err);
+                                   json_t **redactions, struct rb_error *err);
 
 /* Walks the directory out_dirfd (an O_PATH or O_RDONLY directory fd; not consumed) and
  * stores every regular file within the caps, scrubbed by scrub (NULL: stored as read, for
@@ -101,18 +101,18 @@ typedef int (*rb_harvest_scrub_fn)(void *ctx, const char *in, size_t len, char *
  * harvest itself failed (out unusable, store not writable, openat2 missing, no memory): res
  * then holds what was done, complete = false. A skipped entry is not a failure. */
 int rb_harvest(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
-	       const char *store_dir, struct rb_harvest_result *res, struct rb_error *err);
+               const char *store_dir, struct rb_harvest_result *res, struct rb_error *err);
 
 /* For tests: race(race_ctx, parent_dirfd, name) runs after an entry was classified and
  * before it is opened for reading, so a test can swap it exactly there. */
 typedef void (*rb_harvest_race_fn)(void *ctx, int parent_dirfd, const char *name);
-int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub,
-			 void *scrub_ctx, const char *store_dir, rb_harvest_race_fn race, void *race_ctx,
-			 struct rb_harvest_result *res, struct rb_error *err);
+int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
+                         const char *store_dir, rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res,
+                         struct rb_error *err);
 
 /* The result as JSON: {"artifacts": [...], "skipped": [...], "skipped_total", "skipped_listed",
- * "skipped_by_reason", "entries_seen", "dirs_seen", "files_seen", "bytes_read", "bytes_stored", "objects_new", "bytes_new",
- * "redactions_total", "caps", "complete"} (docs/harvest.md). NULL only when out of memory. */
+ * "skipped_by_reason", "entries_seen", "dirs_seen", "files_seen", "bytes_read", "bytes_stored", "objects_new",
+ * "bytes_new", "redactions_total", "caps", "complete"} (docs/harvest.md). NULL only when out of memory. */
 json_t *rb_harvest_json(const struct rb_harvest_result *res);
 
 void rb_harvest_result_free(struct rb_harvest_result *res);

@@ -1,7 +1,10 @@
 /* Ledger events of a run (see record.h). */
 #include "runtime/record.h"
 
+#include <errno.h>
 #include <string.h>
+
+#include "common/log.h"
 
 #include "common/util.h"
 
@@ -15,11 +18,29 @@ const char *rb_record_outcome(const struct rb_step_result *res)
 	}
 }
 
+int rb_record_flush(struct rb_record *rec, struct rb_error *err)
+{
+	if (!rec->n_pending)
+		return 0;
+	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
+				       rec->n_pending, NULL, err);
+	for (size_t i = 0; i < rec->n_pending; i++)
+		json_decref(rec->pending[i].data);
+	rec->n_pending = 0;
+	return r;
+}
+
+/* Queues an event (data consumed); a full queue is committed first. */
 static int append(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err)
 {
-	int r = rb_ledger_append(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, type, data, err);
-	json_decref(data);
-	return r;
+	if (!data)
+		return rb_error_set(err, ENOMEM, "ledger event `%s`", type);
+	if (rec->n_pending == RB_RECORD_PENDING_MAX && rb_record_flush(rec, err) < 0) {
+		json_decref(data);
+		return -1;
+	}
+	rec->pending[rec->n_pending++] = (struct rb_ledger_event){type, data};
+	return 0;
 }
 
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err)
@@ -126,6 +147,12 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 
 void rb_record_close(struct rb_record *rec)
 {
+	struct rb_error err;
+	if (rec->ledger && rb_record_flush(rec, &err) < 0)
+		rb_warn("ledger: %s", err.msg);
+	for (size_t i = 0; i < rec->n_pending; i++)
+		json_decref(rec->pending[i].data);
+	rec->n_pending = 0;
 	if (rec->ledger)
 		rb_ledger_close(rec->ledger);
 	rec->ledger = NULL;

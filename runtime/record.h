@@ -11,8 +11,15 @@
 #include "runtime/ledger.h"
 #include "runtime/run.h"
 
+#define RB_RECORD_PENDING_MAX 64
+
+/* Events are queued and committed together by rb_record_flush (one fsync'd transaction):
+ * the runner flushes before a step's code starts, so what is about to run is on disk first,
+ * and after it ends. */
 struct rb_record {
 	struct rb_ledger *ledger;
+	struct rb_ledger_event pending[RB_RECORD_PENDING_MAX];
+	size_t n_pending;
 	const struct rb_run *run;
 	double cpu_seconds;         /* summed over steps */
 	double memory_gib_seconds;  /* peak memory x wall time, summed over steps */
@@ -28,6 +35,8 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err);
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
+int rb_record_flush(struct rb_record *rec, struct rb_error *err);
+/* Flushes what is pending (a failure is logged) and closes. */
 void rb_record_close(struct rb_record *rec);
 
 /* The ledger's name for a step's outcome: "success", "failure", "cancelled", "timed_out". */

@@ -135,6 +135,8 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 				     skill ? st->inputs : NULL, err);
 	struct rb_step_result res;
 	if (r == 0)
+		r = rb_record_flush(&rf->rec, err); /* on disk before the step's code runs */
+	if (r == 0)
 		r = rb_run_exec(run, &req, &res, err);
 	for (char **e = env; *e; e++)
 		free(*e);
@@ -298,8 +300,9 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	rb_run_stop(&rf->run);
 	struct rb_error lerr;
 	json_t *cleanup = json_pack("{s:s, s:b}", "what", "sandbox killed, cgroup and run directory removed", "ok", 1);
-	if (rb_ledger_append(rf->rec.ledger, rf->run.id, rf->run.tenant, rf->run.agent, "cleanup", cleanup, &lerr) < 0 ||
-	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0) {
+	if (rb_record_flush(&rf->rec, &lerr) < 0 ||
+	    rb_ledger_append(rf->rec.ledger, rf->run.id, rf->run.tenant, rf->run.agent, "cleanup", cleanup, &lerr) < 0 ||
+	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 || rb_record_flush(&rf->rec, &lerr) < 0) {
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}

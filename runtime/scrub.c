@@ -75,9 +75,17 @@ static void pats_free(struct pats *p)
 	free(p->v);
 }
 
-/* Takes ownership of s. A pattern already present keeps its first rule (raw before json). */
-static int pats_add(struct pats *p, unsigned char *s, size_t len, uint32_t rule)
+/* An encoded form: malloc'd bytes (NULL when out of memory) and their length. */
+struct enc {
+	unsigned char *s;
+	size_t len;
+};
+
+/* Takes ownership of e.s. A pattern already present keeps its first rule (raw before json). */
+static int pats_add(struct pats *p, struct enc e, uint32_t rule)
 {
+	unsigned char *s = e.s;
+	size_t len = e.len;
 	if (!s)
 		return -1;
 	for (size_t i = 0; i < p->n; i++) {
@@ -107,14 +115,13 @@ static const char B64_URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw
 /* base64 of k zero bytes followed by in, keeping only the characters whose six bits all come
  * from in (k = 1, 2: the secret sits at that offset of a 3-byte group inside a longer
  * encoded string), or the whole encoding (k = 0, pad or not). */
-static unsigned char *b64(const unsigned char *in, size_t n, const char *alpha, unsigned k, bool whole, bool pad,
-			  size_t *out_len)
+static struct enc b64(const unsigned char *in, size_t n, const char *alpha, unsigned k, bool whole, bool pad)
 {
 	size_t bits = 8 * (k + n);
 	size_t chars = (bits + 5) / 6;
 	unsigned char *o = malloc(chars + 3);
 	if (!o)
-		return NULL;
+		return (struct enc){NULL, 0};
 	for (size_t j = 0; j < chars; j++) {
 		unsigned v = 0;
 		for (size_t b = 6 * j; b < 6 * j + 6; b++) {
@@ -137,31 +144,29 @@ static unsigned char *b64(const unsigned char *in, size_t n, const char *alpha, 
 		last -= first;
 		first = 0;
 	}
-	*out_len = last;
-	return o;
+	return (struct enc){o, last};
 }
 
-static unsigned char *hex(const unsigned char *in, size_t n, bool upper, size_t *out_len)
+static struct enc hex(const unsigned char *in, size_t n, bool upper)
 {
 	const char *d = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	unsigned char *o = malloc(2 * n + 1);
 	if (!o)
-		return NULL;
+		return (struct enc){NULL, 0};
 	for (size_t i = 0; i < n; i++) {
 		o[2 * i] = (unsigned char)d[in[i] >> 4];
 		o[2 * i + 1] = (unsigned char)d[in[i] & 15];
 	}
-	*out_len = 2 * n;
-	return o;
+	return (struct enc){o, 2 * n};
 }
 
 /* Percent-encoding of everything but RFC 3986's unreserved bytes; form: space as '+'. */
-static unsigned char *urlenc(const unsigned char *in, size_t n, bool upper, bool form, size_t *out_len)
+static struct enc urlenc(const unsigned char *in, size_t n, bool upper, bool form)
 {
 	const char *d = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	unsigned char *o = malloc(3 * n + 1);
 	if (!o)
-		return NULL;
+		return (struct enc){NULL, 0};
 	size_t j = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = in[i];
@@ -175,8 +180,7 @@ static unsigned char *urlenc(const unsigned char *in, size_t n, bool upper, bool
 			o[j++] = (unsigned char)d[c & 15];
 		}
 	}
-	*out_len = j;
-	return o;
+	return (struct enc){o, j};
 }
 
 enum { J_SLASH = 1, J_ASCII = 2, J_HTML = 4, J_UPPER = 8 };
@@ -212,11 +216,11 @@ static void uesc(char *buf, unsigned v, bool upper)
 /* JSON string escaping: always '"', '\\' and control bytes; J_SLASH: "\/" (PHP); J_ASCII:
  * non-ASCII as \uxxxx (Python's default, PHP); J_HTML: < > & as \u003c... (Go); J_UPPER:
  * \uXXXX in upper case (jansson, Java). */
-static unsigned char *jsonenc(const unsigned char *in, size_t n, unsigned flags, size_t *out_len)
+static struct enc jsonenc(const unsigned char *in, size_t n, unsigned flags)
 {
 	unsigned char *o = malloc(12 * n + 1);
 	if (!o)
-		return NULL;
+		return (struct enc){NULL, 0};
 	size_t j = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = in[i];
@@ -268,8 +272,7 @@ static unsigned char *jsonenc(const unsigned char *in, size_t n, unsigned flags,
 			o[j++] = c;
 		}
 	}
-	*out_len = j;
-	return o;
+	return (struct enc){o, j};
 }
 
 /* ---- rule names -------------------------------------------------------------------------- */
@@ -297,7 +300,7 @@ static int rule_id(struct rb_scrubber *s, const char *label, const char *enc, ui
 static int add_secret(struct rb_scrubber *s, struct pats *p, const struct rb_scrub_secret *sec)
 {
 	const unsigned char *v = sec->value;
-	size_t n = sec->len, ol = 0;
+	size_t n = sec->len;
 	uint32_t r;
 	static const struct {
 		const char *alpha, *name;
@@ -309,31 +312,31 @@ static int add_secret(struct rb_scrubber *s, struct pats *p, const struct rb_scr
 	if (!raw)
 		return -1;
 	memcpy(raw, v, n);
-	if (pats_add(p, raw, n, r) < 0)
+	if (pats_add(p, (struct enc){raw, n}, r) < 0)
 		return -1;
 	for (size_t a = 0; a < 2; a++) {
 		if (rule_id(s, sec->label, b64s[a].name, &r) < 0)
 			return -1;
-		if (pats_add(p, b64(v, n, b64s[a].alpha, 0, true, true, &ol), ol, r) < 0 ||
-		    pats_add(p, b64(v, n, b64s[a].alpha, 0, true, false, &ol), ol, r) < 0)
+		if (pats_add(p, b64(v, n, b64s[a].alpha, 0, true, true), r) < 0 ||
+		    pats_add(p, b64(v, n, b64s[a].alpha, 0, true, false), r) < 0)
 			return -1;
 		for (unsigned k = 0; k < 3; k++)
-			if (pats_add(p, b64(v, n, b64s[a].alpha, k, false, false, &ol), ol, r) < 0)
+			if (pats_add(p, b64(v, n, b64s[a].alpha, k, false, false), r) < 0)
 				return -1;
 	}
-	if (rule_id(s, sec->label, "hex", &r) < 0 || pats_add(p, hex(v, n, false, &ol), ol, r) < 0 ||
-	    pats_add(p, hex(v, n, true, &ol), ol, r) < 0)
+	if (rule_id(s, sec->label, "hex", &r) < 0 || pats_add(p, hex(v, n, false), r) < 0 ||
+	    pats_add(p, hex(v, n, true), r) < 0)
 		return -1;
-	if (rule_id(s, sec->label, "url", &r) < 0 || pats_add(p, urlenc(v, n, false, false, &ol), ol, r) < 0 ||
-	    pats_add(p, urlenc(v, n, true, false, &ol), ol, r) < 0 ||
-	    pats_add(p, urlenc(v, n, true, true, &ol), ol, r) < 0)
+	if (rule_id(s, sec->label, "url", &r) < 0 || pats_add(p, urlenc(v, n, false, false), r) < 0 ||
+	    pats_add(p, urlenc(v, n, true, false), r) < 0 ||
+	    pats_add(p, urlenc(v, n, true, true), r) < 0)
 		return -1;
 	if (rule_id(s, sec->label, "json", &r) < 0)
 		return -1;
 	static const unsigned jflags[] = {0,      J_SLASH, J_ASCII,          J_SLASH | J_ASCII, J_ASCII | J_UPPER,
 					  J_HTML, J_HTML | J_ASCII, J_HTML | J_UPPER, J_HTML | J_ASCII | J_UPPER};
 	for (size_t k = 0; k < sizeof jflags / sizeof jflags[0]; k++)
-		if (pats_add(p, jsonenc(v, n, jflags[k], &ol), ol, r) < 0)
+		if (pats_add(p, jsonenc(v, n, jflags[k]), r) < 0)
 			return -1;
 	return 0;
 }

@@ -31,6 +31,7 @@
 #include "common/util.h"
 #include "runtime/artifacts.h"
 #include "runtime/harvest.h"
+#include "runtime/scrub.h"
 
 struct fx {
 	char base[PATH_MAX];
@@ -44,7 +45,9 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof *f);
-	snprintf(f->base, sizeof f->base, "/tmp/rb-harvest-XXXXXX");
+	/* tmpfs when there is one, as /workspace is in a sandbox (and 100,000 files are quick) */
+	const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	snprintf(f->base, sizeof f->base, "%s/rb-harvest-XXXXXX", tmp);
 	if (!mkdtemp(f->base))
 		return -1;
 	snprintf(f->out, sizeof f->out, "%s/out", f->base);
@@ -85,7 +88,10 @@ static void put(const char *dir, const char *name, const char *data, size_t len)
 	close(fd);
 }
 
-static void puts_(const char *dir, const char *name, const char *text) { put(dir, name, text, strlen(text)); }
+static void puts_(const char *dir, const char *name, const char *text)
+{
+	put(dir, name, text, strlen(text));
+}
 
 static void mkdir_in(const char *dir, const char *name)
 {
@@ -95,7 +101,7 @@ static void mkdir_in(const char *dir, const char *name)
 }
 
 static int harvest_caps(struct fx *f, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *ctx,
-			rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res)
+                        rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res)
 {
 	int fd = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -136,7 +142,7 @@ static void assert_skip(const struct rb_harvest_result *res, const char *path, e
 		fail_msg("%s not recorded as skipped", path);
 	if (s->reason != reason)
 		fail_msg("%s: reason %s, expected %s", path, rb_harvest_reason_name(s->reason),
-			 rb_harvest_reason_name(reason));
+		         rb_harvest_reason_name(reason));
 }
 
 /* Every object in the store, searched for needle. Also counts the objects. */
@@ -245,7 +251,7 @@ static void test_regular_files(void **state)
 	assert_int_equal(json_integer_value(json_object_get(j, "skipped_total")), 0);
 	assert_true(json_is_true(json_object_get(j, "complete")));
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "caps"), "max_files")),
-			 RB_HARVEST_DEFAULT_FILES);
+	                 RB_HARVEST_DEFAULT_FILES);
 	assert_int_equal(res.objects_new, 3);
 	assert_int_equal(res.bytes_new, 6 + sizeof bin);
 	rb_harvest_result_free(&res);
@@ -349,7 +355,8 @@ static void test_hardlinks_counted_once(void **state)
 		assert_string_equal(res.skipped[i].other, first);
 	}
 	_cleanup_json_ json_t *j = rb_harvest_json(&res);
-	const char *reason = json_string_value(json_object_get(json_array_get(json_object_get(j, "skipped"), 0), "reason"));
+	const char *reason =
+	    json_string_value(json_object_get(json_array_get(json_object_get(j, "skipped"), 0), "reason"));
 	assert_non_null(reason);
 	assert_true(strncmp(reason, "hardlink_of:", 12) == 0);
 	assert_string_equal(reason + 12, first);
@@ -488,7 +495,8 @@ static void test_many_files_count_cap(void **state)
 	assert_int_equal(g_objects, RB_HARVEST_DEFAULT_FILES);
 	_cleanup_json_ json_t *j = rb_harvest_json(&res);
 	assert_int_equal(json_array_size(json_object_get(j, "skipped")), RB_HARVEST_DEFAULT_SKIP_RECORDS);
-	assert_int_equal(json_integer_value(json_object_get(j, "skipped_total")), DIRS * PER_DIR - RB_HARVEST_DEFAULT_FILES);
+	assert_int_equal(json_integer_value(json_object_get(j, "skipped_total")),
+	                 DIRS * PER_DIR - RB_HARVEST_DEFAULT_FILES);
 	rb_harvest_result_free(&res);
 }
 
@@ -776,7 +784,7 @@ static void test_swap_race(void **state)
 	waitpid(pid, NULL, 0);
 	close(ofd);
 	print_message("swap race: %" PRIu64 " stored, %" PRIu64 " changed, %" PRIu64 " symlinks over 300 harvests\n",
-		      stored, changed, links);
+	              stored, changed, links);
 	assert_true(stored > 0);
 	assert_true(links > 0);
 	assert_int_equal(store_contains(f, f->secret_text), 0);
@@ -786,7 +794,7 @@ static void test_swap_race(void **state)
 
 #define KEY "AKIAIOSFODNN7EXAMPLE"
 static int test_scrub(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
-		      struct rb_error *err)
+                      struct rb_error *err)
 {
 	int *calls = ctx;
 	(*calls)++;
@@ -817,7 +825,7 @@ static int test_scrub(void *ctx, const char *in, size_t len, char **out, size_t 
 }
 
 static int failing_scrub(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
-			 struct rb_error *err)
+                         struct rb_error *err)
 {
 	return rb_error_set(err, 0, "scrubber refused");
 }
@@ -876,6 +884,40 @@ static void test_scrub_failure_not_stored(void **state)
 	rb_harvest_result_free(&res);
 }
 
+/* The real scrubber (runtime/scrub.h) plugged in through its adapter. */
+static void test_with_runbox_scrubber(void **state)
+{
+	struct fx *f = *state;
+	static const char token[] = "rbx1.tok-3f9a1c77e2b54d0a9c1e";
+	static const char token_b64[] = "cmJ4MS50b2stM2Y5YTFjNzdlMmI1NGQwYTljMWU="; /* base64 of token */
+	static const char aws[] = "AKIAQ3EGRVSM6ZJ7WX2B";
+	const struct rb_scrub_secret sec = {.label = "run-token", .value = token, .len = strlen(token)};
+	struct rb_scrubber *scrubber = NULL;
+	struct rb_error err = {0};
+	if (rb_scrub_new_labeled(&sec, 1, &scrubber, &err) != 0)
+		fail_msg("scrubber: %s", err.msg);
+	char text[512];
+	snprintf(text, sizeof text, "token %s\nencoded %s\naws_access_key_id = %s\n", token, token_b64, aws);
+	puts_(f->out, "leaky.txt", text);
+	puts_(f->out, "plain.txt", "just an ordinary sentence about apples\n");
+
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, rb_scrub_harvest_cb, scrubber, NULL, NULL, &res), 0);
+	const struct rb_harvest_artifact *a = artifact(&res, "leaky.txt");
+	assert_non_null(a);
+	assert_true(a->redaction_count >= 3);
+	assert_non_null(json_object_get(a->redactions, "aws-access-key-id"));
+	assert_int_equal(store_contains(f, token), 0);
+	assert_int_equal(store_contains(f, token_b64), 0);
+	assert_int_equal(store_contains(f, aws), 0);
+	/* control: ordinary text is stored as it was */
+	a = artifact(&res, "plain.txt");
+	assert_int_equal(a->redaction_count, 0);
+	assert_int_equal(store_contains(f, "ordinary sentence about apples"), 1);
+	rb_harvest_result_free(&res);
+	rb_scrub_free(scrubber);
+}
+
 /* ---- permissions, mounts, names ---- */
 
 /* The rootless case: the runner cannot read what a sandbox user wrote 0600 under a
@@ -910,8 +952,8 @@ static void test_unreadable_recorded(void **state)
 		if (harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res) != 0)
 			_exit(5);
 		const struct rb_harvest_skip *s = skipped(&res, "private");
-		bool ok = s && s->reason == RB_HARVEST_UNREADABLE && s->other && strstr(s->other, "Permission denied") &&
-			  artifact(&res, "public") && res.n_artifacts == 1;
+		bool ok = s && s->reason == RB_HARVEST_UNREADABLE && s->other &&
+		          strstr(s->other, "Permission denied") && artifact(&res, "public") && res.n_artifacts == 1;
 		_exit(ok ? 0 : 3);
 	}
 	int status;
@@ -993,7 +1035,7 @@ static void test_store_layout_and_digests(void **state)
 	assert_int_equal(rb_artifact_path(f->store, d1, p, &err), 0);
 	char want[PATH_MAX];
 	snprintf(want, sizeof want, "%s/sha256/ba/ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-		 f->store);
+	         f->store);
 	assert_string_equal(p, want);
 	struct stat st1, st2;
 	assert_int_equal(stat(p, &st1), 0);
@@ -1017,14 +1059,14 @@ static void test_store_layout_and_digests(void **state)
 	assert_int_equal(rb_artifact_path(f->store, d1 + 7, p, &err), 0);
 	assert_string_equal(p, want);
 	const char *bad[] = {
-		"sha256:../../../../etc/passwd",
-		"sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
-		"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015a",
-		"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad0",
-		"sha512:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-		"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f2/015ad",
-		"",
-		NULL,
+	    "sha256:../../../../etc/passwd",
+	    "sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+	    "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015a",
+	    "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad0",
+	    "sha512:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+	    "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f2/015ad",
+	    "",
+	    NULL,
 	};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(bad); i++) {
 		assert_false(rb_artifact_digest_valid(bad[i]));
@@ -1049,28 +1091,29 @@ static void test_bad_out_fd(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_regular_files),
-		T(test_symlink_to_secret),
-		T(test_symlinked_dir_not_followed),
-		T(test_hardlinks_counted_once),
-		T(test_fifo_does_not_block),
-		T(test_device_node),
-		T(test_socket),
-		T(test_many_files_count_cap),
-		T(test_sparse_file_never_read),
-		T(test_total_cap_and_skip_records),
-		T(test_deep_tree),
-		T(test_swap_file_for_symlink),
-		T(test_swap_file_for_fifo),
-		T(test_swap_dir_for_symlink),
-		T(test_swap_race),
-		T(test_scrub_applied),
-		T(test_scrub_failure_not_stored),
-		T(test_unreadable_recorded),
-		T(test_mount_point_not_crossed),
-		T(test_odd_names),
-		T(test_store_layout_and_digests),
-		T(test_bad_out_fd),
+	    T(test_regular_files),
+	    T(test_symlink_to_secret),
+	    T(test_symlinked_dir_not_followed),
+	    T(test_hardlinks_counted_once),
+	    T(test_fifo_does_not_block),
+	    T(test_device_node),
+	    T(test_socket),
+	    T(test_many_files_count_cap),
+	    T(test_sparse_file_never_read),
+	    T(test_total_cap_and_skip_records),
+	    T(test_deep_tree),
+	    T(test_swap_file_for_symlink),
+	    T(test_swap_file_for_fifo),
+	    T(test_swap_dir_for_symlink),
+	    T(test_swap_race),
+	    T(test_scrub_applied),
+	    T(test_scrub_failure_not_stored),
+	    T(test_with_runbox_scrubber),
+	    T(test_unreadable_recorded),
+	    T(test_mount_point_not_crossed),
+	    T(test_odd_names),
+	    T(test_store_layout_and_digests),
+	    T(test_bad_out_fd),
 	};
 	/* RB_TEST_FILTER=test_deep_tree runs one test (cmocka's glob). */
 	if (getenv("RB_TEST_FILTER"))
