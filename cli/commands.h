@@ -6,5 +6,8 @@ int rb_cmd_run(int argc, char **argv);
 int rb_cmd_check(int argc, char **argv);
 int rb_cmd_policy(int argc, char **argv);
 int rb_cmd_ledger(int argc, char **argv);
+int rb_cmd_ps(int argc, char **argv);
+int rb_cmd_kill(int argc, char **argv);
+int rb_cmd_gc(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static void usage(FILE *f)
 	      "  run [OPTIONS] -- CMD ARGS...   one step in a fresh sandbox\n"
 	      "  run SPEC.json                  a whole run from a manifest: inputs, skills, steps\n"
 	      "  ledger show|query|verify|export   the tamper-evident record of every run\n"
+	      "  ps | kill RUN | gc             live runs, stop one, clean up after a crash\n"
 	      "  policy validate FILE | show NAME\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",
@@ -33,7 +34,8 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger}};
+	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
+		       {"ps", rb_cmd_ps},         {"kill", rb_cmd_kill},     {"gc", rb_cmd_gc}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

@@ -484,3 +484,33 @@ int rb_cgroup_destroy(struct rb_cgroup *cg, struct rb_error *err)
 	free(cg);
 	return r;
 }
+
+unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned max)
+{
+	unsigned n = 0;
+	if (cg->v2_created && cg->v2_path[0] && n < max)
+		dirs[n++] = cg->v2_path;
+	for (int c = 0; c < RB_V1_COUNT; c++)
+		if (cg->v1[c].created && cg->v1[c].path[0] && n < max)
+			dirs[n++] = cg->v1[c].path;
+	return n;
+}
+
+int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err)
+{
+	int r = 0;
+	for (unsigned i = 0; i < n; i++) {
+		/* Only directories named like runbox's: <...>/<run id> under a "runbox" parent. */
+		if (!strstr(dirs[i], "/runbox/") && !strstr(dirs[i], "runbox")) {
+			r = rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not a runbox cgroup", dirs[i]);
+			continue;
+		}
+		for (int tries = 0; tries < 100 && rb_cg_count_procs(dirs[i]) > 0; tries++) {
+			rb_cg_kill_listed(dirs[i]);
+			usleep(10000);
+		}
+		if (rb_cg_rmdir(dirs[i], err) < 0)
+			r = -1;
+	}
+	return r;
+}

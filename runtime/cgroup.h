@@ -65,4 +65,10 @@ int rb_cgroup_destroy(struct rb_cgroup *cg, struct rb_error *err);
 
 const char *rb_limit_name(enum rb_limit_kind kind); /* "memory", "pids", "cpus", "cpu_weight" */
 
+/* The directories this run's cgroup made (v2: one; v1: one per hierarchy), for the run's
+ * state file: `runbox gc` reclaims them after the runner was killed. Returns the count. */
+unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned max);
+/* Kills whatever is left in each directory and removes it (bounded). A missing one is fine. */
+int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err);
+
 #endif

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/channel.h"
+#include "runtime/lifecycle.h"
 
 extern char **environ;
 
@@ -208,7 +209,7 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
 	run->started = true;
-	return 0;
+	return rb_lifecycle_register(run, err);
 }
 
 static void buf_append(struct rb_buf *b, const char *data, size_t n)
@@ -577,6 +578,8 @@ void rb_run_close(struct rb_run *run)
 		if (run->skills[i].fd >= 0)
 			close(run->skills[i].fd);
 	run->n_inputs = run->n_skills = 0;
+	if (run->started || run->sb.init_pid > 0)
+		rb_lifecycle_unregister(run);
 	if (run->dir[0]) {
 		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
 		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)

@@ -940,7 +940,11 @@ static void test_unreadable_recorded(void **state)
 	}
 	assert_int_equal(chmod(f->base, 0755), 0);
 	assert_int_equal(mkdir(f->store, 0755), 0);
-	assert_int_equal(chown(f->store, 65534, 65534), 0);
+	if (chown(f->store, 65534, 65534) < 0) {
+		if (errno == EINVAL || errno == EPERM)
+			skip(); /* root of a user namespace without 65534 mapped */
+		fail_msg("chown: %s", strerror(errno));
+	}
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {

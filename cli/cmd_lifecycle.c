@@ -1,0 +1,104 @@
+/* `runbox ps`, `runbox kill RUN`, `runbox gc`: live runs, stopping one, cleaning up after a crash. */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "runtime/lifecycle.h"
+
+static int paths_or_fail(struct rb_paths *p)
+{
+	struct rb_error err;
+	if (rb_paths_init(p, NULL, &err) < 0) {
+		rb_err("%s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+int rb_cmd_ps(int argc, char **argv)
+{
+	bool json = argc > 1 && !strcmp(argv[1], "--json");
+	struct rb_paths p;
+	struct rb_error err;
+	json_t *runs = NULL;
+	if (paths_or_fail(&p) < 0)
+		return 125;
+	if (rb_lifecycle_list(&p, &runs, &err) < 0) {
+		rb_err("%s", err.msg);
+		json_decref(runs);
+		return 125;
+	}
+	if (json) {
+		json_dumpf(runs, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	} else {
+		printf("%-22s %-12s %-14s %-8s %-10s %s\n", "RUN", "TENANT", "AGENT", "PID", "STATE", "STARTED (UTC)");
+		size_t i;
+		json_t *r;
+		json_array_foreach(runs, i, r)
+		{
+			time_t t = (time_t)json_integer_value(json_object_get(r, "started"));
+			char when[32];
+			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", gmtime(&t));
+			printf("%-22s %-12s %-14s %-8d %-10s %s\n", json_string_value(json_object_get(r, "run_id")),
+			       json_string_value(json_object_get(r, "tenant")), json_string_value(json_object_get(r, "agent")),
+			       (int)json_integer_value(json_object_get(r, "runner_pid")),
+			       json_string_value(json_object_get(r, "state")), when);
+		}
+	}
+	json_decref(runs);
+	return 0;
+}
+
+int rb_cmd_kill(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-') {
+		fputs("usage: runbox kill RUN_ID\n", stderr);
+		return 125;
+	}
+	struct rb_paths p;
+	struct rb_error err;
+	if (paths_or_fail(&p) < 0)
+		return 125;
+	if (rb_lifecycle_kill(&p, argv[1], SIGTERM, &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	return 0;
+}
+
+int rb_cmd_gc(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		fputs("usage: runbox gc\n", stderr);
+		return 125;
+	}
+	struct rb_paths p;
+	struct rb_error err;
+	json_t *report = NULL;
+	if (paths_or_fail(&p) < 0)
+		return 125;
+	int r = rb_lifecycle_gc(&p, &report, &err);
+	size_t i;
+	json_t *o;
+	json_array_foreach(report, i, o)
+	{
+		printf("%s: %s\n", json_string_value(json_object_get(o, "run_id")),
+		       json_is_true(json_object_get(o, "removed")) ? "cleaned up, recorded as abandoned"
+								   : "could not clean up fully (see --json)");
+	}
+	if (!json_array_size(report))
+		printf("nothing to clean up\n");
+	json_decref(report);
+	if (r < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	return 0;
+}

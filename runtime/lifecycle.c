@@ -1,0 +1,246 @@
+/* Run state files, ps, kill and gc (see lifecycle.h). */
+#define _GNU_SOURCE
+#include "runtime/lifecycle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "runtime/cgroup.h"
+#include "runtime/ledger.h"
+
+/* A process is named by its pid and its start time (field 22 of /proc/PID/stat), so a reused
+ * pid is never mistaken for the process that was registered. */
+static unsigned long long start_time(pid_t pid)
+{
+	char path[64], *text = NULL;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (rb_read_file(path, 4096, &text, NULL, NULL) < 0)
+		return 0;
+	char *p = strrchr(text, ')');
+	unsigned long long st = 0;
+	if (p) {
+		/* after ")": state is field 3 (a zombie counts as gone); starttime is field 22 */
+		int field = 2;
+		for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+			if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
+				break;
+			if (field == 22) {
+				st = strtoull(tok, NULL, 10);
+				break;
+			}
+		}
+	}
+	free(text);
+	return st;
+}
+
+static bool same_process(pid_t pid, unsigned long long start)
+{
+	return pid > 0 && start && start_time(pid) == start;
+}
+
+static void state_path(const char *run_dir, const char *id, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s.state", run_dir, id);
+}
+
+int rb_lifecycle_register(const struct rb_run *run, struct rb_error *err)
+{
+	json_t *cgs = json_array();
+	if (run->cg) {
+		const char *dirs[8];
+		unsigned n = rb_cgroup_dirs(run->cg, dirs, 8);
+		for (unsigned i = 0; i < n; i++)
+			json_array_append_new(cgs, json_string(dirs[i]));
+	}
+	json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o}", "run_id", run->id, "tenant",
+			       run->tenant, "agent", run->agent, "state_dir", run->paths.state_dir, "started",
+			       (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
+			       (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
+			       (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs);
+	char path[8192], tmp[8300];
+	state_path(run->paths.run_dir, run->id, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int r = json_dump_file(st, tmp, JSON_COMPACT);
+	json_decref(st);
+	if (r < 0 || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return rb_error_set(err, errno, "write run state `%s`", path);
+	}
+	return 0;
+}
+
+void rb_lifecycle_unregister(const struct rb_run *run)
+{
+	char path[8192];
+	state_path(run->paths.run_dir, run->id, path, sizeof path);
+	unlink(path);
+}
+
+/* Calls fn for every state file; stops at the first negative return. */
+static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const char *file, void *ctx), void *ctx,
+		      struct rb_error *err)
+{
+	_cleanup_closedir_ DIR *d = opendir(paths->run_dir);
+	if (!d)
+		return errno == ENOENT ? 0 : rb_error_set(err, errno, "open `%s`", paths->run_dir);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n < 7 || strcmp(e->d_name + n - 6, ".state") != 0)
+			continue;
+		char file[8192];
+		snprintf(file, sizeof file, "%s/%s", paths->run_dir, e->d_name);
+		json_error_t jerr;
+		json_t *st = json_load_file(file, 0, &jerr);
+		if (!json_is_object(st)) {
+			json_decref(st);
+			continue;
+		}
+		int r = fn(st, file, ctx);
+		json_decref(st);
+		if (r < 0)
+			return -1; /* the caller names why */
+	}
+	return 0;
+}
+
+static bool runner_alive(json_t *st)
+{
+	return same_process((pid_t)json_integer_value(json_object_get(st, "runner_pid")),
+			    (unsigned long long)json_integer_value(json_object_get(st, "runner_start")));
+}
+
+static int list_one(json_t *st, const char *file, void *ctx)
+{
+	(void)file;
+	json_t *runs = ctx;
+	json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "run_id", json_object_get(st, "run_id"), "tenant",
+			      json_object_get(st, "tenant"), "agent", json_object_get(st, "agent"), "started",
+			      json_object_get(st, "started"), "runner_pid", json_object_get(st, "runner_pid"), "state",
+			      runner_alive(st) ? "running" : "abandoned");
+	json_array_append_new(runs, o);
+	return 0;
+}
+
+int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_error *err)
+{
+	*runs = json_array();
+	return each_state(paths, list_one, *runs, err);
+}
+
+struct kill_ctx {
+	const char *run_id;
+	int sig;
+	int found;
+	char msg[256];
+};
+
+static int kill_one(json_t *st, const char *file, void *ctx)
+{
+	(void)file;
+	struct kill_ctx *k = ctx;
+	const char *id = json_string_value(json_object_get(st, "run_id"));
+	if (!id || strcmp(id, k->run_id) != 0)
+		return 0;
+	k->found = 1;
+	if (!runner_alive(st)) {
+		snprintf(k->msg, sizeof k->msg, "run %s: its runbox is gone; `runbox gc` cleans up after it", id);
+		return -1;
+	}
+	if (kill((pid_t)json_integer_value(json_object_get(st, "runner_pid")), k->sig) < 0) {
+		snprintf(k->msg, sizeof k->msg, "run %s: kill: %s", id, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err)
+{
+	struct kill_ctx k = {.run_id = run_id, .sig = sig};
+	if (each_state(paths, kill_one, &k, err) < 0)
+		return rb_error_set(err, 0, "%s", k.msg);
+	if (!k.found)
+		return rb_error_set(err, 0, "no live run `%s` (see `runbox ps`)", run_id);
+	return 0;
+}
+
+struct gc_ctx {
+	json_t *report;
+};
+
+static int gc_one(json_t *st, const char *file, void *ctx)
+{
+	struct gc_ctx *g = ctx;
+	if (runner_alive(st))
+		return 0;
+	const char *id = json_string_value(json_object_get(st, "run_id"));
+	if (!id || strchr(id, '/'))
+		return 0;
+	json_t *done = json_pack("{s:s}", "run_id", id);
+	/* init dies with its runner (PDEATHSIG); if it somehow lives, it goes now, with its
+	 * pid namespace. */
+	pid_t init = (pid_t)json_integer_value(json_object_get(st, "init_pid"));
+	if (same_process(init, (unsigned long long)json_integer_value(json_object_get(st, "init_start")))) {
+		kill(init, SIGKILL);
+		json_object_set_new(done, "killed_init", json_true());
+	}
+	json_t *cgs = json_object_get(st, "cgroups");
+	const char *dirs[8];
+	unsigned n = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(cgs, i, v) if (n < 8 && json_is_string(v)) dirs[n++] = json_string_value(v);
+	struct rb_error err;
+	bool ok = true;
+	if (rb_cgroup_reclaim(dirs, n, &err) < 0) {
+		ok = false;
+		json_object_set_new(done, "cgroup_error", json_string(err.msg));
+	}
+	char dir[8192];
+	snprintf(dir, sizeof dir, "%.*s", (int)(strlen(file) - 6), file);
+	if (rb_rm_rf(dir, &err) < 0) {
+		ok = false;
+		json_object_set_new(done, "dir_error", json_string(err.msg));
+	}
+	/* The ledger says what happened to it. */
+	const char *state_dir = json_string_value(json_object_get(st, "state_dir"));
+	struct rb_ledger *l = NULL;
+	if (state_dir && rb_ledger_open(state_dir, &l, &err) == 0) {
+		const char *tenant = json_string_value(json_object_get(st, "tenant"));
+		const char *agent = json_string_value(json_object_get(st, "agent"));
+		struct rb_ledger_event ev[2] = {
+			{"cleanup", json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by",
+					      "gc")},
+			{"run_end", json_pack("{s:s}", "result", "abandoned")},
+		};
+		if (rb_ledger_append_batch(l, id, tenant, agent, ev, 2, NULL, &err) < 0)
+			json_object_set_new(done, "ledger_error", json_string(err.msg));
+		json_decref(ev[0].data);
+		json_decref(ev[1].data);
+		rb_ledger_close(l);
+	}
+	if (ok)
+		unlink(file);
+	json_object_set_new(done, "removed", json_boolean(ok));
+	json_array_append_new(g->report, done);
+	return 0;
+}
+
+int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err)
+{
+	struct gc_ctx g = {.report = json_array()};
+	*report = g.report;
+	return each_state(paths, gc_one, &g, err);
+}
