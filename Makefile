@@ -73,7 +73,7 @@ $(B)/images/minimal/.built: images/minimal/build.sh $(PROBE)
 
 test:
 	@scripts/install-deps.sh build test vm
-	@$(MAKE) --no-print-directory all $(UNIT_BINS)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS)
 	@tests/run-all.sh
 
 unit: $(UNIT_BINS)

@@ -89,6 +89,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
 		run->inputs[i].fd = run->skills[i].fd = -1;
+	run->bg_log = -1;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
@@ -237,8 +238,18 @@ static void buf_append(struct rb_buf *b, const char *data, size_t n)
 	b->data[b->len] = '\0';
 }
 
+/* Where a stream's bytes go besides the capped in-memory buffer: our own stdout/stderr
+ * (passthrough) and a log file in the run directory, itself capped. */
+struct sink {
+	struct rb_buf *buf;
+	int copy_to;
+	int log;
+	uint64_t *log_bytes;
+	uint64_t log_cap;
+};
+
 /* Reads what is there now; returns false at EOF or error. */
-static bool pump(int fd, struct rb_buf *b, int copy_to)
+static bool pump(int fd, const struct sink *s)
 {
 	char chunk[16384];
 	for (;;) {
@@ -247,12 +258,54 @@ static bool pump(int fd, struct rb_buf *b, int copy_to)
 			continue;
 		if (n <= 0)
 			return n < 0 && errno == EAGAIN;
-		buf_append(b, chunk, (size_t)n);
-		if (copy_to >= 0) {
-			ssize_t w = write(copy_to, chunk, (size_t)n);
+		if (s->buf)
+			buf_append(s->buf, chunk, (size_t)n);
+		if (s->copy_to >= 0) {
+			ssize_t w = write(s->copy_to, chunk, (size_t)n);
 			(void)w;
 		}
+		if (s->log >= 0 && *s->log_bytes < s->log_cap) {
+			size_t room = (size_t)(s->log_cap - *s->log_bytes);
+			ssize_t w = write(s->log, chunk, (size_t)n < room ? (size_t)n : room);
+			if (w > 0)
+				*s->log_bytes += (uint64_t)w;
+		}
 	}
+}
+
+static int open_log(const struct rb_run *run, const char *name)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/%s", run->dir, name);
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* Drains the pipes that finished steps left to their background processes. */
+static void drain_linger(struct rb_run *run, bool close_all)
+{
+	if (!run->n_linger)
+		return;
+	if (run->bg_log < 0)
+		run->bg_log = open_log(run, "background.log");
+	struct sink s = {.copy_to = -1, .log = run->bg_log, .log_bytes = &run->bg_log_bytes, .log_cap = RB_BG_LOG_CAP};
+	unsigned kept = 0;
+	for (unsigned i = 0; i < run->n_linger; i++) {
+		if (pump(run->linger[i], &s) && !close_all)
+			run->linger[kept++] = run->linger[i];
+		else
+			close(run->linger[i]);
+	}
+	run->n_linger = kept;
+}
+
+static void linger(struct rb_run *run, int fd)
+{
+	if (run->n_linger == RB_MAX_LINGER) {
+		close(run->linger[0]);
+		memmove(run->linger, run->linger + 1, (RB_MAX_LINGER - 1) * sizeof *run->linger);
+		run->n_linger--;
+	}
+	run->linger[run->n_linger++] = fd;
 }
 
 /* The environment a step gets: the policy's passed names and fixed values, and in gateway
@@ -362,6 +415,13 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	_cleanup_close_ int out_r = out[0];
 	_cleanup_close_ int err_r = errp[0];
+	unsigned step_no = ++run->steps_run;
+	char logname[64];
+	snprintf(logname, sizeof logname, "step-%u.stdout", step_no);
+	_cleanup_close_ int out_log = open_log(run, logname);
+	snprintf(logname, sizeof logname, "step-%u.stderr", step_no);
+	_cleanup_close_ int err_log = open_log(run, logname);
+	uint64_t out_logged = 0, err_logged = 0;
 	fcntl(out_r, F_SETFL, O_NONBLOCK);
 	fcntl(err_r, F_SETFL, O_NONBLOCK);
 
@@ -431,12 +491,13 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
-	int copy_out = passthrough ? STDOUT_FILENO : -1, copy_err = passthrough ? STDERR_FILENO : -1;
+	const struct sink out_sink = {&res->out, passthrough ? STDOUT_FILENO : -1, out_log, &out_logged, RB_STEP_LOG_CAP};
+	const struct sink err_sink = {&res->err, passthrough ? STDERR_FILENO : -1, err_log, &err_logged, RB_STEP_LOG_CAP};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[8] = {
+		struct pollfd p[9] = {
 			{.fd = run->sb.ctl, .events = POLLIN},
 			{.fd = out_open ? out_r : -1, .events = POLLIN},
 			{.fd = err_open ? err_r : -1, .events = POLLIN},
@@ -445,8 +506,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			{.fd = run->sb.pidfd, .events = POLLIN},
 			{.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
 			{.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
+			{.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
 		};
-		if (poll(p, 8, -1) < 0) {
+		if (poll(p, 9, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -465,9 +527,11 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			}
 		}
 		if (p[1].revents)
-			out_open = pump(out_r, &res->out, copy_out);
+			out_open = pump(out_r, &out_sink);
 		if (p[2].revents)
-			err_open = pump(err_r, &res->err, copy_err);
+			err_open = pump(err_r, &err_sink);
+		if (p[8].revents)
+			drain_linger(run, false);
 		if (p[3].revents & POLLIN) {
 			if (!cancel_sig)
 				res->status = RB_STEP_TIMEOUT;
@@ -524,9 +588,17 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		res->signal = cancel_sig;
 	}
 	if (out_open)
-		pump(out_r, &res->out, copy_out);
+		out_open = pump(out_r, &out_sink);
 	if (err_open)
-		pump(err_r, &res->err, copy_err);
+		err_open = pump(err_r, &err_sink);
+	/* A server the step left running keeps its stdout: the pipes stay open, drained into
+	 * background.log, until the run ends. */
+	if (!run->sb.reaped) {
+		if (out_open)
+			linger(run, rb_steal_fd(&out_r));
+		if (err_open)
+			linger(run, rb_steal_fd(&err_r));
+	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	res->wall_us = rb_now_us() - t0;
 	if (run->sb.net.nft_fd >= 0) {
@@ -557,6 +629,10 @@ void rb_run_stop(struct rb_run *run)
 	if (run->started)
 		kill_sandbox(run);
 	rb_gwproc_stop(&run->gw);
+	drain_linger(run, true);
+	if (run->bg_log >= 0)
+		close(run->bg_log);
+	run->bg_log = -1;
 }
 
 void rb_run_close(struct rb_run *run)

@@ -17,6 +17,10 @@
 #include "runtime/sandbox.h"
 #include "runtime/seccomp.h"
 
+#define RB_MAX_LINGER 8
+#define RB_STEP_LOG_CAP (64ULL << 20)   /* a step's full stdout/stderr kept in the run dir */
+#define RB_BG_LOG_CAP (16ULL << 20)     /* what background processes print */
+
 struct rb_run_config {
 	const char *image;          /* NULL: "host" */
 	const char *policy;         /* NULL: "default" */
@@ -86,6 +90,13 @@ struct rb_run {
 	uint8_t token_key[RB_TOKEN_KEY_LEN];
 	size_t token_keylen;
 	struct rb_gwproc gw;
+	/* Output of what earlier steps left running: their stdout/stderr pipes, drained into
+	 * <dir>/background.log while later steps run and at the run's end. */
+	int linger[RB_MAX_LINGER];
+	unsigned n_linger;
+	int bg_log;
+	uint64_t bg_log_bytes;
+	unsigned steps_run;
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
