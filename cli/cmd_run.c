@@ -167,6 +167,7 @@ int rb_cmd_run(int argc, char **argv)
 	/* Every command goes into the ledger before it runs; a run that cannot be recorded
 	 * does not run. */
 	struct rb_record rec;
+	rb_debug("ledger: record start");
 	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
 	    record_step(&rec, cmd, NULL, false, &err) < 0 || rb_record_flush(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
@@ -174,6 +175,7 @@ int rb_cmd_run(int argc, char **argv)
 		rb_run_close(&run);
 		return 125;
 	}
+	rb_debug("ledger: recorded");
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
 		rb_err("%s", err.msg);

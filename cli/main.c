@@ -1,5 +1,6 @@
 /* runbox: one binary, subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -26,6 +27,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 125;
 	}
+	if (getenv("RUNBOX_DEBUG"))
+		rb_log_set_level(RB_LOG_DEBUG);
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		usage(stdout);

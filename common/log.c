@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 static enum rb_log_level current = RB_LOG_WARN;
@@ -15,7 +16,17 @@ void rb_log(enum rb_log_level level, const char *fmt, ...)
 		return;
 	static const char *const names[] = {"error", "warning", "info", "debug"};
 	char line[1024];
-	int n = snprintf(line, sizeof line, "runbox: %s: ", names[level]);
+	int n;
+	if (level == RB_LOG_DEBUG) {
+		/* Debug lines carry the monotonic clock, so phases of the runner, the spawner and
+		 * init (separate processes) line up. */
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = snprintf(line, sizeof line, "runbox[%d] %lld.%06ld: ", (int)getpid(), (long long)ts.tv_sec,
+			     ts.tv_nsec / 1000);
+	} else {
+		n = snprintf(line, sizeof line, "runbox: %s: ", names[level]);
+	}
 	va_list ap;
 	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

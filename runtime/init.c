@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "runtime/channel.h"
 #include "runtime/sandbox.h"
 #include "runtime/step.h"
@@ -271,8 +272,10 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		die_setup(ctl, &err);
 	/* Credentials changed above, which clears these two: set them now. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	rb_debug("init: build root");
 	if (rb_rootfs_build(&rootfs, &err) < 0)
 		die_setup(ctl, &err);
+	rb_debug("init: root built");
 	if (sethostname(spec->hostname, strlen(spec->hostname)) < 0) {
 		rb_error_set(&err, errno, "sethostname `%s`", spec->hostname);
 		die_setup(ctl, &err);

@@ -94,6 +94,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
 		rb_new_run_id(run->id);
+	rb_debug("run: open");
 	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
 		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
@@ -136,8 +137,10 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		return -1;
 	char cache[sizeof run->paths.state_dir + 32];
 	snprintf(cache, sizeof cache, "%s/cache/seccomp", run->paths.state_dir);
+	rb_debug("seccomp: prepare");
 	if (rb_seccomp_prepare(pol, run->paths.data_dir, cache, &run->bpf, err) < 0)
 		return -1;
+	rb_debug("seccomp: ready (%s)", run->bpf.from_cache ? "cached" : "built");
 
 	if (snprintf(run->dir, sizeof run->dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof run->dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
@@ -205,10 +208,13 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 {
 	if (run->started)
 		return 0;
+	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
+	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
+	rb_debug("sandbox: ready");
 	run->started = true;
 	return rb_lifecycle_register(run, err);
 }
@@ -456,6 +462,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	if (r < 0)
 		return -1;
 
+	rb_debug("step %u: exec sent", step_no);
 	json_t *ev = NULL;
 	if (rb_chan_recv(run->sb.ctl, &ev, NULL, NULL, err) <= 0) {
 		res->status = RB_STEP_SETUP_FAILED;
@@ -601,6 +608,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	res->wall_us = rb_now_us() - t0;
+	rb_debug("step %u: ended", step_no);
 	if (run->sb.net.nft_fd >= 0) {
 		struct rb_net_counters c;
 		struct rb_error nerr;
@@ -626,8 +634,10 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 
 void rb_run_stop(struct rb_run *run)
 {
+	rb_debug("run: stop");
 	if (run->started)
 		kill_sandbox(run);
+	rb_debug("run: sandbox gone");
 	rb_gwproc_stop(&run->gw);
 	drain_linger(run, true);
 	if (run->bg_log >= 0)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "runtime/channel.h"
 
 #ifndef CLONE_INTO_CGROUP
@@ -99,6 +100,7 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 			_exit(1);
 		json_decref(reply);
 	}
+	rb_debug("spawner: netns");
 	if (unshare(CLONE_NEWNET) < 0) {
 		rb_error_set(&err, errno, "unshare(CLONE_NEWNET)");
 		spawner_fail(sp, &err);
@@ -107,6 +109,7 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 	if (rb_net_setup_inside(spec->net_mode, &net, &err) < 0)
 		spawner_fail(sp, &err);
 
+	rb_debug("spawner: clone init");
 	pid_t pid = clone_init(cg_fd);
 	if (pid < 0) {
 		rb_error_set(&err, errno, "clone3 of the sandbox's init");
@@ -123,9 +126,11 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 		kill(pid, SIGKILL);
 		spawner_fail(sp, &err);
 	}
+	rb_debug("spawner: maps written");
 	int fds[RB_NET_NFDS + 1];
 	unsigned n_fds = rb_net_fds(&net, fds, RB_NET_NFDS);
 	int lower = idmapped_image(spec, pid);
+	rb_debug("spawner: image idmapped");
 	if (lower >= 0)
 		fds[n_fds++] = lower; /* last: the runner passes it on to init */
 	json_t *m = json_pack("{s:s, s:i, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid", (int)pid,
@@ -240,11 +245,13 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	unsigned n_fds = 0;
 	if (r == 0)
 		r = expect_event(sock, "spawned", &spawned, fds, &n_fds, err);
-	if (r < 0)
+	if (r < 0) {
 		kill(spawner_pid, SIGKILL);
-	reap_quietly(spawner_pid);
-	if (r < 0)
+		reap_quietly(spawner_pid);
 		goto fail;
+	}
+	/* The spawner exits on its own now; it is reaped once init is ready, so its exit does
+	 * not stand in the way of the handshake. */
 	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
 	sb->reaped = false;
 	_cleanup_close_ int lower = -1;
@@ -263,8 +270,10 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		rb_error_set(err, errno, "pidfd_open");
 		goto fail;
 	}
+	rb_debug("runner: attach cgroup");
 	if (cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
 		goto fail;
+	rb_debug("runner: attached");
 	json_t *go = json_pack("{s:s}", "op", "go");
 	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
@@ -275,9 +284,12 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	sb->workspace_fd = n_ws > 0 ? ws[0] : -1;
 	for (unsigned i = 1; i < n_ws; i++)
 		close(ws[i]);
+	reap_quietly(spawner_pid);
 	return 0;
 fail:
 	rb_sandbox_destroy(sb);
+	if (spawner_pid > 0)
+		waitpid(spawner_pid, NULL, WNOHANG) == 0 ? (void)reap_quietly(spawner_pid) : (void)0;
 	return -1;
 }
 

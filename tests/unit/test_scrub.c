@@ -183,6 +183,15 @@ static void embed_b64(struct planted *p, const char *label, const char *secret, 
 	snprintf(buf, sizeof buf, "%s%s%s", pre, secret, post);
 	char *e = b64_of(buf, strlen(buf), false, true);
 	size_t first = (8 * a + 5) / 6, last = 8 * (a + n) / 6;
+	if (a % 3 == 0) { /* aligned: the secret's own encoding may match one or three more chars */
+		char *alone[] = {b64_of(secret, n, false, true), b64_of(secret, n, false, false)};
+		for (int k = 0; k < 2; k++) {
+			size_t al = strlen(alone[k]);
+			if (last < first + al && strncmp(e + first, alone[k], al) == 0)
+				last = first + al;
+			free(alone[k]);
+		}
+	}
 	snprintf(p->text, sizeof p->text, "%s", e);
 	snprintf(p->probe, sizeof p->probe, "%.*s", (int)(last - first), e + first);
 	snprintf(p->rule, sizeof p->rule, "exact:%s:base64", label);
