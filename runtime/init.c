@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+extern char **environ;
 #include "common/log.h"
 #include "runtime/channel.h"
 #include "runtime/sandbox.h"
@@ -252,11 +253,21 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 	}
 }
 
+/* init is a copy of the runner: its environment (the host's) is wiped from memory, so not even
+ * /proc/1/environ holds it. Steps get theirs from the exec request. */
+static void wipe_environment(void)
+{
+	for (char **e = environ; e && *e; e++)
+		explicit_bzero(*e, strlen(*e));
+	clearenv();
+}
+
 void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 {
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct init_state st = {.spec = spec, .ctl = ctl};
+	wipe_environment();
 
 	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
 	json_t *go = NULL;

@@ -158,17 +158,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
 	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
 	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
-	if (spec->net_mode == RB_NET_GATEWAY) {
-		/* The token dies with the run: it expires at the run's deadline, and the endpoint
-		 * that accepts it is stopped when the run ends. */
-		run->token_keylen = sizeof run->token_key;
-		if (rb_token_key_load_or_create(run->paths.state_dir, run->token_key, &run->token_keylen, err) < 0)
-			return -1;
-		int64_t expires = (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
-		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires, run->token,
-				   sizeof run->token, err) < 0)
-			return -1;
-	}
+
 	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
 	spec->rootfs = (struct rb_rootfs_spec){
 		.staging = run->dir,
@@ -215,6 +205,19 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
 	rb_debug("sandbox: ready");
+	if (run->spec.net_mode == RB_NET_GATEWAY) {
+		/* Only now, with the sandbox's processes already copied from ours, does the token
+		 * key enter this process's memory: no copy of it ever exists in the sandbox. The
+		 * token dies with the run: it expires at the run's deadline, and the endpoint that
+		 * accepts it is stopped when the run ends. */
+		run->token_keylen = sizeof run->token_key;
+		if (rb_token_key_load_or_create(run->paths.state_dir, run->token_key, &run->token_keylen, err) < 0)
+			return -1;
+		int64_t expires = (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
+		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires, run->token,
+				   sizeof run->token, err) < 0)
+			return -1;
+	}
 	run->started = true;
 	return rb_lifecycle_register(run, err);
 }

@@ -308,7 +308,8 @@ expect_json "--net none: the result says network none" sandbox.network none
 # --- 6. the host environment stays out ---
 CANARY=RBX_CANARY_$RANDOM$RANDOM
 CVAL=secret-value-$RANDOM$RANDOM
-STEP6='env; echo ---; for f in /proc/[0-9]*/environ; do cat "$f" 2>/dev/null | tr "\0" "\n"; done; echo ---; env | grep ^RUNBOX_ | cut -d= -f1 | sort | tr "\n" " "'
+STEP6='env; echo ---; for f in /proc/[0-9]*/environ; do cat "$f" 2>/dev/null | tr "\0" "\n"; done; echo ---; cat /proc/$$/environ >/dev/null 2>&1; echo "self_environ=$?"; cat /proc/1/environ >/dev/null 2>&1; echo "init_environ=$?"; cat /proc/1/mem >/dev/null 2>&1; echo "init_mem=$?"
+env | grep ^RUNBOX_ | cut -d= -f1 | sort | tr "\n" " "'
 rbx_cmd run --image minimal --json -- /bin/sh -c "$STEP6"
 # The same command line with the canaries after `env -i` (and, for the control, a shell
 # printing its environment in runbox's place).
@@ -338,6 +339,13 @@ elif ! grep -q '^PATH=' <<<"$inside"; then not_ok "host canary not in env or /pr
 elif grep -q -e "$CVAL" -e "$CANARY" -e RUNBOX_STATE_DIR -e RUNBOX_CANARY <<<"$inside"; then
 	not_ok "host canary not in env or /proc/*/environ" "found: $(grep -e "$CVAL" -e "$CANARY" -e RUNBOX_STATE_DIR -e RUNBOX_CANARY <<<"$inside" | head -n 2 | tr '\n' ' ')"
 else ok "host canary not in env or /proc/*/environ"; fi
+# The sandbox's init is a copy of the runner, so its memory holds the host environment:
+# the step must not be able to read it.
+if grep -q '^init_environ=0$' <<<"$inside" || grep -q '^init_mem=0$' <<<"$inside"; then
+	not_ok "the step cannot read init's environ or memory" "$(grep '^init_' <<<"$inside" | tr '\n' ' ')"
+elif ! grep -q '^init_environ=' <<<"$inside"; then not_ok "the step cannot read init's environ or memory" "no output (exit $RC)"
+elif ! grep -q '^self_environ=0$' <<<"$inside"; then skip "the step cannot read init's environ or memory" "control: the step cannot read its own environ either"
+else ok "the step cannot read init's environ or memory"; fi
 if [ "$vars" = "RUNBOX_API_URL RUNBOX_TOKEN " ]; then ok "RUNBOX_API_URL and RUNBOX_TOKEN are the only RUNBOX_ variables"
 else not_ok "RUNBOX_API_URL and RUNBOX_TOKEN are the only RUNBOX_ variables" "got: $vars"; fi
 
@@ -385,6 +393,6 @@ else
 	# Which layer refused: nft cannot even open its netlink socket (seccomp allows only
 	# NETLINK_ROUTE); ip reaches the kernel, which refuses (the netns is owned outside).
 	note "inside: $(grep -e '^list=' -e '^link=' <<<"$o" | tr '\n' '|')"
-	if grep -q "^udp=0$" <<<"$o"; then not_ok "$n7: the table still drops afterwards" "the UDP send succeeded"
+	if grep -q "^udp=0 " <<<"$o" || ! grep -q "^udp=" <<<"$o"; then not_ok "$n7: the table still drops afterwards" "the UDP send succeeded or did not run: $(grep "^udp" <<<"$o")"
 	else ge "$n7: the table still drops and counts afterwards" egress.by_protocol.ipv4_udp 1; fi
 fi

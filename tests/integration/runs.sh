@@ -206,10 +206,8 @@ for l in open(obj(ta["digest"]), "rb").read().translate(rot).decode().splitlines
         planted[k] = v
 tok = planted.get("token", "")
 line("planted secrets control: the transport file arrived untouched with every value",
-     ta["redaction_count"] == 0 and tok.startswith("rbx1.") and len(planted) == 15 and len(pem) >= 4,
+     ta["redaction_count"] == 0 and tok.startswith("rbx1.") and len(planted) == 16 and len(pem) >= 4,
      "redactions %s, %d values, token starts %r" % (ta["redactions"], len(planted), tok[:5]))
-for k, v in list(planted.items()):
-    planted[k] = v
 for i, v in enumerate(pem):
     planted["pem line %d" % (i + 1)] = v
 a = arts["planted.txt"]
@@ -217,6 +215,9 @@ stored = open(obj(a["digest"]), "rb").read()
 present = [k for k, v in planted.items() if v.encode() in stored]
 line("planted secrets: no planted value (%d of them) is in the stored artifact" % len(planted), not present,
      "still there: %s" % present)
+off = [l for l in stored.decode("utf-8", "replace").splitlines() if l.startswith("run base64 at an offset ")]
+line("planted secrets: the token in base64 at an unaligned offset is redacted",
+     len(off) == 1 and "[REDACTED:exact:run-token:base64" in off[0], "stored line %r" % off)
 line("planted secrets: the ordinary text is there byte for byte, before and after",
      stored.startswith(ordinary) and stored.endswith(ordinary), "stored starts %r" % stored[:80])
 want = {"aws-access-key-id", "github-pat", "github-fine-grained-pat", "gitlab-pat", "slack-token", "stripe-key",
@@ -280,8 +281,8 @@ hostile() {
 	fi
 	got_result "$1: the run finishes" || return 1
 	local why
-	why=$(rj '"" if r["result"] == "success" and r["exit"] == 0 and all(s["harvest"].get("complete") for s in r["steps"]) else "result %s exit %s, harvest %s, stderr %r" % (r["result"], r["exit"], [s["harvest"].get("complete", s["harvest"].get("error")) for s in r["steps"]], r["steps"][-1]["stderr"][:200])')
-	if [ "$RC" = 0 ] && [ -z "$why" ]; then ok "$1: the run finishes (success, complete harvest)"
+	why=$(rj '"OK" if r["result"] == "success" and r["exit"] == 0 and all(s["harvest"].get("complete") for s in r["steps"]) else "result %s exit %s, harvest %s, stderr %r" % (r["result"], r["exit"], [s["harvest"].get("complete", s["harvest"].get("error")) for s in r["steps"]], r["steps"][-1]["stderr"][:200])')
+	if [ "$RC" = 0 ] && [ "$why" = OK ]; then ok "$1: the run finishes (success, complete harvest)"
 	else not_ok "$1: the run finishes" "exit $RC; $why"; return 1; fi
 }
 
@@ -354,6 +355,11 @@ if hostile "hostile 100000 files" "$FIX/hostile-many.json" 300; then
 		"'listed %d (says %s), cap %s' % (len($H['skipped']), $H['skipped_listed'], $H['caps']['max_skip_records'])"
 	after=$(nobj)
 	max=$(rj "$H['caps']['max_files']")
+	MRUN=$(rj 'r["run_id"]')
+	run_rbx ledger query --run "$MRUN" --json
+	lj=$(rj '"%d %s" % (sum(e["type"] == "artifact" for e in r), [e["data"].get("skipped_total") for e in r if e["type"] == "harvest_skipped"])')
+	if [ "$lj" = "$max [90000]" ]; then ok "hostile 100000 files: the ledger has $max artifact events and one harvest_skipped with skipped_total 90000"
+	else not_ok "hostile 100000 files: the ledger records the artifacts and what was skipped" "artifact events, harvest_skipped totals: '$lj' (want '$max [90000]'; exit $RC)"; fi
 	if [ $((after - before)) -le "$max" ] && [ $((after - before)) -gt 0 ]; then ok "hostile 100000 files: the store grew by $((after - before)) objects, at most max_files ($max)"
 	else not_ok "hostile 100000 files: the store grew by at most max_files objects" "$before -> $after objects, max_files $max"; fi
 fi
@@ -445,7 +451,7 @@ ended() {
 }
 CRUN=c$$r$RANDOM
 CMARK=$(new_marker)
-cancel_manifest "$CRUN-ctl" 1 "$CMARK-ctl" >"$T/cancel-ctl.json"
+cancel_manifest "$CRUN-ctl" 1 "$(new_marker)" >"$T/cancel-ctl.json"
 run_manifest "$T/cancel-ctl.json" 60
 cres=$(ended "$CRUN-ctl")
 if [ "$RC" = 0 ] && [ "$cres" = success ]; then ok "cancel control: the same run left alone succeeds and is recorded success"
