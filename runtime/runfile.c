@@ -244,10 +244,16 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return -1;
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
-	struct rb_scrub_secret secret = {"run-token", rf->run.token, strlen(rf->run.token)};
-	if (rb_scrub_new_labeled(&secret, rf->run.token[0] ? 1 : 0, &rf->scrubber, err) < 0)
-		return -1;
 	return rb_record_open(&rf->rec, &rf->run, err);
+}
+
+/* The sandbox, and with it the run token; then the scrubber, which must know the token. */
+static int start(struct runfile *rf, struct rb_error *err)
+{
+	if (rb_run_start(&rf->run, err) < 0)
+		return -1;
+	struct rb_scrub_secret secret = {"run-token", rf->run.token, strlen(rf->run.token)};
+	return rb_scrub_new_labeled(&secret, rf->run.token[0] ? 1 : 0, &rf->scrubber, err);
 }
 
 static void release(struct runfile *rf)
@@ -282,7 +288,13 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	json_t *steps = json_array();
 	int code = 0;
 	const char *outcome = "success";
-	for (unsigned i = 0; i < rf->m.n_steps; i++) {
+	json_t *setup_error = NULL;
+	if (start(rf, err) < 0) {
+		setup_error = json_string(err->msg);
+		code = 125;
+		outcome = "failure";
+	}
+	for (unsigned i = 0; !setup_error && i < rf->m.n_steps; i++) {
 		int go = run_step(rf, i, steps, &code, err);
 		if (go < 0) {
 			rb_warn("%s", err->msg);
@@ -310,6 +322,8 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant,
 				"agent", rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps,
 				"exit", code);
+	if (setup_error)
+		json_object_set_new(res, "error", setup_error);
 	json_object_set_new(res, "image", json_pack("{s:s, s:s}", "name", rf->run.image.name, "digest", rf->run.image.digest));
 	json_object_set_new(res, "policy", json_pack("{s:s, s:s}", "name", rf->run.policy.name, "hash", rf->run.policy.hash));
 	json_object_set_new(res, "cost", json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds,

@@ -168,6 +168,50 @@ struct pem_ends {
 	size_t next;    /* first index that may still be at or after a BEGIN */
 };
 
+/* State of one format scan. Candidates can start every few bytes inside one long run of
+ * token bytes ("sk-sk-sk-..."): the last run seen per charset, and the next OpenAI marker,
+ * are remembered so that each byte is scanned a bounded number of times. */
+struct scan {
+	const unsigned char *in;
+	size_t len;
+	struct {
+		uint8_t cs;
+		size_t start, end;
+	} runs[8];
+	size_t openai_mark; /* position of the next "T3BlbkFJ" at or after the last query, or len */
+	bool openai_known;
+	struct pem_ends pe;
+	bool oom;
+};
+
+/* Length of the run of charset cs bytes at i. */
+static size_t run(struct scan *sc, size_t i, uint8_t cs)
+{
+	size_t k = 0;
+	while (k < 8 && sc->runs[k].cs && sc->runs[k].cs != cs)
+		k++;
+	if (k == 8)
+		k = 7; /* more charsets than slots: never happens with the rules below */
+	if (sc->runs[k].cs == cs && i >= sc->runs[k].start && i <= sc->runs[k].end)
+		return sc->runs[k].end - i;
+	size_t n = run_of(sc->in, i, sc->len, cs);
+	sc->runs[k].cs = cs;
+	sc->runs[k].start = i;
+	sc->runs[k].end = i + n;
+	return n;
+}
+
+/* Does [i, i + n) hold "T3BlbkFJ"? */
+static bool openai_marker(struct scan *sc, size_t i, size_t n)
+{
+	if (!sc->openai_known || sc->openai_mark < i) {
+		const unsigned char *m = memmem(sc->in + i, sc->len - i, "T3BlbkFJ", 8);
+		sc->openai_mark = m ? (size_t)(m - sc->in) : sc->len;
+		sc->openai_known = true;
+	}
+	return sc->openai_mark + 8 <= i + n;
+}
+
 static bool pem_ends_upto(struct pem_ends *pe, const unsigned char *in, size_t len, size_t upto)
 {
 	if (upto > len)
@@ -235,43 +279,46 @@ static size_t pem_block(const unsigned char *in, size_t i, size_t len, struct pe
 }
 
 /* eyJ<hdr>.eyJ<payload>.<signature> */
-static size_t jwt(const unsigned char *in, size_t i, size_t len)
+static size_t jwt(struct scan *sc, size_t i)
 {
-	size_t j = i + 3 + run_of(in, i + 3, len, CS_ALNUM_UD);
-	if (j + 4 > len || in[j] != '.' || memcmp(in + j + 1, "eyJ", 3) != 0)
+	const unsigned char *in = sc->in;
+	size_t len = sc->len;
+	size_t n = run(sc, i + 3, CS_ALNUM_UD), j = i + 3 + n;
+	if (n == 0 || j + 4 > len || in[j] != '.' || memcmp(in + j + 1, "eyJ", 3) != 0)
 		return 0;
 	j += 4;
-	j += run_of(in, j, len, CS_ALNUM_UD);
-	if (j >= len || in[j] != '.')
+	n = run(sc, j, CS_ALNUM_UD);
+	j += n;
+	if (n == 0 || j >= len || in[j] != '.')
 		return 0;
 	j++;
-	return j + run_of(in, j, len, CS_ALNUM_UD);
+	return j + run(sc, j, CS_ALNUM_UD);
 }
 
 /* The end of the token that rule r matches at i (its prefix already compared), or 0. */
-static size_t match_rule(const struct prefix_rule *r, const unsigned char *in, size_t i, size_t len,
-			 struct pem_ends *pe, bool *oom)
+static size_t match_rule(struct scan *sc, const struct prefix_rule *r, size_t i)
 {
-	size_t b = i + r->plen, n;
+	const unsigned char *in = sc->in;
+	size_t len = sc->len, b = i + r->plen, n;
 	switch (r->kind) {
-	case K_PEM: return pem_block(in, i, len, pe, oom);
-	case K_JWT: return jwt(in, i, len);
+	case K_PEM: return pem_block(in, i, len, &sc->pe, &sc->oom);
+	case K_JWT: return jwt(sc, i);
 	case K_HOOK:
 		for (size_t k = 0; k < sizeof hook_kinds / sizeof hook_kinds[0]; k++) {
 			size_t kl = strlen(hook_kinds[k]);
 			if (len - b > kl && memcmp(in + b, hook_kinds[k], kl) == 0) {
-				n = run_of(in, b + kl, len, r->cs);
+				n = run(sc, b + kl, r->cs);
 				return n >= r->min ? b + kl + n : 0;
 			}
 		}
 		return 0;
 	case K_OPENAI:
-		n = run_of(in, b, len, r->cs);
-		if (n < r->min || !memmem(in + b, n, "T3BlbkFJ", 8))
+		n = run(sc, b, r->cs);
+		if (n < r->min || !openai_marker(sc, b, n))
 			return 0;
 		return b + n;
 	default:
-		n = run_of(in, b, len, r->cs);
+		n = run(sc, b, r->cs);
 		if (n < r->min || (r->max && n > r->max))
 			return 0;
 		if (r->min == r->max && b + n < len && (cls[in[b + n]] & C_ALNUM))
@@ -283,7 +330,7 @@ static size_t match_rule(const struct prefix_rule *r, const unsigned char *in, s
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
 			 struct rb_scrub_spans *sp)
 {
-	struct pem_ends pe = {0};
+	struct scan sc = {.in = in, .len = len};
 	size_t i = 0;
 	while (i + 1 < len) {
 		unsigned b = in[i] | (unsigned)in[i + 1] << 8;
@@ -297,7 +344,7 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 			for (const uint8_t *k = t->first[in[i]]; *k && !end; k++) {
 				const struct prefix_rule *r = &prefixes[*k - 1];
 				if (len - i > r->plen && memcmp(in + i, r->prefix, r->plen) == 0) {
-					end = match_rule(r, in, i, len, &pe, &sp->oom);
+					end = match_rule(&sc, r, i);
 					rule = r->rule;
 				}
 			}
@@ -309,7 +356,9 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 			i++;
 		}
 	}
-	free(pe.v);
+	free(sc.pe.v);
+	if (sc.oom)
+		sp->oom = true;
 }
 
 /* ---- pass 3: keyword = value ---------------------------------------------------------- */

@@ -67,7 +67,7 @@ run_manifest "$FIX/three-step.json"
 if got_result "three-step run"; then
 	check "three-step run: result success, exit 0" 'r["result"] == "success" and r["exit"] == 0 and len(r["steps"]) == 3' \
 		'"result %s exit %s, %d steps, statuses %s" % (r["result"], r["exit"], len(r["steps"]), [s["status"] for s in r["steps"]])'
-	[ "$RC" = 0 ] && ok "three-step run: runbox exits 0" || not_ok "three-step run: runbox exits 0" "exit $RC"
+	if [ "$RC" = 0 ]; then ok "three-step run: runbox exits 0"; else not_ok "three-step run: runbox exits 0" "exit $RC"; fi
 	check "three-step run: step 2 read step 1's file from /workspace/out" \
 		'r["steps"][1]["stdout"] == "3\nALPHA\nBETA\nGAMMA\n"' 'repr(r["steps"][1]["stdout"])'
 	check "three-step run: steps[2].result is the skill's JSON object" \
@@ -81,8 +81,8 @@ if got_result "three-step control"; then
 	check "three-step control: a missing file fails step 2 and step 3 never runs" \
 		'r["result"] == "failure" and len(r["steps"]) == 2 and r["steps"][0]["status"] == "success" and r["steps"][1]["status"] == "failure" and r["exit"] != 0' \
 		'"result %s, %d steps %s" % (r["result"], len(r["steps"]), [s["status"] for s in r["steps"]])'
-	[ "$RC" != 0 ] && [ "$RC" != 125 ] && ok "three-step control: runbox exits with the step's failure ($RC)" ||
-		not_ok "three-step control: runbox exits with the step's failure" "exit $RC"
+	if [ "$RC" != 0 ] && [ "$RC" != 125 ]; then ok "three-step control: runbox exits with the step's failure ($RC)"
+	else not_ok "three-step control: runbox exits with the step's failure" "exit $RC"; fi
 fi
 
 # ---------------------------------------------------------------------------------------
@@ -103,10 +103,12 @@ else
 	done
 	seq=$(sqlite3 "$T/copy-bad/ledger.db" "SELECT seq FROM events WHERE run_id='$RUN_A' AND type='step_start' ORDER BY seq LIMIT 1")
 	# With its triggers, the table refuses the edit (defence in depth); dropped, it is done.
-	if sqlite3 "$T/copy-bad/ledger.db" "UPDATE events SET data=replace(data,'alpha','omega') WHERE seq=$seq" 2>/dev/null; then
+	if [ -z "$seq" ]; then
+		not_ok "ledger: the no-update trigger refuses an UPDATE" "no step_start event of run '$RUN_A' in the ledger"
+	elif sqlite3 "$T/copy-bad/ledger.db" "UPDATE events SET data=replace(data,'alpha','omega') WHERE seq=$seq" 2>/dev/null; then
 		not_ok "ledger: the no-update trigger refuses an UPDATE" "the UPDATE of seq $seq went through"
 	else ok "ledger: the no-update trigger refuses an UPDATE"; fi
-	changed=$(sqlite3 "$T/copy-bad/ledger.db" "DROP TRIGGER events_no_update; UPDATE events SET data=replace(data,'alpha','omega') WHERE seq=$seq; SELECT changes(); SELECT instr(data,'omega')>0 FROM events WHERE seq=$seq;" | tr '\n' ' ')
+	changed=$(sqlite3 "$T/copy-bad/ledger.db" "DROP TRIGGER events_no_update; UPDATE events SET data=replace(data,'alpha','omega') WHERE seq=$seq; SELECT changes(); SELECT instr(data,'omega')>0 FROM events WHERE seq=$seq;" 2>&1 | tr '\n' ' ')
 	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$T/copy-ok" "$T/copy-bad"
 	STATE=$T/copy-ok
 	run_rbx ledger verify
@@ -217,7 +219,7 @@ line("planted secrets: no planted value (%d of them) is in the stored artifact" 
      "still there: %s" % present)
 off = [l for l in stored.decode("utf-8", "replace").splitlines() if l.startswith("run base64 at an offset ")]
 line("planted secrets: the token in base64 at an unaligned offset is redacted",
-     len(off) == 1 and "[REDACTED:exact:run-token:base64" in off[0], "stored line %r" % off)
+     len(off) == 1 and "[REDACTED:exact:run-token:base64" in off[0], "stored line %r" % [l[:60] for l in off])
 line("planted secrets: the ordinary text is there byte for byte, before and after",
      stored.startswith(ordinary) and stored.endswith(ordinary), "stored starts %r" % stored[:80])
 want = {"aws-access-key-id", "github-pat", "github-fine-grained-pat", "gitlab-pat", "slack-token", "stripe-key",
@@ -248,7 +250,7 @@ line("planted secrets control: a file without secrets is stored with an unchange
 s2 = r["steps"][1]
 line("planted secrets: the run token echoed to stdout and stderr shows redacted",
      s2["stdout"] == "token in stdout: [REDACTED:exact:run-token:raw]\n"
-     and s2["stderr"] == "token on stderr: [REDACTED:exact:run-token:raw]\n", "stdout %r" % s2["stdout"][:120])
+     and s2["stderr"] == "token on stderr: [REDACTED:exact:run-token:raw]\n", "stdout %r" % s2["stdout"][:40])
 line("planted secrets: the run token is nowhere in the result", tok and tok not in open(sys.argv[1]).read())
 print("TOKEN\t%s" % tok)
 EOF
@@ -290,8 +292,8 @@ hostile() {
 if hostile "hostile symlinks" "$FIX/hostile-links.json" 60; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile symlinks: each link is skipped as a symlink, the regular file stored" \
-		"sorted((s['path'], s['reason']) for s in $H['skipped']) == [('etc', 'symlink'), ('root', 'symlink'), ('shadow', 'symlink'), ('sub/shadow', 'symlink'), ('sub/up', 'symlink')] and [a['path'] for a in $H['artifacts']] == ['regular.txt']" \
-		"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in $H['skipped']], [a['path'] for a in $H['artifacts']])"
+		"sorted((s['path'], s['reason']) for s in ${H}['skipped']) == [('etc', 'symlink'), ('root', 'symlink'), ('shadow', 'symlink'), ('sub/shadow', 'symlink'), ('sub/up', 'symlink')] and [a['path'] for a in ${H}['artifacts']] == ['regular.txt']" \
+		"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in ${H}['skipped']], [a['path'] for a in ${H}['artifacts']])"
 	if [ ! -r /etc/shadow ] || [ ! -s /etc/shadow ]; then
 		skip "hostile symlinks: no line of the host's /etc/shadow is in the store" "the host's /etc/shadow is unreadable or empty"
 	else
@@ -319,8 +321,8 @@ fi
 if hostile "hostile fifo" "$FIX/hostile-fifo.json" 60; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile fifo: skipped as a fifo, the regular file stored" \
-		"[(s['path'], s['reason']) for s in $H['skipped']] == [('pipe', 'fifo')] and [a['path'] for a in $H['artifacts']] == ['regular.txt']" \
-		"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in $H['skipped']], [a['path'] for a in $H['artifacts']])"
+		"[(s['path'], s['reason']) for s in ${H}['skipped']] == [('pipe', 'fifo')] and [a['path'] for a in ${H}['artifacts']] == ['regular.txt']" \
+		"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in ${H}['skipped']], [a['path'] for a in ${H}['artifacts']])"
 fi
 
 # 3c. Device nodes: a user namespace refuses a real device (c 1 3); the whiteout c 0 0 is
@@ -331,14 +333,14 @@ if hostile "hostile device" "$FIX/hostile-device.json" 60; then
 	for dev in whiteout null; do
 		if grep -qx "$dev made" <<<"$made"; then
 			check "hostile device: the device node $dev is skipped as a device" \
-				"('$dev', 'device') in [(s['path'], s['reason']) for s in $H['skipped']] and '$dev' not in [a['path'] for a in $H['artifacts']]" \
-				"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in $H['skipped']], [a['path'] for a in $H['artifacts']])"
+				"('$dev', 'device') in [(s['path'], s['reason']) for s in ${H}['skipped']] and '$dev' not in [a['path'] for a in ${H}['artifacts']]" \
+				"'skipped %s, artifacts %s' % ([(s['path'], s['reason']) for s in ${H}['skipped']], [a['path'] for a in ${H}['artifacts']])"
 		else
 			skip "hostile device: the device node $dev" "the sandbox cannot mknod it ($(tr '\n' ' ' <<<"$made"| cut -c 1-80)): a user namespace may not create real device nodes"
 		fi
 	done
-	check "hostile device control: the regular file beside it is stored" "[a['path'] for a in $H['artifacts']] == ['regular.txt']" \
-		"[a['path'] for a in $H['artifacts']]"
+	check "hostile device control: the regular file beside it is stored" "[a['path'] for a in ${H}['artifacts']] == ['regular.txt']" \
+		"[a['path'] for a in ${H}['artifacts']]"
 fi
 
 # 3d. 100,000 small files: the count cap holds and what is over it is counted.
@@ -348,13 +350,13 @@ if hostile "hostile 100000 files" "$FIX/hostile-many.json" 300; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile 100000 files control: the step made 100000 files" 'r["steps"][0]["stdout"].strip() == "100000"' 'r["steps"][0]["stdout"]'
 	check "hostile 100000 files: max_files stored, every other file counted over_count_cap" \
-		"$H['files_seen'] == 100000 and len($H['artifacts']) == $H['caps']['max_files'] and $H['skipped_by_reason'].get('over_count_cap') == 100000 - $H['caps']['max_files'] and $H['skipped_total'] == 100000 - $H['caps']['max_files']" \
-		"'files_seen %s, artifacts %d, max_files %s, by reason %s, total %s' % ($H['files_seen'], len($H['artifacts']), $H['caps']['max_files'], $H['skipped_by_reason'], $H['skipped_total'])"
+		"${H}['files_seen'] == 100000 and len(${H}['artifacts']) == ${H}['caps']['max_files'] and ${H}['skipped_by_reason'].get('over_count_cap') == 100000 - ${H}['caps']['max_files'] and ${H}['skipped_total'] == 100000 - ${H}['caps']['max_files']" \
+		"'files_seen %s, artifacts %d, max_files %s, by reason %s, total %s' % (${H}['files_seen'], len(${H}['artifacts']), ${H}['caps']['max_files'], ${H}['skipped_by_reason'], ${H}['skipped_total'])"
 	check "hostile 100000 files: the skip list is capped and says how many it lists" \
-		"len($H['skipped']) == $H['skipped_listed'] <= $H['caps']['max_skip_records'] and all(s['reason'] == 'over_count_cap' for s in $H['skipped'])" \
-		"'listed %d (says %s), cap %s' % (len($H['skipped']), $H['skipped_listed'], $H['caps']['max_skip_records'])"
+		"len(${H}['skipped']) == ${H}['skipped_listed'] <= ${H}['caps']['max_skip_records'] and all(s['reason'] == 'over_count_cap' for s in ${H}['skipped'])" \
+		"'listed %d (says %s), cap %s' % (len(${H}['skipped']), ${H}['skipped_listed'], ${H}['caps']['max_skip_records'])"
 	after=$(nobj)
-	max=$(rj "$H['caps']['max_files']")
+	max=$(rj "${H}['caps']['max_files']")
 	MRUN=$(rj 'r["run_id"]')
 	run_rbx ledger query --run "$MRUN" --json
 	lj=$(rj '"%d %s" % (sum(e["type"] == "artifact" for e in r), [e["data"].get("skipped_total") for e in r if e["type"] == "harvest_skipped"])')
@@ -371,8 +373,8 @@ if hostile "hostile sparse 2G" "$FIX/hostile-sparse.json" 120; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile sparse 2G control: the step made a 2 GiB file" 'r["steps"][0]["stdout"].strip() == "2147483648"' 'r["steps"][0]["stdout"]'
 	check "hostile sparse 2G: skipped over_file_cap with its size, never read" \
-		"[(s['path'], s['reason'], s.get('size')) for s in $H['skipped']] == [('big.sparse', 'over_file_cap', 2147483648)] and $H['bytes_read'] < (1 << 20) and [a['path'] for a in $H['artifacts']] == ['regular.txt']" \
-		"'skipped %s, bytes_read %s, artifacts %s' % ($H['skipped'], $H['bytes_read'], [a['path'] for a in $H['artifacts']])"
+		"[(s['path'], s['reason'], s.get('size')) for s in ${H}['skipped']] == [('big.sparse', 'over_file_cap', 2147483648)] and ${H}['bytes_read'] < (1 << 20) and [a['path'] for a in ${H}['artifacts']] == ['regular.txt']" \
+		"'skipped %s, bytes_read %s, artifacts %s' % (${H}['skipped'], ${H}['bytes_read'], [a['path'] for a in ${H}['artifacts']])"
 	after=$(bytes)
 	if [ $((after - before)) -lt 1048576 ]; then ok "hostile sparse 2G: the store grew by $((after - before)) bytes (< 1 MiB)"
 	else not_ok "hostile sparse 2G: the store grew by less than 1 MiB" "$before -> $after bytes"; fi
@@ -383,10 +385,10 @@ if hostile "hostile deep tree" "$FIX/hostile-deep.json" 120; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile deep tree control: the step made 1000 levels" 'r["steps"][0]["stdout"].strip() == "1000"' 'r["steps"][0]["stdout"]'
 	check "hostile deep tree: over_depth recorded, the deep leaf not stored, walk bounded" \
-		"$H['skipped_by_reason'].get('over_depth', 0) >= 1 and any(s['reason'] == 'over_depth' for s in $H['skipped']) and not any(a['path'].endswith('leaf.txt') for a in $H['artifacts']) and $H['dirs_seen'] <= $H['caps']['max_depth'] + 1" \
-		"'by reason %s, dirs_seen %s, artifacts %s' % ($H['skipped_by_reason'], $H['dirs_seen'], [a['path'][-20:] for a in $H['artifacts']])"
+		"${H}['skipped_by_reason'].get('over_depth', 0) >= 1 and any(s['reason'] == 'over_depth' for s in ${H}['skipped']) and not any(a['path'].endswith('leaf.txt') for a in ${H}['artifacts']) and ${H}['dirs_seen'] <= ${H}['caps']['max_depth'] + 1" \
+		"'by reason %s, dirs_seen %s, artifacts %s' % (${H}['skipped_by_reason'], ${H}['dirs_seen'], [a['path'][-20:] for a in ${H}['artifacts']])"
 	check "hostile deep tree control: a file 10 levels down, within the cap, is stored" \
-		"[a['path'] for a in $H['artifacts']] == ['deep' + '/d' * 9 + '/mid.txt']" "[a['path'] for a in $H['artifacts']]"
+		"[a['path'] for a in ${H}['artifacts']] == ['deep' + '/d' * 9 + '/mid.txt']" "[a['path'] for a in ${H}['artifacts']]"
 fi
 
 run_rbx ledger verify

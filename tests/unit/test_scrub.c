@@ -115,7 +115,7 @@ static char *json_of(const char *s, size_t flags)
 /* ---- the secrets the scrubber is told about --------------------------------------------- */
 
 static char run_token[200];
-static const char dbpass[] = "Tr0ub4dor&3 \"horse\\stap/le+\xc3\xa9"; /* '"', '\\', '/', '+', ' ', é */
+static const char dbpass[] = "Tr0ub4dor&3 \"horse\\stap/le+\xc3\xa9?~>"; /* '"', '\\', '/', '+', ' ', é; '?' makes base64 differ from base64url */
 
 static void make_token(void)
 {
@@ -529,14 +529,15 @@ static void test_planted(void **state)
 	print_message("recall on the planted set: %zu/%zu = %.3f, %zu distinct rules\n", found_total, planted_total,
 		      planted_total ? (double)found_total / (double)planted_total : 0.0, n_seen);
 	assert_int_equal(found_total, planted_total);
-	/* every format rule and every encoding name was planted at least once */
+	/* every format rule and every encoding name was planted at least once (the run token is
+	 * base64url text: its base64 holds no '+' or '/', so its base64url form is named base64) */
 	static const char *must[] = {
 		"aws-access-key-id", "github-pat", "github-oauth", "github-app-token", "github-refresh-token",
 		"github-fine-grained-pat", "gitlab-pat", "gitlab-deploy-token", "gitlab-runner-token",
 		"gitlab-ci-build-token", "slack-token", "slack-app-token", "slack-webhook", "stripe-key", "gcp-api-key",
 		"private-key", "jwt", "anthropic-api-key", "anthropic-admin-key", "openai-api-key", "npm-token",
 		"pypi-token", "huggingface-token", "generic-secret", "exact:run-token:raw", "exact:run-token:base64",
-		"exact:run-token:base64url", "exact:run-token:hex", "exact:db-password:raw",
+		"exact:run-token:hex", "exact:db-password:raw",
 		"exact:db-password:base64", "exact:db-password:base64url", "exact:db-password:hex",
 		"exact:db-password:url", "exact:db-password:json",
 	};
