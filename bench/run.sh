@@ -161,4 +161,6 @@ done
 
 # shellcheck disable=SC2086 # one argument per mode
 python3 bench/report.py "$OUT" $MODES
+bench/steps.sh   # per-step overhead of a multi-step run
+bench/scrub.sh   # scrub MB/s, recall, ratio to grep -E -f (SCRUB_BENCH_MB, default 200)
 echo "bench: done in ${SECONDS}s; figures in $OUT/results.json" >&2

@@ -56,16 +56,41 @@ struct rb_scrub_spans {
 /* Appends a span, skipping one that lies inside the previous span of the same pass. */
 void rb_scrub_spans_push(struct rb_scrub_spans *sp, size_t start, size_t end, uint32_t rule, uint32_t pass);
 
+/* The first position p >= i with p + 1 < len whose two bytes are set in the bigram bitmap
+ * bm, or len. Both scanning passes spend most of their time here: eight positions per step
+ * with one branch, so the loads and tests of a step run in parallel. */
+static inline size_t rb_scrub_next_bigram(const uint64_t *bm, const unsigned char *in, size_t i, size_t len)
+{
+#define RB_BG_(k)                                                                                                      \
+	((unsigned)(bm[(in[i + (k)] | (unsigned)in[i + (k) + 1] << 8) >> 6] >>                                         \
+	            ((in[i + (k)] | (unsigned)in[i + (k) + 1] << 8) & 63)) &                                           \
+	 1U) << (k)
+	while (i + 9 <= len) {
+		unsigned hit =
+		    RB_BG_(0) | RB_BG_(1) | RB_BG_(2) | RB_BG_(3) | RB_BG_(4) | RB_BG_(5) | RB_BG_(6) | RB_BG_(7);
+		if (hit)
+			return i + (size_t)__builtin_ctz(hit);
+		i += 8;
+	}
+#undef RB_BG_
+	for (; i + 1 < len; i++) {
+		unsigned b = in[i] | (unsigned)in[i + 1] << 8;
+		if (bm[b >> 6] & (1ULL << (b & 63)))
+			return i;
+	}
+	return len;
+}
+
 /* Tables of the format pass, built once per scrubber (no mutable globals). */
 struct rb_scrub_rule_tables {
-	uint64_t bigram[65536 / 64];  /* first two bytes of some prefix */
-	uint8_t first[256][16];       /* prefixes (index + 1) starting with this byte, 0-terminated */
+	uint64_t bigram[65536 / 64]; /* first two bytes of some prefix */
+	uint8_t first[256][16];      /* prefixes (index + 1) starting with this byte, 0-terminated */
 };
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);
 /* Pass 2: prefix-anchored format rules. */
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
-			 struct rb_scrub_spans *sp);
+                         struct rb_scrub_spans *sp);
 /* Pass 3: keyword-anchored values of high entropy. */
 void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp);
 /* Shannon entropy in bits per byte. */

@@ -11,13 +11,13 @@
 #include "common/error.h"
 
 /* Shorter exact secrets are refused: an 7-byte string occurs in ordinary text too often. */
-#define RB_SCRUB_MIN_SECRET  8
+#define RB_SCRUB_MIN_SECRET 8
 /* Longest label of an exact secret ("run-token", "policy.GITHUB_TOKEN"). */
-#define RB_SCRUB_LABEL_MAX   40
+#define RB_SCRUB_LABEL_MAX 40
 /* "exact:" + label + ":" + encoding + NUL fits. */
-#define RB_SCRUB_RULE_MAX    64
+#define RB_SCRUB_RULE_MAX 64
 /* Distinct rules one rb_scrub_counts can name; more land in `overflow`. */
-#define RB_SCRUB_COUNTS_MAX  64
+#define RB_SCRUB_COUNTS_MAX 64
 
 struct rb_scrubber;
 
@@ -55,14 +55,14 @@ int rb_scrub_new(const char *const *secrets, size_t n_secrets, struct rb_scrubbe
 
 /* The same with a label per secret (the run token as "run-token", policy values by name). */
 int rb_scrub_new_labeled(const struct rb_scrub_secret *secrets, size_t n_secrets, struct rb_scrubber **out,
-			 struct rb_error *err);
+                         struct rb_error *err);
 
 /* Scrubs in[0..len) (any bytes: binary input is scrubbed too, never read out of bounds)
  * into a new buffer *out. Overlapping matches merge into one redaction named after the
  * longest match. counts (may be NULL) is reset, then filled. Returns 0, or -1 with err (out
  * of memory); *out is then {NULL, 0}. Thread-safe for concurrent calls on one scrubber. */
 int rb_scrub_buffer(struct rb_scrubber *s, const char *in, size_t len, struct rb_buf_out *out,
-		    struct rb_scrub_counts *counts, struct rb_error *err);
+                    struct rb_scrub_counts *counts, struct rb_error *err);
 
 void rb_scrub_free(struct rb_scrubber *s);
 
@@ -75,6 +75,6 @@ json_t *rb_scrub_counts_json(const struct rb_scrub_counts *c);
 /* Adapter with runtime/harvest.h's rb_harvest_scrub_fn signature (ctx is the scrubber):
  * *out = NULL when nothing was redacted, *redactions = the counts as JSON (or NULL if none). */
 int rb_scrub_harvest_cb(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
-			struct rb_error *err);
+                        struct rb_error *err);
 
 #endif

@@ -9,30 +9,30 @@
 #include "runtime/scrub-internal.h"
 
 const char *const rb_scrub_rule_names[RB_SR_FIRST_EXACT] = {
-	[RB_SR_AWS_KEY_ID] = "aws-access-key-id",
-	[RB_SR_GITHUB_PAT] = "github-pat",
-	[RB_SR_GITHUB_OAUTH] = "github-oauth",
-	[RB_SR_GITHUB_APP] = "github-app-token",
-	[RB_SR_GITHUB_REFRESH] = "github-refresh-token",
-	[RB_SR_GITHUB_FINE_GRAINED] = "github-fine-grained-pat",
-	[RB_SR_GITLAB_PAT] = "gitlab-pat",
-	[RB_SR_GITLAB_DEPLOY] = "gitlab-deploy-token",
-	[RB_SR_GITLAB_RUNNER] = "gitlab-runner-token",
-	[RB_SR_GITLAB_CI_BUILD] = "gitlab-ci-build-token",
-	[RB_SR_SLACK_TOKEN] = "slack-token",
-	[RB_SR_SLACK_APP] = "slack-app-token",
-	[RB_SR_SLACK_WEBHOOK] = "slack-webhook",
-	[RB_SR_STRIPE] = "stripe-key",
-	[RB_SR_GCP_API_KEY] = "gcp-api-key",
-	[RB_SR_PRIVATE_KEY] = "private-key",
-	[RB_SR_JWT] = "jwt",
-	[RB_SR_ANTHROPIC] = "anthropic-api-key",
-	[RB_SR_ANTHROPIC_ADMIN] = "anthropic-admin-key",
-	[RB_SR_OPENAI] = "openai-api-key",
-	[RB_SR_NPM] = "npm-token",
-	[RB_SR_PYPI] = "pypi-token",
-	[RB_SR_HUGGINGFACE] = "huggingface-token",
-	[RB_SR_GENERIC] = "generic-secret",
+    [RB_SR_AWS_KEY_ID] = "aws-access-key-id",
+    [RB_SR_GITHUB_PAT] = "github-pat",
+    [RB_SR_GITHUB_OAUTH] = "github-oauth",
+    [RB_SR_GITHUB_APP] = "github-app-token",
+    [RB_SR_GITHUB_REFRESH] = "github-refresh-token",
+    [RB_SR_GITHUB_FINE_GRAINED] = "github-fine-grained-pat",
+    [RB_SR_GITLAB_PAT] = "gitlab-pat",
+    [RB_SR_GITLAB_DEPLOY] = "gitlab-deploy-token",
+    [RB_SR_GITLAB_RUNNER] = "gitlab-runner-token",
+    [RB_SR_GITLAB_CI_BUILD] = "gitlab-ci-build-token",
+    [RB_SR_SLACK_TOKEN] = "slack-token",
+    [RB_SR_SLACK_APP] = "slack-app-token",
+    [RB_SR_SLACK_WEBHOOK] = "slack-webhook",
+    [RB_SR_STRIPE] = "stripe-key",
+    [RB_SR_GCP_API_KEY] = "gcp-api-key",
+    [RB_SR_PRIVATE_KEY] = "private-key",
+    [RB_SR_JWT] = "jwt",
+    [RB_SR_ANTHROPIC] = "anthropic-api-key",
+    [RB_SR_ANTHROPIC_ADMIN] = "anthropic-admin-key",
+    [RB_SR_OPENAI] = "openai-api-key",
+    [RB_SR_NPM] = "npm-token",
+    [RB_SR_PYPI] = "pypi-token",
+    [RB_SR_HUGGINGFACE] = "huggingface-token",
+    [RB_SR_GENERIC] = "generic-secret",
 };
 
 /* Byte classes. */
@@ -40,10 +40,16 @@ enum { C_UP = 1, C_LO = 2, C_DIG = 4, C_US = 8, C_DASH = 16, C_B64 = 32, C_HEX =
 #define C_ALNUM (C_UP | C_LO | C_DIG)
 
 static const uint8_t cls[256] = {
-	['A' ... 'F'] = C_UP | C_HEX, ['G' ... 'Z'] = C_UP,  ['a' ... 'f'] = C_LO | C_HEX,
-	['g' ... 'z'] = C_LO,         ['0' ... '9'] = C_DIG | C_HEX,
-	['_'] = C_US,                 ['-'] = C_DASH,        ['+'] = C_B64,
-	['/'] = C_B64,                ['='] = C_B64,
+    ['A' ... 'F'] = C_UP | C_HEX,
+    ['G' ... 'Z'] = C_UP,
+    ['a' ... 'f'] = C_LO | C_HEX,
+    ['g' ... 'z'] = C_LO,
+    ['0' ... '9'] = C_DIG | C_HEX,
+    ['_'] = C_US,
+    ['-'] = C_DASH,
+    ['+'] = C_B64,
+    ['/'] = C_B64,
+    ['='] = C_B64,
 };
 
 /* Charsets of token bodies. */
@@ -53,7 +59,7 @@ enum {
 	CS_ALNUM_U = C_ALNUM | C_US,
 	CS_ALNUM_D = C_ALNUM | C_DASH,
 	CS_ALNUM_UD = C_ALNUM | C_US | C_DASH,
-	CS_HOOK = C_ALNUM | C_US | C_DASH | C_B64, /* T.../B.../xxx paths */
+	CS_HOOK = C_ALNUM | C_US | C_DASH | C_B64,  /* T.../B.../xxx paths */
 	CS_VALUE = C_ALNUM | C_US | C_DASH | C_B64, /* keyword values: [A-Za-z0-9+/=_-] */
 };
 
@@ -70,48 +76,51 @@ struct prefix_rule {
 	uint16_t min, max;
 };
 
-#define P(s, r, c, k, lo, hi) {s, sizeof(s) - 1, r, c, k, lo, hi}
+#define P(s, r, c, k, lo, hi)                                                                                          \
+	{                                                                                                              \
+		s, sizeof(s) - 1, r, c, k, lo, hi                                                                      \
+	}
 /* Longer prefixes of one first byte come first: the first rule that matches wins. */
 static const struct prefix_rule prefixes[] = {
-	P("AKIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
-	P("ASIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
-	P("ABIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
-	P("ACCA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
-	P("AIza", RB_SR_GCP_API_KEY, CS_ALNUM_UD, K_RUN, 35, 35),
-	P("github_pat_", RB_SR_GITHUB_FINE_GRAINED, CS_ALNUM_U, K_RUN, 82, 82),
-	P("ghp_", RB_SR_GITHUB_PAT, CS_ALNUM, K_RUN, 36, 36),
-	P("gho_", RB_SR_GITHUB_OAUTH, CS_ALNUM, K_RUN, 36, 36),
-	P("ghu_", RB_SR_GITHUB_APP, CS_ALNUM, K_RUN, 36, 36),
-	P("ghs_", RB_SR_GITHUB_APP, CS_ALNUM, K_RUN, 36, 36),
-	P("ghr_", RB_SR_GITHUB_REFRESH, CS_ALNUM, K_RUN, 36, 36),
-	P("glpat-", RB_SR_GITLAB_PAT, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("gldt-", RB_SR_GITLAB_DEPLOY, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("glrt-", RB_SR_GITLAB_RUNNER, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("glcbt-", RB_SR_GITLAB_CI_BUILD, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("xoxb-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxp-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxe-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxa-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxr-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxs-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xoxo-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
-	P("xapp-", RB_SR_SLACK_APP, CS_ALNUM_D, K_RUN, 10, 0),
-	P("hooks.slack.com/", RB_SR_SLACK_WEBHOOK, CS_HOOK, K_HOOK, 20, 0),
-	P("sk-ant-api03-", RB_SR_ANTHROPIC, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("sk-ant-admin01-", RB_SR_ANTHROPIC_ADMIN, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("sk-proj-", RB_SR_OPENAI, CS_ALNUM_UD, K_RUN, 20, 0),
-	P("sk-", RB_SR_OPENAI, CS_ALNUM_UD, K_OPENAI, 20, 0),
-	P("sk_live_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("sk_test_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("sk_prod_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("rk_live_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("rk_test_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("rk_prod_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
-	P("-----BEGIN ", RB_SR_PRIVATE_KEY, 0, K_PEM, 0, 0),
-	P("eyJ", RB_SR_JWT, CS_ALNUM_UD, K_JWT, 0, 0),
-	P("npm_", RB_SR_NPM, CS_ALNUM, K_RUN, 36, 36),
-	P("pypi-AgEIcHlwaS5vcmc", RB_SR_PYPI, CS_ALNUM_UD, K_RUN, 50, 0),
-	P("hf_", RB_SR_HUGGINGFACE, CS_ALNUM, K_RUN, 34, 34),
+    P("AKIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
+    P("ASIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
+    P("ABIA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
+    P("ACCA", RB_SR_AWS_KEY_ID, CS_UPNUM, K_RUN, 16, 16),
+    P("AIza", RB_SR_GCP_API_KEY, CS_ALNUM_UD, K_RUN, 35, 35),
+    P("github_pat_", RB_SR_GITHUB_FINE_GRAINED, CS_ALNUM_U, K_RUN, 82, 82),
+    P("ghp_", RB_SR_GITHUB_PAT, CS_ALNUM, K_RUN, 36, 36),
+    P("gho_", RB_SR_GITHUB_OAUTH, CS_ALNUM, K_RUN, 36, 36),
+    P("ghu_", RB_SR_GITHUB_APP, CS_ALNUM, K_RUN, 36, 36),
+    P("ghs_", RB_SR_GITHUB_APP, CS_ALNUM, K_RUN, 36, 36),
+    P("ghr_", RB_SR_GITHUB_REFRESH, CS_ALNUM, K_RUN, 36, 36),
+    P("glpat-", RB_SR_GITLAB_PAT, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("gldt-", RB_SR_GITLAB_DEPLOY, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("glrt-", RB_SR_GITLAB_RUNNER, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("glcbt-", RB_SR_GITLAB_CI_BUILD, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("xoxb-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxp-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxe-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxa-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxr-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxs-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xoxo-", RB_SR_SLACK_TOKEN, CS_ALNUM_D, K_RUN, 10, 0),
+    P("xapp-", RB_SR_SLACK_APP, CS_ALNUM_D, K_RUN, 10, 0),
+    P("hooks.slack.com/", RB_SR_SLACK_WEBHOOK, CS_HOOK, K_HOOK, 20, 0),
+    P("sk-ant-api03-", RB_SR_ANTHROPIC, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("sk-ant-admin01-", RB_SR_ANTHROPIC_ADMIN, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("sk-proj-", RB_SR_OPENAI, CS_ALNUM_UD, K_RUN, 20, 0),
+    P("sk-", RB_SR_OPENAI, CS_ALNUM_UD, K_OPENAI, 20, 0),
+    P("sk_live_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("sk_test_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("sk_prod_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("rk_live_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("rk_test_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("rk_prod_", RB_SR_STRIPE, CS_ALNUM, K_RUN, 16, 0),
+    P("-----BEGIN ", RB_SR_PRIVATE_KEY, 0, K_PEM, 0, 0),
+    P("eyJ", RB_SR_JWT, CS_ALNUM_UD, K_JWT, 0, 0),
+    P("npm_", RB_SR_NPM, CS_ALNUM, K_RUN, 36, 36),
+    P("pypi-AgEIcHlwaS5vcmc", RB_SR_PYPI, CS_ALNUM_UD, K_RUN, 50, 0),
+    P("hf_", RB_SR_HUGGINGFACE, CS_ALNUM, K_RUN, 34, 34),
 };
 #undef P
 
@@ -119,9 +128,9 @@ static const struct prefix_rule prefixes[] = {
 static const char *const hook_kinds[] = {"services/", "workflows/", "triggers/"};
 
 /* A PEM block whose END line is missing is redacted through its body: these bytes. */
-#define PEM_LABEL_MAX   48
-#define PEM_SEARCH_MAX  (256U << 10)
-#define PEM_END_TRIES   8
+#define PEM_LABEL_MAX  48
+#define PEM_SEARCH_MAX (64U << 10) /* a 4096-bit RSA key is 3.2 KiB of PEM */
+#define PEM_END_TRIES  8
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 {
@@ -138,7 +147,10 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 	}
 }
 
-static inline bool is_hex(unsigned char c) { return cls[c] & C_HEX; }
+static inline bool is_hex(unsigned char c)
+{
+	return cls[c] & C_HEX;
+}
 
 /* A token starts at i only after a non-alphanumeric byte, the start, a %XX escape or a
  * backslash escape (\n in JSON): inside a longer word it is most likely not a token. */
@@ -212,17 +224,20 @@ static bool openai_marker(struct scan *sc, size_t i, size_t n)
 	return sc->openai_mark + 8 <= i + n;
 }
 
+/* Finds the END lines that start before upto (searching only there: a BEGIN costs at most
+ * its window, and the windows of successive BEGINs never overlap in what they search). */
 static bool pem_ends_upto(struct pem_ends *pe, const unsigned char *in, size_t len, size_t upto)
 {
 	if (upto > len)
 		upto = len;
 	while (pe->scanned < upto) {
-		const unsigned char *e = memmem(in + pe->scanned, len - pe->scanned, "-----END ", 9);
-		size_t at = e ? (size_t)(e - in) : len;
-		if (at >= len) {
-			pe->scanned = len;
+		size_t stop = upto + 8 < len ? upto + 8 : len; /* an END starting before upto fits */
+		const unsigned char *e = memmem(in + pe->scanned, stop - pe->scanned, "-----END ", 9);
+		if (!e) {
+			pe->scanned = upto;
 			break;
 		}
+		size_t at = (size_t)(e - in);
 		if (pe->n == pe->cap) {
 			size_t cap = pe->cap ? pe->cap * 2 : 64;
 			size_t *v = realloc(pe->v, cap * sizeof *v);
@@ -258,14 +273,15 @@ static size_t pem_block(const unsigned char *in, size_t i, size_t len, struct pe
 		return 0;
 	size_t body = l + 5;
 	/* The matching END line: one of the next PEM_END_TRIES within PEM_SEARCH_MAX. */
+	if (pe->scanned < body) /* END lines before this body matter to no later BEGIN either */
+		pe->scanned = body;
 	if (!pem_ends_upto(pe, in, len, body + PEM_SEARCH_MAX)) {
 		*oom = true;
 		return 0;
 	}
 	while (pe->next < pe->n && pe->v[pe->next] < body)
 		pe->next++;
-	for (size_t k = pe->next; k < pe->n && k - pe->next < PEM_END_TRIES && pe->v[k] - body <= PEM_SEARCH_MAX;
-	     k++) {
+	for (size_t k = pe->next; k < pe->n && k - pe->next < PEM_END_TRIES && pe->v[k] - body <= PEM_SEARCH_MAX; k++) {
 		size_t after = pe->v[k] + 9;
 		if (len - after >= label_len + 5 && memcmp(in + after, in + lab, label_len) == 0 &&
 		    memcmp(in + after + label_len, "-----", 5) == 0)
@@ -328,16 +344,11 @@ static size_t match_rule(struct scan *sc, const struct prefix_rule *r, size_t i)
 }
 
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
-			 struct rb_scrub_spans *sp)
+                         struct rb_scrub_spans *sp)
 {
 	struct scan sc = {.in = in, .len = len};
 	size_t i = 0;
-	while (i + 1 < len) {
-		unsigned b = in[i] | (unsigned)in[i + 1] << 8;
-		if (!(t->bigram[b >> 6] & (1ULL << (b & 63)))) {
-			i++;
-			continue;
-		}
+	while ((i = rb_scrub_next_bigram(t->bigram, in, i, len)) < len) {
 		size_t end = 0;
 		uint8_t rule = 0;
 		if (left_ok(in, i)) {
@@ -364,20 +375,20 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 /* ---- pass 3: keyword = value ---------------------------------------------------------- */
 
 static const char *const keywords[] = {
-	"password", "passwd", "secret", "token", "api_key", "apikey", "access_key", "auth", "credential", "private_key",
+    "password", "passwd", "secret", "token", "api_key", "apikey", "access_key", "auth", "credential", "private_key",
 };
 
 /* Values that are words, not secrets; matched case-insensitively anywhere in the value. */
 static const char *const stopwords[] = {
-	"example", "changeme", "change_me", "placeholder", "xxxxxxxx", "your_", "dummy", "redacted", "sample", "insert",
-	"replace", "notasecret", "lorem",
+    "example",  "changeme", "change_me", "placeholder", "xxxxxxxx",   "your_", "dummy",
+    "redacted", "sample",   "insert",    "replace",     "notasecret", "lorem",
 };
 
-#define VALUE_MIN      16
-#define VALUE_MAX      512 /* longer runs are blobs (certificates, data URIs), not secrets */
-#define KEY_MAX        64
-#define KEYWORD_SLACK  16  /* bytes allowed between the keyword and the end of the key */
-#define ENTROPY_MIN    3.5
+#define VALUE_MIN     16
+#define VALUE_MAX     512 /* longer runs are blobs (certificates, data URIs), not secrets */
+#define KEY_MAX       64
+#define KEYWORD_SLACK 16 /* bytes allowed between the keyword and the end of the key */
+#define ENTROPY_MIN   3.5
 
 double rb_scrub_entropy(const unsigned char *s, size_t n)
 {
@@ -425,11 +436,16 @@ static bool wordlike(const unsigned char *v, size_t n)
 	return false;
 }
 
+/* Bytes between a key and its separator, and between the separator and the value. */
+static const bool key_tail[256] = {
+    [' '] = 1, ['\t'] = 1, ['"'] = 1, ['\''] = 1, ['`'] = 1, [']'] = 1, ['\\'] = 1, [':'] = 1, ['='] = 1};
+static const bool value_head[256] = {[' '] = 1, ['\t'] = 1, ['"'] = 1, ['\''] = 1, ['`'] = 1, ['\\'] = 1};
+
 /* Is there a keyword near the end of the key that ends just before position k? */
 static bool keyed(const unsigned char *in, size_t k)
 {
 	/* skip the quotes, brackets and spaces between key and separator */
-	for (int skip = 0; skip < 4 && k > 0 && in[k - 1] && strchr(" \t\"'`]\\:=", in[k - 1]); skip++)
+	for (int skip = 0; skip < 4 && k > 0 && key_tail[in[k - 1]]; skip++)
 		k--;
 	size_t s = k;
 	while (s > 0 && k - s < KEY_MAX && (cls[in[s - 1]] & (C_ALNUM | C_US | C_DASH) || in[s - 1] == '.'))
@@ -459,13 +475,14 @@ static bool keyword_value(const unsigned char *in, size_t len, size_t q, size_t 
 	size_t v = q + 1;
 	for (int skip = 0; skip < 2 && v < len && (in[v] == '=' || in[v] == '>'); skip++)
 		v++;
-	for (int skip = 0; skip < 6 && v < len && in[v] && strchr(" \t\"'`\\", in[v]); skip++)
+	for (int skip = 0; skip < 6 && v < len && value_head[in[v]]; skip++)
 		v++;
 	/* Authorization: Bearer <token> */
 	static const char *const schemes[] = {"bearer ", "basic ", "token "};
-	for (size_t k = 0; k < 3; k++) {
+	for (size_t k = 0; k < 3 && v < len; k++) {
 		size_t sl = strlen(schemes[k]);
-		if (len - v > sl && strncasecmp((const char *)in + v, schemes[k], sl) == 0) {
+		if ((in[v] | 0x20) == schemes[k][0] && len - v > sl &&
+		    strncasecmp((const char *)in + v, schemes[k], sl) == 0) {
 			v += sl;
 			break;
 		}

@@ -115,7 +115,8 @@ static char *json_of(const char *s, size_t flags)
 /* ---- the secrets the scrubber is told about --------------------------------------------- */
 
 static char run_token[200];
-static const char dbpass[] = "Tr0ub4dor&3 \"horse\\stap/le+\xc3\xa9?~>"; /* '"', '\\', '/', '+', ' ', é; '?' makes base64 differ from base64url */
+static const char dbpass[] = "Tr0ub4dor&3 \"horse\\stap/le+\xc3\xa9?~>"; /* '"', '\\', '/', '+', ' ', é; '?' makes
+                                                                            base64 differ from base64url */
 
 static void make_token(void)
 {
@@ -131,8 +132,8 @@ static void make_token(void)
 static struct rb_scrubber *new_scrubber(void)
 {
 	struct rb_scrub_secret sec[] = {
-		{"run-token", run_token, strlen(run_token)},
-		{"db-password", dbpass, strlen(dbpass)},
+	    {"run-token", run_token, strlen(run_token)},
+	    {"db-password", dbpass, strlen(dbpass)},
 	};
 	struct rb_scrubber *s = NULL;
 	struct rb_error err = {0};
@@ -144,9 +145,9 @@ static struct rb_scrubber *new_scrubber(void)
 /* ---- planted items ------------------------------------------------------------------------ */
 
 struct planted {
-	char text[4096];     /* what replaces the placeholder */
-	char probe[512];     /* what must be absent from the output */
-	char expect[4096];   /* what the output must hold in its place */
+	char text[4096];   /* what replaces the placeholder */
+	char probe[512];   /* what must be absent from the output */
+	char expect[4096]; /* what the output must hold in its place */
 	char rule[RB_SCRUB_RULE_MAX];
 };
 
@@ -156,12 +157,12 @@ static const char *encoding_of(const char *secret, const char *text)
 {
 	size_t n = strlen(secret);
 	char *forms[][9] = {
-		{strdup(secret)},
-		{b64_of(secret, n, false, true), b64_of(secret, n, false, false)},
-		{b64_of(secret, n, true, true), b64_of(secret, n, true, false)},
-		{hex_of(secret, false), hex_of(secret, true)},
-		{url_of(secret, false, false), url_of(secret, true, false), url_of(secret, true, true)},
-		{json_of(secret, 0), json_of(secret, JSON_ENSURE_ASCII), json_of(secret, JSON_ESCAPE_SLASH)},
+	    {strdup(secret)},
+	    {b64_of(secret, n, false, true), b64_of(secret, n, false, false)},
+	    {b64_of(secret, n, true, true), b64_of(secret, n, true, false)},
+	    {hex_of(secret, false), hex_of(secret, true)},
+	    {url_of(secret, false, false), url_of(secret, true, false), url_of(secret, true, true)},
+	    {json_of(secret, 0), json_of(secret, JSON_ENSURE_ASCII), json_of(secret, JSON_ESCAPE_SLASH)},
 	};
 	static const char *names[] = {"raw", "base64", "base64url", "hex", "url", "json"};
 	const char *found = NULL;
@@ -492,7 +493,7 @@ static void test_planted(void **state)
 				print_message("MISSED in %s: %s (%s)\n", rel, items[i].probe, items[i].rule);
 		}
 		print_message("%-28s planted %2zu, redacted %2zu, redactions %2" PRIu64 "\n", names[f], ni, found,
-			      cnt.total);
+		              cnt.total);
 		planted_total += ni;
 		found_total += found;
 		if (o.len != el || memcmp(o.data, expect, el) != 0) {
@@ -501,7 +502,7 @@ static void test_planted(void **state)
 				d++;
 			size_t from = d > 80 ? d - 80 : 0;
 			fail_msg("%s: output differs at byte %zu\n--- got\n%.240s\n--- want\n%.240s", rel, d,
-				 o.data + from, expect + from);
+			         o.data + from, expect + from);
 		}
 		/* counts by rule: exactly the planted ones */
 		uint64_t want_total = 0;
@@ -511,7 +512,7 @@ static void test_planted(void **state)
 				want += strcmp(items[k].rule, items[i].rule) == 0;
 			if (count_of(&cnt, items[i].rule) != want)
 				fail_msg("%s: rule %s counted %" PRIu64 ", planted %" PRIu64, rel, items[i].rule,
-					 count_of(&cnt, items[i].rule), want);
+				         count_of(&cnt, items[i].rule), want);
 			want_total++;
 			size_t k = 0;
 			while (k < n_seen && strcmp(seen_rules[k], items[i].rule) != 0)
@@ -527,19 +528,44 @@ static void test_planted(void **state)
 		free(tmpl);
 	}
 	print_message("recall on the planted set: %zu/%zu = %.3f, %zu distinct rules\n", found_total, planted_total,
-		      planted_total ? (double)found_total / (double)planted_total : 0.0, n_seen);
+	              planted_total ? (double)found_total / (double)planted_total : 0.0, n_seen);
 	assert_int_equal(found_total, planted_total);
 	/* every format rule and every encoding name was planted at least once (the run token is
 	 * base64url text: its base64 holds no '+' or '/', so its base64url form is named base64) */
 	static const char *must[] = {
-		"aws-access-key-id", "github-pat", "github-oauth", "github-app-token", "github-refresh-token",
-		"github-fine-grained-pat", "gitlab-pat", "gitlab-deploy-token", "gitlab-runner-token",
-		"gitlab-ci-build-token", "slack-token", "slack-app-token", "slack-webhook", "stripe-key", "gcp-api-key",
-		"private-key", "jwt", "anthropic-api-key", "anthropic-admin-key", "openai-api-key", "npm-token",
-		"pypi-token", "huggingface-token", "generic-secret", "exact:run-token:raw", "exact:run-token:base64",
-		"exact:run-token:hex", "exact:db-password:raw",
-		"exact:db-password:base64", "exact:db-password:base64url", "exact:db-password:hex",
-		"exact:db-password:url", "exact:db-password:json",
+	    "aws-access-key-id",
+	    "github-pat",
+	    "github-oauth",
+	    "github-app-token",
+	    "github-refresh-token",
+	    "github-fine-grained-pat",
+	    "gitlab-pat",
+	    "gitlab-deploy-token",
+	    "gitlab-runner-token",
+	    "gitlab-ci-build-token",
+	    "slack-token",
+	    "slack-app-token",
+	    "slack-webhook",
+	    "stripe-key",
+	    "gcp-api-key",
+	    "private-key",
+	    "jwt",
+	    "anthropic-api-key",
+	    "anthropic-admin-key",
+	    "openai-api-key",
+	    "npm-token",
+	    "pypi-token",
+	    "huggingface-token",
+	    "generic-secret",
+	    "exact:run-token:raw",
+	    "exact:run-token:base64",
+	    "exact:run-token:hex",
+	    "exact:db-password:raw",
+	    "exact:db-password:base64",
+	    "exact:db-password:base64url",
+	    "exact:db-password:hex",
+	    "exact:db-password:url",
+	    "exact:db-password:json",
 	};
 	for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
 		size_t k = 0;
@@ -563,10 +589,10 @@ static size_t generated_control(char *buf, size_t cap)
 		uint64_t a = next_rand(), b = next_rand();
 		char *b64 = b64_of(data, 48, i & 1, true);
 		l += (size_t)snprintf(buf + l, cap - l,
-				      "%08x-%04x-4%03x-a%03x-%012llx sha256:%s blob=%s "
-				      "https://example.com/items/%d?page=%d&sort=asc token_count = %d\n",
-				      (unsigned)a, (unsigned)(a >> 32) & 0xffff, (unsigned)(a >> 48) & 0xfff,
-				      (unsigned)b & 0xfff, (unsigned long long)(b >> 16), hexd, b64, i, i % 7, i % 11);
+		                      "%08x-%04x-4%03x-a%03x-%012llx sha256:%s blob=%s "
+		                      "https://example.com/items/%d?page=%d&sort=asc token_count = %d\n",
+		                      (unsigned)a, (unsigned)(a >> 32) & 0xffff, (unsigned)(a >> 48) & 0xfff,
+		                      (unsigned)b & 0xfff, (unsigned long long)(b >> 16), hexd, b64, i, i % 7, i % 11);
 		free(b64);
 	}
 	return l;
@@ -593,7 +619,7 @@ static void test_control_untouched(void **state)
 		if (c.total)
 			for (size_t i = 0; i < c.n; i++)
 				print_message("false positive in %s: %s x%" PRIu64 "\n", rel, c.by_rule[i].rule,
-					      c.by_rule[i].count);
+				              c.by_rule[i].count);
 		fp += c.total;
 		bytes += len;
 		assert_int_equal(o.len, len);
@@ -608,11 +634,11 @@ static void test_control_untouched(void **state)
 	struct rb_buf_out o = scrub(s, gen_buf, gl, &c);
 	for (size_t i = 0; i < c.n; i++)
 		print_message("false positive in generated control: %s x%" PRIu64 "\n", c.by_rule[i].rule,
-			      c.by_rule[i].count);
+		              c.by_rule[i].count);
 	fp += c.total;
 	bytes += gl;
-	print_message("false positives on the control corpus (%zu bytes, %zu files + generated): %" PRIu64 "\n",
-		      bytes, nf, fp);
+	print_message("false positives on the control corpus (%zu bytes, %zu files + generated): %" PRIu64 "\n", bytes,
+	              nf, fp);
 	assert_int_equal(o.len, gl);
 	assert_memory_equal(o.data, gen_buf, gl);
 	assert_int_equal(fp, 0);
@@ -636,26 +662,45 @@ static void test_near_misses(void **state)
 		const char *post;
 		bool hit; /* the positive twin of each near miss */
 	} cases[] = {
-		{"AKIA", UPNUM, 16, "", true},        {"AKIA", UPNUM, 15, "", false},   {"xAKIA", UPNUM, 16, "", false},
-		{"AKIA", UPNUM, 16, "b", false},      {"AKIA", UPNUM, 17, "", false},   {"ghp_", ALNUM, 36, "", true},
-		{"ghp_", ALNUM, 35, "", false},       {"myghp_", ALNUM, 36, "", false}, {"github_pat_", ALNUM, 82, "", true},
-		{"github_pat_", ALNUM, 81, "", false}, {"glpat-", ALNUM_UD, 20, "", true}, {"glpat-", ALNUM_UD, 19, "", false},
-		{"xoxb-", ALNUM, 10, "", true},       {"xoxb-", ALNUM, 9, "", false},   {"sk_live_", ALNUM, 16, "", true},
-		{"sk_live_", ALNUM, 15, "", false},   {"sk_demo_", ALNUM, 24, "", false}, {"AIza", ALNUM, 35, "", true},
-		{"AIza", ALNUM, 34, "", false},       {"npm_", ALNUM, 36, "", true},    {"npm_", ALNUM, 35, "", false},
-		{"hf_", LETTERS, 34, "", true},       {"hf_", LETTERS, 33, "", false},  {"sk-", ALNUM, 48, "", false},
-		{"sk-ant-api03-", ALNUM, 20, "", true}, {"sk-ant-api03-", ALNUM, 19, "", false},
-		{"pypi-AgEIcHlwaS5vcmc", ALNUM, 50, "", true}, {"pypi-AgEIcHlwaS5vcmc", ALNUM, 49, "", false},
-		{"eyJ", ALNUM, 20, ".eyJabc.sig", true}, {"eyJ", ALNUM, 20, ".abc.sig", false},
-		{"https://hooks.slack.com/services/", ALNUM, 30, "", true},
-		{"https://hooks.slack.com/", ALNUM, 30, "", false},
-		{"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", true},
-		{"password = ", ALNUM, 0, "aaaaaaaaaaaaaaaa1A", false},  /* low entropy */
-		{"password = ", ALNUM, 0, "Ex4mpleExampleKey123", false}, /* stopword */
-		{"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", false},     /* 15 chars */
-		{"username = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", false},    /* no keyword */
-		{"-----BEGIN PUBLIC KEY-----\n", B64CH, 64, "\n-----END PUBLIC KEY-----", false},
-		{"-----BEGIN EC PRIVATE KEY-----\n", B64CH, 64, "\n-----END EC PRIVATE KEY-----", true},
+	    {"AKIA", UPNUM, 16, "", true},
+	    {"AKIA", UPNUM, 15, "", false},
+	    {"xAKIA", UPNUM, 16, "", false},
+	    {"AKIA", UPNUM, 16, "b", false},
+	    {"AKIA", UPNUM, 17, "", false},
+	    {"ghp_", ALNUM, 36, "", true},
+	    {"ghp_", ALNUM, 35, "", false},
+	    {"myghp_", ALNUM, 36, "", false},
+	    {"github_pat_", ALNUM, 82, "", true},
+	    {"github_pat_", ALNUM, 81, "", false},
+	    {"glpat-", ALNUM_UD, 20, "", true},
+	    {"glpat-", ALNUM_UD, 19, "", false},
+	    {"xoxb-", ALNUM, 10, "", true},
+	    {"xoxb-", ALNUM, 9, "", false},
+	    {"sk_live_", ALNUM, 16, "", true},
+	    {"sk_live_", ALNUM, 15, "", false},
+	    {"sk_demo_", ALNUM, 24, "", false},
+	    {"AIza", ALNUM, 35, "", true},
+	    {"AIza", ALNUM, 34, "", false},
+	    {"npm_", ALNUM, 36, "", true},
+	    {"npm_", ALNUM, 35, "", false},
+	    {"hf_", LETTERS, 34, "", true},
+	    {"hf_", LETTERS, 33, "", false},
+	    {"sk-", ALNUM, 48, "", false},
+	    {"sk-ant-api03-", ALNUM, 20, "", true},
+	    {"sk-ant-api03-", ALNUM, 19, "", false},
+	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 50, "", true},
+	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 49, "", false},
+	    {"eyJ", ALNUM, 20, ".eyJabc.sig", true},
+	    {"eyJ", ALNUM, 20, ".abc.sig", false},
+	    {"https://hooks.slack.com/services/", ALNUM, 30, "", true},
+	    {"https://hooks.slack.com/", ALNUM, 30, "", false},
+	    {"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", true},
+	    {"password = ", ALNUM, 0, "aaaaaaaaaaaaaaaa1A", false},   /* low entropy */
+	    {"password = ", ALNUM, 0, "Ex4mpleExampleKey123", false}, /* stopword */
+	    {"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", false},      /* 15 chars */
+	    {"username = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", false},     /* no keyword */
+	    {"-----BEGIN PUBLIC KEY-----\n", B64CH, 64, "\n-----END PUBLIC KEY-----", false},
+	    {"-----BEGIN EC PRIVATE KEY-----\n", B64CH, 64, "\n-----END EC PRIVATE KEY-----", true},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		snprintf(t, sizeof t, "say %s", cases[i].pre);
@@ -765,8 +810,18 @@ static void test_binary_and_hostile(void **state)
 		free(tail);
 	}
 	static const char *const units[] = {
-		"-----BEGIN RSA PRIVATE KEY-----!", "-----END X-----", "=:", "eyJ.", "AKIA", "ghp_", "password=",
-		"sk-", "xoxb-", "%41", "\\nAKIA", "hooks.slack.com/services/",
+	    "-----BEGIN RSA PRIVATE KEY-----!",
+	    "-----END X-----",
+	    "=:",
+	    "eyJ.",
+	    "AKIA",
+	    "ghp_",
+	    "password=",
+	    "sk-",
+	    "xoxb-",
+	    "%41",
+	    "\\nAKIA",
+	    "hooks.slack.com/services/",
 	};
 	for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
 		size_t ul = strlen(units[u]);
@@ -821,13 +876,13 @@ static void test_counts_json_and_harvest_cb(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_planted),
-		cmocka_unit_test(test_control_untouched),
-		cmocka_unit_test(test_near_misses),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_merge),
-		cmocka_unit_test(test_binary_and_hostile),
-		cmocka_unit_test(test_counts_json_and_harvest_cb),
+	    cmocka_unit_test(test_planted),
+	    cmocka_unit_test(test_control_untouched),
+	    cmocka_unit_test(test_near_misses),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_binary_and_hostile),
+	    cmocka_unit_test(test_counts_json_and_harvest_cb),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
