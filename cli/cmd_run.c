@@ -190,12 +190,23 @@ int rb_cmd_run(int argc, char **argv)
 	struct rb_record rec;
 	rb_debug("ledger: record start");
 	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
-	    record_step(&rec, cmd, NULL, false, &err) < 0 || rb_record_flush(&rec, &err) < 0) {
+	    record_step(&rec, cmd, NULL, false, &err) < 0 || rb_record_flush_start(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		rb_record_close(&rec);
 		rb_run_close(&run);
 		return 125;
 	}
+	/* The sandbox is built while the ledger commits; its first instruction of the step runs
+	 * only once the record is on disk. A sandbox that fails to start is a result below. */
+	struct rb_error serr;
+	int started = rb_run_start(&run, &serr);
+	if (rb_record_wait(&rec, &err) < 0) {
+		rb_err("ledger: %s", err.msg);
+		rb_record_close(&rec);
+		rb_run_close(&run);
+		return 125;
+	}
+	(void)started;
 	rb_debug("ledger: recorded");
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {

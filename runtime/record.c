@@ -22,12 +22,44 @@ int rb_record_flush(struct rb_record *rec, struct rb_error *err)
 {
 	if (!rec->n_pending)
 		return 0;
+	/* Opened on the first commit, which may run on the flusher thread: opening costs
+	 * milliseconds that the sandbox's creation then hides. */
+	if (!rec->ledger && rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, err) < 0)
+		return -1;
 	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
 				       rec->n_pending, NULL, err);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;
 	return r;
+}
+
+static void *flush_thread(void *arg)
+{
+	struct rb_record *rec = arg;
+	rec->flush_result = rb_record_flush(rec, &rec->flush_err);
+	return NULL;
+}
+
+int rb_record_flush_start(struct rb_record *rec, struct rb_error *err)
+{
+	rec->flush_result = 0;
+	int e = pthread_create(&rec->flusher, NULL, flush_thread, rec);
+	if (e != 0)
+		return rb_record_flush(rec, err); /* no thread: commit here and now */
+	rec->flushing = true;
+	return 0;
+}
+
+int rb_record_wait(struct rb_record *rec, struct rb_error *err)
+{
+	if (!rec->flushing)
+		return 0;
+	pthread_join(rec->flusher, NULL);
+	rec->flushing = false;
+	if (rec->flush_result < 0 && err)
+		*err = rec->flush_err;
+	return rec->flush_result;
 }
 
 /* Queues an event (data consumed); a full queue is committed first. */
@@ -45,9 +77,10 @@ static int append(struct rb_record *rec, const char *type, json_t *data, struct 
 
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err)
 {
+	(void)err;
 	memset(rec, 0, sizeof *rec);
 	rec->run = run;
-	return rb_ledger_open(run->paths.state_dir, &rec->ledger, err);
+	return 0;
 }
 
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
@@ -135,6 +168,11 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 	return r;
 }
 
+int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err)
+{
+	return append(rec, "cleanup", json_pack("{s:s, s:b}", "what", what, "ok", ok), err);
+}
+
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
 	json_t *d = json_pack("{s:s, s:i, s:f, s:f, s:I}", "result", result, "steps", (int)rec->steps, "cpu_seconds",
@@ -148,7 +186,9 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 void rb_record_close(struct rb_record *rec)
 {
 	struct rb_error err;
-	if (rec->ledger && rb_record_flush(rec, &err) < 0)
+	if (rb_record_wait(rec, &err) < 0)
+		rb_warn("ledger: %s", err.msg);
+	if (rec->n_pending && rb_record_flush(rec, &err) < 0)
 		rb_warn("ledger: %s", err.msg);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);

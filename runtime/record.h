@@ -5,6 +5,8 @@
 #define RB_RECORD_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "runtime/harvest.h"
@@ -20,6 +22,10 @@ struct rb_record {
 	struct rb_ledger *ledger;
 	struct rb_ledger_event pending[RB_RECORD_PENDING_MAX];
 	size_t n_pending;
+	pthread_t flusher;
+	bool flushing;
+	int flush_result;
+	struct rb_error flush_err;
 	const struct rb_run *run;
 	double cpu_seconds;         /* summed over steps */
 	double memory_gib_seconds;  /* peak memory x wall time, summed over steps */
@@ -27,6 +33,7 @@ struct rb_record {
 	unsigned steps;
 };
 
+/* Prepares the record; the ledger itself is opened at the first commit. */
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err);
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
 			struct rb_error *err);
@@ -34,8 +41,13 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
 			 size_t len, json_t *inputs, struct rb_error *err);
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err);
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
+int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, struct rb_error *err);
+/* The same on a thread of its own, so the commit's fsync overlaps the sandbox's creation;
+ * rb_record_wait joins it and must come before the step's code is released. */
+int rb_record_flush_start(struct rb_record *rec, struct rb_error *err);
+int rb_record_wait(struct rb_record *rec, struct rb_error *err);
 /* Flushes what is pending (a failure is logged) and closes. */
 void rb_record_close(struct rb_record *rec);
 

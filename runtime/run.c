@@ -87,8 +87,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->sb.reaped = true;
 	run->sb.pidfd = run->sb.ctl = -1;
 	run->sb.net = (struct rb_net)RB_NET_INIT;
-	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
-		run->inputs[i].fd = run->skills[i].fd = -1;
+
 	run->bg_log = -1;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
@@ -112,6 +111,12 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	if (cfg->n_inputs > RB_MAX_INPUTS)
 		return rb_error_set(err, 0, "at most %d inputs", RB_MAX_INPUTS);
+	if (cfg->n_skills > RB_MAX_INPUTS)
+		return rb_error_set(err, 0, "at most %d skills", RB_MAX_INPUTS);
+	run->inputs = calloc(cfg->n_inputs + 1, sizeof *run->inputs);
+	run->skills = calloc(cfg->n_skills + 1, sizeof *run->skills);
+	if (!run->inputs || !run->skills)
+		return rb_error_set(err, ENOMEM, "run");
 	for (unsigned i = 0; i < cfg->n_inputs; i++) {
 		if (rb_input_parse(cfg->inputs[i], &run->inputs[i], err) < 0)
 			return -1;
@@ -120,8 +125,6 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 			return -1;
 	}
 
-	if (cfg->n_skills > RB_MAX_INPUTS)
-		return rb_error_set(err, 0, "at most %d skills", RB_MAX_INPUTS);
 	for (unsigned i = 0; i < cfg->n_skills; i++) {
 		char arg[8192];
 		snprintf(arg, sizeof arg, "%s:/workspace/in/%s", cfg->skill_dirs[i], cfg->skill_names[i]);
@@ -667,6 +670,9 @@ void rb_run_close(struct rb_run *run)
 		if (run->skills[i].fd >= 0)
 			close(run->skills[i].fd);
 	run->n_inputs = run->n_skills = 0;
+	free(run->inputs);
+	free(run->skills);
+	run->inputs = run->skills = NULL;
 	if (run->started || run->sb.init_pid > 0)
 		rb_lifecycle_unregister(run);
 	if (run->dir[0]) {

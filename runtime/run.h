@@ -74,9 +74,10 @@ struct rb_run {
 	struct rb_policy policy;
 	struct rb_image image;
 	struct rb_bpf bpf;
-	struct rb_input inputs[RB_MAX_INPUTS];
+	struct rb_input *inputs;    /* n_inputs of them, allocated: the struct stays small, so a run
+				     * touches (and its forks copy) little memory */
 	unsigned n_inputs;
-	struct rb_input skills[RB_MAX_INPUTS];
+	struct rb_input *skills;
 	unsigned n_skills;
 	struct rb_sandbox_spec spec;
 	struct rb_limits limits;

@@ -311,14 +311,11 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	}
 	rb_run_stop(&rf->run);
 	struct rb_error lerr;
-	json_t *cleanup = json_pack("{s:s, s:b}", "what", "sandbox killed, cgroup and run directory removed", "ok", 1);
-	if (rb_record_flush(&rf->rec, &lerr) < 0 ||
-	    rb_ledger_append(rf->rec.ledger, rf->run.id, rf->run.tenant, rf->run.agent, "cleanup", cleanup, &lerr) < 0 ||
+	if (rb_record_cleanup(&rf->rec, "sandbox killed, cgroup and run directory removed", true, &lerr) < 0 ||
 	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 || rb_record_flush(&rf->rec, &lerr) < 0) {
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}
-	json_decref(cleanup);
 	json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant,
 				"agent", rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps,
 				"exit", code);

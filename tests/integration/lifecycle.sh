@@ -70,6 +70,10 @@ else
 	fi
 	# What a killed runbox leaves in the run dir is `runbox gc`'s job.
 	left=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+	killed_id=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | head -1 | xargs -r basename | sed 's/\.state$//')
+	run_rbx ps
+	if [ -n "$killed_id" ] && grep -q "$killed_id.*abandoned" <<<"$OUT"; then ok "runbox ps shows the killed run as abandoned"
+	elif [ -n "$killed_id" ]; then not_ok "runbox ps shows the killed run as abandoned" "$(first_line "$OUT")"; fi
 	run_rbx gc
 	after=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
 	if [ "$RC" != 0 ] && grep -q 'unknown command' <<<"$ERR"; then
@@ -77,6 +81,15 @@ else
 	elif [ "$left" = 0 ]; then skip "runbox gc cleans up after a killed runbox" "control: nothing was left to clean"
 	elif [ "$RC" = 0 ] && [ "$after" = 0 ]; then ok "runbox gc cleans up after a killed runbox"
 	else not_ok "runbox gc cleans up after a killed runbox" "gc exit $RC, $after of $left run dirs left"; fi
+	if [ -n "$killed_id" ]; then
+		# Nothing of it is left in any cgroup hierarchy, and the ledger says it was abandoned.
+		cg_left=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$killed_id" 2>/dev/null | wc -l)
+		if [ "$cg_left" = 0 ]; then ok "gc left no cgroup of the killed run"
+		else not_ok "gc left no cgroup of the killed run" "$cg_left left"; fi
+		run_rbx ledger show "$killed_id"
+		if grep -q 'run_end.*abandoned' <<<"$OUT"; then ok "the ledger records the killed run as abandoned"
+		else not_ok "the ledger records the killed run as abandoned" "$(tail -1 <<<"$OUT")"; fi
+	fi
 fi
 
 # --- a few hundred runs leave nothing behind ---
