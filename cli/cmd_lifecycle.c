@@ -46,7 +46,8 @@ int rb_cmd_ps(int argc, char **argv)
 			char when[32];
 			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", gmtime(&t));
 			printf("%-22s %-12s %-14s %-8d %-10s %s\n", json_string_value(json_object_get(r, "run_id")),
-			       json_string_value(json_object_get(r, "tenant")), json_string_value(json_object_get(r, "agent")),
+			       json_string_value(json_object_get(r, "tenant")),
+			       json_string_value(json_object_get(r, "agent")),
 			       (int)json_integer_value(json_object_get(r, "runner_pid")),
 			       json_string_value(json_object_get(r, "state")), when);
 		}
@@ -91,7 +92,7 @@ int rb_cmd_gc(int argc, char **argv)
 	{
 		printf("%s: %s\n", json_string_value(json_object_get(o, "run_id")),
 		       json_is_true(json_object_get(o, "removed")) ? "cleaned up, recorded as abandoned"
-								   : "could not clean up fully (see --json)");
+		                                                   : "could not clean up fully (see --json)");
 	}
 	if (!json_array_size(report))
 		printf("nothing to clean up\n");

@@ -13,7 +13,8 @@
 int rb_cmd_policy(int argc, char **argv)
 {
 	if (argc != 3 || (strcmp(argv[1], "validate") != 0 && strcmp(argv[1], "show") != 0)) {
-		fputs("usage: runbox policy validate FILE | runbox policy show NAME|FILE\n", argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+		fputs("usage: runbox policy validate FILE | runbox policy show NAME|FILE\n",
+		      argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
 		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 125;
 	}
 	struct rb_error err;

@@ -52,7 +52,7 @@ static int run_manifest(const char *path, const char *state_dir)
 
 /* The ledger's record of a one-step run: the command, its end, the run's end. */
 static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_result *res, bool started,
-		       struct rb_error *err)
+                       struct rb_error *err)
 {
 	if (!started) {
 		json_t *a = json_array();
@@ -90,12 +90,19 @@ static void scrub_streams(const struct rb_run *run, struct rb_step_result *res)
 int rb_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"image", required_argument, NULL, 'i'}, {"policy", required_argument, NULL, 'p'},
-		{"timeout", required_argument, NULL, 't'}, {"input", required_argument, NULL, 'I'},
-		{"memory", required_argument, NULL, 'm'}, {"pids", required_argument, NULL, 'P'},
-		{"cpus", required_argument, NULL, 'c'}, {"net", required_argument, NULL, 'n'},
-		{"json", no_argument, NULL, 'j'}, {"state-dir", required_argument, NULL, 's'},
-		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	    {"image", required_argument, NULL, 'i'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"input", required_argument, NULL, 'I'},
+	    {"memory", required_argument, NULL, 'm'},
+	    {"pids", required_argument, NULL, 'P'},
+	    {"cpus", required_argument, NULL, 'c'},
+	    {"net", required_argument, NULL, 'n'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct rb_run_config cfg = {.net_mode = -1};
 	const char *inputs[RB_MAX_INPUTS];
@@ -219,8 +226,8 @@ int rb_cmd_run(int argc, char **argv)
 	rb_run_stop(&run);
 	if (json)
 		scrub_streams(&run, &res);
-	if (record_step(&rec, cmd, &res, true, &err) < 0 || rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 ||
-	    rb_record_flush(&rec, &err) < 0) {
+	if (record_step(&rec, cmd, &res, true, &err) < 0 ||
+	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 || rb_record_flush(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
 	}

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
-		       {"ps", rb_cmd_ps},         {"kill", rb_cmd_kill},     {"gc", rb_cmd_gc}};
+	            {"ps", rb_cmd_ps},   {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static inline void rb_freep(void *p) { free(*(void **)p); }
+static inline void rb_freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void rb_closep(int *fd)
 {
 	if (*fd >= 0) {
@@ -28,11 +31,11 @@ static inline void rb_closedirp(DIR **d)
 		closedir(*d);
 }
 
-#define _cleanup_free_ __attribute__((cleanup(rb_freep)))
-#define _cleanup_close_ __attribute__((cleanup(rb_closep)))
-#define _cleanup_fclose_ __attribute__((cleanup(rb_fclosep)))
+#define _cleanup_free_     __attribute__((cleanup(rb_freep)))
+#define _cleanup_close_    __attribute__((cleanup(rb_closep)))
+#define _cleanup_fclose_   __attribute__((cleanup(rb_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(rb_closedirp)))
-#define _cleanup_json_ __attribute__((cleanup(rb_json_decrefp)))
+#define _cleanup_json_     __attribute__((cleanup(rb_json_decrefp)))
 
 /* Hands ownership out of a cleanup variable. */
 static inline int rb_steal_fd(int *fd)
@@ -41,7 +44,12 @@ static inline int rb_steal_fd(int *fd)
 	*fd = -1;
 	return r;
 }
-#define rb_steal_ptr(p) ({ __typeof__(*(p)) _r = *(p); *(p) = NULL; _r; })
+#define rb_steal_ptr(p)                                                                                                \
+	({                                                                                                             \
+		__typeof__(*(p)) _r = *(p);                                                                            \
+		*(p) = NULL;                                                                                           \
+		_r;                                                                                                    \
+	})
 
 struct json_t;
 void rb_json_decrefp(void *p); /* defined in common/util.c, wraps json_decref */

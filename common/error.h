@@ -8,14 +8,13 @@
 #define RB_ERROR_MAX 512
 
 struct rb_error {
-	int errnum;               /* errno at the failure, or 0 */
-	char msg[RB_ERROR_MAX];   /* one line, names the path, key or syscall */
+	int errnum;             /* errno at the failure, or 0 */
+	char msg[RB_ERROR_MAX]; /* one line, names the path, key or syscall */
 };
 
 /* Formats msg, appends ": strerror(errnum)" when errnum != 0, returns -1. Safe to call with
  * err == NULL. Not async-signal-safe (uses vsnprintf), but allocates nothing. */
-int rb_error_set(struct rb_error *err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int rb_error_set(struct rb_error *err, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Prefixes an existing message with more context ("policy default.json: ..."). */
 int rb_error_prefix(struct rb_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

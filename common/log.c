@@ -8,7 +8,10 @@
 
 static enum rb_log_level current = RB_LOG_WARN;
 
-void rb_log_set_level(enum rb_log_level level) { current = level; }
+void rb_log_set_level(enum rb_log_level level)
+{
+	current = level;
+}
 
 void rb_log(enum rb_log_level level, const char *fmt, ...)
 {
@@ -23,7 +26,7 @@ void rb_log(enum rb_log_level level, const char *fmt, ...)
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		n = snprintf(line, sizeof line, "runbox[%d] %lld.%06ld: ", (int)getpid(), (long long)ts.tv_sec,
-			     ts.tv_nsec / 1000);
+		             ts.tv_nsec / 1000);
 	} else {
 		n = snprintf(line, sizeof line, "runbox: %s: ", names[level]);
 	}

@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 /* dst = a followed by b. */
-static int set(char *dst, const char *what, struct rb_error *err, const char *unused, const char *a,
-	       const char *b)
+static int set(char *dst, const char *what, struct rb_error *err, const char *unused, const char *a, const char *b)
 {
 	(void)unused;
 	if (snprintf(dst, PATH_MAX, "%s%s", a, b) >= PATH_MAX)

@@ -20,189 +20,177 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 
-#define CONN_LIMIT                                                             \
-  64 /* the client is the sandbox: bound what it can hold open */
+#define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
-#define CONN_MEMORY                                                            \
-  (32 * 1024) /* request headers beyond this get 431/413 from libmicrohttpd */
+#define CONN_MEMORY    (32 * 1024) /* request headers beyond this get 431/413 from libmicrohttpd */
 
 struct rb_gateway {
-  struct rb_gateway_scope scope;
-  struct MHD_Daemon *daemons[RB_GATEWAY_MAX_FDS];
-  unsigned n;
-  uint64_t
-      requests; /* updated with __atomic builtins from the daemons' threads */
-  uint64_t unauthorized;
+	struct rb_gateway_scope scope;
+	struct MHD_Daemon *daemons[RB_GATEWAY_MAX_FDS];
+	unsigned n;
+	uint64_t requests; /* updated with __atomic builtins from the daemons' threads */
+	uint64_t unauthorized;
 };
 
 /* ---- the handler
  * -----------------------------------------------------------------------------
  */
 
-static unsigned error_body(unsigned status, const char *msg, json_t **body) {
-  *body = json_pack("{s:s}", "error", msg);
-  return status;
+static unsigned error_body(unsigned status, const char *msg, json_t **body)
+{
+	*body = json_pack("{s:s}", "error", msg);
+	return status;
 }
 
 /* "Bearer <token>": scheme case-insensitive (RFC 7235), at least one space. */
-static const char *bearer(const char *authorization) {
-  if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
-    return NULL;
-  const char *t = authorization + 7;
-  while (*t == ' ')
-    t++;
-  return *t ? t : NULL;
+static const char *bearer(const char *authorization)
+{
+	if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+		return NULL;
+	const char *t = authorization + 7;
+	while (*t == ' ')
+		t++;
+	return *t ? t : NULL;
 }
 
-unsigned rb_gateway_handle(const struct rb_gateway_scope *scope,
-                           const char *method, const char *path,
-                           const char *authorization, int64_t now,
-                           json_t **body) {
-  bool health = !strcmp(path, "/v1/health"),
-       whoami = !strcmp(path, "/v1/whoami");
-  if (!health && !whoami)
-    return error_body(404, "not found", body);
-  if (strcmp(method, "GET") != 0)
-    return error_body(405, "method not allowed", body);
-  if (health) {
-    *body = json_pack("{s:b}", "ok", 1);
-    return 200;
-  }
-  const char *token = bearer(authorization);
-  if (!token)
-    return error_body(401, "missing bearer token", body);
-  struct rb_token_claims c;
-  struct rb_error err = {0};
-  if (rb_token_verify(scope->key, scope->keylen, token, scope->run_id, now, &c,
-                      &err) < 0)
-    return error_body(401, err.msg,
-                      body); /* token.c's messages are safe to return */
-  *body = json_pack("{s:s, s:s, s:s, s:I}", "tenant", c.tenant, "agent",
-                    c.agent, "run", c.run, "expires", (json_int_t)c.expires);
-  return 200;
+unsigned rb_gateway_handle(const struct rb_gateway_scope *scope, const char *method, const char *path,
+                           const char *authorization, int64_t now, json_t **body)
+{
+	bool health = !strcmp(path, "/v1/health"), whoami = !strcmp(path, "/v1/whoami");
+	if (!health && !whoami)
+		return error_body(404, "not found", body);
+	if (strcmp(method, "GET") != 0)
+		return error_body(405, "method not allowed", body);
+	if (health) {
+		*body = json_pack("{s:b}", "ok", 1);
+		return 200;
+	}
+	const char *token = bearer(authorization);
+	if (!token)
+		return error_body(401, "missing bearer token", body);
+	struct rb_token_claims c;
+	struct rb_error err = {0};
+	if (rb_token_verify(scope->key, scope->keylen, token, scope->run_id, now, &c, &err) < 0)
+		return error_body(401, err.msg, body); /* token.c's messages are safe to return */
+	*body = json_pack("{s:s, s:s, s:s, s:I}", "tenant", c.tenant, "agent", c.agent, "run", c.run, "expires",
+	                  (json_int_t)c.expires);
+	return 200;
 }
 
 /* ---- libmicrohttpd glue
  * ------------------------------------------------------------------- */
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status,
-                               json_t *body) {
-  char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-  json_decref(body);
-  if (!text)
-    return MHD_NO;
-  struct MHD_Response *r = MHD_create_response_from_buffer(
-      strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(text);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  if (status == 401)
-    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                            "Bearer realm=\"runbox\"");
-  enum MHD_Result ret = MHD_queue_response(conn, status, r);
-  MHD_destroy_response(r);
-  return ret;
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 401)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"runbox\"");
+	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
-                                  const char *url, const char *method,
-                                  const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **req_cls) {
-  struct rb_gateway *gw = cls;
-  static int
-      started; /* only its address is used: marks "headers seen" per request */
-  if (!*req_cls) {
-    *req_cls = &started;
-    return MHD_YES;
-  }
-  if (*upload_data_size) { /* no endpoint takes a body: discard it */
-    *upload_data_size = 0;
-    return MHD_YES;
-  }
-  const char *authz = MHD_lookup_connection_value(
-      conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-  json_t *body = NULL;
-  unsigned status = rb_gateway_handle(&gw->scope, method, url, authz,
-                                      (int64_t)time(NULL), &body);
-  __atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
-  if (status == 401)
-    __atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
-  return respond(conn, status, body);
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+	struct rb_gateway *gw = cls;
+	static int started; /* only its address is used: marks "headers seen" per request */
+	if (!*req_cls) {
+		*req_cls = &started;
+		return MHD_YES;
+	}
+	if (*upload_data_size) { /* no endpoint takes a body: discard it */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	json_t *body = NULL;
+	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
+	__atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
+	if (status == 401)
+		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
+	return respond(conn, status, body);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-  char line[512];
-  vsnprintf(line, sizeof line, fmt, ap);
-  line[strcspn(line, "\n")] = '\0';
-  rb_debug("gateway: %s", line);
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	rb_debug("gateway: %s", line);
 }
 
-int rb_gateway_start(const struct rb_gateway_config *cfg,
-                     struct rb_gateway **out, struct rb_error *err) {
-  *out = NULL;
-  if (cfg->n_listen_fds == 0 || cfg->n_listen_fds > RB_GATEWAY_MAX_FDS)
-    return rb_error_set(err, EINVAL, "gateway: %u listening sockets (1..%d)",
-                        cfg->n_listen_fds, RB_GATEWAY_MAX_FDS);
-  if (!cfg->key || cfg->keylen == 0 || cfg->keylen > RB_GATEWAY_KEY_MAX)
-    return rb_error_set(err, EINVAL, "gateway: token key of %zu bytes",
-                        cfg->keylen);
-  if (!cfg->run_id || strlen(cfg->run_id) >= RB_TOKEN_FIELD_MAX)
-    return rb_error_set(err, EINVAL, "gateway: bad run id");
-  struct rb_gateway *gw = calloc(1, sizeof *gw);
-  if (!gw)
-    return rb_error_set(err, ENOMEM, "gateway");
-  memcpy(gw->scope.key, cfg->key, cfg->keylen);
-  gw->scope.keylen = cfg->keylen;
-  snprintf(gw->scope.run_id, sizeof gw->scope.run_id, "%s", cfg->run_id);
-  for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
-    /* A dup: libmicrohttpd closes its socket on stop; the caller's stays for
-     * its owner. */
-    int fd = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
-    if (fd < 0) {
-      rb_error_set(err, errno, "gateway: dup listening socket %d",
-                   cfg->listen_fds[i]);
-      rb_gateway_stop(gw);
-      return -1;
-    }
-    gw->daemons[i] = MHD_start_daemon(
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, gw, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
-        MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
-    if (!gw->daemons[i]) {
-      close(fd);
-      rb_error_set(err, 0, "gateway: libmicrohttpd refused listening socket %d",
-                   cfg->listen_fds[i]);
-      rb_gateway_stop(gw);
-      return -1;
-    }
-    gw->n = i + 1;
-  }
-  *out = gw;
-  return 0;
+int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err)
+{
+	*out = NULL;
+	if (cfg->n_listen_fds == 0 || cfg->n_listen_fds > RB_GATEWAY_MAX_FDS)
+		return rb_error_set(err, EINVAL, "gateway: %u listening sockets (1..%d)", cfg->n_listen_fds,
+		                    RB_GATEWAY_MAX_FDS);
+	if (!cfg->key || cfg->keylen == 0 || cfg->keylen > RB_GATEWAY_KEY_MAX)
+		return rb_error_set(err, EINVAL, "gateway: token key of %zu bytes", cfg->keylen);
+	if (!cfg->run_id || strlen(cfg->run_id) >= RB_TOKEN_FIELD_MAX)
+		return rb_error_set(err, EINVAL, "gateway: bad run id");
+	struct rb_gateway *gw = calloc(1, sizeof *gw);
+	if (!gw)
+		return rb_error_set(err, ENOMEM, "gateway");
+	memcpy(gw->scope.key, cfg->key, cfg->keylen);
+	gw->scope.keylen = cfg->keylen;
+	snprintf(gw->scope.run_id, sizeof gw->scope.run_id, "%s", cfg->run_id);
+	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
+		/* A dup: libmicrohttpd closes its socket on stop; the caller's stays for
+		 * its owner. */
+		int fd = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
+		if (fd < 0) {
+			rb_error_set(err, errno, "gateway: dup listening socket %d", cfg->listen_fds[i]);
+			rb_gateway_stop(gw);
+			return -1;
+		}
+		gw->daemons[i] = MHD_start_daemon(
+		    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, gw,
+		    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
+		    MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		    (size_t)CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+		if (!gw->daemons[i]) {
+			close(fd);
+			rb_error_set(err, 0, "gateway: libmicrohttpd refused listening socket %d", cfg->listen_fds[i]);
+			rb_gateway_stop(gw);
+			return -1;
+		}
+		gw->n = i + 1;
+	}
+	*out = gw;
+	return 0;
 }
 
-void rb_gateway_get_stats(const struct rb_gateway *gw,
-                          struct rb_gateway_stats *out) {
-  out->requests = __atomic_load_n(&gw->requests, __ATOMIC_RELAXED);
-  out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
+void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *out)
+{
+	out->requests = __atomic_load_n(&gw->requests, __ATOMIC_RELAXED);
+	out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
 }
 
-json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s) {
-  return json_pack("{s:I, s:I}", "requests", (json_int_t)s->requests,
-                   "unauthorized", (json_int_t)s->unauthorized);
+json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s)
+{
+	return json_pack("{s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
+	                 (json_int_t)s->unauthorized);
 }
 
-void rb_gateway_stop(struct rb_gateway *gw) {
-  if (!gw)
-    return;
-  for (unsigned i = 0; i < gw->n; i++)
-    MHD_stop_daemon(gw->daemons[i]); /* joins the thread, closes the dup */
-  OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
-  free(gw);
+void rb_gateway_stop(struct rb_gateway *gw)
+{
+	if (!gw)
+		return;
+	for (unsigned i = 0; i < gw->n; i++)
+		MHD_stop_daemon(gw->daemons[i]); /* joins the thread, closes the dup */
+	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
+	free(gw);
 }

@@ -61,7 +61,8 @@ int main(void)
 		if (n < RB_GATEWAY_MAX_FDS && json_is_integer(v))
 			fds[n++] = (int)json_integer_value(v);
 	}
-	struct rb_gateway_config gc = {.listen_fds = fds, .n_listen_fds = n, .key = key, .keylen = keylen, .run_id = run_id};
+	struct rb_gateway_config gc = {
+	    .listen_fds = fds, .n_listen_fds = n, .key = key, .keylen = keylen, .run_id = run_id};
 	struct rb_gateway *gw = NULL;
 	struct rb_error err;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {

@@ -16,8 +16,8 @@
 
 /* Files of the host image's /etc: nothing of the host's except what the loader needs. */
 static const char host_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
-				  "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
-				  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+                                  "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char host_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 static const char host_hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
 static const char host_nsswitch[] = "passwd: files\ngroup: files\nhosts: files dns\n";
@@ -42,8 +42,9 @@ static int build_host_skeleton(const char *rootfs, struct rb_error *err)
 {
 	char tmp[PATH_MAX + 16];
 	snprintf(tmp, sizeof tmp, "%s.tmp%d", rootfs, (int)getpid());
-	static const char *const dirs[] = {"usr", "etc", "etc/alternatives", "proc", "dev", "sys", "tmp", "workspace",
-					   "root", "run", "var", "var/tmp"};
+	static const char *const dirs[] = {"usr", "etc",    "etc/alternatives", "proc", "dev",
+	                                   "sys", "tmp",    "workspace",        "root", "run",
+	                                   "var", "var/tmp"};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(dirs); i++) {
 		char d[PATH_MAX + 64];
 		snprintf(d, sizeof d, "%s/%s", tmp, dirs[i]);
@@ -96,7 +97,7 @@ static void host_digest(const char *dir, char out[72])
 	char key[96] = "none", cache[PATH_MAX + 16];
 	if (stat("/var/lib/dpkg/status", &st) == 0)
 		snprintf(key, sizeof key, "%lld.%09ld %lld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-			 (long long)st.st_size);
+		         (long long)st.st_size);
 	snprintf(cache, sizeof cache, "%s/digest", dir);
 	char *text = NULL;
 	if (rb_read_file(cache, 256, &text, NULL, NULL) == 0) {
@@ -159,7 +160,7 @@ static int list_one(const char *path, const struct stat *st, int flag, struct FT
 		rb_sha256_hex(t, strlen(t), hex);
 	}
 	int n = snprintf(line, sizeof line, "%s %o %lld %s\n", path + root_len, (unsigned)st->st_mode,
-			 (long long)st->st_size, hex);
+	                 (long long)st->st_size, hex);
 	if (listing_len + (size_t)n + 1 > listing_cap) {
 		listing_cap = (listing_cap + (size_t)n + 1) * 2;
 		char *nl = realloc(listing, listing_cap);
@@ -208,8 +209,7 @@ static int dir_digest(const char *rootfs, char out[72], struct rb_error *err)
 	return 0;
 }
 
-int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out,
-		     struct rb_error *err)
+int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out, struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);

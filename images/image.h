@@ -20,13 +20,12 @@ struct rb_image_bind {
 
 struct rb_image {
 	char name[64];
-	char rootfs[PATH_MAX];   /* the overlay's read-only lower layer */
-	char digest[72];         /* "sha256:<hex>" */
+	char rootfs[PATH_MAX]; /* the overlay's read-only lower layer */
+	char digest[72];       /* "sha256:<hex>" */
 	struct rb_image_bind binds[RB_IMAGE_MAX_BINDS];
 	unsigned n_binds;
 };
 
-int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out,
-		     struct rb_error *err);
+int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out, struct rb_error *err);
 
 #endif

@@ -19,29 +19,59 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
-#define POLICY_FILE_MAX (1u << 20)
+#define POLICY_FILE_MAX  (1u << 20)
 #define SECCOMP_FILE_MAX (1u << 20)
 
 /* Defaults for absent keys; docs/policy.md lists them and must change with them. */
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DEFAULT_PATH       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define DEFAULT_OUTPUT_MAX (1ull << 20)
-#define DEFAULT_SHELL "/bin/sh"
-#define DEFAULT_HOSTNAME "runbox"
-#define DEFAULT_SECCOMP "default"
-#define RLIMIT_KEEP UINT64_MAX
+#define DEFAULT_SHELL      "/bin/sh"
+#define DEFAULT_HOSTNAME   "runbox"
+#define DEFAULT_SECCOMP    "default"
+#define RLIMIT_KEEP        UINT64_MAX
 
 static const char *const cap_names[] = {
-	"CAP_CHOWN",	      "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
-	"CAP_FSETID",	      "CAP_KILL",	    "CAP_SETGID",	   "CAP_SETUID",
-	"CAP_SETPCAP",	      "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
-	"CAP_NET_ADMIN",      "CAP_NET_RAW",	    "CAP_IPC_LOCK",	   "CAP_IPC_OWNER",
-	"CAP_SYS_MODULE",     "CAP_SYS_RAWIO",	    "CAP_SYS_CHROOT",	   "CAP_SYS_PTRACE",
-	"CAP_SYS_PACCT",      "CAP_SYS_ADMIN",	    "CAP_SYS_BOOT",	   "CAP_SYS_NICE",
-	"CAP_SYS_RESOURCE",   "CAP_SYS_TIME",	    "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
-	"CAP_LEASE",	      "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
-	"CAP_MAC_OVERRIDE",   "CAP_MAC_ADMIN",	    "CAP_SYSLOG",	   "CAP_WAKE_ALARM",
-	"CAP_BLOCK_SUSPEND",  "CAP_AUDIT_READ",	    "CAP_PERFMON",	   "CAP_BPF",
-	"CAP_CHECKPOINT_RESTORE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
 };
 _Static_assert(RB_ARRAY_SIZE(cap_names) == 41, "capability table must cover 0..40");
 _Static_assert(RB_ARRAY_SIZE(cap_names) <= 64, "caps is a 64-bit mask");
@@ -71,8 +101,7 @@ struct ctx {
 };
 
 /* One line: "policy <origin>: <json path>: <what is wrong>". */
-__attribute__((format(printf, 3, 4))) static int bad(const struct ctx *c, const char *path,
-						      const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int bad(const struct ctx *c, const char *path, const char *fmt, ...)
 {
 	char msg[RB_ERROR_MAX];
 	va_list ap;
@@ -122,12 +151,12 @@ static void join(char *out, size_t len, const char *parent, const char *key)
 }
 
 /* Rejects keys of obj outside known (NULL-terminated), naming the first unknown one. */
-static int check_keys(const struct ctx *c, const char *parent, const json_t *obj,
-		      const char *const *known)
+static int check_keys(const struct ctx *c, const char *parent, const json_t *obj, const char *const *known)
 {
 	const char *key;
 	json_t *v;
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach((json_t *)obj, key, v)
+	{
 		bool ok = false;
 		for (const char *const *k = known; *k; k++)
 			if (strcmp(key, *k) == 0)
@@ -170,15 +199,13 @@ static int get_string(const struct ctx *c, const char *path, const json_t *v, ch
 	return 0;
 }
 
-static int get_uint(const struct ctx *c, const char *path, const json_t *v, uint64_t min,
-		    uint64_t max, uint64_t *out)
+static int get_uint(const struct ctx *c, const char *path, const json_t *v, uint64_t min, uint64_t max, uint64_t *out)
 {
 	if (!json_is_integer(v))
 		return expected(c, path, "an integer", v);
 	json_int_t n = json_integer_value(v);
 	if (n < 0 || (uint64_t)n < min || (uint64_t)n > max)
-		return bad(c, path, "%" JSON_INTEGER_FORMAT " is out of range %" PRIu64 "..%" PRIu64, n,
-			   min, max);
+		return bad(c, path, "%" JSON_INTEGER_FORMAT " is out of range %" PRIu64 "..%" PRIu64, n, min, max);
 	*out = (uint64_t)n;
 	return 0;
 }
@@ -220,7 +247,7 @@ static bool all_chars(const char *s, const char *extra, bool upper, bool digits_
 	for (const char *p = s; *p; p++) {
 		char ch = *p;
 		bool ok = (ch >= 'a' && ch <= 'z') || (upper && ch >= 'A' && ch <= 'Z') ||
-			  (ch >= '0' && ch <= '9' && (digits_first || p != s)) || (ch && strchr(extra, ch));
+		          (ch >= '0' && ch <= '9' && (digits_first || p != s)) || (ch && strchr(extra, ch));
 		if (!ok)
 			return false;
 	}
@@ -234,7 +261,7 @@ static bool env_name_ok(const char *s)
 
 /* Array of strings into a strdup'd list; check returns a reason for a bad entry, or NULL. */
 static int get_list(const struct ctx *c, const char *path, const json_t *v, char **list, unsigned *n,
-		    const char *(*check)(const char *))
+                    const char *(*check)(const char *))
 {
 	if (!json_is_array(v))
 		return expected(c, path, "an array of strings", v);
@@ -242,7 +269,8 @@ static int get_list(const struct ctx *c, const char *path, const json_t *v, char
 		return bad(c, path, "at most %d entries, got %zu", RB_POLICY_MAX_LIST, json_array_size(v));
 	size_t i;
 	json_t *e;
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		char ipath[300];
 		snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
 		if (!json_is_string(e))
@@ -333,7 +361,8 @@ static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_poli
 			return expected(c, "identity.capabilities", "an array of capability names", v);
 		size_t i;
 		json_t *e;
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			char ipath[64];
 			snprintf(ipath, sizeof ipath, "identity.capabilities[%zu]", i);
 			if (!json_is_string(e))
@@ -349,9 +378,8 @@ static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_poli
 
 static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"timeout",	  "memory",	 "pids",
-					   "cpus",	  "cpu_weight",	 "rootfs_size",
-					   "workspace_size", "tmp_size", NULL};
+	static const char *const keys[] = {"timeout",     "memory",         "pids",     "cpus", "cpu_weight",
+	                                   "rootfs_size", "workspace_size", "tmp_size", NULL};
 	if (check_keys(c, "limits", sec, keys) < 0)
 		return -1;
 	json_t *v;
@@ -370,8 +398,7 @@ static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy
 	if ((v = json_object_get(sec, "cpu_weight")) &&
 	    get_uint(c, "limits.cpu_weight", v, 1, 10000, &p->cpu_weight) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "rootfs_size")) &&
-	    get_size(c, "limits.rootfs_size", v, 1, &p->rootfs_bytes) < 0)
+	if ((v = json_object_get(sec, "rootfs_size")) && get_size(c, "limits.rootfs_size", v, 1, &p->rootfs_bytes) < 0)
 		return -1;
 	if ((v = json_object_get(sec, "workspace_size")) &&
 	    get_size(c, "limits.workspace_size", v, 1, &p->workspace_bytes) < 0)
@@ -391,8 +418,7 @@ static int parse_rlimits(const struct ctx *c, const json_t *sec, struct rb_polic
 	if ((v = json_object_get(sec, "nofile")) &&
 	    get_uint(c, "rlimits.nofile", v, 0, UINT32_MAX, &p->rlimit_nofile) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "nproc")) &&
-	    get_uint(c, "rlimits.nproc", v, 0, UINT32_MAX, &p->rlimit_nproc) < 0)
+	if ((v = json_object_get(sec, "nproc")) && get_uint(c, "rlimits.nproc", v, 0, UINT32_MAX, &p->rlimit_nproc) < 0)
 		return -1;
 	if ((v = json_object_get(sec, "core")) && get_size(c, "rlimits.core", v, 0, &p->rlimit_core) < 0)
 		return -1;
@@ -412,8 +438,7 @@ static int parse_seccomp(const struct ctx *c, const json_t *sec, struct rb_polic
 			return -1;
 		/* The name becomes a file name under policy/seccomp/: no separators, no dots. */
 		if (!all_chars(p->seccomp_profile, "_-", false, true))
-			return bad(c, "seccomp.profile", "\"%s\": a profile name is [a-z0-9_-]+",
-				   p->seccomp_profile);
+			return bad(c, "seccomp.profile", "\"%s\": a profile name is [a-z0-9_-]+", p->seccomp_profile);
 	}
 	if ((v = json_object_get(sec, "deny")) &&
 	    get_list(c, "seccomp.deny", v, p->seccomp_deny, &p->n_seccomp_deny, check_syscall) < 0)
@@ -491,7 +516,8 @@ static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p
 			return expected(c, "env.set", "an object of NAME: \"value\"", v);
 		const char *name;
 		json_t *val;
-		json_object_foreach(v, name, val) {
+		json_object_foreach(v, name, val)
+		{
 			char path[300];
 			snprintf(path, sizeof path, "env.set.%s", name);
 			if (!env_name_ok(name))
@@ -533,9 +559,9 @@ static bool hostname_ok(const char *s)
 
 static int parse_top(const struct ctx *c, const json_t *root, struct rb_policy *p)
 {
-	static const char *const keys[] = {"name",	"description", "identity", "limits", "rlimits",
-					   "seccomp", "network",	"inputs",   "env",    "output",
-					   "shell",	"hostname",	NULL};
+	static const char *const keys[] = {"name",    "description", "identity", "limits", "rlimits",
+	                                   "seccomp", "network",     "inputs",   "env",    "output",
+	                                   "shell",   "hostname",    NULL};
 	if (check_keys(c, "", root, keys) < 0)
 		return -1;
 
@@ -632,7 +658,7 @@ static int policy_hash(const struct ctx *c, const json_t *root, const char *data
 }
 
 int rb_policy_parse(const char *text, const char *origin, const char *data_dir, struct rb_policy *out,
-		    struct rb_error *err)
+                    struct rb_error *err)
 {
 	struct ctx c = {.origin = origin && *origin ? origin : "(text)", .err = err};
 	set_defaults(out);
@@ -676,8 +702,8 @@ static bool name_ok(const char *s)
 	return all_chars(s, "_.-", true, true) && s[0] != '.' && strlen(s) < RB_NAME_MAX;
 }
 
-int rb_policy_load(const char *name_or_path, const char *data_dir, const char *config_dir,
-		   struct rb_policy *out, struct rb_error *err)
+int rb_policy_load(const char *name_or_path, const char *data_dir, const char *config_dir, struct rb_policy *out,
+                   struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	if (!name_or_path || !*name_or_path)
@@ -687,7 +713,7 @@ int rb_policy_load(const char *name_or_path, const char *data_dir, const char *c
 		return load_file(name_or_path, data_dir, out, err);
 	if (!name_ok(name_or_path))
 		return rb_error_set(err, 0, "policy \"%.80s\": a name is [A-Za-z0-9_.-]+ (or give a path)",
-				    name_or_path);
+		                    name_or_path);
 
 	/* The operator's policies shadow the shipped ones, so a site can redefine "default". */
 	char tried[2][4096];
@@ -707,9 +733,9 @@ int rb_policy_load(const char *name_or_path, const char *data_dir, const char *c
 	}
 	if (ntried == 0)
 		return rb_error_set(err, 0, "policy \"%s\" not found: no config or data directory to look in",
-				    name_or_path);
+		                    name_or_path);
 	return rb_error_set(err, 0, "policy \"%s\" not found (looked for %s%s%s)", name_or_path, tried[0],
-			    ntried > 1 ? " and " : "", ntried > 1 ? tried[1] : "");
+	                    ntried > 1 ? " and " : "", ntried > 1 ? tried[1] : "");
 }
 
 static void free_list(char **list, unsigned *n)

@@ -10,31 +10,31 @@
 #include "common/error.h"
 
 #define RB_POLICY_MAX_LIST 128
-#define RB_NAME_MAX 64
+#define RB_NAME_MAX        64
 
 enum rb_net_mode { RB_NET_NONE = 0, RB_NET_GATEWAY = 1 };
 enum rb_id_range { RB_ID_RANGE_AUTO = 0, RB_ID_RANGE_REQUIRED, RB_ID_RANGE_SINGLE };
 
 struct rb_policy {
 	char name[RB_NAME_MAX];
-	char hash[65];           /* sha256 of the canonical policy JSON plus its seccomp profile */
-	char source[4096];       /* the file it was loaded from ("" when parsed from text) */
+	char hash[65];     /* sha256 of the canonical policy JSON plus its seccomp profile */
+	char source[4096]; /* the file it was loaded from ("" when parsed from text) */
 
 	/* identity */
 	uid_t uid;
 	gid_t gid;
 	enum rb_id_range id_range;
-	uint64_t caps;           /* bit n = capability n (linux/capability.h numbering) */
+	uint64_t caps; /* bit n = capability n (linux/capability.h numbering) */
 
 	/* limits; 0 means "not set" */
 	uint64_t timeout_ms;
 	uint64_t memory_bytes;
 	uint64_t pids;
-	double cpus;             /* cpu quota in cores */
-	uint64_t cpu_weight;     /* 1..10000 */
-	uint64_t rootfs_bytes;   /* size cap of the overlay upper tmpfs */
-	uint64_t workspace_bytes;/* size cap of the /workspace tmpfs */
-	uint64_t tmp_bytes;      /* size cap of /tmp */
+	double cpus;              /* cpu quota in cores */
+	uint64_t cpu_weight;      /* 1..10000 */
+	uint64_t rootfs_bytes;    /* size cap of the overlay upper tmpfs */
+	uint64_t workspace_bytes; /* size cap of the /workspace tmpfs */
+	uint64_t tmp_bytes;       /* size cap of /tmp */
 
 	/* rlimits; RLIM_INFINITY-like UINT64_MAX means "leave as is" */
 	uint64_t rlimit_nofile;
@@ -46,7 +46,7 @@ struct rb_policy {
 	char seccomp_profile[RB_NAME_MAX];      /* a file under policy/seccomp/, without .json */
 	char *seccomp_deny[RB_POLICY_MAX_LIST]; /* extra names answered EPERM */
 	unsigned n_seccomp_deny;
-	char *seccomp_allow[RB_POLICY_MAX_LIST];/* extra names allowed */
+	char *seccomp_allow[RB_POLICY_MAX_LIST]; /* extra names allowed */
 	unsigned n_seccomp_allow;
 
 	/* network */
@@ -59,24 +59,24 @@ struct rb_policy {
 	/* environment: names passed from the host, and fixed values */
 	char *env_pass[RB_POLICY_MAX_LIST];
 	unsigned n_env_pass;
-	char *env_set[RB_POLICY_MAX_LIST];      /* "NAME=value" */
+	char *env_set[RB_POLICY_MAX_LIST]; /* "NAME=value" */
 	unsigned n_env_set;
 
 	/* output caps for captured stdout/stderr */
 	uint64_t max_stdout;
 	uint64_t max_stderr;
 
-	char shell[256];                        /* runs batched scripts: "/bin/sh" */
+	char shell[256]; /* runs batched scripts: "/bin/sh" */
 	char hostname[RB_NAME_MAX];
 };
 
 /* Loads a policy by name (a shipped profile, or one under the config dir) or by path (when
  * the argument contains a '/' or ends in .json). data_dir and config_dir come from rb_paths. */
-int rb_policy_load(const char *name_or_path, const char *data_dir, const char *config_dir,
-		   struct rb_policy *out, struct rb_error *err);
+int rb_policy_load(const char *name_or_path, const char *data_dir, const char *config_dir, struct rb_policy *out,
+                   struct rb_error *err);
 /* Parses and validates a JSON text (the path for messages); fills out and its hash. */
 int rb_policy_parse(const char *text, const char *origin, const char *data_dir, struct rb_policy *out,
-		    struct rb_error *err);
+                    struct rb_error *err);
 void rb_policy_free(struct rb_policy *p);
 
 /* The capability name for bit n ("CAP_CHOWN"), or NULL. */

@@ -18,7 +18,7 @@
 #define FIRST_LISTEN_FD 4
 
 int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const char *run_id, const uint8_t *key,
-		    size_t keylen, struct rb_error *err)
+                    size_t keylen, struct rb_error *err)
 {
 	char exe[PATH_MAX], bin[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -13,15 +13,15 @@
 #include "common/error.h"
 
 struct rb_gwproc {
-	pid_t pid;        /* 0: not started */
-	int out;          /* its stdout: the counts at exit */
-	json_t *stats;    /* {"requests": n, "unauthorized": n} once stopped */
+	pid_t pid;     /* 0: not started */
+	int out;       /* its stdout: the counts at exit */
+	json_t *stats; /* {"requests": n, "unauthorized": n} once stopped */
 	bool failed;
 };
 
 /* Starts runbox-gateway (beside the running binary) serving fds for run_id with key. */
 int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const char *run_id, const uint8_t *key,
-		    size_t keylen, struct rb_error *err);
+                    size_t keylen, struct rb_error *err);
 /* SIGTERM, collect the counts, reap. Safe when never started. */
 void rb_gwproc_stop(struct rb_gwproc *gw);
 

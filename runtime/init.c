@@ -35,7 +35,7 @@ extern char **environ;
 struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
-	int workspace;  /* O_PATH of /workspace */
+	int workspace; /* O_PATH of /workspace */
 	pid_t main_pid;
 };
 
@@ -140,8 +140,8 @@ static int write_files(struct init_state *st, json_t *files, const int *fds, uns
 		char rel[256];
 		snprintf(rel, sizeof rel, ".runbox/%s", name);
 		struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-				       .mode = 0600,
-				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+		                       .mode = 0600,
+		                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 		_cleanup_close_ int out = (int)syscall(SYS_openat2, st->workspace, rel, &how, sizeof how);
 		if (out < 0)
 			return rb_error_set(err, errno, "create /workspace/%s", rel);
@@ -164,8 +164,8 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 {
 	if (st->main_pid > 0 || n_fds < 2) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
-					      st->main_pid > 0 ? "a step is already running" : "bad exec request",
-					      "errno", EBUSY, "is_exec", 0));
+		                              st->main_pid > 0 ? "a step is already running" : "bad exec request",
+		                              "errno", EBUSY, "is_exec", 0));
 		return;
 	}
 	_cleanup_free_ char **argv = string_array(json_object_get(msg, "argv"), MAX_ARGS);
@@ -173,14 +173,14 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	const char *cwd = json_string_value(json_object_get(msg, "cwd"));
 	if (!argv || !argv[0] || !envp || !cwd) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
-					      "malformed exec request", "errno", EINVAL, "is_exec", 0));
+		                              "malformed exec request", "errno", EINVAL, "is_exec", 0));
 		return;
 	}
 	struct rb_error ferr;
 	json_t *files = json_object_get(msg, "files");
 	if ((files || n_fds > 2) && write_files(st, files, fds + 2, n_fds - 2, &ferr) < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
-					      ferr.errnum, "is_exec", 0));
+		                              ferr.errnum, "is_exec", 0));
 		return;
 	}
 	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
@@ -189,7 +189,7 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, &f);
 	if (pid < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",
-					      f.errnum, "is_exec", f.is_exec));
+		                              f.errnum, "is_exec", f.is_exec));
 		return;
 	}
 	st->main_pid = pid;
@@ -208,10 +208,10 @@ static void reap(struct init_state *st)
 			continue; /* an orphan or a failed spawn: reaped, nothing to say */
 		st->main_pid = 0;
 		send_event(st->ctl,
-			   json_pack("{s:s, s:i, s:I, s:I, s:I}", "ev", "exited", "status", status, "utime_us",
-				     (json_int_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec, "stime_us",
-				     (json_int_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, "maxrss_kb",
-				     (json_int_t)ru.ru_maxrss));
+		           json_pack("{s:s, s:i, s:I, s:I, s:I}", "ev", "exited", "status", status, "utime_us",
+		                     (json_int_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec, "stime_us",
+		                     (json_int_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, "maxrss_kb",
+		                     (json_int_t)ru.ru_maxrss));
 	}
 }
 

@@ -64,11 +64,11 @@ int rb_lifecycle_register(const struct rb_run *run, struct rb_error *err)
 		for (unsigned i = 0; i < n; i++)
 			json_array_append_new(cgs, json_string(dirs[i]));
 	}
-	json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o}", "run_id", run->id, "tenant",
-			       run->tenant, "agent", run->agent, "state_dir", run->paths.state_dir, "started",
-			       (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
-			       (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
-			       (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs);
+	json_t *st =
+	    json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o}", "run_id", run->id, "tenant", run->tenant,
+	              "agent", run->agent, "state_dir", run->paths.state_dir, "started", (json_int_t)time(NULL),
+	              "runner_pid", (int)getpid(), "runner_start", (json_int_t)start_time(getpid()), "init_pid",
+	              (int)run->sb.init_pid, "init_start", (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs);
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -90,7 +90,7 @@ void rb_lifecycle_unregister(const struct rb_run *run)
 
 /* Calls fn for every state file; stops at the first negative return. */
 static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const char *file, void *ctx), void *ctx,
-		      struct rb_error *err)
+                      struct rb_error *err)
 {
 	_cleanup_closedir_ DIR *d = opendir(paths->run_dir);
 	if (!d)
@@ -119,7 +119,7 @@ static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const 
 static bool runner_alive(json_t *st)
 {
 	return same_process((pid_t)json_integer_value(json_object_get(st, "runner_pid")),
-			    (unsigned long long)json_integer_value(json_object_get(st, "runner_start")));
+	                    (unsigned long long)json_integer_value(json_object_get(st, "runner_start")));
 }
 
 static int list_one(json_t *st, const char *file, void *ctx)
@@ -127,9 +127,9 @@ static int list_one(json_t *st, const char *file, void *ctx)
 	(void)file;
 	json_t *runs = ctx;
 	json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "run_id", json_object_get(st, "run_id"), "tenant",
-			      json_object_get(st, "tenant"), "agent", json_object_get(st, "agent"), "started",
-			      json_object_get(st, "started"), "runner_pid", json_object_get(st, "runner_pid"), "state",
-			      runner_alive(st) ? "running" : "abandoned");
+	                      json_object_get(st, "tenant"), "agent", json_object_get(st, "agent"), "started",
+	                      json_object_get(st, "started"), "runner_pid", json_object_get(st, "runner_pid"), "state",
+	                      runner_alive(st) ? "running" : "abandoned");
 	json_array_append_new(runs, o);
 	return 0;
 }
@@ -221,9 +221,9 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 		const char *tenant = json_string_value(json_object_get(st, "tenant"));
 		const char *agent = json_string_value(json_object_get(st, "agent"));
 		struct rb_ledger_event ev[2] = {
-			{"cleanup", json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by",
-					      "gc")},
-			{"run_end", json_pack("{s:s}", "result", "abandoned")},
+		    {"cleanup",
+		     json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by", "gc")},
+		    {"run_end", json_pack("{s:s}", "result", "abandoned")},
 		};
 		if (rb_ledger_append_batch(l, id, tenant, agent, ev, 2, NULL, &err) < 0)
 			json_object_set_new(done, "ledger_error", json_string(err.msg));

@@ -19,11 +19,11 @@
 
 /* runc's masked and read-only /proc paths. */
 static const char *const masked_paths[] = {
-	"proc/acpi", "proc/asound", "proc/kcore", "proc/keys", "proc/latency_stats", "proc/timer_list",
-	"proc/timer_stats", "proc/sched_debug", "proc/scsi", "proc/interrupts",
+    "proc/acpi",       "proc/asound",      "proc/kcore",       "proc/keys", "proc/latency_stats",
+    "proc/timer_list", "proc/timer_stats", "proc/sched_debug", "proc/scsi", "proc/interrupts",
 };
 static const char *const readonly_paths[] = {
-	"proc/bus", "proc/fs", "proc/irq", "proc/sys", "proc/sysrq-trigger",
+    "proc/bus", "proc/fs", "proc/irq", "proc/sys", "proc/sysrq-trigger",
 };
 
 /* Devices bound from the host, checked to be the character device they claim to be. */
@@ -31,14 +31,14 @@ static const struct {
 	const char *name;
 	unsigned major, minor;
 } devices[] = {
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+    {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
 };
 
 static int openat2_beneath(int dirfd, const char *path, int flags, struct rb_error *err)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	    .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 	if (fd < 0)
@@ -60,8 +60,8 @@ static int fs_error(int fsfd, struct rb_error *err, int errnum, const char *what
 }
 
 /* A new filesystem of type with string options, mounted by fd on target (relative to rootfd). */
-static int mount_new(int rootfd, const char *target, const char *type, const char *const *opts,
-		     unsigned attrs, struct rb_error *err)
+static int mount_new(int rootfd, const char *target, const char *type, const char *const *opts, unsigned attrs,
+                     struct rb_error *err)
 {
 	_cleanup_close_ int fsfd = fsopen(type, FSOPEN_CLOEXEC);
 	if (fsfd < 0)
@@ -71,7 +71,7 @@ static int mount_new(int rootfd, const char *target, const char *type, const cha
 		const char *eq = strchr(*o, '=');
 		snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - *o) : (int)strlen(*o), *o);
 		int r = eq ? fsconfig(fsfd, FSCONFIG_SET_STRING, key, eq + 1, 0)
-			   : fsconfig(fsfd, FSCONFIG_SET_FLAG, key, NULL, 0);
+		           : fsconfig(fsfd, FSCONFIG_SET_FLAG, key, NULL, 0);
 		if (r < 0) {
 			char what[160];
 			snprintf(what, sizeof what, "%s option `%s` for /%s", type, *o, target);
@@ -88,7 +88,7 @@ static int mount_new(int rootfd, const char *target, const char *type, const cha
 		return rb_error_set(err, errno, "fsmount %s for /%s", type, target);
 	/* AT_FDCWD: a host path chosen by the runner (the staging dir), not one in the new root. */
 	_cleanup_close_ int tfd = rootfd == AT_FDCWD ? open(target, O_PATH | O_DIRECTORY | O_CLOEXEC)
-						     : openat2_beneath(rootfd, target, O_PATH | O_DIRECTORY, err);
+	                                             : openat2_beneath(rootfd, target, O_PATH | O_DIRECTORY, err);
 	if (tfd < 0)
 		return rootfd == AT_FDCWD ? rb_error_set(err, errno, "open `%s`", target) : -1;
 	if (move_mount(mfd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -99,15 +99,15 @@ static int mount_new(int rootfd, const char *target, const char *type, const cha
 /* Clones the tree at srcfd (an fd, or a path when srcfd is AT_FDCWD) read-only, nosuid and
  * nodev onto target. */
 static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
-			 struct rb_error *err);
+                         struct rb_error *err);
 static int bind_ro(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, struct rb_error *err)
 {
-	return bind_ro_attrs(srcfd, src, rootfd, target, is_dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-			     err);
+	return bind_ro_attrs(srcfd, src, rootfd, target, is_dir,
+	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
 }
 
 static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
-			 struct rb_error *err)
+                         struct rb_error *err)
 {
 	unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW;
 	if (!src || !*src)
@@ -143,8 +143,8 @@ static int make_dir(int rootfd, const char *path, mode_t mode, struct rb_error *
 	char parent[PATH_MAX], copy[PATH_MAX];
 	snprintf(copy, sizeof copy, "%s", path);
 	snprintf(parent, sizeof parent, "%s", dirname(copy));
-	_cleanup_close_ int pfd = strcmp(parent, ".") ? openat2_beneath(rootfd, parent, O_PATH | O_DIRECTORY, err)
-						      : dup(rootfd);
+	_cleanup_close_ int pfd =
+	    strcmp(parent, ".") ? openat2_beneath(rootfd, parent, O_PATH | O_DIRECTORY, err) : dup(rootfd);
 	if (pfd < 0)
 		return -1;
 	snprintf(copy, sizeof copy, "%s", path);
@@ -238,7 +238,7 @@ legacy:
 	/* mount(2) takes one option string: refuse what would need escaping. */
 	if (strpbrk(img->rootfs, ",:\\") || strpbrk(staging, ",:\\"))
 		return rb_error_set(err, EINVAL, "overlay: path `%s` needs escaping, which mount(2) cannot do",
-				    img->rootfs);
+		                    img->rootfs);
 	char opts[3 * PATH_MAX + 64];
 	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", img->rootfs, upper, work);
 	if (mount("overlay", merged, "overlay", MS_NODEV, opts) == 0)
@@ -264,9 +264,10 @@ static int build_dev(int rootfd, struct rb_error *err)
 		struct stat st;
 		if (src < 0 || fstat(src, &st) < 0)
 			return rb_error_set(err, errno, "open host `%s`", host);
-		if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != devices[i].major || minor(st.st_rdev) != devices[i].minor)
-			return rb_error_set(err, 0, "host `%s` is not the character device %u:%u", host, devices[i].major,
-					    devices[i].minor);
+		if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != devices[i].major ||
+		    minor(st.st_rdev) != devices[i].minor)
+			return rb_error_set(err, 0, "host `%s` is not the character device %u:%u", host,
+			                    devices[i].major, devices[i].minor);
 		if (make_file(rootfd, dest, err) < 0)
 			return -1;
 		_cleanup_close_ int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
@@ -288,8 +289,8 @@ static int build_dev(int rootfd, struct rb_error *err)
 	    mount_new(rootfd, "dev/shm", "tmpfs", shm_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;
 	static const char *const links[][2] = {
-		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
-		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+	    {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
+	    {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
 	};
 	_cleanup_close_ int dev = openat2_beneath(rootfd, "dev", O_PATH | O_DIRECTORY, err);
 	if (dev < 0)
@@ -314,13 +315,15 @@ static int build_proc(int rootfd, struct rb_error *err)
 		if (S_ISDIR(st.st_mode)) {
 			static const char *const opts[] = {"size=4096", "mode=0555", NULL};
 			if (mount_new(rootfd, masked_paths[i], "tmpfs", opts,
-				      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
+			              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+			              err) < 0)
 				return -1;
 		} else {
 			/* Not nodev: the mask must read as empty (runc), not fail with EACCES. */
 			_cleanup_close_ int null = openat2_beneath(rootfd, "dev/null", O_PATH, err);
-			if (null < 0 || bind_ro_attrs(null, NULL, rootfd, masked_paths[i], false,
-						      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) < 0)
+			if (null < 0 ||
+			    bind_ro_attrs(null, NULL, rootfd, masked_paths[i], false,
+			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) < 0)
 				return -1;
 		}
 	}
@@ -356,8 +359,9 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct
 		return -1;
 	if (!spec->n_skills)
 		return 0;
-	return make_dir(rootfd, "workspace/skills", 0755, err) < 0 ? -1
-	       : bind_tree(rootfd, "workspace/skills", spec->skills, spec->n_skills, err);
+	return make_dir(rootfd, "workspace/skills", 0755, err) < 0
+	           ? -1
+	           : bind_tree(rootfd, "workspace/skills", spec->skills, spec->n_skills, err);
 }
 
 /* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles). */
@@ -423,12 +427,13 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	static const char *const sys_opts[] = {"mode=0555", "size=4096", NULL};
 	if (make_dir(rootfd, "tmp", 01777, err) < 0 ||
 	    mount_new(rootfd, "tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0 ||
-	    build_workspace(rootfd, spec, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 || build_dev(rootfd, err) < 0 ||
-	    make_dir(rootfd, "proc", 0555, err) < 0 || build_proc(rootfd, err) < 0 || make_dir(rootfd, "sys", 0555, err) < 0 ||
+	    build_workspace(rootfd, spec, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 ||
+	    build_dev(rootfd, err) < 0 || make_dir(rootfd, "proc", 0555, err) < 0 || build_proc(rootfd, err) < 0 ||
+	    make_dir(rootfd, "sys", 0555, err) < 0 ||
 	    /* sysfs belongs to the network namespace's owner, which the sandbox is not: an empty
 	     * read-only /sys keeps tools that probe it from failing oddly. */
 	    mount_new(rootfd, "sys", "tmpfs", sys_opts,
-		      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
+	              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
 		return -1;
 
 	/* pivot_root(".", ".") stacks the old root under the new one; detach it at once. */

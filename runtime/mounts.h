@@ -17,24 +17,24 @@
 #define RB_MAX_INPUTS 32
 
 struct rb_input {
-	int fd;                 /* O_PATH of the host source, opened by the runner */
-	char host[PATH_MAX];    /* the source, resolved */
+	int fd;              /* O_PATH of the host source, opened by the runner */
+	char host[PATH_MAX]; /* the source, resolved */
 	bool is_dir;
-	char dest[PATH_MAX];    /* relative to /workspace/in */
+	char dest[PATH_MAX]; /* relative to /workspace/in */
 };
 
 struct rb_rootfs_spec {
-	const char *staging;            /* an existing host directory to mount the scratch tmpfs on */
+	const char *staging; /* an existing host directory to mount the scratch tmpfs on */
 	const struct rb_image *image;
 	uint64_t rootfs_bytes, workspace_bytes, tmp_bytes;
-	uid_t uid;                      /* owner of /workspace inside */
+	uid_t uid; /* owner of /workspace inside */
 	gid_t gid;
 	const struct rb_input *inputs;
 	unsigned n_inputs;
-	const struct rb_input *skills;  /* bundles: dest is the name under /workspace/skills */
+	const struct rb_input *skills; /* bundles: dest is the name under /workspace/skills */
 	unsigned n_skills;
-	int lower_fd;                   /* the image, idmapped to the sandbox's ids (a detached
-					 * mount made by the runner), or -1: use image->rootfs */
+	int lower_fd; /* the image, idmapped to the sandbox's ids (a detached
+	               * mount made by the runner), or -1: use image->rootfs */
 };
 
 /* Builds the root and pivots into it; on return the cwd is the new "/". */

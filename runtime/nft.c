@@ -91,6 +91,7 @@ static int exchange(int fd, const void *msg, size_t len, uint32_t seq_lo, uint32
 	struct sockaddr_nl self;
 	socklen_t sl = sizeof self;
 	if (getsockname(fd, (struct sockaddr *)&self, &sl) < 0)
+		// cppcheck-suppress memleak ; buf is _cleanup_free_, which cppcheck does not model
 		return -1;
 	drain(fd, buf);
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};

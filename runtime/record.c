@@ -27,7 +27,7 @@ int rb_record_flush(struct rb_record *rec, struct rb_error *err)
 	if (!rec->ledger && rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, err) < 0)
 		return -1;
 	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
-				       rec->n_pending, NULL, err);
+	                               rec->n_pending, NULL, err);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;
@@ -84,30 +84,30 @@ int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_er
 }
 
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
-			struct rb_error *err)
+                        struct rb_error *err)
 {
 	const struct rb_run *run = rec->run;
 	json_t *limits = json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)run->limits.memory_bytes, "pids",
-				   (json_int_t)run->limits.pids, "cpus", run->limits.cpus, "timeout_ms",
-				   (json_int_t)run->timeout_ms);
+	                           (json_int_t)run->limits.pids, "cpus", run->limits.cpus, "timeout_ms",
+	                           (json_int_t)run->timeout_ms);
 	json_t *d = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s, s:s, s:o, s:s}", "tenant", run->tenant, "agent",
-			      run->agent, "agent_version", agent_version, "manifest_hash", manifest_hash, "policy_name",
-			      run->policy.name, "policy_hash", run->policy.hash, "image", run->image.name, "image_digest",
-			      run->image.digest, "limits", limits, "network",
-			      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none");
+	                      run->agent, "agent_version", agent_version, "manifest_hash", manifest_hash, "policy_name",
+	                      run->policy.name, "policy_hash", run->policy.hash, "image", run->image.name,
+	                      "image_digest", run->image.digest, "limits", limits, "network",
+	                      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none");
 	return append(rec, "run_start", d, err);
 }
 
 int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,
-			 size_t len, json_t *inputs, struct rb_error *err)
+                         size_t len, json_t *inputs, struct rb_error *err)
 {
 	char hex[65];
 	rb_sha256_hex(text, len, hex);
 	json_t *t = json_stringn(text, len);
 	if (!t) /* not UTF-8: the digest and size still pin it down */
 		t = json_string("(binary)");
-	json_t *d = json_pack("{s:i, s:s?, s:s, s:o, s:I, s:s}", "step", (int)step, "name", name, "kind", kind, "text", t,
-			      "size", (json_int_t)len, "sha256", hex);
+	json_t *d = json_pack("{s:i, s:s?, s:s, s:o, s:I, s:s}", "step", (int)step, "name", name, "kind", kind, "text",
+	                      t, "size", (json_int_t)len, "sha256", hex);
 	if (inputs)
 		json_object_set(d, "inputs", inputs);
 	rec->steps++;
@@ -116,17 +116,18 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
 
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err)
 {
+	// cppcheck-suppress ctunullpointer ; callers pass a result whenever a step ended
 	double wall_s = (double)res->wall_us / 1e6;
-	double cpu_s = res->cgroup.have_cpu ? (double)res->cgroup.cpu_usec / 1e6
-					    : (double)(res->user_us + res->sys_us) / 1e6;
+	double cpu_s =
+	    res->cgroup.have_cpu ? (double)res->cgroup.cpu_usec / 1e6 : (double)(res->user_us + res->sys_us) / 1e6;
 	uint64_t peak = res->cgroup.have_memory_peak ? res->cgroup.memory_peak_bytes : res->maxrss_kb * 1024;
 	rec->cpu_seconds += cpu_s;
 	rec->memory_gib_seconds += (double)peak / (1024.0 * 1024 * 1024) * wall_s;
-	json_t *d = json_pack("{s:i, s:s, s:s, s:i, s:b, s:b, s:b, s:f, s:f, s:I}", "step", (int)step, "status",
-			      rb_record_outcome(res), "detail", res->error[0] ? res->error : "", "exit",
-			      rb_step_exit_code(res), "timed_out", res->status == RB_STEP_TIMEOUT, "oom_killed",
-			      res->oom_killed, "seccomp_killed", res->seccomp_killed, "wall_ms", (double)res->wall_us / 1000,
-			      "cpu_ms", cpu_s * 1000, "memory_peak_bytes", (json_int_t)peak);
+	json_t *d = json_pack(
+	    "{s:i, s:s, s:s, s:i, s:b, s:b, s:b, s:f, s:f, s:I}", "step", (int)step, "status", rb_record_outcome(res),
+	    "detail", res->error[0] ? res->error : "", "exit", rb_step_exit_code(res), "timed_out",
+	    res->status == RB_STEP_TIMEOUT, "oom_killed", res->oom_killed, "seccomp_killed", res->seccomp_killed,
+	    "wall_ms", (double)res->wall_us / 1000, "cpu_ms", cpu_s * 1000, "memory_peak_bytes", (json_int_t)peak);
 	if (res->status == RB_STEP_EXITED)
 		json_object_set_new(d, "exit_code", json_integer(res->exit_code));
 	if (res->status == RB_STEP_SIGNALED)
@@ -159,8 +160,9 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 			break;
 	}
 	if (r == 0 && h->skipped_total > 0) {
-		json_t *d = json_pack("{s:i, s:I, s:O}", "step", (int)step, "skipped_total", (json_int_t)h->skipped_total,
-				      "skipped", json_object_get(all, "skipped") ? json_object_get(all, "skipped") : json_null());
+		json_t *d = json_pack("{s:i, s:I, s:O}", "step", (int)step, "skipped_total",
+		                      (json_int_t)h->skipped_total, "skipped",
+		                      json_object_get(all, "skipped") ? json_object_get(all, "skipped") : json_null());
 		r = append(rec, "harvest_skipped", d, err);
 	}
 	rec->stored_bytes += h->bytes_new;
@@ -176,8 +178,8 @@ int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct r
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
 	json_t *d = json_pack("{s:s, s:i, s:f, s:f, s:I}", "result", result, "steps", (int)rec->steps, "cpu_seconds",
-			      rec->cpu_seconds, "memory_gib_seconds", rec->memory_gib_seconds, "stored_bytes",
-			      (json_int_t)rec->stored_bytes);
+	                      rec->cpu_seconds, "memory_gib_seconds", rec->memory_gib_seconds, "stored_bytes",
+	                      (json_int_t)rec->stored_bytes);
 	if (rec->run->gw.stats)
 		json_object_set(d, "gateway", rec->run->gw.stats);
 	return append(rec, "run_end", d, err);

@@ -27,18 +27,18 @@ struct rb_record {
 	int flush_result;
 	struct rb_error flush_err;
 	const struct rb_run *run;
-	double cpu_seconds;         /* summed over steps */
-	double memory_gib_seconds;  /* peak memory x wall time, summed over steps */
-	uint64_t stored_bytes;      /* bytes the run added to the artifact store */
+	double cpu_seconds;        /* summed over steps */
+	double memory_gib_seconds; /* peak memory x wall time, summed over steps */
+	uint64_t stored_bytes;     /* bytes the run added to the artifact store */
 	unsigned steps;
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err);
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
-			struct rb_error *err);
+                        struct rb_error *err);
 int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,
-			 size_t len, json_t *inputs, struct rb_error *err);
+                         size_t len, json_t *inputs, struct rb_error *err);
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err);
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);

@@ -8,7 +8,8 @@
 
 static const char *status_name(enum rb_step_status s)
 {
-	static const char *const names[] = {"exited", "signaled", "timeout", "cancelled", "setup_failed", "exec_failed"};
+	static const char *const names[] = {"exited",    "signaled",     "timeout",
+	                                    "cancelled", "setup_failed", "exec_failed"};
 	return names[s];
 }
 
@@ -62,18 +63,19 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 		json_array_append_new(cmd, json_string(*a));
 	json_object_set_new(o, "command", cmd);
 	json_object_set_new(o, "wall_ms", json_real((double)res->wall_us / 1000.0));
-	json_object_set_new(o, "cpu", json_pack("{s:f, s:f}", "user_ms", (double)res->user_us / 1000.0, "system_ms",
-						(double)res->sys_us / 1000.0));
+	json_object_set_new(o, "cpu",
+	                    json_pack("{s:f, s:f}", "user_ms", (double)res->user_us / 1000.0, "system_ms",
+	                              (double)res->sys_us / 1000.0));
 	json_object_set_new(o, "image", json_pack("{s:s, s:s}", "name", run->image.name, "digest", run->image.digest));
 	json_object_set_new(o, "policy", json_pack("{s:s, s:s}", "name", run->policy.name, "hash", run->policy.hash));
 
 	json_t *limits = json_object();
 	if (run->cg) {
 		json_t *req[RB_LIMIT_COUNT] = {
-			run->limits.memory_bytes ? json_integer((json_int_t)run->limits.memory_bytes) : json_null(),
-			run->limits.pids ? json_integer((json_int_t)run->limits.pids) : json_null(),
-			run->limits.cpus > 0 ? json_real(run->limits.cpus) : json_null(),
-			run->limits.cpu_weight ? json_integer((json_int_t)run->limits.cpu_weight) : json_null(),
+		    run->limits.memory_bytes ? json_integer((json_int_t)run->limits.memory_bytes) : json_null(),
+		    run->limits.pids ? json_integer((json_int_t)run->limits.pids) : json_null(),
+		    run->limits.cpus > 0 ? json_real(run->limits.cpus) : json_null(),
+		    run->limits.cpu_weight ? json_integer((json_int_t)run->limits.cpu_weight) : json_null(),
 		};
 		for (int k = 0; k < RB_LIMIT_COUNT; k++) {
 			const struct rb_limit_status *ls = rb_cgroup_limit(run->cg, (enum rb_limit_kind)k);
@@ -86,8 +88,9 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	}
 	if (run->timeout_ms)
 		json_object_set_new(limits, "timeout",
-				    json_pack("{s:I, s:b, s:s}", "requested_ms", (json_int_t)run->timeout_ms, "enforced", 1,
-					      "mechanism", "timerfd in the runner; SIGKILL to the cgroup and the sandbox's init"));
+		                    json_pack("{s:I, s:b, s:s}", "requested_ms", (json_int_t)run->timeout_ms,
+		                              "enforced", 1, "mechanism",
+		                              "timerfd in the runner; SIGKILL to the cgroup and the sandbox's init"));
 	json_object_set_new(o, "limits", limits);
 
 	json_t *rsrc = json_object();
@@ -118,9 +121,10 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	char um[128], gm[128];
 	rb_idmap_format(&run->spec.ids.uid, um, sizeof um);
 	rb_idmap_format(&run->spec.ids.gid, gm, sizeof gm);
-	json_t *sb = json_pack("{s:b, s:s, s:s, s:s, s:s, s:b}", "rootless", run->spec.ids.outer, "uid_map", um, "gid_map",
-			       gm, "id_source", run->spec.ids.source, "cgroup", run->cg ? rb_cgroup_manager_name(run->cg) : "none",
-			       "seccomp_cached", run->bpf.from_cache);
+	json_t *sb =
+	    json_pack("{s:b, s:s, s:s, s:s, s:s, s:b}", "rootless", run->spec.ids.outer, "uid_map", um, "gid_map", gm,
+	              "id_source", run->spec.ids.source, "cgroup", run->cg ? rb_cgroup_manager_name(run->cg) : "none",
+	              "seccomp_cached", run->bpf.from_cache);
 	json_object_set_new(sb, "network", json_string(run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none"));
 	json_object_set_new(sb, "image_idmapped", json_boolean(run->sb.idmapped));
 	json_object_set_new(o, "sandbox", sb);

@@ -31,8 +31,8 @@ extern char **environ;
 #define RB_CANCEL_GRACE_S 2
 
 /* Host paths that are never inputs, whatever the policy says. */
-static const char *const never_inputs[] = {"/proc", "/sys", "/dev", "/run", "/etc/shadow", "/etc/gshadow",
-					   "/etc/ssh", "/root/.ssh", "/var/run"};
+static const char *const never_inputs[] = {"/proc",        "/sys",     "/dev",       "/run",    "/etc/shadow",
+                                           "/etc/gshadow", "/etc/ssh", "/root/.ssh", "/var/run"};
 
 static bool path_under(const char *path, const char *prefix)
 {
@@ -97,7 +97,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
 		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
-			   &run->policy, err) < 0)
+	                   &run->policy, err) < 0)
 		return -1;
 	struct rb_policy *pol = &run->policy;
 	if (rb_image_resolve(cfg->image ? cfg->image : "host", &run->paths, &run->image, err) < 0)
@@ -132,7 +132,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
 		run->n_skills = i + 1;
 		if (!run->skills[i].is_dir)
-			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i], cfg->skill_dirs[i]);
+			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],
+			                    cfg->skill_dirs[i]);
 	}
 
 	struct rb_sandbox_spec *spec = &run->spec;
@@ -164,18 +165,18 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
 	spec->rootfs = (struct rb_rootfs_spec){
-		.staging = run->dir,
-		.image = &run->image,
-		.rootfs_bytes = pol->rootfs_bytes,
-		.workspace_bytes = pol->workspace_bytes,
-		.tmp_bytes = pol->tmp_bytes,
-		.uid = pol->uid,
-		.gid = pol->gid,
-		.inputs = run->inputs,
-		.n_inputs = run->n_inputs,
-		.skills = run->skills,
-		.n_skills = run->n_skills,
-		.lower_fd = -1,
+	    .staging = run->dir,
+	    .image = &run->image,
+	    .rootfs_bytes = pol->rootfs_bytes,
+	    .workspace_bytes = pol->workspace_bytes,
+	    .tmp_bytes = pol->tmp_bytes,
+	    .uid = pol->uid,
+	    .gid = pol->gid,
+	    .inputs = run->inputs,
+	    .n_inputs = run->n_inputs,
+	    .skills = run->skills,
+	    .n_skills = run->n_skills,
+	    .lower_fd = -1,
 	};
 	spec->idmap_image = !spec->ids.outer && !spec->ids.single && geteuid() == 0;
 	struct rb_exec_spec *ex = &spec->exec;
@@ -188,9 +189,9 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		int res;
 		uint64_t v;
 	} rl[] = {{RLIMIT_NOFILE, pol->rlimit_nofile},
-		  {RLIMIT_NPROC, pol->rlimit_nproc},
-		  {RLIMIT_CORE, pol->rlimit_core},
-		  {RLIMIT_FSIZE, pol->rlimit_fsize}};
+	          {RLIMIT_NPROC, pol->rlimit_nproc},
+	          {RLIMIT_CORE, pol->rlimit_core},
+	          {RLIMIT_FSIZE, pol->rlimit_fsize}};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(rl); i++)
 		if (rl[i].v != UINT64_MAX)
 			ex->rlimits[ex->n_rlimits++] = (struct rb_rlimit){rl[i].res, rl[i].v};
@@ -216,9 +217,10 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 		run->token_keylen = sizeof run->token_key;
 		if (rb_token_key_load_or_create(run->paths.state_dir, run->token_key, &run->token_keylen, err) < 0)
 			return -1;
-		int64_t expires = (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
-		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires, run->token,
-				   sizeof run->token, err) < 0)
+		int64_t expires =
+		    (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
+		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires,
+		                   run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
 	run->started = true;
@@ -376,7 +378,7 @@ static void kill_sandbox(struct rb_run *run)
 }
 
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
-		struct rb_error *err)
+                struct rb_error *err)
 {
 	struct rb_step_req req = {.argv = argv, .passthrough = passthrough};
 	return rb_run_exec(run, &req, res, err);
@@ -456,10 +458,11 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			break;
 		}
 		fds[n_fds++] = fd;
-		json_array_append_new(files, json_pack("{s:s, s:i}", "name", req->files[i].name, "mode", (int)req->files[i].mode));
+		json_array_append_new(
+		    files, json_pack("{s:s, s:i}", "name", req->files[i].name, "mode", (int)req->files[i].mode));
 	}
 	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o}", "op", "exec", "argv", args, "env", env, "cwd",
-				"/workspace", "files", files);
+	                        "/workspace", "files", files);
 	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
@@ -482,7 +485,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		res->exec_errno = (int)json_integer_value(json_object_get(ev, "errno"));
 		const char *m = json_string_value(json_object_get(ev, "message"));
 		snprintf(res->error, sizeof res->error, "%s%s%s", m ? m : "step did not start",
-			 res->exec_errno ? ": " : "", res->exec_errno ? strerror(res->exec_errno) : "");
+		         res->exec_errno ? ": " : "", res->exec_errno ? strerror(res->exec_errno) : "");
 		json_decref(ev);
 		res->wall_us = rb_now_us() - t0;
 		return 0;
@@ -492,7 +495,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (timeout_ms && tfd >= 0) {
 		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
-						      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
+		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
 		timerfd_settime(tfd, 0, &its, NULL);
 	}
 	sigset_t mask, old;
@@ -504,22 +507,24 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
-	const struct sink out_sink = {&res->out, passthrough ? STDOUT_FILENO : -1, out_log, &out_logged, RB_STEP_LOG_CAP};
-	const struct sink err_sink = {&res->err, passthrough ? STDERR_FILENO : -1, err_log, &err_logged, RB_STEP_LOG_CAP};
+	const struct sink out_sink = {&res->out, passthrough ? STDOUT_FILENO : -1, out_log, &out_logged,
+	                              RB_STEP_LOG_CAP};
+	const struct sink err_sink = {&res->err, passthrough ? STDERR_FILENO : -1, err_log, &err_logged,
+	                              RB_STEP_LOG_CAP};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
 		struct pollfd p[9] = {
-			{.fd = run->sb.ctl, .events = POLLIN},
-			{.fd = out_open ? out_r : -1, .events = POLLIN},
-			{.fd = err_open ? err_r : -1, .events = POLLIN},
-			{.fd = tfd, .events = POLLIN},
-			{.fd = sfd, .events = POLLIN},
-			{.fd = run->sb.pidfd, .events = POLLIN},
-			{.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
-			{.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
-			{.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
+		    {.fd = run->sb.ctl, .events = POLLIN},
+		    {.fd = out_open ? out_r : -1, .events = POLLIN},
+		    {.fd = err_open ? err_r : -1, .events = POLLIN},
+		    {.fd = tfd, .events = POLLIN},
+		    {.fd = sfd, .events = POLLIN},
+		    {.fd = run->sb.pidfd, .events = POLLIN},
+		    {.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
+		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
+		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
 		};
 		if (poll(p, 9, -1) < 0) {
 			if (errno == EINTR)
@@ -633,7 +638,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			res->error[0] = '\0';
 		}
 		res->oom_killed = res->cgroup.have_oom && res->cgroup.oom_kills > 0 &&
-				  (res->status == RB_STEP_SIGNALED && res->signal == SIGKILL);
+		                  (res->status == RB_STEP_SIGNALED && res->signal == SIGKILL);
 	}
 	return 0;
 }

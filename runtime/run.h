@@ -17,27 +17,27 @@
 #include "runtime/sandbox.h"
 #include "runtime/seccomp.h"
 
-#define RB_MAX_LINGER 8
-#define RB_STEP_LOG_CAP (64ULL << 20)   /* a step's full stdout/stderr kept in the run dir */
-#define RB_BG_LOG_CAP (16ULL << 20)     /* what background processes print */
+#define RB_MAX_LINGER   8
+#define RB_STEP_LOG_CAP (64ULL << 20) /* a step's full stdout/stderr kept in the run dir */
+#define RB_BG_LOG_CAP   (16ULL << 20) /* what background processes print */
 
 struct rb_run_config {
-	const char *image;          /* NULL: "host" */
-	const char *policy;         /* NULL: "default" */
-	const char *state_dir;      /* NULL: the default location */
-	uint64_t timeout_ms;        /* 0: the policy's */
-	uint64_t memory_bytes;      /* 0: the policy's */
+	const char *image;     /* NULL: "host" */
+	const char *policy;    /* NULL: "default" */
+	const char *state_dir; /* NULL: the default location */
+	uint64_t timeout_ms;   /* 0: the policy's */
+	uint64_t memory_bytes; /* 0: the policy's */
 	uint64_t pids;
 	double cpus;
-	int net_mode;               /* -1: the policy's */
-	const char *const *inputs;  /* "SRC[:DEST]" */
+	int net_mode;              /* -1: the policy's */
+	const char *const *inputs; /* "SRC[:DEST]" */
 	unsigned n_inputs;
-	const char *const *skill_dirs;  /* bundle folders, mounted at /workspace/skills/<name> */
+	const char *const *skill_dirs; /* bundle folders, mounted at /workspace/skills/<name> */
 	const char *const *skill_names;
 	unsigned n_skills;
-	const char *run_id;         /* NULL: a new time-ordered id */
-	const char *tenant;         /* NULL: "local" */
-	const char *agent;          /* NULL: "cli" */
+	const char *run_id; /* NULL: a new time-ordered id */
+	const char *tenant; /* NULL: "local" */
+	const char *agent;  /* NULL: "cli" */
 };
 
 struct rb_buf {
@@ -57,15 +57,15 @@ enum rb_step_status {
 
 struct rb_step_result {
 	enum rb_step_status status;
-	int exit_code;      /* RB_STEP_EXITED */
-	int signal;         /* RB_STEP_SIGNALED, or the signal that cancelled */
+	int exit_code; /* RB_STEP_EXITED */
+	int signal;    /* RB_STEP_SIGNALED, or the signal that cancelled */
 	bool oom_killed, seccomp_killed;
 	int exec_errno;
 	char error[RB_ERROR_MAX];
 	uint64_t wall_us, user_us, sys_us, maxrss_kb;
 	struct rb_buf out, err;
 	struct rb_cgroup_stats cgroup;
-	json_t *egress;     /* the drop counters after the step (rb_net_counters_json), or NULL */
+	json_t *egress; /* the drop counters after the step (rb_net_counters_json), or NULL */
 };
 
 struct rb_run {
@@ -74,20 +74,20 @@ struct rb_run {
 	struct rb_policy policy;
 	struct rb_image image;
 	struct rb_bpf bpf;
-	struct rb_input *inputs;    /* n_inputs of them, allocated: the struct stays small, so a run
-				     * touches (and its forks copy) little memory */
+	struct rb_input *inputs; /* n_inputs of them, allocated: the struct stays small, so a run
+	                          * touches (and its forks copy) little memory */
 	unsigned n_inputs;
 	struct rb_input *skills;
 	unsigned n_skills;
 	struct rb_sandbox_spec spec;
 	struct rb_limits limits;
 	uint64_t timeout_ms;
-	char dir[4096];            /* the run's directory under paths.run_dir */
+	char dir[4096]; /* the run's directory under paths.run_dir */
 	struct rb_cgroup *cg;
 	struct rb_sandbox sb;
 	bool started;
 	char tenant[RB_TOKEN_FIELD_MAX], agent[RB_TOKEN_FIELD_MAX];
-	char token[RB_TOKEN_MAX];  /* the run token (gateway mode), "" otherwise */
+	char token[RB_TOKEN_MAX]; /* the run token (gateway mode), "" otherwise */
 	uint8_t token_key[RB_TOKEN_KEY_LEN];
 	size_t token_keylen;
 	struct rb_gwproc gw;
@@ -114,11 +114,11 @@ struct rb_step_file {
 
 struct rb_step_req {
 	char *const *argv;
-	char *const *env;                /* added after the policy's variables; may be NULL */
+	char *const *env; /* added after the policy's variables; may be NULL */
 	const struct rb_step_file *files;
 	unsigned n_files;
-	uint64_t timeout_ms;             /* 0: the run's */
-	bool passthrough;                /* copy the step's stdout/stderr to ours as they come */
+	uint64_t timeout_ms; /* 0: the run's */
+	bool passthrough;    /* copy the step's stdout/stderr to ours as they come */
 };
 
 /* Runs one step. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an
@@ -126,7 +126,7 @@ struct rb_step_req {
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err);
 /* rb_run_exec of a plain command. */
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
-		struct rb_error *err);
+                struct rb_error *err);
 /* Kills the sandbox and stops the gateway (its counts land in run->gw.stats). Idempotent. */
 void rb_run_stop(struct rb_run *run);
 /* Stops, removes the cgroup and the run directory, frees. Always safe to call. */

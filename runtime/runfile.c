@@ -52,11 +52,13 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 	if (run->sb.workspace_fd < 0)
 		return 0;
 	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	                       .resolve =
+	                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
 	_cleanup_close_ int out = (int)syscall(SYS_openat2, run->sb.workspace_fd, "out", &how, sizeof how);
 	if (out < 0) {
 		/* The step removed out/ or put a link there: nothing is followed, and it is said. */
-		json_object_set_new(out_json, "harvest", json_pack("{s:s}", "error", "/workspace/out is missing or not a directory"));
+		json_object_set_new(out_json, "harvest",
+		                    json_pack("{s:s}", "error", "/workspace/out is missing or not a directory"));
 		return 0;
 	}
 	struct rb_harvest_caps caps;
@@ -132,7 +134,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	req.env = env;
 
 	int r = rb_record_step_start(&rf->rec, i + 1, st->name, skill ? "skill" : "script", text, text_len,
-				     skill ? st->inputs : NULL, err);
+	                             skill ? st->inputs : NULL, err);
 	struct rb_step_result res;
 	if (r == 0)
 		r = rb_record_flush(&rf->rec, err); /* on disk before the step's code runs */
@@ -144,7 +146,8 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	if (r < 0)
 		return -1;
 
-	json_t *sj = json_pack("{s:i, s:s?, s:s}", "step", (int)(i + 1), "name", st->name, "kind", skill ? "skill" : "script");
+	json_t *sj =
+	    json_pack("{s:i, s:s?, s:s}", "step", (int)(i + 1), "name", st->name, "kind", skill ? "skill" : "script");
 	json_object_set_new(sj, "status", json_string(rb_record_outcome(&res)));
 	json_object_set_new(sj, "exit", json_integer(rb_step_exit_code(&res)));
 	if (res.status == RB_STEP_EXITED)
@@ -223,22 +226,22 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		rf->skill_names[i] = rf->skills[i].name;
 	}
 	struct rb_run_config cfg = {
-		.image = m->image,
-		.policy = m->policy,
-		.state_dir = state_dir,
-		.timeout_ms = m->limits.timeout_ms,
-		.memory_bytes = m->limits.memory_bytes,
-		.pids = m->limits.pids,
-		.cpus = m->limits.cpus,
-		.net_mode = -1,
-		.inputs = (const char *const *)rf->input_args,
-		.n_inputs = (unsigned)m->n_inputs,
-		.skill_dirs = rf->skill_dirs,
-		.skill_names = rf->skill_names,
-		.n_skills = (unsigned)rf->n_skills,
-		.tenant = m->tenant,
-		.agent = m->agent,
-		.run_id = m->run_id[0] ? m->run_id : NULL,
+	    .image = m->image,
+	    .policy = m->policy,
+	    .state_dir = state_dir,
+	    .timeout_ms = m->limits.timeout_ms,
+	    .memory_bytes = m->limits.memory_bytes,
+	    .pids = m->limits.pids,
+	    .cpus = m->limits.cpus,
+	    .net_mode = -1,
+	    .inputs = (const char *const *)rf->input_args,
+	    .n_inputs = (unsigned)m->n_inputs,
+	    .skill_dirs = rf->skill_dirs,
+	    .skill_names = rf->skill_names,
+	    .n_skills = (unsigned)rf->n_skills,
+	    .tenant = m->tenant,
+	    .agent = m->agent,
+	    .run_id = m->run_id[0] ? m->run_id : NULL,
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;
@@ -316,16 +319,18 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}
-	json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant,
-				"agent", rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps,
-				"exit", code);
+	json_t *res =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
+	              rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps, "exit", code);
 	if (setup_error)
 		json_object_set_new(res, "error", setup_error);
-	json_object_set_new(res, "image", json_pack("{s:s, s:s}", "name", rf->run.image.name, "digest", rf->run.image.digest));
-	json_object_set_new(res, "policy", json_pack("{s:s, s:s}", "name", rf->run.policy.name, "hash", rf->run.policy.hash));
-	json_object_set_new(res, "cost", json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds,
-						   "memory_gib_seconds", rf->rec.memory_gib_seconds, "stored_bytes",
-						   (json_int_t)rf->rec.stored_bytes));
+	json_object_set_new(res, "image",
+	                    json_pack("{s:s, s:s}", "name", rf->run.image.name, "digest", rf->run.image.digest));
+	json_object_set_new(res, "policy",
+	                    json_pack("{s:s, s:s}", "name", rf->run.policy.name, "hash", rf->run.policy.hash));
+	json_object_set_new(res, "cost",
+	                    json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds, "memory_gib_seconds",
+	                              rf->rec.memory_gib_seconds, "stored_bytes", (json_int_t)rf->rec.stored_bytes));
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
 	release(rf);

@@ -32,15 +32,15 @@
 /* The kernel's struct clone_args, as of 5.7. */
 struct clone_args_v2 {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
-		cgroup;
+	    cgroup;
 };
 
 static pid_t clone_init(int cgroup_fd)
 {
 	struct clone_args_v2 args;
 	memset(&args, 0, sizeof args);
-	args.flags = CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-		     CLONE_NEWCGROUP;
+	args.flags =
+	    CLONE_PARENT | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 	if (cgroup_fd >= 0) {
 		args.flags |= CLONE_INTO_CGROUP;
 		args.cgroup = (uint64_t)cgroup_fd;
@@ -133,11 +133,10 @@ __attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec
 	rb_debug("spawner: image idmapped");
 	if (lower >= 0)
 		fds[n_fds++] = lower; /* last: the runner passes it on to init */
-	json_t *m = json_pack("{s:s, s:i, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid", (int)pid,
-			      "idmapped", lower >= 0,
-			      "net", "netns_fd", net.netns_fd, "nft_fd", net.nft_fd, "listen_fd4", net.listen_fd4,
-			      "listen_fd6", net.listen_fd6, "mode", (int)net.mode, "ipv6", net.ipv6, "port", net.port,
-			      "port6", net.port6);
+	json_t *m = json_pack("{s:s, s:i, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid",
+	                      (int)pid, "idmapped", lower >= 0, "net", "netns_fd", net.netns_fd, "nft_fd", net.nft_fd,
+	                      "listen_fd4", net.listen_fd4, "listen_fd6", net.listen_fd6, "mode", (int)net.mode, "ipv6",
+	                      net.ipv6, "port", net.port, "port6", net.port6);
 	if (rb_chan_send(sp, m, fds, n_fds, &err) < 0) {
 		kill(pid, SIGKILL);
 		_exit(1);
@@ -153,7 +152,8 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 	if (r < 0)
 		return -1;
 	if (r == 0)
-		return rb_error_set(err, 0, "sandbox setup: the %s ended without a word", want[0] == 'r' ? "sandbox's init" : "spawner");
+		return rb_error_set(err, 0, "sandbox setup: the %s ended without a word",
+		                    want[0] == 'r' ? "sandbox's init" : "spawner");
 	const char *ev = json_string_value(json_object_get(m, "ev"));
 	if (!ev || strcmp(ev, want) != 0) {
 		const char *msg = json_string_value(json_object_get(m, "message"));
@@ -173,14 +173,14 @@ static void adopt_net(struct rb_net *net, json_t *j, const int *fds, unsigned n_
 {
 #define FIELD(name) ((int)json_integer_value(json_object_get(j, name)))
 	struct rb_net sent = {
-		.netns_fd = json_is_object(j) ? FIELD("netns_fd") : -1,
-		.nft_fd = json_is_object(j) ? FIELD("nft_fd") : -1,
-		.listen_fd4 = json_is_object(j) ? FIELD("listen_fd4") : -1,
-		.listen_fd6 = json_is_object(j) ? FIELD("listen_fd6") : -1,
-		.mode = (enum rb_net_mode)FIELD("mode"),
-		.ipv6 = json_is_true(json_object_get(j, "ipv6")),
-		.port = (uint16_t)FIELD("port"),
-		.port6 = (uint16_t)FIELD("port6"),
+	    .netns_fd = json_is_object(j) ? FIELD("netns_fd") : -1,
+	    .nft_fd = json_is_object(j) ? FIELD("nft_fd") : -1,
+	    .listen_fd4 = json_is_object(j) ? FIELD("listen_fd4") : -1,
+	    .listen_fd6 = json_is_object(j) ? FIELD("listen_fd6") : -1,
+	    .mode = (enum rb_net_mode)FIELD("mode"),
+	    .ipv6 = json_is_true(json_object_get(j, "ipv6")),
+	    .port = (uint16_t)FIELD("port"),
+	    .port6 = (uint16_t)FIELD("port6"),
 	};
 #undef FIELD
 	*net = sent;
@@ -194,7 +194,7 @@ static void reap_quietly(pid_t pid)
 }
 
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
-		      struct rb_error *err)
+                      struct rb_error *err)
 {
 	memset(sb, 0, sizeof *sb);
 	sb->init_pid = -1;
@@ -243,6 +243,9 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	json_t *spawned = NULL;
 	int fds[RB_CHAN_MAX_FDS];
 	unsigned n_fds = 0;
+	/* Declared before the first goto: a cleanup variable whose declaration a goto skips
+	 * would close whatever its stack slot held. */
+	_cleanup_close_ int lower = -1;
 	if (r == 0)
 		r = expect_event(sock, "spawned", &spawned, fds, &n_fds, err);
 	if (r < 0) {
@@ -254,7 +257,6 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	 * not stand in the way of the handshake. */
 	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
 	sb->reaped = false;
-	_cleanup_close_ int lower = -1;
 	if (json_is_true(json_object_get(spawned, "idmapped")) && n_fds > 0)
 		lower = fds[--n_fds];
 	sb->idmapped = lower >= 0;

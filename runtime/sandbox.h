@@ -38,24 +38,24 @@ struct rb_sandbox_spec {
 	struct rb_idplan ids;
 	enum rb_net_mode net_mode;
 	char hostname[64];
-	bool idmap_image;  /* try an idmapped lower layer (root in the initial user namespace) */
+	bool idmap_image; /* try an idmapped lower layer (root in the initial user namespace) */
 };
 
 struct rb_sandbox {
-	pid_t init_pid;   /* in the runner's pid namespace */
+	pid_t init_pid; /* in the runner's pid namespace */
 	int pidfd;
-	int ctl;          /* control socket to init */
+	int ctl; /* control socket to init */
 	struct rb_net net;
 	bool reaped;
 	int init_status;
 	bool idmapped;    /* the image is idmapped to the sandbox's ids (writable by its root) */
 	int workspace_fd; /* O_PATH of the sandbox's /workspace (a mount root the sandbox cannot
-			   * replace): harvest opens out/ below it, never following links */
+	                   * replace): harvest opens out/ below it, never following links */
 };
 
 /* Creates the sandbox and returns once init reports its root is ready. */
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
-		      struct rb_error *err);
+                      struct rb_error *err);
 /* Kills init with SIGKILL (its pid namespace dies with it) and reaps it. Idempotent. */
 void rb_sandbox_destroy(struct rb_sandbox *sb);
 

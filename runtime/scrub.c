@@ -315,6 +315,7 @@ static int add_secret(struct rb_scrubber *s, struct pats *p, const struct rb_scr
 		return -1;
 	memcpy(raw, v, n);
 	if (pats_add(p, (struct enc){raw, n}, r) < 0)
+		// cppcheck-suppress memleak ; pats_add takes raw, freeing it on failure too
 		return -1;
 	for (size_t a = 0; a < 2; a++) {
 		if (rule_id(s, sec->label, b64s[a].name, &r) < 0)

@@ -18,8 +18,8 @@ struct rb_bpf {
 /* Builds the filter for pol (profile from <data_dir>/policy/seccomp/<name>.json plus the
  * policy's extra allow/deny names), or reads it from <cache_dir>/<key>.bpf when present.
  * Unknown syscall names are an error naming them. cache_dir may be NULL (no cache). */
-int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const char *cache_dir,
-		       struct rb_bpf *out, struct rb_error *err);
+int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const char *cache_dir, struct rb_bpf *out,
+                       struct rb_error *err);
 
 /* Installs the filter on the calling thread. Async-signal-safe, allocates nothing: it runs
  * in the step's child just before execve. Returns 0 or -errno. no_new_privs must be set. */

@@ -54,7 +54,7 @@ static int setup_stdio(const int fds[3])
 }
 
 __attribute__((noreturn)) static void child(const struct rb_exec_spec *exec, char *const argv[], char *const envp[],
-					    const char *cwd, const int fds[3], int errfd)
+                                            const char *cwd, const int fds[3], int errfd)
 {
 	struct rb_error err;
 	char msg[RB_ERROR_MAX];
@@ -116,7 +116,7 @@ __attribute__((noreturn)) static void child(const struct rb_exec_spec *exec, cha
 }
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-		    const int fds[3], struct rb_step_failure *failure)
+                    const int fds[3], struct rb_step_failure *failure)
 {
 	memset(failure, 0, sizeof *failure);
 	int p[2];

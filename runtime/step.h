@@ -12,13 +12,13 @@
 /* Why a step could not start: the stage that failed and its errno. */
 struct rb_step_failure {
 	int errnum;
-	int is_exec;      /* 1: execve itself failed (126/127), 0: setup before it (125) */
+	int is_exec; /* 1: execve itself failed (126/127), 0: setup before it (125) */
 	char msg[240];
 };
 
 /* In init: forks the step's process with stdio fds[0..2] and returns its pid, or -1 with
  * *failure filled when it never reached execve. */
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-		    const int fds[3], struct rb_step_failure *failure);
+                    const int fds[3], struct rb_step_failure *failure);
 
 #endif

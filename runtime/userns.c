@@ -117,12 +117,14 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 			plan->single = true;
 		} else {
 			if (u >= uc || g >= gc)
-				return rb_error_set(err, 0, "policy uid %u / gid %u is outside the %" PRIu32 " ids of the runbox range",
-						    (unsigned)u, (unsigned)g, uc);
+				return rb_error_set(
+				    err, 0, "policy uid %u / gid %u is outside the %" PRIu32 " ids of the runbox range",
+				    (unsigned)u, (unsigned)g, uc);
 			line(&plan->uid, 0, us, uc);
 			line(&plan->gid, 0, gs, gc);
 		}
-		snprintf(plan->source, sizeof plan->source, "%s", have_u && have_g ? "/etc/subuid and /etc/subgid entry `runbox`" : "runbox default range");
+		snprintf(plan->source, sizeof plan->source, "%s",
+		         have_u && have_g ? "/etc/subuid and /etc/subgid entry `runbox`" : "runbox default range");
 		return 0;
 	}
 
@@ -133,7 +135,9 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 			line(&plan->uid, 0, 0, RB_SANDBOX_IDS);
 			line(&plan->gid, 0, 0, RB_SANDBOX_IDS);
 		} else if (required) {
-			return rb_error_set(err, 0, "policy requires an id range, but this user namespace maps only %" PRIu32 " uid(s)", uc);
+			return rb_error_set(
+			    err, 0, "policy requires an id range, but this user namespace maps only %" PRIu32 " uid(s)",
+			    uc);
 		} else {
 			line(&plan->uid, u, 0, 1);
 			line(&plan->gid, g, 0, 1);
@@ -149,7 +153,7 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 	const char *name = pw ? pw->pw_name : NULL;
 	uint32_t us, uc, gs, gc;
 	bool have_ranges = !want_single && rb_subid_lookup("/etc/subuid", name, euid, &us, &uc) == 0 &&
-			   rb_subid_lookup("/etc/subgid", name, euid, &gs, &gc) == 0;
+	                   rb_subid_lookup("/etc/subgid", name, euid, &gs, &gc) == 0;
 	bool helpers = on_path("newuidmap") && on_path("newgidmap");
 	line(&plan->outer_uid, 0, euid, 1);
 	line(&plan->outer_gid, 0, egid, 1);
@@ -162,25 +166,30 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 		line(&plan->outer_gid, 1, gs, gc);
 		plan->outer_helpers = true;
 		if (u > uc || g > gc)
-			return rb_error_set(err, 0, "policy uid %u / gid %u is outside your %" PRIu32 " subordinate ids",
-					    (unsigned)u, (unsigned)g, uc);
+			return rb_error_set(err, 0,
+			                    "policy uid %u / gid %u is outside your %" PRIu32 " subordinate ids",
+			                    (unsigned)u, (unsigned)g, uc);
 		/* Sandbox root is the caller (podman's rootless model); others are subordinate ids. */
 		line(&plan->uid, 0, 0, uc + 1);
 		line(&plan->gid, 0, 0, gc + 1);
-		snprintf(plan->source, sizeof plan->source, "newuidmap with the /etc/subuid entry of `%s`", name ? name : "?");
+		snprintf(plan->source, sizeof plan->source, "newuidmap with the /etc/subuid entry of `%s`",
+		         name ? name : "?");
 		return 0;
 	}
 	if (required)
 		return rb_error_set(err, 0,
-				    "policy requires an id range: %s; add one (usermod --add-subuids 100000-165535 "
-				    "--add-subgids 100000-165535 %s) and install uidmap",
-				    !have_ranges ? "no /etc/subuid and /etc/subgid entry for this user" : "newuidmap/newgidmap not found on PATH",
-				    name ? name : "USER");
+		                    "policy requires an id range: %s; add one (usermod --add-subuids 100000-165535 "
+		                    "--add-subgids 100000-165535 %s) and install uidmap",
+		                    !have_ranges ? "no /etc/subuid and /etc/subgid entry for this user"
+		                                 : "newuidmap/newgidmap not found on PATH",
+		                    name ? name : "USER");
 	line(&plan->uid, u, 0, 1);
 	line(&plan->gid, g, 0, 1);
 	plan->single = true;
 	snprintf(plan->source, sizeof plan->source, "the caller's own id only (%s)",
-		 want_single ? "policy asks for one id" : !have_ranges ? "no /etc/subuid entry" : "no newuidmap");
+	         want_single    ? "policy asks for one id"
+	         : !have_ranges ? "no /etc/subuid entry"
+	                        : "no newuidmap");
 	return 0;
 }
 
@@ -190,7 +199,7 @@ void rb_idmap_format(const struct rb_idmap *m, char *buf, size_t len)
 	buf[0] = '\0';
 	for (unsigned i = 0; i < m->n && off < len; i++)
 		off += (size_t)snprintf(buf + off, len - off, "%s%" PRIu32 " %" PRIu32 " %" PRIu32, i ? "," : "",
-					m->lines[i].inside, m->lines[i].outside, m->lines[i].count);
+		                        m->lines[i].inside, m->lines[i].outside, m->lines[i].count);
 }
 
 static int write_map(pid_t pid, const char *which, const struct rb_idmap *m, struct rb_error *err)
@@ -200,7 +209,7 @@ static int write_map(pid_t pid, const char *which, const struct rb_idmap *m, str
 	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, which);
 	for (unsigned i = 0; i < m->n; i++)
 		off += (size_t)snprintf(text + off, sizeof text - off, "%" PRIu32 " %" PRIu32 " %" PRIu32 "\n",
-					m->lines[i].inside, m->lines[i].outside, m->lines[i].count);
+		                        m->lines[i].inside, m->lines[i].outside, m->lines[i].count);
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, text, off) != (ssize_t)off)
 		return rb_error_set(err, errno, "write `%s` (%.*s)", path, (int)(off ? off - 1 : 0), text);
@@ -208,7 +217,7 @@ static int write_map(pid_t pid, const char *which, const struct rb_idmap *m, str
 }
 
 int rb_userns_write_maps(pid_t pid, const struct rb_idmap *uid, const struct rb_idmap *gid, bool deny_setgroups,
-			 struct rb_error *err)
+                         struct rb_error *err)
 {
 	if (write_map(pid, "uid_map", uid, err) < 0)
 		return -1;
@@ -248,14 +257,15 @@ static int run_helper(const char *prog, pid_t pid, const struct rb_idmap *m, str
 			return rb_error_set(err, errno, "wait for `%s`", prog);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return rb_error_set(err, 0, "`%s %d ...` failed (status %d): check /etc/subuid and /etc/subgid", prog,
-				    (int)pid, status);
+		                    (int)pid, status);
 	return 0;
 }
 
 int rb_userns_write_outer(pid_t pid, const struct rb_idplan *plan, struct rb_error *err)
 {
 	if (plan->outer_helpers)
-		return run_helper("newuidmap", pid, &plan->outer_uid, err) < 0 ? -1
-		       : run_helper("newgidmap", pid, &plan->outer_gid, err);
+		return run_helper("newuidmap", pid, &plan->outer_uid, err) < 0
+		           ? -1
+		           : run_helper("newgidmap", pid, &plan->outer_gid, err);
 	return rb_userns_write_maps(pid, &plan->outer_uid, &plan->outer_gid, true, err);
 }

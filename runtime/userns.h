@@ -16,7 +16,7 @@
 
 #define RB_DEFAULT_SUBID_START 1000000000u
 #define RB_DEFAULT_SUBID_COUNT 65536u
-#define RB_SANDBOX_IDS 65536u
+#define RB_SANDBOX_IDS         65536u
 
 struct rb_idmap_line {
 	uint32_t inside, outside, count;
@@ -30,12 +30,12 @@ struct rb_idmap {
 struct rb_idplan {
 	/* Rootless: the spawner first makes an owner user namespace with these maps. */
 	bool outer;
-	bool outer_helpers;          /* write the outer maps with newuidmap/newgidmap */
+	bool outer_helpers; /* write the outer maps with newuidmap/newgidmap */
 	struct rb_idmap outer_uid, outer_gid;
 	/* The sandbox's user namespace, in the ids of its parent namespace. */
 	struct rb_idmap uid, gid;
-	bool single;                 /* one id only: setgroups is denied, no other users inside */
-	char source[160];            /* how the range was chosen, for the result and `check` */
+	bool single;      /* one id only: setgroups is denied, no other users inside */
+	char source[160]; /* how the range was chosen, for the result and `check` */
 };
 
 /* Decides the maps for pol on this host. id_range "required" with no range is an error that
@@ -44,7 +44,7 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 
 /* Writes uid_map, setgroups (when deny) and gid_map of pid directly. */
 int rb_userns_write_maps(pid_t pid, const struct rb_idmap *uid, const struct rb_idmap *gid, bool deny_setgroups,
-			 struct rb_error *err);
+                         struct rb_error *err);
 /* Writes the outer maps of pid: newuidmap/newgidmap, or directly for a single id. */
 int rb_userns_write_outer(pid_t pid, const struct rb_idplan *plan, struct rb_error *err);
 

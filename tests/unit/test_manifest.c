@@ -501,7 +501,7 @@ static void test_load_skills(void **state)
 	/* A broken bundle is reported with its place in `skills`. */
 	struct rb_manifest m;
 	parse_ok("{" HEAD "\"skills\": [\"tests/unit/fixtures/skills/valid\", "
-	                  "\"tests/unit/fixtures/skills/not-executable\"], " ONE_STEP "}",
+	         "\"tests/unit/fixtures/skills/not-executable\"], " ONE_STEP "}",
 	         repo, &m);
 	struct rb_skill *sk = NULL;
 	size_t n = 0;

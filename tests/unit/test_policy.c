@@ -152,7 +152,7 @@ static void test_strict_profile(void **state)
 static void test_unknown_keys(void **state)
 {
 	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":0,\"capz\":[]}}",
-		    "policy x.json: identity.capz: unknown key");
+	            "policy x.json: identity.capz: unknown key");
 	parse_fails("{\"name\":\"x\",\"limitz\":{}}", "policy x.json: limitz: unknown key");
 	parse_fails("{\"name\":\"x\",\"env\":{\"pass\":[],\"sett\":{}}}", "env.sett: unknown key");
 	/* Positive control: the same documents without the stray key parse. */
@@ -165,9 +165,8 @@ static void test_wrong_types(void **state)
 {
 	struct rb_policy p;
 	struct rb_error err = {0};
-	assert_int_equal(rb_policy_parse("{\"name\":\"s\",\"limits\":{\"memory\":true}}", "strict.json", NULL,
-					 &p, &err),
-			 -1);
+	assert_int_equal(
+	    rb_policy_parse("{\"name\":\"s\",\"limits\":{\"memory\":true}}", "strict.json", NULL, &p, &err), -1);
 	assert_non_null(strstr(err.msg, "policy strict.json: limits.memory: expected a size like \"256M\""));
 	assert_non_null(strstr(err.msg, "got true"));
 
@@ -183,7 +182,7 @@ static void test_wrong_types(void **state)
 	parse_fails("{\"name\":\"x\",\"hostname\":\"a b\"}", "hostname: \"a b\"");
 	parse_fails("{\"name\":\"x\",\"description\":7}", "description: expected a string, got 7");
 	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"/ok\",null]}}",
-		    "inputs.allow[1]: expected a string, got null");
+	            "inputs.allow[1]: expected a string, got null");
 }
 
 static void test_structure_errors(void **state)
@@ -199,7 +198,7 @@ static void test_structure_errors(void **state)
 static void test_capabilities(void **state)
 {
 	parse_fails("{\"name\":\"x\",\"identity\":{\"capabilities\":[\"CAP_CHOWN\",\"CAP_FLY\"]}}",
-		    "identity.capabilities[1]: unknown capability \"CAP_FLY\"");
+	            "identity.capabilities[1]: unknown capability \"CAP_FLY\"");
 	parse_fails("{\"name\":\"x\",\"identity\":{\"capabilities\":[1]}}", "identity.capabilities[0]: expected");
 	struct rb_policy p;
 	parse_ok("{\"name\":\"x\",\"identity\":{\"capabilities\":[\"CAP_CHOWN\",\"kill\",\"cap_bpf\"]}}", &p);
@@ -226,8 +225,8 @@ static void test_sizes(void **state)
 {
 	struct rb_policy p;
 	parse_ok("{\"name\":\"x\",\"limits\":{\"memory\":\"0.5G\",\"tmp_size\":4096,\"rootfs_size\":\"256k\","
-		 "\"workspace_size\":\"1.5MiB\"},\"rlimits\":{\"core\":0,\"fsize\":\"2g\"}}",
-		 &p);
+	         "\"workspace_size\":\"1.5MiB\"},\"rlimits\":{\"core\":0,\"fsize\":\"2g\"}}",
+	         &p);
 	assert_int_equal(p.memory_bytes, 512ull << 20);
 	assert_int_equal(p.tmp_bytes, 4096);
 	assert_int_equal(p.rootfs_bytes, 256ull << 10);
@@ -305,14 +304,16 @@ static void test_env_seccomp_inputs(void **state)
 	parse_fails("{\"name\":\"x\",\"seccomp\":{\"deny\":[\"Open\"]}}", "seccomp.deny[0]: \"Open\"");
 	parse_fails("{\"name\":\"x\",\"seccomp\":{\"allow\":[\"\"]}}", "seccomp.allow[0]");
 	parse_fails("{\"name\":\"x\",\"seccomp\":{\"deny\":[\"ptrace\"],\"allow\":[\"ptrace\"]}}",
-		    "\"ptrace\" is also in seccomp.deny");
-	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"data\"]}}", "inputs.allow[0]: \"data\": an input prefix must be an absolute path");
+	            "\"ptrace\" is also in seccomp.deny");
+	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"data\"]}}",
+	            "inputs.allow[0]: \"data\": an input prefix must be an absolute path");
 	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"/srv/../etc\"]}}", "inputs.allow[0]");
 
 	struct rb_policy p;
-	parse_ok("{\"name\":\"x\",\"seccomp\":{\"profile\":\"my-prof_2\",\"deny\":[\"ptrace\",\"io_uring_setup\"]},"
-		 "\"inputs\":{\"allow\":[\"/srv/data//\",\"/\"]},\"env\":{\"pass\":[\"_X1\"],\"set\":{\"a_b\":\"c=d\"}}}",
-		 &p);
+	parse_ok(
+	    "{\"name\":\"x\",\"seccomp\":{\"profile\":\"my-prof_2\",\"deny\":[\"ptrace\",\"io_uring_setup\"]},"
+	    "\"inputs\":{\"allow\":[\"/srv/data//\",\"/\"]},\"env\":{\"pass\":[\"_X1\"],\"set\":{\"a_b\":\"c=d\"}}}",
+	    &p);
 	assert_string_equal(p.seccomp_profile, "my-prof_2");
 	assert_int_equal(p.n_seccomp_deny, 2);
 	assert_string_equal(p.seccomp_deny[1], "io_uring_setup");
@@ -337,8 +338,8 @@ static void test_hash(void **state)
 	struct rb_policy a, b, c;
 	parse_ok("{\"name\":\"h\",\"limits\":{\"memory\":\"1G\",\"pids\":10},\"network\":{\"mode\":\"none\"}}", &a);
 	parse_ok("{\n  \"network\" : { \"mode\": \"none\" },\n\t\"limits\": {\"pids\": 10, \"memory\": \"1G\"},\n"
-		 "  \"name\": \"h\"\n}\n",
-		 &b);
+	         "  \"name\": \"h\"\n}\n",
+	         &b);
 	parse_ok("{\"name\":\"h\",\"limits\":{\"memory\":\"1G\",\"pids\":11},\"network\":{\"mode\":\"none\"}}", &c);
 	assert_string_equal(a.hash, b.hash);
 	assert_string_not_equal(a.hash, c.hash);
@@ -377,9 +378,8 @@ static void test_hash_covers_seccomp_profile(void **state)
 	/* A profile that exists but cannot be read is an error, not a silently weaker hash (a
 	 * directory stands in for an unreadable file: the tests run as root). */
 	write_at(tmpdir, "policy/seccomp/d.json/x", "");
-	assert_int_equal(rb_policy_parse("{\"name\":\"h\",\"seccomp\":{\"profile\":\"d\"}}", "h.json", tmpdir,
-					 &alone, &err),
-			 -1);
+	assert_int_equal(
+	    rb_policy_parse("{\"name\":\"h\",\"seccomp\":{\"profile\":\"d\"}}", "h.json", tmpdir, &alone, &err), -1);
 	assert_non_null(strstr(err.msg, "policy h.json: seccomp.profile"));
 }
 
@@ -478,24 +478,24 @@ static void test_missing_name_lists_places(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_default_profile),
-		cmocka_unit_test(test_strict_profile),
-		cmocka_unit_test(test_unknown_keys),
-		cmocka_unit_test(test_wrong_types),
-		cmocka_unit_test(test_structure_errors),
-		cmocka_unit_test(test_capabilities),
-		cmocka_unit_test(test_cap_table),
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_durations),
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_env_seccomp_inputs),
-		cmocka_unit_test(test_list_cap),
-		cmocka_unit_test(test_hash),
-		cmocka_unit_test_setup_teardown(test_hash_covers_seccomp_profile, make_tmp, remove_tmp),
-		cmocka_unit_test_setup_teardown(test_load_by_path, make_tmp, remove_tmp),
-		cmocka_unit_test_setup_teardown(test_file_cap, make_tmp, remove_tmp),
-		cmocka_unit_test_setup_teardown(test_load_by_name_search_order, make_tmp, remove_tmp),
-		cmocka_unit_test_setup_teardown(test_missing_name_lists_places, make_tmp, remove_tmp),
+	    cmocka_unit_test(test_default_profile),
+	    cmocka_unit_test(test_strict_profile),
+	    cmocka_unit_test(test_unknown_keys),
+	    cmocka_unit_test(test_wrong_types),
+	    cmocka_unit_test(test_structure_errors),
+	    cmocka_unit_test(test_capabilities),
+	    cmocka_unit_test(test_cap_table),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_durations),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_env_seccomp_inputs),
+	    cmocka_unit_test(test_list_cap),
+	    cmocka_unit_test(test_hash),
+	    cmocka_unit_test_setup_teardown(test_hash_covers_seccomp_profile, make_tmp, remove_tmp),
+	    cmocka_unit_test_setup_teardown(test_load_by_path, make_tmp, remove_tmp),
+	    cmocka_unit_test_setup_teardown(test_file_cap, make_tmp, remove_tmp),
+	    cmocka_unit_test_setup_teardown(test_load_by_name_search_order, make_tmp, remove_tmp),
+	    cmocka_unit_test_setup_teardown(test_missing_name_lists_places, make_tmp, remove_tmp),
 	};
 	return cmocka_run_group_tests(tests, find_repo, NULL);
 }
