@@ -312,6 +312,9 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 	int one = 1;
 	sqlite3_db_config(l->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_file_control(l->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+	/* A new connection reads and checksums the whole WAL: keep it short (SQLite's default
+	 * lets it grow to 1000 pages, which every run would then read). */
+	sqlite3_wal_autocheckpoint(l->db, 64);
 	int64_t seq = 0;
 	char hash[65] = "";
 	struct rb_error herr;
