@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/jsoncheck.h"
 #include "common/util.h"
 
 #define POLICY_FILE_MAX  (1u << 20)
@@ -95,123 +96,48 @@ int rb_cap_from_name(const char *name)
 
 /* ---- error reporting ---------------------------------------------------------------- */
 
-struct ctx {
-	const char *origin;
-	struct rb_error *err;
-};
-
-/* One line: "policy <origin>: <json path>: <what is wrong>". */
-__attribute__((format(printf, 3, 4))) static int bad(const struct ctx *c, const char *path, const char *fmt, ...)
-{
-	char msg[RB_ERROR_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (path && *path)
-		return rb_error_set(c->err, 0, "policy %s: %s: %s", c->origin, path, msg);
-	return rb_error_set(c->err, 0, "policy %s: %s", c->origin, msg);
-}
-
-/* How a wrong value reads in a message: `got true`, `got "abc"`, `got an array`. */
-static const char *describe(const json_t *v, char *buf, size_t len)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_TRUE: return "true";
-	case JSON_FALSE: return "false";
-	case JSON_NULL: return "null";
-	case JSON_INTEGER: snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); return buf;
-	case JSON_REAL: snprintf(buf, len, "%g", json_real_value(v)); return buf;
-	case JSON_STRING: {
-		const char *s = json_string_value(v);
-		if (strlen(s) > 40)
-			snprintf(buf, len, "\"%.40s...\"", s);
-		else
-			snprintf(buf, len, "\"%s\"", s);
-		return buf;
-	}
-	}
-	return "a value";
-}
-
-static int expected(const struct ctx *c, const char *path, const char *what, const json_t *v)
-{
-	char buf[96];
-	return bad(c, path, "expected %s, got %s", what, describe(v, buf, sizeof buf));
-}
-
-static void join(char *out, size_t len, const char *parent, const char *key)
-{
-	if (parent && *parent)
-		snprintf(out, len, "%s.%s", parent, key);
-	else
-		snprintf(out, len, "%s", key);
-}
-
-/* Rejects keys of obj outside known (NULL-terminated), naming the first unknown one. */
-static int check_keys(const struct ctx *c, const char *parent, const json_t *obj, const char *const *known)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach((json_t *)obj, key, v)
-	{
-		bool ok = false;
-		for (const char *const *k = known; *k; k++)
-			if (strcmp(key, *k) == 0)
-				ok = true;
-		if (ok)
-			continue;
-		char list[256] = "", path[256];
-		for (const char *const *k = known; *k; k++) {
-			size_t n = strlen(list);
-			snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *k);
-		}
-		join(path, sizeof path, parent, key);
-		return bad(c, path, "unknown key (known keys: %s)", list);
-	}
-	return 0;
-}
+/* Messages read "policy <origin>: <json path>: <what is wrong>" (common/jsoncheck.c). */
 
 /* ---- typed readers: each validates one value and names its path on failure ---------- */
 
-static int get_section(const struct ctx *c, const json_t *root, const char *key, json_t **out)
+static int get_section(const struct rb_jsonck *c, const json_t *root, const char *key, json_t **out)
 {
 	json_t *v = json_object_get(root, key);
 	*out = NULL;
 	if (!v)
 		return 0;
 	if (!json_is_object(v))
-		return expected(c, key, "an object", v);
+		return rb_jsonck_expected(c, key, "an object", v);
 	*out = v;
 	return 0;
 }
 
-static int get_string(const struct ctx *c, const char *path, const json_t *v, char *out, size_t len)
+static int get_string(const struct rb_jsonck *c, const char *path, const json_t *v, char *out, size_t len)
 {
 	if (!json_is_string(v))
-		return expected(c, path, "a string", v);
+		return rb_jsonck_expected(c, path, "a string", v);
 	const char *s = json_string_value(v);
 	if (strlen(s) >= len)
-		return bad(c, path, "longer than %zu characters", len - 1);
+		return rb_jsonck_bad(c, path, "longer than %zu characters", len - 1);
 	memcpy(out, s, strlen(s) + 1);
 	return 0;
 }
 
-static int get_uint(const struct ctx *c, const char *path, const json_t *v, uint64_t min, uint64_t max, uint64_t *out)
+static int get_uint(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t min, uint64_t max,
+                    uint64_t *out)
 {
 	if (!json_is_integer(v))
-		return expected(c, path, "an integer", v);
+		return rb_jsonck_expected(c, path, "an integer", v);
 	json_int_t n = json_integer_value(v);
 	if (n < 0 || (uint64_t)n < min || (uint64_t)n > max)
-		return bad(c, path, "%" JSON_INTEGER_FORMAT " is out of range %" PRIu64 "..%" PRIu64, n, min, max);
+		return rb_jsonck_bad(c, path, "%" JSON_INTEGER_FORMAT " is out of range %" PRIu64 "..%" PRIu64, n, min,
+		                     max);
 	*out = (uint64_t)n;
 	return 0;
 }
 
 /* A size: a string like "256M" / "0.5G" (binary units) or an integer count of bytes. */
-static int get_size(const struct ctx *c, const char *path, const json_t *v, uint64_t min, uint64_t *out)
+static int get_size(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t min, uint64_t *out)
 {
 	uint64_t b;
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
@@ -219,23 +145,23 @@ static int get_size(const struct ctx *c, const char *path, const json_t *v, uint
 	} else if (json_is_string(v) && rb_parse_size(json_string_value(v), &b) == 0) {
 		/* parsed */
 	} else {
-		return expected(c, path, "a size like \"256M\" or a number of bytes", v);
+		return rb_jsonck_expected(c, path, "a size like \"256M\" or a number of bytes", v);
 	}
 	if (b < min)
-		return bad(c, path, "must be at least %" PRIu64 " bytes (omit the key for no limit)", min);
+		return rb_jsonck_bad(c, path, "must be at least %" PRIu64 " bytes (omit the key for no limit)", min);
 	*out = b;
 	return 0;
 }
 
 /* A duration: a string like "30s" / "300ms" / "5m". Bare numbers are refused because
  * seconds-or-milliseconds is exactly the ambiguity that makes a limit silently wrong. */
-static int get_duration(const struct ctx *c, const char *path, const json_t *v, uint64_t *out)
+static int get_duration(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t *out)
 {
 	uint64_t ms;
 	if (!json_is_string(v) || rb_parse_duration_ms(json_string_value(v), &ms) < 0)
-		return expected(c, path, "a duration like \"30s\" or \"300ms\"", v);
+		return rb_jsonck_expected(c, path, "a duration like \"30s\" or \"300ms\"", v);
 	if (ms == 0)
-		return bad(c, path, "must be at least 1ms (omit the key for no limit)");
+		return rb_jsonck_bad(c, path, "must be at least 1ms (omit the key for no limit)");
 	*out = ms;
 	return 0;
 }
@@ -260,13 +186,13 @@ static bool env_name_ok(const char *s)
 }
 
 /* Array of strings into a strdup'd list; check returns a reason for a bad entry, or NULL. */
-static int get_list(const struct ctx *c, const char *path, const json_t *v, char **list, unsigned *n,
+static int get_list(const struct rb_jsonck *c, const char *path, const json_t *v, char **list, unsigned *n,
                     const char *(*check)(const char *))
 {
 	if (!json_is_array(v))
-		return expected(c, path, "an array of strings", v);
+		return rb_jsonck_expected(c, path, "an array of strings", v);
 	if (json_array_size(v) > RB_POLICY_MAX_LIST)
-		return bad(c, path, "at most %d entries, got %zu", RB_POLICY_MAX_LIST, json_array_size(v));
+		return rb_jsonck_bad(c, path, "at most %d entries, got %zu", RB_POLICY_MAX_LIST, json_array_size(v));
 	size_t i;
 	json_t *e;
 	json_array_foreach(v, i, e)
@@ -274,11 +200,11 @@ static int get_list(const struct ctx *c, const char *path, const json_t *v, char
 		char ipath[300];
 		snprintf(ipath, sizeof ipath, "%s[%zu]", path, i);
 		if (!json_is_string(e))
-			return expected(c, ipath, "a string", e);
+			return rb_jsonck_expected(c, ipath, "a string", e);
 		const char *s = json_string_value(e);
 		const char *why = check ? check(s) : NULL;
 		if (why)
-			return bad(c, ipath, "\"%.80s\": %s", s, why);
+			return rb_jsonck_bad(c, ipath, "\"%.80s\": %s", s, why);
 		list[*n] = strdup(s);
 		if (!list[*n])
 			return rb_error_set(c->err, ENOMEM, "policy %s: %s", c->origin, ipath);
@@ -327,10 +253,10 @@ static const char *check_input_prefix(const char *s)
 	return NULL;
 }
 
-static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_identity(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"uid", "gid", "id_range", "capabilities", NULL};
-	if (check_keys(c, "identity", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "identity", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	uint64_t n;
@@ -354,11 +280,12 @@ static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_poli
 		else if (s && !strcmp(s, "single"))
 			p->id_range = RB_ID_RANGE_SINGLE;
 		else
-			return expected(c, "identity.id_range", "one of \"auto\", \"required\", \"single\"", v);
+			return rb_jsonck_expected(c, "identity.id_range", "one of \"auto\", \"required\", \"single\"",
+			                          v);
 	}
 	if ((v = json_object_get(sec, "capabilities"))) {
 		if (!json_is_array(v))
-			return expected(c, "identity.capabilities", "an array of capability names", v);
+			return rb_jsonck_expected(c, "identity.capabilities", "an array of capability names", v);
 		size_t i;
 		json_t *e;
 		json_array_foreach(v, i, e)
@@ -366,21 +293,21 @@ static int parse_identity(const struct ctx *c, const json_t *sec, struct rb_poli
 			char ipath[64];
 			snprintf(ipath, sizeof ipath, "identity.capabilities[%zu]", i);
 			if (!json_is_string(e))
-				return expected(c, ipath, "a capability name like \"CAP_CHOWN\"", e);
+				return rb_jsonck_expected(c, ipath, "a capability name like \"CAP_CHOWN\"", e);
 			int bit = rb_cap_from_name(json_string_value(e));
 			if (bit < 0)
-				return bad(c, ipath, "unknown capability \"%.80s\"", json_string_value(e));
+				return rb_jsonck_bad(c, ipath, "unknown capability \"%.80s\"", json_string_value(e));
 			p->caps |= 1ull << bit;
 		}
 	}
 	return 0;
 }
 
-static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_limits(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"timeout",     "memory",         "pids",     "cpus", "cpu_weight",
 	                                   "rootfs_size", "workspace_size", "tmp_size", NULL};
-	if (check_keys(c, "limits", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "limits", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	if ((v = json_object_get(sec, "timeout")) && get_duration(c, "limits.timeout", v, &p->timeout_ms) < 0)
@@ -392,7 +319,7 @@ static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy
 		return -1;
 	if ((v = json_object_get(sec, "cpus"))) {
 		if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
-			return expected(c, "limits.cpus", "a number of cores greater than 0", v);
+			return rb_jsonck_expected(c, "limits.cpus", "a number of cores greater than 0", v);
 		p->cpus = json_number_value(v);
 	}
 	if ((v = json_object_get(sec, "cpu_weight")) &&
@@ -408,10 +335,10 @@ static int parse_limits(const struct ctx *c, const json_t *sec, struct rb_policy
 	return 0;
 }
 
-static int parse_rlimits(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_rlimits(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"nofile", "nproc", "core", "fsize", NULL};
-	if (check_keys(c, "rlimits", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "rlimits", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	/* UINT64_MAX is "leave as inherited", so the largest value a policy may set is below it. */
@@ -427,10 +354,10 @@ static int parse_rlimits(const struct ctx *c, const json_t *sec, struct rb_polic
 	return 0;
 }
 
-static int parse_seccomp(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_seccomp(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"profile", "deny", "allow", NULL};
-	if (check_keys(c, "seccomp", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "seccomp", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	if ((v = json_object_get(sec, "profile"))) {
@@ -438,7 +365,8 @@ static int parse_seccomp(const struct ctx *c, const json_t *sec, struct rb_polic
 			return -1;
 		/* The name becomes a file name under policy/seccomp/: no separators, no dots. */
 		if (!all_chars(p->seccomp_profile, "_-", false, true))
-			return bad(c, "seccomp.profile", "\"%s\": a profile name is [a-z0-9_-]+", p->seccomp_profile);
+			return rb_jsonck_bad(c, "seccomp.profile", "\"%s\": a profile name is [a-z0-9_-]+",
+			                     p->seccomp_profile);
 	}
 	if ((v = json_object_get(sec, "deny")) &&
 	    get_list(c, "seccomp.deny", v, p->seccomp_deny, &p->n_seccomp_deny, check_syscall) < 0)
@@ -449,15 +377,15 @@ static int parse_seccomp(const struct ctx *c, const json_t *sec, struct rb_polic
 	for (unsigned i = 0; i < p->n_seccomp_allow; i++) {
 		const char *s = p->seccomp_allow[i];
 		if (in_list(p->seccomp_deny, p->n_seccomp_deny, s, strlen(s)))
-			return bad(c, "seccomp.allow", "\"%s\" is also in seccomp.deny", s);
+			return rb_jsonck_bad(c, "seccomp.allow", "\"%s\" is also in seccomp.deny", s);
 	}
 	return 0;
 }
 
-static int parse_network(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"mode", NULL};
-	if (check_keys(c, "network", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
 	if (v) {
@@ -467,15 +395,15 @@ static int parse_network(const struct ctx *c, const json_t *sec, struct rb_polic
 		else if (s && !strcmp(s, "gateway"))
 			p->net_mode = RB_NET_GATEWAY;
 		else
-			return expected(c, "network.mode", "one of \"none\", \"gateway\"", v);
+			return rb_jsonck_expected(c, "network.mode", "one of \"none\", \"gateway\"", v);
 	}
 	return 0;
 }
 
-static int parse_inputs(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_inputs(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"allow", NULL};
-	if (check_keys(c, "inputs", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "inputs", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "allow");
 	if (v && get_list(c, "inputs.allow", v, p->input_allow, &p->n_input_allow, check_input_prefix) < 0)
@@ -490,10 +418,10 @@ static int parse_inputs(const struct ctx *c, const json_t *sec, struct rb_policy
 	return 0;
 }
 
-static int add_env(const struct ctx *c, struct rb_policy *p, const char *name, const char *value)
+static int add_env(const struct rb_jsonck *c, struct rb_policy *p, const char *name, const char *value)
 {
 	if (p->n_env_set >= RB_POLICY_MAX_LIST)
-		return bad(c, "env.set", "at most %d entries", RB_POLICY_MAX_LIST);
+		return rb_jsonck_bad(c, "env.set", "at most %d entries", RB_POLICY_MAX_LIST);
 	if (asprintf(&p->env_set[p->n_env_set], "%s=%s", name, value) < 0) {
 		p->env_set[p->n_env_set] = NULL;
 		return rb_error_set(c->err, ENOMEM, "policy %s: env.set", c->origin);
@@ -502,10 +430,10 @@ static int add_env(const struct ctx *c, struct rb_policy *p, const char *name, c
 	return 0;
 }
 
-static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_env(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"pass", "set", NULL};
-	if (sec && check_keys(c, "env", sec, keys) < 0)
+	if (sec && rb_jsonck_keys(c, "env", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	if (sec && (v = json_object_get(sec, "pass")) &&
@@ -513,7 +441,7 @@ static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p
 		return -1;
 	if (sec && (v = json_object_get(sec, "set"))) {
 		if (!json_is_object(v))
-			return expected(c, "env.set", "an object of NAME: \"value\"", v);
+			return rb_jsonck_expected(c, "env.set", "an object of NAME: \"value\"", v);
 		const char *name;
 		json_t *val;
 		json_object_foreach(v, name, val)
@@ -521,11 +449,12 @@ static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p
 			char path[300];
 			snprintf(path, sizeof path, "env.set.%s", name);
 			if (!env_name_ok(name))
-				return bad(c, path, "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+				return rb_jsonck_bad(c, path,
+				                     "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
 			if (!json_is_string(val))
-				return expected(c, path, "a string", val);
+				return rb_jsonck_expected(c, path, "a string", val);
 			if (in_list(p->env_pass, p->n_env_pass, name, strlen(name)))
-				return bad(c, path, "\"%s\" is also in env.pass; name it in one place", name);
+				return rb_jsonck_bad(c, path, "\"%s\" is also in env.pass; name it in one place", name);
 			if (add_env(c, p, name, json_string_value(val)) < 0)
 				return -1;
 		}
@@ -536,10 +465,10 @@ static int parse_env(const struct ctx *c, const json_t *sec, struct rb_policy *p
 	return 0;
 }
 
-static int parse_output(const struct ctx *c, const json_t *sec, struct rb_policy *p)
+static int parse_output(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"max_stdout", "max_stderr", NULL};
-	if (check_keys(c, "output", sec, keys) < 0)
+	if (rb_jsonck_keys(c, "output", sec, keys) < 0)
 		return -1;
 	json_t *v;
 	if ((v = json_object_get(sec, "max_stdout")) && get_size(c, "output.max_stdout", v, 1, &p->max_stdout) < 0)
@@ -557,23 +486,24 @@ static bool hostname_ok(const char *s)
 	return all_chars(s, "-", true, true);
 }
 
-static int parse_top(const struct ctx *c, const json_t *root, struct rb_policy *p)
+static int parse_top(const struct rb_jsonck *c, const json_t *root, struct rb_policy *p)
 {
 	static const char *const keys[] = {"name",    "description", "identity", "limits", "rlimits",
 	                                   "seccomp", "network",     "inputs",   "env",    "output",
 	                                   "shell",   "hostname",    NULL};
-	if (check_keys(c, "", root, keys) < 0)
+	if (rb_jsonck_keys(c, "", root, keys) < 0)
 		return -1;
 
 	json_t *v = json_object_get(root, "name");
 	if (!v)
-		return bad(c, "name", "required key is missing");
+		return rb_jsonck_bad(c, "name", "required key is missing");
 	if (get_string(c, "name", v, p->name, sizeof p->name) < 0)
 		return -1;
 	if (!all_chars(p->name, "_.-", true, true) || p->name[0] == '.')
-		return bad(c, "name", "\"%s\": a policy name is [A-Za-z0-9_.-]+, not starting with '.'", p->name);
+		return rb_jsonck_bad(c, "name", "\"%s\": a policy name is [A-Za-z0-9_.-]+, not starting with '.'",
+		                     p->name);
 	if ((v = json_object_get(root, "description")) && !json_is_string(v))
-		return expected(c, "description", "a string", v);
+		return rb_jsonck_expected(c, "description", "a string", v);
 
 	json_t *sec;
 	if (get_section(c, root, "identity", &sec) < 0 || (sec && parse_identity(c, sec, p) < 0))
@@ -597,13 +527,14 @@ static int parse_top(const struct ctx *c, const json_t *root, struct rb_policy *
 		if (get_string(c, "shell", v, p->shell, sizeof p->shell) < 0)
 			return -1;
 		if (p->shell[0] != '/')
-			return bad(c, "shell", "\"%s\": must be an absolute path", p->shell);
+			return rb_jsonck_bad(c, "shell", "\"%s\": must be an absolute path", p->shell);
 	}
 	if ((v = json_object_get(root, "hostname"))) {
 		if (get_string(c, "hostname", v, p->hostname, sizeof p->hostname) < 0)
 			return -1;
 		if (!hostname_ok(p->hostname))
-			return bad(c, "hostname", "\"%s\": a hostname is letters, digits and inner '-'", p->hostname);
+			return rb_jsonck_bad(c, "hostname", "\"%s\": a hostname is letters, digits and inner '-'",
+			                     p->hostname);
 	}
 	return 0;
 }
@@ -622,7 +553,7 @@ static void set_defaults(struct rb_policy *p)
 
 /* sha256 over the canonical JSON (sorted keys, compact) followed by the seccomp profile's
  * bytes, so that editing either the policy or the profile it names changes the hash. */
-static int policy_hash(const struct ctx *c, const json_t *root, const char *data_dir, struct rb_policy *p)
+static int policy_hash(const struct rb_jsonck *c, const json_t *root, const char *data_dir, struct rb_policy *p)
 {
 	_cleanup_free_ char *canon = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
 	if (!canon)
@@ -660,16 +591,16 @@ static int policy_hash(const struct ctx *c, const json_t *root, const char *data
 int rb_policy_parse(const char *text, const char *origin, const char *data_dir, struct rb_policy *out,
                     struct rb_error *err)
 {
-	struct ctx c = {.origin = origin && *origin ? origin : "(text)", .err = err};
+	struct rb_jsonck c = {.what = "policy", .origin = origin && *origin ? origin : "(text)", .err = err};
 	set_defaults(out);
 	if (!text)
-		return bad(&c, NULL, "no text");
+		return rb_jsonck_bad(&c, NULL, "no text");
 	json_error_t jerr;
 	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root))
-		return expected(&c, "(top level)", "an object", root);
+		return rb_jsonck_expected(&c, "(top level)", "an object", root);
 	if (parse_top(&c, root, out) < 0 || policy_hash(&c, root, data_dir, out) < 0) {
 		rb_policy_free(out);
 		return -1;
