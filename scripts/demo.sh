@@ -16,3 +16,11 @@ say ./runbox run --image minimal --timeout 300ms -- sleep 10
 
 say ./runbox run --image host --json -- sh -c 'echo from the host image: $(uname -s)'
 ./runbox run --image host --json -- sh -c 'echo from the host image: $(uname -s)'
+
+say '(cd docs/examples && ../../runbox run manifest.json)   # three steps: two scripts and a skill'
+(cd docs/examples && ../../runbox run manifest.json) | grep -E '^  "(run_id|result|exit)"|"(name|status|path|digest)":' || true
+
+say ./runbox ledger query --tenant acme --agent weekly-report --limit 8
+./runbox ledger query --tenant acme --agent weekly-report --limit 8
+say ./runbox ledger verify
+./runbox ledger verify
