@@ -6,7 +6,6 @@
 
 static int orig_ns = -1;
 
-
 static void spawn_sandbox_net(enum rb_net_mode mode, struct rb_net *net)
 {
 	int sp[2];
@@ -61,6 +60,5 @@ static void leave(void)
 {
 	assert_int_equal(setns(orig_ns, CLONE_NEWNET), 0);
 }
-
 
 #endif

@@ -19,18 +19,15 @@
 #include "common/util.h"
 #include "runtime/manifest.h"
 
+#include "fs_fixture.h"
+
 static char repo[PATH_MAX];
 static char tmpdir[PATH_MAX];
 
 static int setup(void **state)
 {
-	struct stat st;
-	if (!getcwd(repo, sizeof repo) || stat("tests/unit/fixtures/skills", &st) != 0) {
-		const char *f = __FILE__, *tail = strstr(f, "tests/unit/test_manifest.c");
-		if (f[0] != '/' || !tail)
-			return -1;
-		snprintf(repo, sizeof repo, "%.*s", (int)(tail - f - 1), f);
-	}
+	if (repo_root(repo, sizeof repo, "tests/unit/fixtures/skills", __FILE__, "tests/unit/test_manifest.c") < 0)
+		return -1;
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/rb-test-manifest.XXXXXX");
 	return mkdtemp(tmpdir) ? 0 : -1;
 }

@@ -17,21 +17,14 @@
 #include "common/util.h"
 #include "policy/policy.h"
 
+#include "fs_fixture.h"
+
 static char repo[PATH_MAX];
 
 /* The repo root holds policy/profiles; tests run from it, else __FILE__ locates it. */
 static int find_repo(void **state)
 {
-	struct stat st;
-	if (getcwd(repo, sizeof repo) && stat("policy/profiles/default.json", &st) == 0)
-		return 0;
-	const char *f = __FILE__;
-	const char *tail = strstr(f, "tests/unit/test_policy.c");
-	if (f[0] == '/' && tail) {
-		snprintf(repo, sizeof repo, "%.*s", (int)(tail - f - 1), f);
-		return 0;
-	}
-	return -1;
+	return repo_root(repo, sizeof repo, "policy/profiles/default.json", __FILE__, "tests/unit/test_policy.c");
 }
 
 static char tmpdir[PATH_MAX];
@@ -46,22 +39,6 @@ static int remove_tmp(void **state)
 {
 	struct rb_error err;
 	return rb_rm_rf(tmpdir, &err);
-}
-
-static void write_at(const char *dir, const char *rel, const char *text)
-{
-	char path[PATH_MAX + 256];
-	snprintf(path, sizeof path, "%s/%s", dir, rel);
-	/* Create the parents of rel. */
-	char *slash = strrchr(path, '/');
-	*slash = '\0';
-	struct rb_error err;
-	assert_int_equal(rb_mkdir_p(path, 0755, &err), 0);
-	*slash = '/';
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
 }
 
 /* Parses text expecting failure, and checks the message holds want. */
@@ -360,10 +337,10 @@ static void test_hash_covers_seccomp_profile(void **state)
 	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with1, &err), 0);
 	assert_string_equal(alone.hash, with1.hash);
 	rb_policy_free(&with1);
-	write_at(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"allow\"}");
+	put_file(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"allow\"}", 0644);
 	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with1, &err), 0);
 	assert_string_not_equal(alone.hash, with1.hash);
-	write_at(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"errno\"}");
+	put_file(tmpdir, "policy/seccomp/p.json", "{\"default_action\":\"errno\"}", 0644);
 	assert_int_equal(rb_policy_parse(doc, "h.json", tmpdir, &with2, &err), 0);
 	assert_string_not_equal(with1.hash, with2.hash);
 	/* Expected value: sha256 of the canonical JSON followed by the profile bytes. */
@@ -377,7 +354,7 @@ static void test_hash_covers_seccomp_profile(void **state)
 
 	/* A profile that exists but cannot be read is an error, not a silently weaker hash (a
 	 * directory stands in for an unreadable file: the tests run as root). */
-	write_at(tmpdir, "policy/seccomp/d.json/x", "");
+	put_file(tmpdir, "policy/seccomp/d.json/x", "", 0644);
 	assert_int_equal(
 	    rb_policy_parse("{\"name\":\"h\",\"seccomp\":{\"profile\":\"d\"}}", "h.json", tmpdir, &alone, &err), -1);
 	assert_non_null(strstr(err.msg, "policy h.json: seccomp.profile"));
@@ -385,7 +362,7 @@ static void test_hash_covers_seccomp_profile(void **state)
 
 static void test_load_by_path(void **state)
 {
-	write_at(tmpdir, "mine.json", "{\"name\":\"mine\",\"limits\":{\"pids\":7}}");
+	put_file(tmpdir, "mine.json", "{\"name\":\"mine\",\"limits\":{\"pids\":7}}", 0644);
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/mine.json", tmpdir);
 	struct rb_policy p;
@@ -406,7 +383,7 @@ static void test_load_by_path(void **state)
 	rb_policy_free(&bypath);
 
 	/* Errors in a file name the file. */
-	write_at(tmpdir, "bad.json", "{\"name\":\"bad\",\"limits\":{\"memory\":true}}");
+	put_file(tmpdir, "bad.json", "{\"name\":\"bad\",\"limits\":{\"memory\":true}}", 0644);
 	snprintf(path, sizeof path, "%s/bad.json", tmpdir);
 	assert_int_equal(rb_policy_load(path, repo, NULL, &p, &err), -1);
 	assert_non_null(strstr(err.msg, "bad.json: limits.memory: expected a size"));
@@ -439,8 +416,8 @@ static void test_load_by_name_search_order(void **state)
 {
 	char config[PATH_MAX + 16];
 	snprintf(config, sizeof config, "%s/config", tmpdir);
-	write_at(config, "policies/default.json", "{\"name\":\"site-default\"}");
-	write_at(config, "policies/team.json", "{\"name\":\"team\",\"network\":{\"mode\":\"gateway\"}}");
+	put_file(config, "policies/default.json", "{\"name\":\"site-default\"}", 0644);
+	put_file(config, "policies/team.json", "{\"name\":\"team\",\"network\":{\"mode\":\"gateway\"}}", 0644);
 
 	struct rb_policy p;
 	struct rb_error err = {0};

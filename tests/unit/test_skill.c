@@ -22,18 +22,15 @@
 #include "common/util.h"
 #include "policy/skill.h"
 
+#include "fs_fixture.h"
+
 static char repo[PATH_MAX];
 static char tmpdir[PATH_MAX];
 
 static int setup(void **state)
 {
-	struct stat st;
-	if (!getcwd(repo, sizeof repo) || stat("tests/unit/fixtures/skills", &st) != 0) {
-		const char *f = __FILE__, *tail = strstr(f, "tests/unit/test_skill.c");
-		if (f[0] != '/' || !tail)
-			return -1;
-		snprintf(repo, sizeof repo, "%.*s", (int)(tail - f - 1), f);
-	}
+	if (repo_root(repo, sizeof repo, "tests/unit/fixtures/skills", __FILE__, "tests/unit/test_skill.c") < 0)
+		return -1;
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/rb-test-skill.XXXXXX");
 	return mkdtemp(tmpdir) ? 0 : -1;
 }
@@ -51,29 +48,12 @@ static const char *fixture(const char *name)
 	return path;
 }
 
-/* Writes dir/rel (making parents) with text and mode. */
-static void put(const char *dir, const char *rel, const char *text, mode_t mode)
-{
-	char path[PATH_MAX + 256];
-	snprintf(path, sizeof path, "%s/%s", dir, rel);
-	char *slash = strrchr(path, '/');
-	*slash = '\0';
-	struct rb_error err;
-	assert_int_equal(rb_mkdir_p(path, 0755, &err), 0);
-	*slash = '/';
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	assert_int_equal(chmod(path, mode), 0);
-}
-
 /* A fresh bundle folder under tmpdir named name, with SKILL.md text (no entry file). */
 static const char *bundle(const char *name, const char *skill_md)
 {
 	static char dir[PATH_MAX + 64];
 	snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
-	put(dir, "SKILL.md", skill_md, 0644);
+	put_file(dir, "SKILL.md", skill_md, 0644);
 	return dir;
 }
 
@@ -157,7 +137,7 @@ static void test_symlinks_inside_bundle(void **state)
 	/* Even a link that stays inside is refused: a link is a decision made at read time. */
 	const char *md = "---\nname: inner\ndescription: d\nentry: link.sh\n---\n";
 	const char *dir = bundle("inner-link", md);
-	put(dir, "real.sh", "#!/bin/sh\necho '{}'\n", 0755);
+	put_file(dir, "real.sh", "#!/bin/sh\necho '{}'\n", 0755);
 	char p[PATH_MAX + 64];
 	snprintf(p, sizeof p, "%s/link.sh", dir);
 	assert_int_equal(symlink("real.sh", p), 0);
@@ -182,7 +162,7 @@ static void test_symlinks_inside_bundle(void **state)
 
 	/* Control: the same bundle with a regular file as entry loads. */
 	dir = bundle("inner-real", "---\nname: inner\ndescription: d\nentry: real.sh\n---\n");
-	put(dir, "real.sh", "#!/bin/sh\necho '{}'\n", 0755);
+	put_file(dir, "real.sh", "#!/bin/sh\necho '{}'\n", 0755);
 	struct rb_skill s;
 	load_ok(dir, &s);
 	rb_skill_free(&s);
@@ -201,7 +181,7 @@ static void test_entry_not_executable(void **state)
 
 	/* Control: the same files with the execute bit load. */
 	const char *dir = bundle("now-executable", "---\nname: not-executable\ndescription: d\nentry: run.sh\n---\n");
-	put(dir, "run.sh", "#!/bin/sh\necho '{}'\n", 0755);
+	put_file(dir, "run.sh", "#!/bin/sh\necho '{}'\n", 0755);
 	struct rb_skill s;
 	load_ok(dir, &s);
 	rb_skill_free(&s);
@@ -243,8 +223,8 @@ static void test_front_matter_errors(void **state)
 		char name[32];
 		snprintf(name, sizeof name, "fm-%zu", i);
 		const char *dir = bundle(name, cases[i].md);
-		put(dir, "run.sh", "#!/bin/sh\necho '{}'\n", 0755);
-		put(dir, "sub/file", "", 0644);
+		put_file(dir, "run.sh", "#!/bin/sh\necho '{}'\n", 0755);
+		put_file(dir, "sub/file", "", 0644);
 		load_fails(dir, cases[i].want);
 	}
 }
@@ -254,7 +234,7 @@ static void test_front_matter_forms(void **state)
 	/* CRLF lines, quotes, a trailing comment, a colon inside a value, and a body after. */
 	const char *dir = bundle("forms", "---\r\nname: 'forms'\r\ndescription: Turns a: b into c # why\r\n"
 	                                  "entry: \"run.sh\"\r\ninputs: one , two_2\r\n---\r\nbody: ignored\r\n");
-	put(dir, "run.sh", "#!/bin/sh\n", 0755);
+	put_file(dir, "run.sh", "#!/bin/sh\n", 0755);
 	struct rb_skill s;
 	load_ok(dir, &s);
 	assert_string_equal(s.name, "forms");
