@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fputs("usage: runbox run [OPTIONS] -- CMD [ARGS...]\n"
-	      "  --image NAME          minimal | host (default host)\n"
+	      "  --image NAME|DIR      minimal | host (default host) | an absolute path to a root filesystem\n"
 	      "  --policy NAME|FILE    a shipped profile (default, strict) or a policy file\n"
 	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m (default: the policy's)\n"
 	      "  --input SRC[:DEST]    bind SRC read-only at DEST under /workspace/in (repeatable)\n"

@@ -173,13 +173,13 @@ static int list_one(const char *path, const struct stat *st, int flag, struct FT
 	return 0;
 }
 
-static int dir_digest(const char *rootfs, char out[72], struct rb_error *err)
+static int dir_digest(const char *rootfs, bool use_cache, char out[72], struct rb_error *err)
 {
 	char stamp[PATH_MAX + 16], cache[PATH_MAX + 16];
 	snprintf(stamp, sizeof stamp, "%s/../.built", rootfs);
 	snprintf(cache, sizeof cache, "%s.digest", rootfs);
 	struct stat s1, s2;
-	if (stat(stamp, &s1) == 0 && stat(cache, &s2) == 0 && s2.st_mtim.tv_sec >= s1.st_mtim.tv_sec) {
+	if (use_cache && stat(stamp, &s1) == 0 && stat(cache, &s2) == 0 && s2.st_mtim.tv_sec >= s1.st_mtim.tv_sec) {
 		char *text = NULL;
 		if (rb_read_file(cache, 128, &text, NULL, NULL) == 0 && strncmp(text, "sha256:", 7) == 0 &&
 		    strlen(text) >= 71) {
@@ -203,6 +203,8 @@ static int dir_digest(const char *rootfs, char out[72], struct rb_error *err)
 	free(listing);
 	listing = NULL;
 	snprintf(out, 72, "sha256:%s", hex);
+	if (!use_cache)
+		return 0; /* a directory of the user's: nothing is written beside it */
 	_cleanup_close_ int fd = open(cache, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd >= 0 && write(fd, out, strlen(out)) < 0)
 		return 0; /* a cache that cannot be written costs time, not correctness */
@@ -219,7 +221,7 @@ int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_i
 		snprintf(stamp, sizeof stamp, "%s/../.built", out->rootfs);
 		if (access(stamp, F_OK) < 0)
 			return rb_error_set(err, 0, "image `minimal` is not built (run `make` in %s)", paths->data_dir);
-		return dir_digest(out->rootfs, out->digest, err);
+		return dir_digest(out->rootfs, true, out->digest, err);
 	}
 	if (!strcmp(name, "host")) {
 		char dir[PATH_MAX];
@@ -235,5 +237,17 @@ int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_i
 		host_digest(dir, out->digest);
 		return 0;
 	}
-	return rb_error_set(err, 0, "unknown image `%s` (known: minimal, host)", name);
+	if (name[0] == '/') {
+		/* A directory as an image (its own root filesystem), read-only below the overlay,
+		 * as `runbox image import DIR` will make permanent. */
+		struct stat st;
+		if (stat(name, &st) < 0 || !S_ISDIR(st.st_mode))
+			return rb_error_set(err, errno ? errno : ENOTDIR, "image `%s`: not a directory", name);
+		if (!realpath(name, out->rootfs))
+			return rb_error_set(err, errno, "image `%s`", name);
+		snprintf(out->name, sizeof out->name, "dir");
+		return dir_digest(out->rootfs, false, out->digest, err);
+	}
+	return rb_error_set(
+	    err, 0, "unknown image `%s` (known: minimal, host, or an absolute path to a root filesystem)", name);
 }

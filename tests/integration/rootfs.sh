@@ -107,3 +107,23 @@ if [ "$RC" = 0 ] && [ -z "$OUT" ] && [ ! -e /usr/rbx-test ]; then ok "host image
 else
 	not_ok "host image /usr is read-only" "exit $RC '$OUT'"
 fi
+
+# A directory as the image: its files are the root; it is not changed and nothing is written
+# beside it; the digest names its content. Control: the same digest twice, another after a change.
+imgdir=$T/dirimage
+mkdir -p "$imgdir/rootfs/bin" && chmod 755 "$T" "$imgdir" "$imgdir/rootfs" "$imgdir/rootfs/bin"
+cp "$PROBE" "$imgdir/rootfs/bin/probe"
+run_rbx run --image "$imgdir/rootfs" --json -- /bin/probe stat /bin/probe
+d1=$(json "$T/out" image.digest 2>/dev/null)
+if [ "$RC" = 0 ] && [ "$(json "$T/out" image.name 2>/dev/null)" = dir ]; then ok "a directory runs as an image"
+else not_ok "a directory runs as an image" "exit $RC: $(first_line "$ERR")"; fi
+run_rbx run --image "$imgdir/rootfs" --json -- /bin/probe write /workspace/x y
+d2=$(json "$T/out" image.digest 2>/dev/null)
+echo changed >"$imgdir/rootfs/bin/other"
+chmod 644 "$imgdir/rootfs/bin/other"
+run_rbx run --image "$imgdir/rootfs" --json -- /bin/probe stat /bin/other
+d3=$(json "$T/out" image.digest 2>/dev/null)
+if [ -n "$d1" ] && [ "$d1" = "$d2" ] && [ "$d3" != "$d1" ]; then ok "a directory image's digest follows its content"
+else not_ok "a directory image's digest follows its content" "$d1 / $d2 / $d3"; fi
+if [ "$(ls -A "$imgdir")" = rootfs ] && [ ! -e "$imgdir/rootfs/workspace" ]; then ok "nothing is written in or beside a directory image"
+else not_ok "nothing is written in or beside a directory image" "$(ls -A "$imgdir" "$imgdir/rootfs" | tr '\n' ' ')"; fi
