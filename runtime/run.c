@@ -203,7 +203,9 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	if (run->started)
 		return 0;
 	rb_debug("cgroup: create");
-	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
+	/* A start that failed after its cgroup was made keeps it for the next try (and for
+	 * rb_run_close to remove): a second one would leak the first. */
+	if (!run->cg && rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
 	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
