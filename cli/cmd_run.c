@@ -206,14 +206,13 @@ int rb_cmd_run(int argc, char **argv)
 	/* The sandbox is built while the ledger commits; its first instruction of the step runs
 	 * only once the record is on disk. A sandbox that fails to start is a result below. */
 	struct rb_error serr;
-	int started = rb_run_start(&run, &serr);
+	rb_run_start(&run, &serr); /* a failure is remembered and becomes the step's result */
 	if (rb_record_wait(&rec, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		rb_record_close(&rec);
 		rb_run_close(&run);
 		return 125;
 	}
-	(void)started;
 	rb_debug("ledger: recorded");
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {

@@ -198,18 +198,15 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	return 0;
 }
 
-int rb_run_start(struct rb_run *run, struct rb_error *err)
+static int start(struct rb_run *run, struct rb_error *err)
 {
-	if (run->started)
-		return 0;
 	rb_debug("cgroup: create");
-	/* A start that failed after its cgroup was made keeps it for the next try (and for
-	 * rb_run_close to remove): a second one would leak the first. */
-	if (!run->cg && rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
+	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
 	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
+	run->started = true; /* from here on, stopping the run kills this sandbox */
 	rb_debug("sandbox: ready");
 	if (run->spec.net_mode == RB_NET_GATEWAY) {
 		/* Only now, with the sandbox's processes already copied from ours, does the token
@@ -225,8 +222,23 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 		                   run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
-	run->started = true;
 	return rb_lifecycle_register(run, err);
+}
+
+int rb_run_start(struct rb_run *run, struct rb_error *err)
+{
+	/* One attempt per run: a failed start is remembered and reported again, never retried,
+	 * so no second cgroup or sandbox is made beside what the first left for rb_run_close. */
+	if (run->start_error[0])
+		return rb_error_set(err, 0, "%s", run->start_error);
+	if (run->ready)
+		return 0;
+	if (start(run, err) < 0) {
+		snprintf(run->start_error, sizeof run->start_error, "%s", err->msg);
+		return -1;
+	}
+	run->ready = true;
+	return 0;
 }
 
 static void buf_append(struct rb_buf *b, const char *data, size_t n)
@@ -413,7 +425,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
 	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
 	uint64_t t0 = rb_now_us();
-	if (!run->started && rb_run_start(run, err) < 0) {
+	if (rb_run_start(run, err) < 0) {
 		res->status = RB_STEP_SETUP_FAILED;
 		snprintf(res->error, sizeof res->error, "%s", err->msg);
 		res->wall_us = rb_now_us() - t0;

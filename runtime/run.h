@@ -85,7 +85,9 @@ struct rb_run {
 	char dir[4096]; /* the run's directory under paths.run_dir */
 	struct rb_cgroup *cg;
 	struct rb_sandbox sb;
-	bool started;
+	bool started;                   /* a sandbox exists (stopping the run kills it) */
+	bool ready;                     /* rb_run_start completed */
+	char start_error[RB_ERROR_MAX]; /* why rb_run_start failed, or "" */
 	char tenant[RB_TOKEN_FIELD_MAX], agent[RB_TOKEN_FIELD_MAX];
 	char token[RB_TOKEN_MAX]; /* the run token (gateway mode), "" otherwise */
 	uint8_t token_key[RB_TOKEN_KEY_LEN];

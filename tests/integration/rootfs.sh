@@ -127,3 +127,12 @@ if [ -n "$d1" ] && [ "$d1" = "$d2" ] && [ "$d3" != "$d1" ]; then ok "a directory
 else not_ok "a directory image's digest follows its content" "$d1 / $d2 / $d3"; fi
 if [ "$(ls -A "$imgdir")" = rootfs ] && [ ! -e "$imgdir/rootfs/workspace" ]; then ok "nothing is written in or beside a directory image"
 else not_ok "nothing is written in or beside a directory image" "$(ls -A "$imgdir" "$imgdir/rootfs" | tr '\n' ' ')"; fi
+
+# An image whose /dev is a symlink to / fails closed (ANCHORS §6.7): setup fails with 125
+# naming /dev, and the failed start leaves no run directory behind. Control: the directory
+# image above, without the link, runs.
+ln -s / "$imgdir/rootfs/dev"
+run_rbx run --image "$imgdir/rootfs" -- /bin/probe exit 0
+left=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+if [ "$RC" = 125 ] && grep -q '/dev' <<<"$ERR" && [ "$left" = 0 ]; then ok "a symlinked /dev in an image fails closed"
+else not_ok "a symlinked /dev in an image fails closed" "exit $RC, $left left: $(first_line "$ERR")"; fi
