@@ -226,7 +226,7 @@ int rb_cmd_run(int argc, char **argv)
 	if (json)
 		scrub_streams(&run, &res);
 	if (record_step(&rec, cmd, &res, true, &err) < 0 ||
-	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 || rb_record_flush(&rec, &err) < 0) {
+	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 || rb_record_flush(&rec, RB_RECORD_DURABLE, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
 	}

@@ -1,7 +1,8 @@
 /* Shared helpers: duration and size parsing, file I/O, directory trees, sha256, ids. */
 #define _GNU_SOURCE
-/* The one-shot SHA256_* calls go straight to libcrypto's implementation; EVP_sha256() would
- * first initialise OpenSSL 3's provider machinery, ~5 million instructions on every start. */
+/* The SHA256_* calls go straight to libcrypto's implementation; EVP_sha256() (and HMAC(),
+ * which uses it) would first initialise OpenSSL 3's provider machinery, ~5 million
+ * instructions on every start. */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "common/util.h"
 
@@ -12,6 +13,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +190,33 @@ void rb_sha256_hex(const void *data, size_t len, char out[65])
 	for (unsigned i = 0; i < 32; i++)
 		sprintf(out + 2 * i, "%02x", md[i]);
 	out[64] = '\0';
+}
+
+void rb_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len, unsigned char out[32])
+{
+	enum { BLOCK = 64 };
+	unsigned char k[BLOCK] = {0}, pad[BLOCK], inner[SHA256_DIGEST_LENGTH];
+	if (keylen > BLOCK)
+		SHA256(key, keylen, k); /* a key longer than a block is hashed first */
+	else if (keylen)
+		memcpy(k, key, keylen);
+	SHA256_CTX ctx;
+	for (int i = 0; i < BLOCK; i++)
+		pad[i] = k[i] ^ 0x36;
+	SHA256_Init(&ctx);
+	SHA256_Update(&ctx, pad, BLOCK);
+	SHA256_Update(&ctx, data, len);
+	SHA256_Final(inner, &ctx);
+	for (int i = 0; i < BLOCK; i++)
+		pad[i] = k[i] ^ 0x5c;
+	SHA256_Init(&ctx);
+	SHA256_Update(&ctx, pad, BLOCK);
+	SHA256_Update(&ctx, inner, sizeof inner);
+	SHA256_Final(out, &ctx);
+	OPENSSL_cleanse(k, sizeof k);
+	OPENSSL_cleanse(pad, sizeof pad);
+	OPENSSL_cleanse(inner, sizeof inner);
+	OPENSSL_cleanse(&ctx, sizeof ctx);
 }
 
 uint64_t rb_now_us(void)

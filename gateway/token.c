@@ -10,7 +10,6 @@
 #include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,9 +85,7 @@ static bool valid_field(const char *s)
 
 static int mac(const uint8_t *key, size_t keylen, const char *data, size_t n, uint8_t out[MAC_LEN])
 {
-	unsigned len = 0;
-	if (!HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)data, n, out, &len) || len != MAC_LEN)
-		return -1;
+	rb_hmac_sha256(key, keylen, data, n, out);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #define RB_LEDGER_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,14 @@ struct rb_ledger;
  * of state_dir. One handle per process and thread; never carry one across fork(). */
 int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_error *err);
 void rb_ledger_close(struct rb_ledger *l);
+
+/* Durable (the default): each commit is fsync'd before it returns (synchronous=FULL). Not
+ * durable: a commit is in the WAL, safe from a crash of the process but not of the host,
+ * until the next durable commit syncs the WAL, and it with it (synchronous=NORMAL). */
+int rb_ledger_set_durable(struct rb_ledger *l, bool durable, struct rb_error *err);
+/* Checkpoints the WAL when it has grown (without waiting for anyone): it keeps the next
+ * connection's open cheap. For a moment when nobody waits. */
+void rb_ledger_tidy(struct rb_ledger *l);
 
 /* Appends one event in its own transaction, chained to the last one. tenant and agent may be
  * NULL (stored as ""); data (an object, or NULL for {}) is not consumed and is stored as

@@ -18,7 +18,7 @@ const char *rb_record_outcome(const struct rb_step_result *res)
 	}
 }
 
-int rb_record_flush(struct rb_record *rec, struct rb_error *err)
+int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err)
 {
 	if (!rec->n_pending)
 		return 0;
@@ -26,18 +26,24 @@ int rb_record_flush(struct rb_record *rec, struct rb_error *err)
 	 * milliseconds that the sandbox's creation then hides. */
 	if (!rec->ledger && rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, err) < 0)
 		return -1;
+	rb_debug("ledger: opened");
+	if (rb_ledger_set_durable(rec->ledger, how == RB_RECORD_DURABLE, err) < 0)
+		return -1;
 	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
 	                               rec->n_pending, NULL, err);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;
+	rb_debug("ledger: committed");
+	if (r == 0 && how == RB_RECORD_BEFORE_STEP)
+		rb_ledger_tidy(rec->ledger); /* the sandbox is still being built: nobody waits */
 	return r;
 }
 
 static void *flush_thread(void *arg)
 {
 	struct rb_record *rec = arg;
-	rec->flush_result = rb_record_flush(rec, &rec->flush_err);
+	rec->flush_result = rb_record_flush(rec, RB_RECORD_BEFORE_STEP, &rec->flush_err);
 	return NULL;
 }
 
@@ -46,7 +52,7 @@ int rb_record_flush_start(struct rb_record *rec, struct rb_error *err)
 	rec->flush_result = 0;
 	int e = pthread_create(&rec->flusher, NULL, flush_thread, rec);
 	if (e != 0)
-		return rb_record_flush(rec, err); /* no thread: commit here and now */
+		return rb_record_flush(rec, RB_RECORD_BEFORE_STEP, err); /* no thread: here and now */
 	rec->flushing = true;
 	return 0;
 }
@@ -67,7 +73,7 @@ static int append(struct rb_record *rec, const char *type, json_t *data, struct 
 {
 	if (!data)
 		return rb_error_set(err, ENOMEM, "ledger event `%s`", type);
-	if (rec->n_pending == RB_RECORD_PENDING_MAX && rb_record_flush(rec, err) < 0) {
+	if (rec->n_pending == RB_RECORD_PENDING_MAX && rb_record_flush(rec, RB_RECORD_DURABLE, err) < 0) {
 		json_decref(data);
 		return -1;
 	}
@@ -190,7 +196,7 @@ void rb_record_close(struct rb_record *rec)
 	struct rb_error err;
 	if (rb_record_wait(rec, &err) < 0)
 		rb_warn("ledger: %s", err.msg);
-	if (rec->n_pending && rb_record_flush(rec, &err) < 0)
+	if (rec->n_pending && rb_record_flush(rec, RB_RECORD_DURABLE, &err) < 0)
 		rb_warn("ledger: %s", err.msg);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);

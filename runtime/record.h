@@ -15,9 +15,18 @@
 
 #define RB_RECORD_PENDING_MAX 64
 
-/* Events are queued and committed together by rb_record_flush (one fsync'd transaction):
- * the runner flushes before a step's code starts, so what is about to run is on disk first,
- * and after it ends. */
+/* Events are queued and committed together by rb_record_flush, one transaction: before a
+ * step's code starts, so what is about to run is in the ledger first, and after it ends.
+ *
+ * Only the commit after a step is fsync'd. The one before it is in the WAL: a crash or kill of
+ * runbox cannot lose it, a crash of the host can, together with everything the step did,
+ * which lived in the sandbox's memory and died with it. The next fsync'd commit (after the
+ * step) makes it durable too: the WAL is synced in order. docs/ledger.md has the reasoning. */
+enum rb_record_commit {
+	RB_RECORD_BEFORE_STEP, /* in the WAL, not synced; the WAL is then checkpointed if long */
+	RB_RECORD_DURABLE,     /* fsync'd before it returns */
+};
+
 struct rb_record {
 	struct rb_ledger *ledger;
 	struct rb_ledger_event pending[RB_RECORD_PENDING_MAX];
@@ -43,8 +52,9 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
-int rb_record_flush(struct rb_record *rec, struct rb_error *err);
-/* The same on a thread of its own, so the commit's fsync overlaps the sandbox's creation;
+int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
+/* RB_RECORD_BEFORE_STEP on a thread of its own, so the ledger's open and commit overlap the
+ * sandbox's creation;
  * rb_record_wait joins it and must come before the step's code is released. */
 int rb_record_flush_start(struct rb_record *rec, struct rb_error *err);
 int rb_record_wait(struct rb_record *rec, struct rb_error *err);

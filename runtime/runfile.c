@@ -137,7 +137,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	                             skill ? st->inputs : NULL, err);
 	struct rb_step_result res;
 	if (r == 0)
-		r = rb_record_flush(&rf->rec, err); /* on disk before the step's code runs */
+		r = rb_record_flush(&rf->rec, RB_RECORD_BEFORE_STEP, err); /* in the ledger before it runs */
 	if (r == 0)
 		r = rb_run_exec(run, &req, &res, err);
 	for (char **e = env; *e; e++)
@@ -315,7 +315,7 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	rb_run_stop(&rf->run);
 	struct rb_error lerr;
 	if (rb_record_cleanup(&rf->rec, "sandbox killed, cgroup and run directory removed", true, &lerr) < 0 ||
-	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 || rb_record_flush(&rf->rec, &lerr) < 0) {
+	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 || rb_record_flush(&rf->rec, RB_RECORD_DURABLE, &lerr) < 0) {
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}

@@ -5,37 +5,55 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/close_range.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "runtime/caps.h"
 
-extern char **environ;
 
-__attribute__((noreturn)) static void fail(int errfd, int errnum, int is_exec, const char *msg)
+/* The child runs on its own stack in the parent's memory (CLONE_VM | CLONE_VFORK, as
+ * posix_spawn does), with init stopped until it execs or exits: nothing of init's memory is
+ * copied, which is the costly part of a fork. So a failure is written straight into the
+ * caller's struct, and the child keeps to what touches only its own task: its fd table, fs,
+ * credentials, signal handlers and limits are its own (no CLONE_FILES, CLONE_FS, CLONE_SIGHAND
+ * or CLONE_THREAD); it never changes a global of init's (environ included) and ends in execve
+ * or _exit. */
+struct spawn_args {
+	const struct rb_exec_spec *exec;
+	char *const *argv;
+	char *const *envp;
+	const char *cwd;
+	const int *fds;
+	struct rb_step_failure *failure;
+};
+
+__attribute__((noreturn)) static void fail(struct rb_step_failure *f, int errnum, int is_exec, const char *msg)
 {
-	struct rb_step_failure f = {.errnum = errnum, .is_exec = is_exec};
-	snprintf(f.msg, sizeof f.msg, "%s", msg);
-	ssize_t w = write(errfd, &f, sizeof f);
-	(void)w;
+	f->errnum = errnum;
+	f->is_exec = is_exec;
+	snprintf(f->msg, sizeof f->msg, "%s", msg);
+	f->failed = 1;
 	_exit(125);
 }
 
-/* close_range where the kernel has it, else a walk of /proc/self/fd. */
-static void close_fds_except(int keep)
+/* Every fd above 2: close_range where the kernel has it, else one by one. */
+static void close_fds_from_3(void)
 {
-	if (syscall(SYS_close_range, 3, keep - 1, 0) == 0 && syscall(SYS_close_range, keep + 1, ~0U, 0) == 0)
+	if (syscall(SYS_close_range, 3, ~0U, 0) == 0)
 		return;
 	for (int fd = 3; fd < 65536; fd++)
-		if (fd != keep)
-			close(fd);
+		close(fd);
 }
 
 /* Moves the three stdio fds into place even when their numbers collide with 0..2. */
@@ -53,98 +71,161 @@ static int setup_stdio(const int fds[3])
 	return 0;
 }
 
-__attribute__((noreturn)) static void child(const struct rb_exec_spec *exec, char *const argv[], char *const envp[],
-                                            const char *cwd, const int fds[3], int errfd)
+static const char *env_path(char *const envp[])
 {
+	for (char *const *e = envp; e && *e; e++)
+		if (!strncmp(*e, "PATH=", 5))
+			return *e + 5;
+	return "/usr/local/bin:/usr/bin:/bin";
+}
+
+/* execvp's search, with the PATH of the step's environment (execvpe would take init's own,
+ * which is empty) and without touching environ. Returns the errno to report: EACCES if any
+ * candidate was found but not executable, else the last "not found". */
+static int exec_search(char *const argv[], char *const envp[])
+{
+	const char *file = argv[0];
+	if (strchr(file, '/')) {
+		execve(file, argv, envp);
+		return errno;
+	}
+	size_t flen = strlen(file);
+	if (flen == 0 || flen > NAME_MAX)
+		return flen ? ENAMETOOLONG : ENOENT;
+	bool denied = false;
+	int last = ENOENT;
+	for (const char *p = env_path(envp);;) {
+		const char *colon = strchrnul(p, ':');
+		size_t dlen = (size_t)(colon - p);
+		char path[PATH_MAX];
+		if (dlen + 1 + flen < sizeof path) {
+			if (dlen)
+				memcpy(path, p, dlen);
+			else
+				path[dlen++] = '.'; /* an empty element is the cwd, as in execvp */
+			path[dlen] = '/';
+			memcpy(path + dlen + 1, file, flen + 1);
+			execve(path, argv, envp);
+			if (errno == EACCES)
+				denied = true;
+			else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != ENAMETOOLONG)
+				return errno; /* found, but it cannot run: say why */
+			else
+				last = errno;
+		}
+		if (!*colon)
+			break;
+		p = colon + 1;
+	}
+	return denied ? EACCES : last;
+}
+
+static int child(void *arg)
+{
+	const struct spawn_args *a = arg;
+	const struct rb_exec_spec *exec = a->exec;
+	struct rb_step_failure *f = a->failure;
 	struct rb_error err;
 	char msg[RB_ERROR_MAX];
 
+	/* Handlers first, then the mask: no handler of init's may run on this stack. */
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
 	sigset_t all;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
 	if (setsid() < 0)
-		fail(errfd, errno, 0, "setsid");
-	if (setup_stdio(fds) < 0)
-		fail(errfd, errno, 0, "stdio");
-	if (chdir(cwd) < 0) {
-		snprintf(msg, sizeof msg, "chdir `%s`", cwd);
-		fail(errfd, errno, 0, msg);
+		fail(f, errno, 0, "setsid");
+	if (setup_stdio(a->fds) < 0)
+		fail(f, errno, 0, "stdio");
+	if (chdir(a->cwd) < 0) {
+		snprintf(msg, sizeof msg, "chdir `%s`", a->cwd);
+		fail(f, errno, 0, msg);
 	}
 	for (unsigned i = 0; i < exec->n_rlimits; i++) {
 		/* Only the host's root may raise a hard limit: a policy value above it becomes the
 		 * hard limit, which is stricter than asked, never looser. */
 		struct rlimit rl;
 		if (getrlimit(exec->rlimits[i].resource, &rl) < 0)
-			fail(errfd, errno, 0, "getrlimit");
+			fail(f, errno, 0, "getrlimit");
 		rlim_t v = exec->rlimits[i].value;
 		if (rl.rlim_max != RLIM_INFINITY && v > rl.rlim_max)
 			v = rl.rlim_max;
 		rl.rlim_cur = rl.rlim_max = v;
 		if (setrlimit(exec->rlimits[i].resource, &rl) < 0) {
 			snprintf(msg, sizeof msg, "setrlimit %d", exec->rlimits[i].resource);
-			fail(errfd, errno, 0, msg);
+			fail(f, errno, 0, msg);
 		}
 	}
 	if (rb_caps_drop_bounding(exec->caps, &err) < 0)
-		fail(errfd, err.errnum, 0, err.msg);
+		fail(f, err.errnum, 0, err.msg);
 	if (exec->uid != 0 && exec->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
-		fail(errfd, errno, 0, "PR_SET_KEEPCAPS");
-	if (!exec->setgroups_denied && setgroups(0, NULL) < 0)
-		fail(errfd, errno, 0, "setgroups");
-	if (setresgid(exec->gid, exec->gid, exec->gid) < 0)
-		fail(errfd, errno, 0, "setresgid");
-	if (setresuid(exec->uid, exec->uid, exec->uid) < 0)
-		fail(errfd, errno, 0, "setresuid");
+		fail(f, errno, 0, "PR_SET_KEEPCAPS");
+	/* The raw system calls: glibc's wrappers would try to apply the change to every thread
+	 * of the process they believe they are in, which is init's. */
+	if (!exec->setgroups_denied && syscall(SYS_setgroups, 0, NULL) < 0)
+		fail(f, errno, 0, "setgroups");
+	if (syscall(SYS_setresgid, exec->gid, exec->gid, exec->gid) < 0)
+		fail(f, errno, 0, "setresgid");
+	if (syscall(SYS_setresuid, exec->uid, exec->uid, exec->uid) < 0)
+		fail(f, errno, 0, "setresuid");
 	if (rb_caps_set(exec->caps, exec->uid, &err) < 0)
-		fail(errfd, err.errnum, 0, err.msg);
+		fail(f, err.errnum, 0, err.msg);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		fail(errfd, errno, 0, "no_new_privs");
-	close_fds_except(errfd);
+		fail(f, errno, 0, "no_new_privs");
+	close_fds_from_3();
 	/* The filter may deny what came before, so it comes last; only execve follows. */
 	if (exec->bpf && exec->bpf->len) {
 		int r = rb_seccomp_apply(exec->bpf);
 		if (r < 0)
-			fail(errfd, -r, 0, "load seccomp filter");
+			fail(f, -r, 0, "load seccomp filter");
 	}
-	environ = (char **)envp;
-	execvp(argv[0], argv);
-	int e = errno;
-	snprintf(msg, sizeof msg, "exec `%s`", argv[0]);
-	fail(errfd, e, 1, msg);
+	int e = exec_search(a->argv, a->envp);
+	snprintf(msg, sizeof msg, "exec `%s`", a->argv[0]);
+	fail(f, e, 1, msg);
+}
+
+/* The child's stack, kept for the init's later steps. The child uses a few KiB: hardening and
+ * an execve; a guard page below catches the unexpected. */
+#define CHILD_STACK (256 * 1024)
+
+static char *child_stack(void)
+{
+	static char *top;
+	if (!top) {
+		char *base = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+		                  -1, 0);
+		if (base == MAP_FAILED)
+			return NULL;
+		if (mprotect(base, 4096, PROT_NONE) < 0) {
+			munmap(base, CHILD_STACK);
+			return NULL;
+		}
+		top = base + CHILD_STACK;
+	}
+	return top;
 }
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
                     const int fds[3], struct rb_step_failure *failure)
 {
 	memset(failure, 0, sizeof *failure);
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
+	char *stack = child_stack();
+	if (!stack) {
 		failure->errnum = errno;
-		snprintf(failure->msg, sizeof failure->msg, "pipe");
+		snprintf(failure->msg, sizeof failure->msg, "child stack");
 		return -1;
 	}
-	pid_t pid = fork();
+	struct spawn_args a = {exec, argv, envp, cwd, fds, failure};
+	/* init blocks its signals (it reads them from a signalfd), so none can reach a handler
+	 * between the clone and the child's reset. */
+	pid_t pid = clone(child, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	if (pid < 0) {
 		failure->errnum = errno;
-		snprintf(failure->msg, sizeof failure->msg, "fork");
-		close(p[0]);
-		close(p[1]);
+		snprintf(failure->msg, sizeof failure->msg, "clone");
 		return -1;
 	}
-	if (pid == 0) {
-		close(p[0]);
-		child(exec, argv, envp, cwd, fds, p[1]);
-	}
-	close(p[1]);
-	ssize_t n;
-	do
-		n = read(p[0], failure, sizeof *failure);
-	while (n < 0 && errno == EINTR);
-	close(p[0]);
-	if (n == (ssize_t)sizeof *failure)
-		return -1; /* the child wrote why and exits 125; init reaps it */
-	memset(failure, 0, sizeof *failure);
+	if (failure->failed)
+		return -1; /* the child wrote why and exited 125; init reaps it */
 	return pid;
 }

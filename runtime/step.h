@@ -1,7 +1,8 @@
-/* A step's process inside the sandbox: forked by init, hardened in SPEC's order (setsid, stdio,
- * rlimits, capabilities, no_new_privs, fds closed, seccomp last) and exec'd. A failure before
- * execve travels back on a close-on-exec pipe, so "exec never happened" is never mistaken for
- * the step's own exit status. */
+/* A step's process inside the sandbox: cloned by init (CLONE_VM | CLONE_VFORK: no copy of
+ * init's memory), hardened in SPEC's order (setsid, stdio, rlimits, capabilities,
+ * no_new_privs, fds closed, seccomp last) and exec'd. A failure before execve is written into
+ * init's memory before the child exits, so "exec never happened" is never mistaken for the
+ * step's own exit status. */
 #ifndef RB_STEP_H
 #define RB_STEP_H
 
@@ -11,12 +12,13 @@
 
 /* Why a step could not start: the stage that failed and its errno. */
 struct rb_step_failure {
+	int failed; /* set by the child: it never reached a successful execve */
 	int errnum;
 	int is_exec; /* 1: execve itself failed (126/127), 0: setup before it (125) */
 	char msg[240];
 };
 
-/* In init: forks the step's process with stdio fds[0..2] and returns its pid, or -1 with
+/* In init: starts the step's process with stdio fds[0..2] and returns its pid, or -1 with
  * *failure filled when it never reached execve. */
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
                     const int fds[3], struct rb_step_failure *failure);

@@ -194,6 +194,48 @@ static void sign(const char *payload, char *out)
 	snprintf(out + len, (size_t)(RB_TOKEN_MAX - len), ".%s", b64);
 }
 
+static void hex(const unsigned char *m, char out[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", m[i]);
+}
+
+/* rb_hmac_sha256 against RFC 4231's test cases 1, 2 and 6 (a key longer than a block), and
+ * against OpenSSL's HMAC() for keys and messages of every length around the block size. */
+static void test_hmac_sha256(void **state)
+{
+	(void)state;
+	unsigned char m[32];
+	char h[65];
+	unsigned char k1[20];
+	memset(k1, 0x0b, sizeof k1);
+	rb_hmac_sha256(k1, sizeof k1, "Hi There", 8, m);
+	hex(m, h);
+	assert_string_equal(h, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	rb_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, m);
+	hex(m, h);
+	assert_string_equal(h, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	unsigned char k6[131];
+	memset(k6, 0xaa, sizeof k6);
+	const char *d6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+	rb_hmac_sha256(k6, sizeof k6, d6, strlen(d6), m);
+	hex(m, h);
+	assert_string_equal(h, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+
+	unsigned char buf[200];
+	for (size_t i = 0; i < sizeof buf; i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+	for (size_t kl = 0; kl <= 130; kl += 13)
+		for (size_t dl = 0; dl <= sizeof buf; dl += 25) {
+			unsigned char want[32];
+			unsigned wl = 0;
+			assert_non_null(HMAC(EVP_sha256(), buf, (int)kl, buf, dl, want, &wl));
+			rb_hmac_sha256(buf, kl, buf, dl, m);
+			assert_int_equal(wl, 32);
+			assert_memory_equal(m, want, 32);
+		}
+}
+
 static void test_signed_bad_payload(void **state)
 {
 	char tok[RB_TOKEN_MAX];
@@ -316,7 +358,7 @@ int main(void)
 	    cmocka_unit_test(test_tampered_payload), cmocka_unit_test(test_tampered_mac),
 	    cmocka_unit_test(test_non_canonical),    cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_garbage),          cmocka_unit_test(test_signed_bad_payload),
-	    cmocka_unit_test(test_key_file),
+	    cmocka_unit_test(test_key_file),         cmocka_unit_test(test_hmac_sha256),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
