@@ -196,11 +196,14 @@ void rb_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len
 {
 	enum { BLOCK = 64 };
 	unsigned char k[BLOCK] = {0}, pad[BLOCK], inner[SHA256_DIGEST_LENGTH];
-	if (keylen > BLOCK)
-		SHA256(key, keylen, k); /* a key longer than a block is hashed first */
-	else if (keylen)
-		memcpy(k, key, keylen);
 	SHA256_CTX ctx;
+	if (keylen > BLOCK) { /* a key longer than a block is hashed first */
+		SHA256_Init(&ctx);
+		SHA256_Update(&ctx, key, keylen);
+		SHA256_Final(k, &ctx);
+	} else if (keylen) {
+		memcpy(k, key, keylen);
+	}
 	for (int i = 0; i < BLOCK; i++)
 		pad[i] = k[i] ^ 0x36;
 	SHA256_Init(&ctx);
