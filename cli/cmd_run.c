@@ -87,6 +87,18 @@ static void scrub_streams(const struct rb_run *run, struct rb_step_result *res)
 	rb_scrub_free(s);
 }
 
+struct before_step {
+	struct rb_record *rec;
+	int result;
+	struct rb_error err;
+};
+
+static void commit_before_step(void *ctx)
+{
+	struct before_step *b = ctx;
+	b->result = rb_record_flush(b->rec, RB_RECORD_BEFORE_STEP, &b->err);
+}
+
 int rb_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -197,18 +209,21 @@ int rb_cmd_run(int argc, char **argv)
 	struct rb_record rec;
 	rb_debug("ledger: record start");
 	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
-	    record_step(&rec, cmd, NULL, false, &err) < 0 || rb_record_flush_start(&rec, &err) < 0) {
+	    record_step(&rec, cmd, NULL, false, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		rb_record_close(&rec);
 		rb_run_close(&run);
 		return 125;
 	}
-	/* The sandbox is built while the ledger commits; its first instruction of the step runs
-	 * only once the record is on disk. A sandbox that fails to start is a result below. */
+	/* The ledger commits while init builds the sandbox's root; the step's code runs only
+	 * once the record is in. A sandbox that fails to start is a result below. */
+	struct before_step pre = {.rec = &rec, .result = 0};
+	run.while_building = commit_before_step;
+	run.while_building_ctx = &pre;
 	struct rb_error serr;
 	rb_run_start(&run, &serr); /* a failure is remembered and becomes the step's result */
-	if (rb_record_wait(&rec, &err) < 0) {
-		rb_err("ledger: %s", err.msg);
+	if (pre.result < 0) {
+		rb_err("ledger: %s", pre.err.msg);
 		rb_record_close(&rec);
 		rb_run_close(&run);
 		return 125;
@@ -226,7 +241,8 @@ int rb_cmd_run(int argc, char **argv)
 	if (json)
 		scrub_streams(&run, &res);
 	if (record_step(&rec, cmd, &res, true, &err) < 0 ||
-	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 || rb_record_flush(&rec, RB_RECORD_DURABLE, &err) < 0) {
+	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 ||
+	    rb_record_flush(&rec, RB_RECORD_DURABLE, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
 	}

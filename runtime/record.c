@@ -40,34 +40,6 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	return r;
 }
 
-static void *flush_thread(void *arg)
-{
-	struct rb_record *rec = arg;
-	rec->flush_result = rb_record_flush(rec, RB_RECORD_BEFORE_STEP, &rec->flush_err);
-	return NULL;
-}
-
-int rb_record_flush_start(struct rb_record *rec, struct rb_error *err)
-{
-	rec->flush_result = 0;
-	int e = pthread_create(&rec->flusher, NULL, flush_thread, rec);
-	if (e != 0)
-		return rb_record_flush(rec, RB_RECORD_BEFORE_STEP, err); /* no thread: here and now */
-	rec->flushing = true;
-	return 0;
-}
-
-int rb_record_wait(struct rb_record *rec, struct rb_error *err)
-{
-	if (!rec->flushing)
-		return 0;
-	pthread_join(rec->flusher, NULL);
-	rec->flushing = false;
-	if (rec->flush_result < 0 && err)
-		*err = rec->flush_err;
-	return rec->flush_result;
-}
-
 /* Queues an event (data consumed); a full queue is committed first. */
 static int append(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err)
 {
@@ -194,8 +166,6 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 void rb_record_close(struct rb_record *rec)
 {
 	struct rb_error err;
-	if (rb_record_wait(rec, &err) < 0)
-		rb_warn("ledger: %s", err.msg);
 	if (rec->n_pending && rb_record_flush(rec, RB_RECORD_DURABLE, &err) < 0)
 		rb_warn("ledger: %s", err.msg);
 	for (size_t i = 0; i < rec->n_pending; i++)

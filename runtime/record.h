@@ -5,7 +5,6 @@
 #define RB_RECORD_H
 
 #include <jansson.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,10 +30,6 @@ struct rb_record {
 	struct rb_ledger *ledger;
 	struct rb_ledger_event pending[RB_RECORD_PENDING_MAX];
 	size_t n_pending;
-	pthread_t flusher;
-	bool flushing;
-	int flush_result;
-	struct rb_error flush_err;
 	const struct rb_run *run;
 	double cpu_seconds;        /* summed over steps */
 	double memory_gib_seconds; /* peak memory x wall time, summed over steps */
@@ -53,11 +48,6 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
-/* RB_RECORD_BEFORE_STEP on a thread of its own, so the ledger's open and commit overlap the
- * sandbox's creation;
- * rb_record_wait joins it and must come before the step's code is released. */
-int rb_record_flush_start(struct rb_record *rec, struct rb_error *err);
-int rb_record_wait(struct rb_record *rec, struct rb_error *err);
 /* Flushes what is pending (a failure is logged) and closes. */
 void rb_record_close(struct rb_record *rec);
 

@@ -207,6 +207,10 @@ static int start(struct rb_run *run, struct rb_error *err)
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
 	run->started = true; /* from here on, stopping the run kills this sandbox */
+	if (run->while_building)
+		run->while_building(run->while_building_ctx);
+	if (rb_sandbox_wait_ready(&run->sb, err) < 0)
+		return -1;
 	rb_debug("sandbox: ready");
 	if (run->spec.net_mode == RB_NET_GATEWAY) {
 		/* Only now, with the sandbox's processes already copied from ours, does the token

@@ -100,6 +100,10 @@ struct rb_run {
 	int bg_log;
 	uint64_t bg_log_bytes;
 	unsigned steps_run;
+	/* Called once while the sandbox builds its root (init at work, the runner idle): the
+	 * runner's ledger commit goes here. Single-threaded: nothing runs beside the spawner. */
+	void (*while_building)(void *ctx);
+	void *while_building_ctx;
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */

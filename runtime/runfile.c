@@ -315,7 +315,8 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	rb_run_stop(&rf->run);
 	struct rb_error lerr;
 	if (rb_record_cleanup(&rf->rec, "sandbox killed, cgroup and run directory removed", true, &lerr) < 0 ||
-	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 || rb_record_flush(&rf->rec, RB_RECORD_DURABLE, &lerr) < 0) {
+	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 ||
+	    rb_record_flush(&rf->rec, RB_RECORD_DURABLE, &lerr) < 0) {
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}

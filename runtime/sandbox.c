@@ -1,9 +1,9 @@
-/* The spawner and the handshake (see sandbox.h). The runner forks a spawner which, for a
- * rootless runner, first makes the owner user namespace; then makes the network namespace
- * and rules it; then clones the sandbox's init with CLONE_PARENT (so init is the runner's
- * child) into the run's cgroup, writes init's id maps, hands the namespace fds to the runner
- * and exits. The sandbox's user namespace is a child of the netns owner, so root inside has no
- * power over the network namespace. */
+/* The spawner and the handshake (see sandbox.h). A rootless runner first makes the owner user
+ * namespace (through a holder process) and maps it. The spawner, which shares the runner's
+ * memory and fds while the runner waits, enters that namespace, makes the network namespace and
+ * rules it, clones the sandbox's init with CLONE_PARENT (so init is the runner's child) into the
+ * run's cgroup, writes init's id maps and exits. The sandbox's user namespace is a child of the
+ * netns owner, so root inside has no power over the network namespace. */
 #define _GNU_SOURCE
 #include "runtime/sandbox.h"
 
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -48,15 +49,6 @@ static pid_t clone_init(int cgroup_fd)
 	return (pid_t)syscall(SYS_clone3, &args, sizeof args);
 }
 
-__attribute__((noreturn)) static void spawner_fail(int sp, const struct rb_error *err)
-{
-	json_t *m = json_pack("{s:s, s:s}", "ev", "error", "message", err->msg);
-	struct rb_error ignored;
-	rb_chan_send(sp, m, NULL, 0, &ignored);
-	json_decref(m);
-	_exit(1);
-}
-
 /* As root in the initial user namespace: a detached clone of the image, idmapped with the
  * sandbox's user namespace, so files the image's host ids own are the sandbox's own. -1 when
  * not possible (rootless, or the filesystem cannot idmap): the image is then read-only for
@@ -81,68 +73,100 @@ static int idmapped_image(const struct rb_sandbox_spec *spec, pid_t init_pid)
 	return tree;
 }
 
-__attribute__((noreturn)) static void spawner(const struct rb_sandbox_spec *spec, int cg_fd, int sp, int ctl)
-{
+/* What the spawner is given, and what it leaves for the runner: it runs in the runner's memory
+ * (see rb_sandbox_create) and writes its results here before it exits. */
+struct spawn {
+	const struct rb_sandbox_spec *spec;
+	int cg_fd;        /* the run's cgroup for CLONE_INTO_CGROUP, or -1 */
+	int owner_userns; /* rootless: the user namespace to own the netns, or -1 */
+	int ctl_init;     /* init's end of the control socket */
+	int ctl_runner;   /* the runner's end: closed in init */
+	pid_t init_pid;   /* > 0 once cloned, even if a later step failed */
+	struct rb_net net;
+	int lower; /* the idmapped image, or -1 */
+	bool failed;
 	struct rb_error err;
-	rb_error_clear(&err);
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (spec->ids.outer) {
-		if (unshare(CLONE_NEWUSER) < 0) {
-			rb_error_set(&err, errno, "unshare(CLONE_NEWUSER) for the owner user namespace");
-			spawner_fail(sp, &err);
-		}
-		json_t *m = json_pack("{s:s}", "ev", "userns");
-		if (rb_chan_send(sp, m, NULL, 0, &err) < 0)
-			_exit(1);
-		json_decref(m);
-		json_t *reply = NULL;
-		if (rb_chan_recv(sp, &reply, NULL, NULL, &err) <= 0)
-			_exit(1);
-		json_decref(reply);
-	}
-	rb_debug("spawner: netns");
-	if (unshare(CLONE_NEWNET) < 0) {
-		rb_error_set(&err, errno, "unshare(CLONE_NEWNET)");
-		spawner_fail(sp, &err);
-	}
-	struct rb_net net = RB_NET_INIT;
-	if (rb_net_setup_inside(spec->net_mode, &net, &err) < 0)
-		spawner_fail(sp, &err);
+};
 
-	rb_debug("spawner: clone init");
-	pid_t pid = clone_init(cg_fd);
-	if (pid < 0) {
-		rb_error_set(&err, errno, "clone3 of the sandbox's init");
-		spawner_fail(sp, &err);
-	}
-	if (pid == 0) {
-		close(sp);
-		/* The netfilter socket and the listeners stay with the runner: a listener in the
-		 * sandbox's hands would let it pose as the gateway. */
-		rb_net_close(&net);
-		rb_init_main(spec, ctl);
-	}
-	if (rb_userns_write_maps(pid, &spec->ids.uid, &spec->ids.gid, false, &err) < 0) {
-		kill(pid, SIGKILL);
-		spawner_fail(sp, &err);
-	}
-	rb_debug("spawner: maps written");
-	int fds[RB_NET_NFDS + 1];
-	unsigned n_fds = rb_net_fds(&net, fds, RB_NET_NFDS);
-	int lower = idmapped_image(spec, pid);
-	rb_debug("spawner: image idmapped");
-	if (lower >= 0)
-		fds[n_fds++] = lower; /* last: the runner passes it on to init */
-	json_t *m = json_pack("{s:s, s:i, s:b, s:{s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i}}", "ev", "spawned", "pid",
-	                      (int)pid, "idmapped", lower >= 0, "net", "netns_fd", net.netns_fd, "nft_fd", net.nft_fd,
-	                      "listen_fd4", net.listen_fd4, "listen_fd6", net.listen_fd6, "mode", (int)net.mode, "ipv6",
-	                      net.ipv6, "port", net.port, "port6", net.port6);
-	if (rb_chan_send(sp, m, fds, n_fds, &err) < 0) {
-		kill(pid, SIGKILL);
+__attribute__((noreturn)) static void spawner_fail(struct spawn *sp, int errnum, const char *what)
+{
+	rb_error_set(&sp->err, errnum, "%s", what);
+	sp->failed = true;
+	_exit(1);
+}
+
+/* The spawner: cloned with CLONE_VM | CLONE_VFORK | CLONE_FILES, so it shares the runner's
+ * memory and fd table while the runner waits, as posix_spawn's child does. Nothing is copied
+ * to make it; the fds it opens are the runner's; it ends in _exit, never returning through
+ * libc. Its own are the task's namespaces and credentials, which is what it changes: it enters
+ * the owner user namespace (rootless), makes the network namespace and rules it, then clones
+ * init, which gets a copy of this memory and fd table and drops what is not its own. */
+static int spawner(void *arg)
+{
+	struct spawn *sp = arg;
+	const struct rb_sandbox_spec *spec = sp->spec;
+	if (sp->owner_userns >= 0 && setns(sp->owner_userns, CLONE_NEWUSER) < 0)
+		spawner_fail(sp, errno, "setns into the owner user namespace");
+	rb_debug("spawner: netns");
+	if (unshare(CLONE_NEWNET) < 0)
+		spawner_fail(sp, errno, "unshare(CLONE_NEWNET)");
+	if (rb_net_setup_inside(spec->net_mode, &sp->net, &sp->err) < 0) {
+		sp->failed = true;
 		_exit(1);
 	}
-	json_decref(m);
+	rb_debug("spawner: clone init");
+	pid_t pid = clone_init(sp->cg_fd);
+	if (pid < 0)
+		spawner_fail(sp, errno, "clone3 of the sandbox's init");
+	if (pid == 0) {
+		/* init's own copy of the fd table: the netfilter socket and the listeners stay
+		 * with the runner (a listener in the sandbox's hands would let it pose as the
+		 * gateway), and so does the runner's end of the control socket. */
+		close(sp->ctl_runner);
+		rb_net_close(&sp->net);
+		if (sp->owner_userns >= 0)
+			close(sp->owner_userns);
+		rb_init_main(spec, sp->ctl_init);
+	}
+	sp->init_pid = pid;
+	if (rb_userns_write_maps(pid, &spec->ids.uid, &spec->ids.gid, false, &sp->err) < 0) {
+		sp->failed = true;
+		_exit(1);
+	}
+	rb_debug("spawner: maps written");
+	sp->lower = idmapped_image(spec, pid);
 	_exit(0);
+}
+
+/* Rootless: the user namespace that will own the sandbox's netns, mapped by the runner (through
+ * newuidmap when present). A holder process makes it and is killed once an fd pins it; the
+ * holder shares the runner's memory (nothing to copy) and only ever waits for its signal. */
+static int hold(void *arg)
+{
+	(void)arg;
+	for (;;)
+		syscall(SYS_pause);
+	return 0;
+}
+
+static int owner_userns(const struct rb_idplan *ids, struct rb_error *err)
+{
+	static char stack[16384] __attribute__((aligned(16)));
+	pid_t h = clone(hold, stack + sizeof stack, CLONE_NEWUSER | CLONE_VM | SIGCHLD, NULL);
+	if (h < 0)
+		return rb_error_set(err, errno, "clone(CLONE_NEWUSER) for the owner user namespace");
+	int fd = -1;
+	if (rb_userns_write_outer(h, ids, err) == 0) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)h);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			rb_error_set(err, errno, "open `%s`", path);
+	}
+	kill(h, SIGKILL);
+	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
+		;
+	return fd;
 }
 
 static int expect_event(int sock, const char *want, json_t **out, int *fds, unsigned *n_fds, struct rb_error *err)
@@ -152,8 +176,7 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 	if (r < 0)
 		return -1;
 	if (r == 0)
-		return rb_error_set(err, 0, "sandbox setup: the %s ended without a word",
-		                    want[0] == 'r' ? "sandbox's init" : "spawner");
+		return rb_error_set(err, 0, "sandbox setup: the sandbox's init ended without a word");
 	const char *ev = json_string_value(json_object_get(m, "ev"));
 	if (!ev || strcmp(ev, want) != 0) {
 		const char *msg = json_string_value(json_object_get(m, "message"));
@@ -168,30 +191,9 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 	return 0;
 }
 
-/* The spawner's struct rb_net, as sent: plain values copied, its fds replaced by ours. */
-static void adopt_net(struct rb_net *net, json_t *j, const int *fds, unsigned n_fds)
-{
-#define FIELD(name) ((int)json_integer_value(json_object_get(j, name)))
-	struct rb_net sent = {
-	    .netns_fd = json_is_object(j) ? FIELD("netns_fd") : -1,
-	    .nft_fd = json_is_object(j) ? FIELD("nft_fd") : -1,
-	    .listen_fd4 = json_is_object(j) ? FIELD("listen_fd4") : -1,
-	    .listen_fd6 = json_is_object(j) ? FIELD("listen_fd6") : -1,
-	    .mode = (enum rb_net_mode)FIELD("mode"),
-	    .ipv6 = json_is_true(json_object_get(j, "ipv6")),
-	    .port = (uint16_t)FIELD("port"),
-	    .port6 = (uint16_t)FIELD("port6"),
-	};
-#undef FIELD
-	*net = sent;
-	rb_net_adopt_fds(net, fds, n_fds);
-}
-
-static void reap_quietly(pid_t pid)
-{
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
-}
+/* The spawner's stack, which init's copy of the memory keeps as its own: room for init's whole
+ * life. Untouched pages cost nothing. */
+#define SPAWNER_STACK (4 * 1024 * 1024)
 
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
                       struct rb_error *err)
@@ -204,68 +206,64 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->reaped = true;
 
-	int ctl[2], sp[2];
+	int ctl[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0)
 		return rb_error_set(err, errno, "socketpair");
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		close(ctl[0]);
-		close(ctl[1]);
-		return rb_error_set(err, errno, "socketpair");
-	}
-	int cg_fd = rb_cgroup_clone_fd(cg);
-	pid_t spawner_pid = fork();
-	if (spawner_pid < 0) {
-		int e = errno;
-		close(ctl[0]), close(ctl[1]), close(sp[0]), close(sp[1]);
-		return rb_error_set(err, e, "fork the spawner");
-	}
-	if (spawner_pid == 0) {
-		close(ctl[0]);
-		close(sp[0]);
-		spawner(spec, cg_fd, sp[1], ctl[1]);
-	}
-	close(ctl[1]);
-	close(sp[1]);
 	sb->ctl = ctl[0];
-	_cleanup_close_ int sock = sp[0];
-
-	int r = 0;
-	if (spec->ids.outer) {
-		r = expect_event(sock, "userns", NULL, NULL, NULL, err);
-		if (r == 0)
-			r = rb_userns_write_outer(spawner_pid, &spec->ids, err);
-		if (r == 0) {
-			json_t *m = json_pack("{s:s}", "op", "mapped");
-			r = rb_chan_send(sock, m, NULL, 0, err);
-			json_decref(m);
-		}
-	}
-	json_t *spawned = NULL;
-	int fds[RB_CHAN_MAX_FDS];
-	unsigned n_fds = 0;
+	_cleanup_close_ int ctl_init = ctl[1];
+	_cleanup_close_ int owner = -1;
 	/* Declared before the first goto: a cleanup variable whose declaration a goto skips
 	 * would close whatever its stack slot held. */
 	_cleanup_close_ int lower = -1;
-	if (r == 0)
-		r = expect_event(sock, "spawned", &spawned, fds, &n_fds, err);
-	if (r < 0) {
-		kill(spawner_pid, SIGKILL);
-		reap_quietly(spawner_pid);
+	if (spec->ids.outer && (owner = owner_userns(&spec->ids, err)) < 0)
+		goto fail;
+	char *stack = mmap(NULL, SPAWNER_STACK, PROT_READ | PROT_WRITE,
+	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		rb_error_set(err, errno, "mmap the spawner's stack");
 		goto fail;
 	}
-	/* The spawner exits on its own now; it is reaped once init is ready, so its exit does
-	 * not stand in the way of the handshake. */
-	sb->init_pid = (pid_t)json_integer_value(json_object_get(spawned, "pid"));
-	sb->reaped = false;
-	if (json_is_true(json_object_get(spawned, "idmapped")) && n_fds > 0)
-		lower = fds[--n_fds];
+	mprotect(stack, 4096, PROT_NONE); /* a guard page */
+	struct spawn sp = {
+	    .spec = spec,
+	    .cg_fd = rb_cgroup_clone_fd(cg),
+	    .owner_userns = owner,
+	    .ctl_init = ctl_init,
+	    .ctl_runner = ctl[0],
+	    .init_pid = -1,
+	    .net = RB_NET_INIT,
+	    .lower = -1,
+	};
+	rb_error_clear(&sp.err);
+	/* No signal handler of ours may run on the spawner's stack: the runner installs none. */
+	pid_t spawner_pid = clone(spawner, stack + SPAWNER_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &sp);
+	int clone_errno = errno;
+	if (spawner_pid > 0) {
+		int status = 0;
+		while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!sp.failed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+			sp.failed = true;
+			rb_error_set(&sp.err, 0, "sandbox setup: the spawner died (status %d)", status);
+		}
+	}
+	munmap(stack, SPAWNER_STACK);
+	lower = sp.lower;
+	sb->net = sp.net;
+	if (sp.init_pid > 0) {
+		sb->init_pid = sp.init_pid;
+		sb->reaped = false; /* init is our child (CLONE_PARENT) */
+	}
+	if (spawner_pid < 0) {
+		rb_error_set(err, clone_errno, "clone the spawner");
+		goto fail;
+	}
+	if (sp.failed) {
+		*err = sp.err;
+		goto fail;
+	}
+	rb_debug("spawner: done");
 	sb->idmapped = lower >= 0;
-	adopt_net(&sb->net, json_object_get(spawned, "net"), fds, n_fds);
-	json_decref(spawned);
-	if (sb->init_pid <= 0) {
-		rb_error_set(err, 0, "sandbox setup: no init pid");
-		goto fail;
-	}
 	/* init is our child and not yet reaped, so its pid cannot have been reused. */
 	sb->pidfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
 	if (sb->pidfd < 0) {
@@ -273,26 +271,32 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		goto fail;
 	}
 	rb_debug("runner: attach cgroup");
-	if (cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
+	if (sp.cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
 		goto fail;
 	rb_debug("runner: attached");
 	json_t *go = json_pack("{s:s}", "op", "go");
-	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
+	int r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
-	int ws[RB_CHAN_MAX_FDS];
-	unsigned n_ws = 0;
-	if (r < 0 || expect_event(sb->ctl, "ready", NULL, ws, &n_ws, err) < 0)
+	if (r < 0)
 		goto fail;
-	sb->workspace_fd = n_ws > 0 ? ws[0] : -1;
-	for (unsigned i = 1; i < n_ws; i++)
-		close(ws[i]);
-	reap_quietly(spawner_pid);
 	return 0;
 fail:
 	rb_sandbox_destroy(sb);
-	if (spawner_pid > 0)
-		waitpid(spawner_pid, NULL, WNOHANG) == 0 ? (void)reap_quietly(spawner_pid) : (void)0;
 	return -1;
+}
+
+int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err)
+{
+	int ws[RB_CHAN_MAX_FDS];
+	unsigned n_ws = 0;
+	if (expect_event(sb->ctl, "ready", NULL, ws, &n_ws, err) < 0) {
+		rb_sandbox_destroy(sb);
+		return -1;
+	}
+	sb->workspace_fd = n_ws > 0 ? ws[0] : -1;
+	for (unsigned i = 1; i < n_ws; i++)
+		close(ws[i]);
+	return 0;
 }
 
 void rb_sandbox_destroy(struct rb_sandbox *sb)

@@ -53,9 +53,12 @@ struct rb_sandbox {
 	                   * replace): harvest opens out/ below it, never following links */
 };
 
-/* Creates the sandbox and returns once init reports its root is ready. */
+/* Creates the sandbox and releases init to build its root; rb_sandbox_wait_ready returns once
+ * init reports the root ready. The runner may work in between (it commits the ledger). On
+ * failure either one has already destroyed what there was. */
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
                       struct rb_error *err);
+int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err);
 /* Kills init with SIGKILL (its pid namespace dies with it) and reaps it. Idempotent. */
 void rb_sandbox_destroy(struct rb_sandbox *sb);
 

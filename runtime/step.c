@@ -21,7 +21,6 @@
 
 #include "runtime/caps.h"
 
-
 /* The child runs on its own stack in the parent's memory (CLONE_VM | CLONE_VFORK, as
  * posix_spawn does), with init stopped until it execs or exits: nothing of init's memory is
  * copied, which is the costly part of a fork. So a failure is written straight into the
@@ -193,8 +192,8 @@ static char *child_stack(void)
 {
 	static char *top;
 	if (!top) {
-		char *base = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-		                  -1, 0);
+		char *base =
+		    mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 		if (base == MAP_FAILED)
 			return NULL;
 		if (mprotect(base, 4096, PROT_NONE) < 0) {
