@@ -665,8 +665,7 @@ void rb_run_stop(struct rb_run *run)
 {
 	rb_debug("run: stop");
 	if (run->started)
-		kill_sandbox(run);
-	rb_debug("run: sandbox gone");
+		rb_sandbox_kill(&run->sb);
 	rb_gwproc_stop(&run->gw);
 	drain_linger(run, true);
 	if (run->bg_log >= 0)
@@ -678,6 +677,9 @@ void rb_run_close(struct rb_run *run)
 {
 	struct rb_error err;
 	rb_run_stop(run);
+	if (run->started)
+		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
+	rb_debug("run: sandbox gone");
 	json_decref(run->gw.stats);
 	run->gw.stats = NULL;
 	memset(run->token_key, 0, sizeof run->token_key);

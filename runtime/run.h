@@ -133,7 +133,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 /* rb_run_exec of a plain command. */
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
                 struct rb_error *err);
-/* Kills the sandbox and stops the gateway (its counts land in run->gw.stats). Idempotent. */
+/* Kills the sandbox (SIGKILL to init, not waited for: rb_run_close reaps it while the runner
+ * commits the ledger in between) and stops the gateway (its counts land in run->gw.stats).
+ * Idempotent. */
 void rb_run_stop(struct rb_run *run);
 /* Stops, removes the cgroup and the run directory, frees. Always safe to call. */
 void rb_run_close(struct rb_run *run);

@@ -299,6 +299,12 @@ int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err)
 	return 0;
 }
 
+void rb_sandbox_kill(struct rb_sandbox *sb)
+{
+	if (!sb->reaped && sb->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+}
+
 void rb_sandbox_destroy(struct rb_sandbox *sb)
 {
 	if (!sb->reaped && sb->init_pid > 0) {

@@ -59,6 +59,9 @@ struct rb_sandbox {
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
                       struct rb_error *err);
 int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err);
+/* Sends init SIGKILL and returns: the kernel tears the namespaces down on init's side while
+ * the runner goes on. rb_sandbox_destroy reaps it. */
+void rb_sandbox_kill(struct rb_sandbox *sb);
 /* Kills init with SIGKILL (its pid namespace dies with it) and reaps it. Idempotent. */
 void rb_sandbox_destroy(struct rb_sandbox *sb);
 
