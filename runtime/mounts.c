@@ -195,7 +195,7 @@ static int size_opt(char *buf, size_t len, uint64_t bytes, uint64_t fallback)
 static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, struct rb_error *err)
 {
 	char upper[PATH_MAX + 8], work[PATH_MAX + 8], merged[PATH_MAX + 8], lower[PATH_MAX + 8];
-	struct rb_image copy = *image, *img = &copy;
+	const char *lowerdir = image->rootfs;
 	if (lower_fd >= 0) {
 		/* The runner's idmapped clone of the image: the image's files owned by host ids
 		 * 0..65535 show as the sandbox's own, so root inside can change them (copy-up). */
@@ -204,7 +204,7 @@ static int mount_overlay(const char *staging, const struct rb_image *image, int 
 			return rb_error_set(err, errno, "mkdir `%s`", lower);
 		if (move_mount(lower_fd, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 			return rb_error_set(err, errno, "attach the idmapped image on `%s`", lower);
-		snprintf(img->rootfs, sizeof img->rootfs, "%s", lower);
+		lowerdir = lower;
 	}
 	snprintf(upper, sizeof upper, "%s/upper", staging);
 	snprintf(work, sizeof work, "%s/work", staging);
@@ -215,7 +215,7 @@ static int mount_overlay(const char *staging, const struct rb_image *image, int 
 	_cleanup_close_ int fsfd = fsopen("overlay", FSOPEN_CLOEXEC);
 	if (fsfd >= 0) {
 		/* One fsconfig per layer: no escaping of ':' or ',' in paths (kernel >= 6.8). */
-		int r = fsconfig(fsfd, FSCONFIG_SET_STRING, "lowerdir+", img->rootfs, 0);
+		int r = fsconfig(fsfd, FSCONFIG_SET_STRING, "lowerdir+", lowerdir, 0);
 		if (r < 0 && errno == EINVAL)
 			goto legacy;
 		if (r < 0 || fsconfig(fsfd, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
@@ -236,14 +236,14 @@ static int mount_overlay(const char *staging, const struct rb_image *image, int 
 	}
 legacy:
 	/* mount(2) takes one option string: refuse what would need escaping. */
-	if (strpbrk(img->rootfs, ",:\\") || strpbrk(staging, ",:\\"))
+	if (strpbrk(lowerdir, ",:\\") || strpbrk(staging, ",:\\"))
 		return rb_error_set(err, EINVAL, "overlay: path `%s` needs escaping, which mount(2) cannot do",
-		                    img->rootfs);
+		                    lowerdir);
 	char opts[3 * PATH_MAX + 64];
-	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", img->rootfs, upper, work);
+	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", lowerdir, upper, work);
 	if (mount("overlay", merged, "overlay", MS_NODEV, opts) == 0)
 		return 0;
-	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", img->rootfs, upper, work);
+	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", lowerdir, upper, work);
 	if (mount("overlay", merged, "overlay", MS_NODEV, opts) < 0)
 		return rb_error_set(err, errno, "mount overlay on `%s`", merged);
 	return 0;
