@@ -151,6 +151,11 @@ int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
 	char buf[4096];
 	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
 		return rb_error_set(err, ENAMETOOLONG, "mkdir `%s`", path);
+	/* Usually all but the last component exist (or all do): one call. */
+	if (mkdir(buf, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return rb_error_set(err, errno, "mkdir `%s`", buf);
 	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
 			char c = *p;

@@ -26,6 +26,7 @@
 #include "common/cleanup.h"
 extern char **environ;
 #include "common/log.h"
+#include "runtime/caps.h"
 #include "runtime/channel.h"
 #include "runtime/sandbox.h"
 #include "runtime/step.h"
@@ -297,6 +298,14 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		die_setup(ctl, &err);
 	/* Nothing in the sandbox may ptrace or read init's memory. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* Done once here for every step: init never execs, so it needs no capability in its
+	 * bounding set, and each step's process inherits the reduced set. The same for signal
+	 * dispositions: an ignored signal the runner inherited (nohup, a shell's background
+	 * job) would otherwise survive into the step's execve. */
+	if (rb_caps_drop_bounding(spec->exec.caps, &err) < 0)
+		die_setup(ctl, &err);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
 
 	sigset_t mask;
 	sigemptyset(&mask);

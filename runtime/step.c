@@ -127,9 +127,8 @@ static int child(void *arg)
 	struct rb_error err;
 	char msg[RB_ERROR_MAX];
 
-	/* Handlers first, then the mask: no handler of init's may run on this stack. */
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
+	/* Every disposition is already the default (init reset them and installs none): only the
+	 * mask, which blocks what init reads from its signalfd, is cleared. */
 	sigset_t all;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
@@ -156,8 +155,7 @@ static int child(void *arg)
 			fail(f, errno, 0, msg);
 		}
 	}
-	if (rb_caps_drop_bounding(exec->caps, &err) < 0)
-		fail(f, err.errnum, 0, err.msg);
+	/* The bounding set was dropped to the policy's by init, once for every step. */
 	if (exec->uid != 0 && exec->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
 		fail(f, errno, 0, "PR_SET_KEEPCAPS");
 	/* The raw system calls: glibc's wrappers would try to apply the change to every thread
