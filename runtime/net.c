@@ -126,25 +126,26 @@ static int listen_on(int family, uint16_t port, uint16_t *bound)
 }
 
 /* The gateway listeners: 127.0.0.1 on an ephemeral port, ::1 on the same port (a fresh netns
- * has nothing else bound, so this holds unless IPv6 is off). */
+ * has nothing else bound, so this holds unless IPv6 is off, when there is no ::1 listener). */
 static int listeners(struct rb_net *net, struct rb_error *err)
 {
 	for (int i = 0; i < SAME_PORT_TRIES; i++) {
 		net->listen_fd4 = listen_on(AF_INET, 0, &net->port);
 		if (net->listen_fd4 < 0)
 			return rb_error_set(err, errno, "gateway listener on 127.0.0.1");
-		if (!net->ipv6)
-			return 0;
 		net->listen_fd6 = listen_on(AF_INET6, net->port, &net->port6);
 		if (net->listen_fd6 >= 0)
 			return 0;
-		if (errno != EADDRINUSE)
-			break;
+		if (errno != EADDRINUSE) {
+			rb_debug("net: no gateway listener on ::1 (%s)", strerror(errno));
+			net->port6 = 0;
+			return 0;
+		}
 		close(net->listen_fd4);
 		net->listen_fd4 = -1;
 	}
-	if (net->listen_fd4 < 0)
-		net->listen_fd4 = listen_on(AF_INET, 0, &net->port);
+	/* The same port kept being taken on ::1: two ports, then. */
+	net->listen_fd4 = listen_on(AF_INET, 0, &net->port);
 	if (net->listen_fd4 < 0)
 		return rb_error_set(err, errno, "gateway listener on 127.0.0.1");
 	net->listen_fd6 = listen_on(AF_INET6, 0, &net->port6);
@@ -155,23 +156,25 @@ static int listeners(struct rb_net *net, struct rb_error *err)
 	return 0;
 }
 
-static int setup(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
+static int prepare(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
 {
 	struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
 	if (!nl)
 		return rb_error_set(err, errno, "rtnetlink socket");
+	/* lo first: the listeners need 127.0.0.1 and ::1, which exist once lo is up. Nothing
+	 * can be routed out yet: there are no routes until rb_net_finish, after the table. */
 	int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ? rb_error_set(err, errno, "rtnetlink bind")
 	                                                       : link_up(nl, err);
-	/* The table goes in before the routes: nothing can be routed out before it is there. */
-	if (r == 0 && (out->nft_fd = rb_nft_open(err)) < 0)
-		r = -1;
-	if (r == 0)
-		r = rb_nft_install(out->nft_fd, err);
-	if (r == 0)
-		r = routes(nl, &out->ipv6, err);
 	mnl_socket_close(nl);
 	if (r < 0)
-		return r;
+		return -1;
+	/* A socket belongs to the namespace it was made in, wherever it is used from: this one
+	 * is for rb_net_finish's routes. */
+	out->rtnl_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (out->rtnl_fd < 0)
+		return rb_error_set(err, errno, "rtnetlink socket");
+	if ((out->nft_fd = rb_nft_open(err)) < 0)
+		return -1;
 	if (mode == RB_NET_GATEWAY && listeners(out, err) < 0)
 		return -1;
 	out->netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -180,10 +183,39 @@ static int setup(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err
 	return 0;
 }
 
+int rb_net_prepare_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
+{
+	*out = (struct rb_net){
+	    .netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .rtnl_fd = -1, .mode = mode};
+	if (prepare(mode, out, err) < 0) {
+		rb_net_close(out);
+		return -1;
+	}
+	return 0;
+}
+
+int rb_net_finish(struct rb_net *net, struct rb_error *err)
+{
+	if (net->rtnl_fd < 0 || net->nft_fd < 0)
+		return rb_error_set(err, EBADF, "network: the namespace's sockets are gone");
+	/* The table goes in before the routes: nothing can be routed out before it is there. */
+	if (rb_nft_install(net->nft_fd, err) < 0)
+		return -1;
+	struct mnl_socket *nl = mnl_socket_fdopen(net->rtnl_fd);
+	if (!nl)
+		return rb_error_set(err, errno, "rtnetlink socket");
+	net->rtnl_fd = -1; /* nl owns it now */
+	int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ? rb_error_set(err, errno, "rtnetlink bind")
+	                                                       : routes(nl, &net->ipv6, err);
+	mnl_socket_close(nl);
+	return r;
+}
+
 int rb_net_setup_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
 {
-	*out = (struct rb_net){.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .mode = mode};
-	if (setup(mode, out, err) < 0) {
+	if (rb_net_prepare_inside(mode, out, err) < 0)
+		return -1;
+	if (rb_net_finish(out, err) < 0) {
 		rb_net_close(out);
 		return -1;
 	}
@@ -193,7 +225,7 @@ int rb_net_setup_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_err
 /* The fd fields in their fixed order. */
 static int *fd_slot(struct rb_net *net, unsigned i)
 {
-	int *slots[RB_NET_NFDS] = {&net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6};
+	int *slots[RB_NET_NFDS] = {&net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6, &net->rtnl_fd};
 	return slots[i];
 }
 

@@ -13,7 +13,7 @@
 #include "policy/policy.h"
 #include "runtime/nft.h"
 
-#define RB_NET_NFDS 4
+#define RB_NET_NFDS 5
 
 struct rb_net {
 	/* File descriptors, all O_CLOEXEC, -1 when absent. rb_net_fds lists them in this order
@@ -22,6 +22,7 @@ struct rb_net {
 	int nft_fd;     /* NETLINK_NETFILTER socket opened inside the namespace: counters */
 	int listen_fd4; /* gateway listener on 127.0.0.1:port (mode gateway) */
 	int listen_fd6; /* gateway listener on [::1]:port6 (mode gateway, IPv6 enabled) */
+	int rtnl_fd;    /* NETLINK_ROUTE socket inside the namespace, until rb_net_finish */
 
 	/* Plain values: the caller copies them from S to the runner (e.g. the whole struct as the
 	 * message's bytes, then rb_net_adopt_fds for the fds). */
@@ -34,17 +35,23 @@ struct rb_net {
 /* A struct rb_net that owns nothing: use it instead of zeroing (fd 0 is a valid fd). */
 #define RB_NET_INIT                                                                                                    \
 	{                                                                                                              \
-		.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1                                       \
+		.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .rtnl_fd = -1                        \
 	}
 
 struct rb_net_counters {
 	struct rb_nft_count c[RB_NFT_NCOUNTERS]; /* indexed by enum rb_nft_counter */
 };
 
-/* Runs in the spawner, already inside a fresh network namespace that it may administer:
- * lo up, default routes through lo (IPv4 and, when enabled, IPv6), table inet runbox in one
- * batch, and in mode gateway the listeners. Fills out (all fds O_CLOEXEC); on failure closes
- * what it opened and leaves out's fds at -1. */
+/* In two halves, so the second can run beside the sandbox's root being built:
+ * rb_net_prepare_inside runs in the spawner, already inside a fresh network namespace that it
+ * may administer: lo up, the netfilter and rtnetlink sockets, and in mode gateway the
+ * listeners. Nothing can leave yet: there is no route but lo's own. rb_net_finish runs in the
+ * runner, through those sockets (they stay bound to the namespace): table inet runbox in one
+ * batch, then default routes through lo (IPv4 and, when enabled, IPv6). No step may start
+ * before it returned 0. rb_net_setup_inside is both at once. Fill out (all fds O_CLOEXEC); on
+ * failure what was opened is closed and out's fds are -1. */
+int rb_net_prepare_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err);
+int rb_net_finish(struct rb_net *net, struct rb_error *err);
 int rb_net_setup_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err);
 
 /* Lists net's present fds in the fixed order of struct rb_net (at most max); returns how many. */

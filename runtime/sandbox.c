@@ -110,7 +110,7 @@ static int spawner(void *arg)
 	rb_debug("spawner: netns");
 	if (unshare(CLONE_NEWNET) < 0)
 		spawner_fail(sp, errno, "unshare(CLONE_NEWNET)");
-	if (rb_net_setup_inside(spec->net_mode, &sp->net, &sp->err) < 0) {
+	if (rb_net_prepare_inside(spec->net_mode, &sp->net, &sp->err) < 0) {
 		sp->failed = true;
 		_exit(1);
 	}
@@ -279,6 +279,11 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	json_decref(go);
 	if (r < 0)
 		goto fail;
+	/* The table and the routes, while init builds the root: no step runs before this
+	 * returned, and init itself has nothing to send. */
+	if (rb_net_finish(&sb->net, err) < 0)
+		goto fail;
+	rb_debug("runner: network ruled");
 	return 0;
 fail:
 	rb_sandbox_destroy(sb);
