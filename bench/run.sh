@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: times runbox against bubblewrap and runc (crun when installed) on one static
-# `true` rootfs, root and rootless, one hyperfine run per mode, then prints medians, p95s,
-# peer/runbox ratios and peak memory (bench/report.py). Results land in build/bench/.
-# Knobs: BENCH_RUNS (200), BENCH_WARMUP (10), BENCH_MODES ("root rootless").
+# `true` rootfs, root and rootless, in BENCH_ROUNDS interleaved hyperfine rounds per mode,
+# then prints medians, p95s, peer/runbox ratios and peak memory (bench/report.py). Results
+# land in build/bench/.
+# Knobs: BENCH_RUNS (200 per command, in all), BENCH_ROUNDS (10), BENCH_WARMUP (10 per
+# command, split over the rounds), BENCH_MODES ("root rootless").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ R=$OUT/rootfs
 B=$OUT/peers
 RUNS=${BENCH_RUNS:-200}
 WARMUP=${BENCH_WARMUP:-10}
+ROUNDS=${BENCH_ROUNDS:-10}
 MODES=${BENCH_MODES:-root rootless}
 NOBODY=65534
 NB="setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups"
@@ -137,13 +140,22 @@ for mode in $MODES; do
 	add "runbox --net none" "$P$RB --net none -- /bin/true" "$have_runbox"
 	add "runbox --policy strict" "$P$RB --policy strict -- /bin/true" "$have_runbox"
 
-	echo "== $mode: hyperfine -N --warmup $WARMUP --runs $RUNS" >&2
+	# The runs are split into rounds, each timing every command in turn: other work on the
+	# host, and the drift of a shared VM's speed, then fall on every command alike instead
+	# of on whichever one hyperfine was timing. Keep the load average beside the figures.
+	per=$(((RUNS + ROUNDS - 1) / ROUNDS))
+	warm=$(((WARMUP + ROUNDS - 1) / ROUNDS))
+	echo "== $mode: $ROUNDS rounds of hyperfine -N --warmup $warm --runs $per" >&2
 	if [ ${#HF[@]} -gt 0 ]; then
-		# Other work on the host skews one command's 200 runs against another's: keep the
-		# load average beside the figures.
 		cut -d' ' -f1 /proc/loadavg >"$OUT/$mode.load"
-		env "${ENVV[@]}" hyperfine -N --style basic --warmup "$WARMUP" --runs "$RUNS" \
-			--export-json "$OUT/$mode.json" "${HF[@]}" >&2
+		parts=()
+		for ((k = 1; k <= ROUNDS; k++)); do
+			env "${ENVV[@]}" hyperfine -N --style none --warmup "$warm" --runs "$per" \
+				--export-json "$OUT/$mode.round-$k.json" "${HF[@]}" >&2
+			parts+=("$OUT/$mode.round-$k.json")
+		done
+		python3 bench/merge_rounds.py "$OUT/$mode.json" "${parts[@]}"
+		rm -f "${parts[@]}"
 		cut -d' ' -f1 /proc/loadavg >>"$OUT/$mode.load"
 	fi
 
