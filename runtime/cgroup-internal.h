@@ -27,6 +27,8 @@ struct rb_cgroup_ops {
 	int (*create)(struct rb_cgroup *cg, const struct rb_limits *lim, struct rb_error *err);
 	int (*clone_fd)(const struct rb_cgroup *cg);
 	int (*attach)(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
+	/* A step's own leaf (NULL: the manager has none); see rb_cgroup_step_procs. */
+	int (*step_procs)(struct rb_cgroup *cg, unsigned step, struct rb_error *err);
 	int (*kill)(struct rb_cgroup *cg, struct rb_error *err);
 	void (*sample)(struct rb_cgroup *cg);
 	void (*stats)(struct rb_cgroup *cg, struct rb_cgroup_stats *out);
@@ -53,8 +55,10 @@ struct rb_cgroup {
 	/* v2 */
 	char v2_mount[PATH_MAX];
 	char v2_path[PATH_MAX];
-	int v2_dirfd;
+	int v2_dirfd; /* where init is cloned into: the run's cgroup, or its "init" leaf */
 	bool v2_created;
+	bool v2_leaves;    /* init and each step in a leaf of their own (see v2_make_leaves) */
+	unsigned v2_steps; /* step leaves made, step-1 .. step-N */
 
 	/* v1 */
 	struct rb_cg_v1_hier v1[RB_V1_COUNT];

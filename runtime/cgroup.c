@@ -430,6 +430,14 @@ int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 	return cg->ops->attach(cg, pid, err);
 }
 
+int rb_cgroup_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *err)
+{
+	rb_error_clear(err);
+	if (!cg->ops->step_procs)
+		return -1;
+	return cg->ops->step_procs(cg, step, err);
+}
+
 int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err)
 {
 	return cg->ops->kill(cg, err);

@@ -48,6 +48,12 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 int rb_cgroup_clone_fd(const struct rb_cgroup *cg);
 /* Moves pid in before the child is released (when clone_fd is -1). No-op for "none". */
 int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
+/* A step's own cgroup, where the kernel's OOM killer takes the whole step and only it
+ * (memory.oom.group), never the sandbox's init: an fd of its cgroup.procs, opened here, for
+ * the step's process to write "0" to before it execs (the kernel checks the opener's
+ * credentials, 5.16+). -1 with err->errnum 0 when the manager has no per-step leaves (v1,
+ * "none", v2 without a memory limit): the step then shares the run's cgroup. */
+int rb_cgroup_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *err);
 /* Kills every process in the cgroup (cgroup.kill, or freeze-kill-thaw) and waits until empty. */
 int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err);
 void rb_cgroup_stats(struct rb_cgroup *cg, struct rb_cgroup_stats *out);

@@ -1,6 +1,8 @@
 /* The cgroup v2 manager: one directory per run under runbox's parent in the unified hierarchy,
  * limits through memory.max, memory.swap.max, pids.max, cpu.max and cpu.weight, kill through
- * cgroup.kill (or freeze, kill, thaw), and the CLONE_INTO_CGROUP directory fd. */
+ * cgroup.kill (or freeze, kill, thaw), and the CLONE_INTO_CGROUP directory fd. With a memory
+ * limit, init and each step get a leaf of their own below it, so that an OOM kill takes one
+ * step (memory.oom.group), not init and with it the rest of the run. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -108,6 +110,26 @@ static int make_parent(struct rb_cgroup *cg, const char *parent_rel, const char 
 	return 0;
 }
 
+/* Below the run's cgroup: "init" (init is cloned into it) and, per step, "step-N". A cgroup
+ * that hands memory to its children may hold no process itself, which is why init needs a
+ * leaf too. false (and nothing changed) when the run's cgroup cannot delegate memory. */
+static bool v2_make_leaves(struct rb_cgroup *cg)
+{
+	char init[PATH_MAX];
+	if (rb_cg_write(cg->v2_path, "cgroup.subtree_control", "+memory", NULL) < 0 ||
+	    rb_cg_join(init, cg->v2_path, "init") < 0 || rb_cg_mkdir(init, NULL, NULL) < 0)
+		return false;
+	int fd = open(init, O_DIRECTORY | O_CLOEXEC | O_RDONLY);
+	if (fd < 0) {
+		rmdir(init);
+		return false;
+	}
+	close(cg->v2_dirfd);
+	cg->v2_dirfd = fd;
+	cg->v2_leaves = true;
+	return true;
+}
+
 static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct rb_error *err)
 {
 	char self_rel[PATH_MAX], parent_rel[PATH_MAX], self_abs[PATH_MAX], parent_abs[PATH_MAX];
@@ -155,8 +177,10 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 			bool swap = rb_cg_exists(p, "memory.swap.max");
 			if (swap && rb_cg_write(p, "memory.swap.max", "0", err) < 0)
 				return -1;
-			/* One OOM kills the whole step, not one process of it. */
-			if (rb_cg_exists(p, "memory.oom.group") && rb_cg_write(p, "memory.oom.group", "1", err) < 0)
+			/* One OOM kills the whole step, not one process of it: memory.oom.group on
+			 * each step's leaf. Without leaves, on the run's cgroup (init goes too). */
+			if (rb_cg_exists(p, "memory.oom.group") && !v2_make_leaves(cg) &&
+			    rb_cg_write(p, "memory.oom.group", "1", err) < 0)
 				return -1;
 			rb_cg_limit_enforced(cg, RB_LIMIT_MEMORY,
 			                     swap ? "cgroup v2 memory.max, memory.swap.max=0" : "cgroup v2 memory.max");
@@ -205,9 +229,34 @@ static int v2_clone_fd(const struct rb_cgroup *cg)
 
 static int v2_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 {
-	char v[24];
+	char v[24], init[PATH_MAX];
 	snprintf(v, sizeof v, "%d", (int)pid);
-	return rb_cg_write(cg->v2_path, "cgroup.procs", v, err);
+	if (!cg->v2_leaves)
+		return rb_cg_write(cg->v2_path, "cgroup.procs", v, err);
+	if (rb_cg_join(init, cg->v2_path, "init") < 0)
+		return rb_error_set(err, errno, "cgroup `%s/init`", cg->v2_path);
+	return rb_cg_write(init, "cgroup.procs", v, err);
+}
+
+static int v2_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *err)
+{
+	if (!cg->v2_leaves)
+		return -1;
+	char name[32], dir[PATH_MAX], procs[PATH_MAX];
+	snprintf(name, sizeof name, "step-%u", step);
+	if (rb_cg_join(dir, cg->v2_path, name) < 0 || rb_cg_join(procs, dir, "cgroup.procs") < 0)
+		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s/%s`", cg->v2_path, name);
+	bool made = false;
+	if (rb_cg_mkdir(dir, &made, err) < 0)
+		return -1;
+	if (made && step > cg->v2_steps)
+		cg->v2_steps = step;
+	if (rb_cg_write(dir, "memory.oom.group", "1", err) < 0)
+		return -1;
+	int fd = open(procs, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "open `%s`", procs);
+	return fd;
 }
 
 /* Waits until cgroup.events says "populated 0", waking on its change notifications. When
@@ -313,6 +362,18 @@ static int v2_destroy(struct rb_cgroup *cg, struct rb_error *err)
 		close(cg->v2_dirfd);
 		cg->v2_dirfd = -1;
 	}
+	if (cg->v2_leaves) {
+		/* Leaves first: a cgroup with children cannot go. Empty already (killed). */
+		char leaf[PATH_MAX], name[32];
+		for (unsigned i = 0; i <= cg->v2_steps; i++) {
+			if (i == 0)
+				snprintf(name, sizeof name, "init");
+			else
+				snprintf(name, sizeof name, "step-%u", i);
+			if (rb_cg_join(leaf, cg->v2_path, name) == 0 && rb_cg_rmdir(leaf, err) < 0)
+				return -1;
+		}
+	}
 	if (rb_cg_rmdir(cg->v2_path, err) < 0)
 		return -1;
 	cg->v2_created = false;
@@ -324,6 +385,7 @@ const struct rb_cgroup_ops rb_cgroup_v2_ops = {
     .create = v2_create,
     .clone_fd = v2_clone_fd,
     .attach = v2_attach,
+    .step_procs = v2_step_procs,
     .kill = v2_kill,
     .sample = v2_sample,
     .stats = v2_stats,

@@ -178,6 +178,11 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 		return;
 	}
 	struct rb_error ferr;
+	/* The step's cgroup.procs, when there is one, comes last (the loop closes it with the
+	 * rest). */
+	int cgroup_procs = -1;
+	if (json_is_true(json_object_get(msg, "cgroup")) && n_fds > 2)
+		cgroup_procs = fds[--n_fds];
 	json_t *files = json_object_get(msg, "files");
 	if ((files || n_fds > 2) && write_files(st, files, fds + 2, n_fds - 2, &ferr) < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
@@ -187,7 +192,7 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
 	int stdio[3] = {0, fds[0], fds[1]};
 	struct rb_step_failure f;
-	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, &f);
+	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, cgroup_procs, &f);
 	if (pid < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",
 		                              f.errnum, "is_exec", f.is_exec));

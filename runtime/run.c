@@ -467,8 +467,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
 	unsigned n_fds = 2;
 	int r = 0;
-	if (req->n_files > RB_CHAN_MAX_FDS - 2)
-		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_CHAN_MAX_FDS - 2);
+	if (req->n_files > RB_CHAN_MAX_FDS - 3)
+		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_CHAN_MAX_FDS - 3);
 	for (unsigned i = 0; r == 0 && i < req->n_files; i++) {
 		int fd = file_fd(&req->files[i], err);
 		if (fd < 0) {
@@ -479,8 +479,20 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		json_array_append_new(
 		    files, json_pack("{s:s, s:i}", "name", req->files[i].name, "mode", (int)req->files[i].mode));
 	}
-	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o}", "op", "exec", "argv", args, "env", env, "cwd",
-	                        "/workspace", "files", files);
+	/* Last: the step's own cgroup, which its process joins before anything else. */
+	bool step_cgroup = false;
+	if (r == 0 && run->cg) {
+		struct rb_error cerr;
+		int cgfd = rb_cgroup_step_procs(run->cg, step_no, &cerr);
+		if (cgfd >= 0) {
+			fds[n_fds++] = cgfd;
+			step_cgroup = true;
+		} else if (cerr.errnum) {
+			rb_warn("step %u runs in the run's cgroup: %s", step_no, cerr.msg);
+		}
+	}
+	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o, s:b}", "op", "exec", "argv", args, "env", env, "cwd",
+	                        "/workspace", "files", files, "cgroup", step_cgroup);
 	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
@@ -648,15 +660,19 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	if (run->cg) {
 		rb_cgroup_stats(run->cg, &res->cgroup);
-		/* With memory.oom.group (v2) the OOM killer takes init too: the step still died
-		 * of the OOM kill, not of runbox. */
-		if (res->status == RB_STEP_SETUP_FAILED && res->cgroup.have_oom && res->cgroup.oom_kills > 0) {
+		/* The OOM killer killed something during this step: the step's process itself, or
+		 * one it waited for (a shell then exits 137 itself). The count is the run's. */
+		bool oom = res->cgroup.have_oom && res->cgroup.oom_kills > run->oom_kills_seen;
+		if (res->cgroup.have_oom)
+			run->oom_kills_seen = res->cgroup.oom_kills;
+		/* Where the run's cgroup itself has memory.oom.group (v2 without step leaves), the
+		 * OOM killer takes init too: the step still died of the OOM kill, not of runbox. */
+		if (res->status == RB_STEP_SETUP_FAILED && oom) {
 			res->status = RB_STEP_SIGNALED;
 			res->signal = SIGKILL;
 			res->error[0] = '\0';
 		}
-		res->oom_killed = res->cgroup.have_oom && res->cgroup.oom_kills > 0 &&
-		                  (res->status == RB_STEP_SIGNALED && res->signal == SIGKILL);
+		res->oom_killed = oom;
 	}
 	return 0;
 }

@@ -100,6 +100,7 @@ struct rb_run {
 	int bg_log;
 	uint64_t bg_log_bytes;
 	unsigned steps_run;
+	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
 	/* Called once while the sandbox builds its root (init at work, the runner idle): the
 	 * runner's ledger commit goes here. Single-threaded: nothing runs beside the spawner. */
 	void (*while_building)(void *ctx);

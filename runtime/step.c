@@ -34,6 +34,7 @@ struct spawn_args {
 	char *const *envp;
 	const char *cwd;
 	const int *fds;
+	int cgroup_procs;
 	struct rb_step_failure *failure;
 };
 
@@ -127,6 +128,13 @@ static int child(void *arg)
 	struct rb_error err;
 	char msg[RB_ERROR_MAX];
 
+	/* Its own cgroup before anything else, so everything it does is the step's. Kernels
+	 * before 5.16 check the writer's credentials, not the opener's, and refuse: the step then
+	 * stays in init's leaf, under the same limits, where an OOM kill takes only the largest
+	 * process. */
+	if (a->cgroup_procs >= 0 && write(a->cgroup_procs, "0", 1) < 0 && errno != EACCES && errno != EPERM)
+		fail(f, errno, 0, "join the step's cgroup");
+
 	/* Every disposition is already the default (init reset them and installs none): only the
 	 * mask, which blocks what init reads from its signalfd, is cleared. */
 	sigset_t all;
@@ -204,7 +212,7 @@ static char *child_stack(void)
 }
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-                    const int fds[3], struct rb_step_failure *failure)
+                    const int fds[3], int cgroup_procs, struct rb_step_failure *failure)
 {
 	memset(failure, 0, sizeof *failure);
 	char *stack = child_stack();
@@ -213,7 +221,7 @@ pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *c
 		snprintf(failure->msg, sizeof failure->msg, "child stack");
 		return -1;
 	}
-	struct spawn_args a = {exec, argv, envp, cwd, fds, failure};
+	struct spawn_args a = {exec, argv, envp, cwd, fds, cgroup_procs, failure};
 	/* init blocks its signals (it reads them from a signalfd), so none can reach a handler
 	 * between the clone and the child's reset. */
 	pid_t pid = clone(child, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);

@@ -19,8 +19,9 @@ struct rb_step_failure {
 };
 
 /* In init: starts the step's process with stdio fds[0..2] and returns its pid, or -1 with
- * *failure filled when it never reached execve. */
+ * *failure filled when it never reached execve. cgroup_procs (or -1): the step's own
+ * cgroup.procs, which the process joins first (rb_cgroup_step_procs). */
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-                    const int fds[3], struct rb_step_failure *failure);
+                    const int fds[3], int cgroup_procs, struct rb_step_failure *failure);
 
 #endif

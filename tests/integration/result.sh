@@ -149,3 +149,17 @@ for l in memory pids cpus; do
 	elif [ "$e" = false ] && [ -n "$r" ] && [ "$r" != null ]; then ok "limit $l reported (not enforced: $r)"
 	else not_ok "limit $l reported" "enforced=$e reason=$r"; fi
 done
+# oom_killed also when the OOM-killed process was the shell's child (the shell exits 137 itself);
+# control: the same shell with a small appetite. Where memory is not enforced, nothing to see.
+if [ "$(json "$T/out" limits.memory.enforced 2>/dev/null)" = true ]; then
+	sb --json --memory 64M -- /bin/sh -c '/bin/probe alloc 256; exit $?'
+	k=$(json "$T/out" oom_killed 2>/dev/null)
+	if [ "$RC" = 137 ] && [ "$k" = true ]; then ok "oom_killed when a shell's child is OOM-killed"
+	else not_ok "oom_killed when a shell's child is OOM-killed" "exit $RC oom_killed=$k"; fi
+	sb --json --memory 64M -- /bin/sh -c '/bin/probe alloc 16; exit $?'
+	k=$(json "$T/out" oom_killed 2>/dev/null)
+	if [ "$RC" = 0 ] && [ "$k" = false ]; then ok "control: 16M under 64M, oom_killed false"
+	else not_ok "control: 16M under 64M, oom_killed false" "exit $RC oom_killed=$k"; fi
+else
+	skip "oom_killed through a shell: memory is not enforced here"
+fi

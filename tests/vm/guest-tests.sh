@@ -63,6 +63,35 @@ run oomctl --image minimal --memory 128M -- /bin/probe alloc 16
 [ "$(json "$T/oomctl.json" oom_killed)" = false ] && [ "$(rc oomctl)" = 0 ] &&
 	pass "control: 16M under 128M is not killed" || { fail "control: 16M under 128M"; show oomctl; }
 
+# --- an OOM kill takes one step's cgroup, not the run: a background hog left by step 1 is
+# OOM-killed while step 2 runs in its own leaf, and step 2 finishes; control: a hog that fits ---
+oomstep() { # NAME HOG_MB: a two-step manifest under 32M; result in $T/NAME.out
+	cat >"$T/$1.json" <<EOF
+{"tenant": "vm", "agent": "test", "image": "minimal", "limits": {"memory": "32M"},
+ "steps": [{"name": "bg-hog", "script": "(sleep 0.5; /bin/probe alloc $2) >/dev/null 2>&1 &"},
+           {"name": "after", "script": "sleep 2; echo step2-alive; cat /proc/self/cgroup"}]}
+EOF
+	"$RB" run "$T/$1.json" >"$T/$1.out" 2>"$T/$1.err"
+	echo $? >"$T/$1.rc"
+}
+oomstep oomstep 256
+if [ "$(rc oomstep)" = 0 ] && grep -q step2-alive "$T/oomstep.out" && grep -q '"oom_killed": true' "$T/oomstep.out" &&
+	grep -q '/step-2' "$T/oomstep.out"; then
+	pass "OOM kill of step 1's leftover leaves step 2 (in its own leaf step-2) running"
+else
+	fail "OOM kill of one step's leaf spares the run"
+	grep -E 'step2|oom_killed|exit|cgroup|error' "$T/oomstep.out" | head -n 12
+	show oomstep
+fi
+oomstep oomstepctl 4
+if [ "$(rc oomstepctl)" = 0 ] && grep -q step2-alive "$T/oomstepctl.out" &&
+	! grep -q '"oom_killed": true' "$T/oomstepctl.out"; then
+	pass "control: a 4M leftover is not OOM-killed"
+else
+	fail "control: a 4M leftover is not OOM-killed"
+	show oomstepctl
+fi
+
 # --- pids: a fork bomb stops with EAGAIN (11); control: under the limit every fork works ---
 run bomb --image minimal --pids 16 -- /bin/probe forkbomb 500
 pk=$(json "$T/bomb.json" pids_peak)
