@@ -56,20 +56,6 @@ void rb_harvest_caps_default(struct rb_harvest_caps *caps)
 	};
 }
 
-static int open_beneath(int dirfd, const char *name, uint64_t flags)
-{
-	struct open_how how = {.flags = flags | O_CLOEXEC | O_NOFOLLOW, .resolve = RESOLVE_FLAGS};
-	for (int tries = 0;; tries++) {
-		long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-		if (fd >= 0)
-			return (int)fd;
-		/* EAGAIN: the kernel saw a concurrent rename and could not vouch for the walk. */
-		if ((errno == EAGAIN || errno == EINTR) && tries < 16)
-			continue;
-		return -1;
-	}
-}
-
 /* Hard links: the first path of every (dev, ino) with more than one link. */
 struct link {
 	dev_t dev;
@@ -84,11 +70,38 @@ struct walk {
 	const char *store_dir;
 	rb_harvest_race_fn race;
 	void *race_ctx;
+	rb_harvest_reopen_fn reopen;
+	void *reopen_ctx;
 	struct rb_harvest_result *res;
 	struct link *links; /* open addressing, size a power of two */
 	size_t n_links, cap_links;
 	uint64_t bytes_accepted; /* counted against max_total_bytes */
 };
+
+/* openat2 below dirfd, never following a link; refused (EACCES, EPERM), a second try through
+ * the reopen hook, with the same flags and resolve rules (rootless: as the sandbox's user
+ * namespace, see runtime/nsopen.c). */
+static int open_beneath(const struct walk *w, int dirfd, const char *name, uint64_t flags)
+{
+	struct open_how how = {.flags = flags | O_CLOEXEC | O_NOFOLLOW, .resolve = RESOLVE_FLAGS};
+	for (int tries = 0;; tries++) {
+		long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+		if (fd >= 0)
+			return (int)fd;
+		/* EAGAIN: the kernel saw a concurrent rename and could not vouch for the walk. */
+		if ((errno == EAGAIN || errno == EINTR) && tries < 16)
+			continue;
+		break;
+	}
+	if ((errno == EACCES || errno == EPERM) && w->reopen) {
+		int e = errno;
+		int fd = w->reopen(w->reopen_ctx, dirfd, name, flags, RESOLVE_FLAGS);
+		if (fd >= 0)
+			return fd;
+		errno = errno ? errno : e;
+	}
+	return -1;
+}
 
 struct frame {
 	DIR *dir;
@@ -232,7 +245,7 @@ static int enter_dir(struct walk *w, const struct frame *f, int pfd, const char 
 		return skip(w, *path, RB_HARVEST_OVER_DEPTH, NULL, -1, err);
 	if (w->race)
 		w->race(w->race_ctx, pfd, name);
-	_cleanup_close_ int dfd = open_beneath(opath, ".", O_RDONLY | O_DIRECTORY);
+	_cleanup_close_ int dfd = open_beneath(w, opath, ".", O_RDONLY | O_DIRECTORY);
 	if (dfd < 0)
 		return reopen_failed(w, *path, errno, -1, err);
 	struct stat st2;
@@ -345,7 +358,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		w->race(w->race_ctx, pfd, name);
 	/* Reopened by name, so checked against the classified inode below. O_NONBLOCK and
 	 * O_NOCTTY keep a FIFO or tty swapped in meanwhile from blocking or attaching. */
-	_cleanup_close_ int fd = open_beneath(pfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	_cleanup_close_ int fd = open_beneath(w, pfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return reopen_failed(w, path, errno, size, err);
 	struct stat st2;
@@ -405,7 +418,7 @@ static int visit(struct walk *w, const struct frame *f, const char *name, struct
 	w->res->entries_seen++;
 	/* Classify on an O_PATH fd: never opens a FIFO or device, and with O_NOFOLLOW under
 	 * RESOLVE_NO_SYMLINKS a symlink yields a descriptor of the link itself. */
-	_cleanup_close_ int opath = open_beneath(pfd, name, O_PATH);
+	_cleanup_close_ int opath = open_beneath(w, pfd, name, O_PATH);
 	if (opath < 0)
 		return classify_failed(w, path, errno, err);
 	struct stat st;
@@ -443,7 +456,7 @@ static int walk_tree(struct walk *w, int out_dirfd, struct rb_error *err)
 	size_t top = 0;
 	int r = -1;
 
-	int rootfd = open_beneath(out_dirfd, ".", O_RDONLY | O_DIRECTORY);
+	int rootfd = open_beneath(w, out_dirfd, ".", O_RDONLY | O_DIRECTORY);
 	if (rootfd < 0) {
 		if (errno == ENOSYS)
 			fatal(ENOSYS, "", err);
@@ -494,9 +507,9 @@ out:
 	return r;
 }
 
-int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
-                         const char *store_dir, rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res,
-                         struct rb_error *err)
+int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
+                      const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,
+                      struct rb_error *err)
 {
 	memset(res, 0, sizeof *res);
 	if (caps)
@@ -511,8 +524,10 @@ int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_h
 	    .scrub = scrub,
 	    .scrub_ctx = scrub_ctx,
 	    .store_dir = store_dir,
-	    .race = race,
-	    .race_ctx = race_ctx,
+	    .race = hooks ? hooks->race : NULL,
+	    .race_ctx = hooks ? hooks->race_ctx : NULL,
+	    .reopen = hooks ? hooks->reopen : NULL,
+	    .reopen_ctx = hooks ? hooks->reopen_ctx : NULL,
 	    .res = res,
 	};
 	int r = walk_tree(&w, out_dirfd, err);
@@ -534,10 +549,18 @@ int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_h
 	return r;
 }
 
+int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
+                         const char *store_dir, rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res,
+                         struct rb_error *err)
+{
+	struct rb_harvest_hooks hooks = {.race = race, .race_ctx = race_ctx};
+	return rb_harvest_hooked(out_dirfd, caps, scrub, scrub_ctx, store_dir, &hooks, res, err);
+}
+
 int rb_harvest(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                const char *store_dir, struct rb_harvest_result *res, struct rb_error *err)
 {
-	return rb_harvest_with_race(out_dirfd, caps, scrub, scrub_ctx, store_dir, NULL, NULL, res, err);
+	return rb_harvest_hooked(out_dirfd, caps, scrub, scrub_ctx, store_dir, NULL, res, err);
 }
 
 /* Paths are whatever bytes the sandbox chose; JSON needs UTF-8. A path that is not valid

@@ -106,6 +106,19 @@ int rb_harvest(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scr
 /* For tests: race(race_ctx, parent_dirfd, name) runs after an entry was classified and
  * before it is opened for reading, so a test can swap it exactly there. */
 typedef void (*rb_harvest_race_fn)(void *ctx, int parent_dirfd, const char *name);
+/* A second try at an open the walk was refused (EACCES, EPERM): the same openat2(dirfd, name,
+ * flags, resolve) where more may be read (rb_nsopener_open). Returns an fd, or -1 and errno. */
+typedef int (*rb_harvest_reopen_fn)(void *ctx, int dirfd, const char *name, uint64_t flags, uint64_t resolve);
+struct rb_harvest_hooks {
+	rb_harvest_race_fn race;
+	void *race_ctx;
+	rb_harvest_reopen_fn reopen;
+	void *reopen_ctx;
+};
+/* rb_harvest with hooks (NULL: none). */
+int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
+                      const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,
+                      struct rb_error *err);
 int rb_harvest_with_race(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                          const char *store_dir, rb_harvest_race_fn race, void *race_ctx, struct rb_harvest_result *res,
                          struct rb_error *err);

@@ -85,7 +85,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 {
 	memset(run, 0, sizeof *run);
 	run->sb.reaped = true;
-	run->sb.pidfd = run->sb.ctl = -1;
+	run->sb.pidfd = run->sb.ctl = run->sb.userns_fd = -1;
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 
 	run->bg_log = -1;

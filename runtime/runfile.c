@@ -16,6 +16,7 @@
 #include "policy/skill.h"
 #include "runtime/artifacts.h"
 #include "runtime/harvest.h"
+#include "runtime/nsopen.h"
 #include "runtime/manifest.h"
 #include "runtime/record.h"
 #include "runtime/result.h"
@@ -32,6 +33,9 @@ struct runfile {
 	char store[4200];
 	char **input_args;
 	const char **skill_dirs, **skill_names;
+	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
+	struct rb_nsopener ns;
+	bool ns_prepared;
 };
 
 /* Scrubbed text of a captured stream, for the result (the run token must not leak there). */
@@ -65,7 +69,22 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 	rb_harvest_caps_default(&caps);
 	struct rb_harvest_result h;
 	memset(&h, 0, sizeof h);
-	if (rb_harvest(out, &caps, rb_scrub_harvest_cb, rf->scrubber, rf->store, &h, err) < 0) {
+	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
+	 * subordinate ids this process may not read: the reopen hook opens them from inside the
+	 * sandbox's user namespace. Root reads everything itself. */
+	struct rb_harvest_hooks hooks = {0};
+	if (geteuid() != 0 && !rf->ns_prepared) {
+		struct rb_error nerr;
+		if (rb_nsopener_prepare(&rf->ns, run->sb.userns_fd, &nerr) == 0)
+			rf->ns_prepared = true;
+		else
+			rb_warn("harvest: %s: private files of other sandbox users will be unreadable", nerr.msg);
+	}
+	if (rf->ns_prepared) {
+		hooks.reopen = rb_nsopener_open;
+		hooks.reopen_ctx = &rf->ns;
+	}
+	if (rb_harvest_hooked(out, &caps, rb_scrub_harvest_cb, rf->scrubber, rf->store, &hooks, &h, err) < 0) {
 		rb_harvest_result_free(&h);
 		return -1;
 	}
@@ -261,6 +280,8 @@ static int start(struct runfile *rf, struct rb_error *err)
 
 static void release(struct runfile *rf)
 {
+	if (rf->ns_prepared)
+		rb_nsopener_close(&rf->ns);
 	rb_record_close(&rf->rec);
 	rb_run_close(&rf->run);
 	rb_scrub_free(rf->scrubber);

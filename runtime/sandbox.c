@@ -53,14 +53,9 @@ static pid_t clone_init(int cgroup_fd)
  * sandbox's user namespace, so files the image's host ids own are the sandbox's own. -1 when
  * not possible (rootless, or the filesystem cannot idmap): the image is then read-only for
  * the sandbox's root, which the result reports. */
-static int idmapped_image(const struct rb_sandbox_spec *spec, pid_t init_pid)
+static int idmapped_image(const struct rb_sandbox_spec *spec, int userns)
 {
 	if (spec->ids.outer || !spec->idmap_image)
-		return -1;
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)init_pid);
-	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
-	if (userns < 0)
 		return -1;
 	int tree = open_tree(AT_FDCWD, spec->rootfs.image->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
@@ -83,7 +78,8 @@ struct spawn {
 	int ctl_runner;   /* the runner's end: closed in init */
 	pid_t init_pid;   /* > 0 once cloned, even if a later step failed */
 	struct rb_net net;
-	int lower; /* the idmapped image, or -1 */
+	int lower;     /* the idmapped image, or -1 */
+	int userns_fd; /* init's user namespace */
 	bool failed;
 	struct rb_error err;
 };
@@ -124,17 +120,23 @@ static int spawner(void *arg)
 		 * gateway), and so does the runner's end of the control socket. */
 		close(sp->ctl_runner);
 		rb_net_close(&sp->net);
+		/* (userns_fd is opened after this clone: never in init's table.) */
 		if (sp->owner_userns >= 0)
 			close(sp->owner_userns);
 		rb_init_main(spec, sp->ctl_init);
 	}
 	sp->init_pid = pid;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+	sp->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (sp->userns_fd < 0)
+		spawner_fail(sp, errno, "open the sandbox's user namespace");
 	if (rb_userns_write_maps(pid, &spec->ids.uid, &spec->ids.gid, false, &sp->err) < 0) {
 		sp->failed = true;
 		_exit(1);
 	}
 	rb_debug("spawner: maps written");
-	sp->lower = idmapped_image(spec, pid);
+	sp->lower = idmapped_image(spec, sp->userns_fd);
 	_exit(0);
 }
 
@@ -203,6 +205,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	sb->pidfd = -1;
 	sb->ctl = -1;
 	sb->workspace_fd = -1;
+	sb->userns_fd = -1;
 	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->reaped = true;
 
@@ -233,6 +236,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	    .init_pid = -1,
 	    .net = RB_NET_INIT,
 	    .lower = -1,
+	    .userns_fd = -1,
 	};
 	rb_error_clear(&sp.err);
 	/* No signal handler of ours may run on the spawner's stack: the runner installs none. */
@@ -250,6 +254,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	munmap(stack, SPAWNER_STACK);
 	lower = sp.lower;
 	sb->net = sp.net;
+	sb->userns_fd = sp.userns_fd;
 	if (sp.init_pid > 0) {
 		sb->init_pid = sp.init_pid;
 		sb->reaped = false; /* init is our child (CLONE_PARENT) */
@@ -327,7 +332,9 @@ void rb_sandbox_destroy(struct rb_sandbox *sb)
 		close(sb->pidfd);
 	if (sb->ctl >= 0)
 		close(sb->ctl);
-	sb->pidfd = sb->ctl = -1;
+	if (sb->userns_fd >= 0)
+		close(sb->userns_fd);
+	sb->pidfd = sb->ctl = sb->userns_fd = -1;
 	/* workspace_fd outlives init: the harvest after a kill still reads what is there. */
 	rb_net_close(&sb->net);
 }

@@ -49,6 +49,7 @@ struct rb_sandbox {
 	bool reaped;
 	int init_status;
 	bool idmapped;    /* the image is idmapped to the sandbox's ids (writable by its root) */
+	int userns_fd;    /* the sandbox's user namespace (opened while init was still dumpable) */
 	int workspace_fd; /* O_PATH of the sandbox's /workspace (a mount root the sandbox cannot
 	                   * replace): harvest opens out/ below it, never following links */
 };

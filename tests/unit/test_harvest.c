@@ -31,6 +31,7 @@
 #include "common/util.h"
 #include "runtime/artifacts.h"
 #include "runtime/harvest.h"
+#include "runtime/nsopen.h"
 #include "runtime/scrub.h"
 
 struct fx {
@@ -967,6 +968,110 @@ static void test_unreadable_recorded(void **state)
 	assert_int_equal(store_contains(f, "owner only"), 0);
 }
 
+/* Rootless (runtime/nsopen.c): a 0600 file and a 0700 directory of another sandbox user belong to
+ * subordinate ids the runner (65534 here) may not read. A helper in a user namespace owned by
+ * 65534 that maps those ids opens them for the walk. Control: the same walk without the hook
+ * records them unreadable, and 65534 cannot open them itself. */
+static void test_reopen_in_sandbox_userns(void **state)
+{
+	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	const uid_t other = 200001; /* a sandbox user's host id, mapped below */
+	puts_(f->out, "public", "everyone");
+	puts_(f->out, "private", "sandbox user only");
+	mkdir_in(f->out, "closed");
+	char closed[PATH_MAX], p[PATH_MAX], inner[PATH_MAX];
+	snprintf(closed, sizeof closed, "%s/closed", f->out);
+	puts_(closed, "inner", "inside a closed directory");
+	snprintf(p, sizeof p, "%s/private", f->out);
+	snprintf(inner, sizeof inner, "%s/inner", closed);
+	assert_int_equal(chown(p, other, other), 0);
+	assert_int_equal(chmod(p, 0600), 0);
+	assert_int_equal(chown(inner, other, other), 0);
+	assert_int_equal(chmod(inner, 0600), 0);
+	assert_int_equal(chown(closed, other, other), 0);
+	assert_int_equal(chmod(closed, 0700), 0);
+	assert_int_equal(chmod(f->base, 0755), 0);
+	assert_int_equal(mkdir(f->store, 0755), 0);
+	if (chown(f->store, 65534, 65534) < 0)
+		skip(); /* root of a user namespace without 65534 mapped */
+
+	/* The sandbox's user namespace: owned by 65534, 0 -> 65534 and 1..10 -> 200000.. */
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t sb = fork();
+	assert_true(sb >= 0);
+	if (sb == 0) {
+		close(ready[0]);
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0 ||
+		    unshare(CLONE_NEWUSER) < 0)
+			_exit(2);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	char map[64], path[64];
+	struct rb_error err = {0};
+	snprintf(map, sizeof map, "0 65534 1\n1 200000 10\n");
+	snprintf(path, sizeof path, "/proc/%d/uid_map", (int)sb);
+	assert_int_equal(rb_write_file(path, map, &err), 0);
+	snprintf(path, sizeof path, "/proc/%d/gid_map", (int)sb);
+	assert_int_equal(rb_write_file(path, map, &err), 0);
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)sb);
+	int userns = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(userns >= 0);
+
+	pid_t runner = fork();
+	assert_true(runner >= 0);
+	if (runner == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(2);
+		if (access(p, R_OK) == 0 || access(inner, R_OK) == 0)
+			_exit(4); /* the control failed: the runner could read them itself */
+		struct rb_harvest_result res;
+		if (harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res) != 0)
+			_exit(5);
+		const struct rb_harvest_skip *s1 = skipped(&res, "private"), *s2 = skipped(&res, "closed");
+		bool control = s1 && s1->reason == RB_HARVEST_UNREADABLE && s2 && s2->reason == RB_HARVEST_UNREADABLE &&
+		               !artifact(&res, "private");
+		rb_harvest_result_free(&res);
+		if (!control)
+			_exit(6);
+
+		struct rb_nsopener o;
+		struct rb_error e = {0};
+		if (rb_nsopener_prepare(&o, userns, &e) < 0)
+			_exit(7);
+		struct rb_harvest_hooks hooks = {.reopen = rb_nsopener_open, .reopen_ctx = &o};
+		int out = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		int r = rb_harvest_hooked(out, NULL, NULL, NULL, f->store, &hooks, &res, &e);
+		close(out);
+		rb_nsopener_close(&o);
+		bool ok = r == 0 && artifact(&res, "private") && artifact(&res, "closed/inner") &&
+		          artifact(&res, "public") && res.n_artifacts == 3 && res.skipped_total == 0;
+		if (!ok)
+			print_error("reopen: r=%d artifacts=%zu skipped=%" PRIu64 " %s\n", r, res.n_artifacts,
+			            res.skipped_total, e.msg);
+		rb_harvest_result_free(&res);
+		_exit(ok ? 0 : 8);
+	}
+	int status;
+	assert_int_equal(waitpid(runner, &status, 0), runner);
+	kill(sb, SIGKILL);
+	waitpid(sb, NULL, 0);
+	close(userns);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(store_contains(f, "sandbox user only"), 1);
+	assert_int_equal(store_contains(f, "inside a closed directory"), 1);
+}
+
 /* A mount below out (the sandbox cannot make one, but the walk must not cross one). */
 static void test_mount_point_not_crossed(void **state)
 {
@@ -1114,6 +1219,7 @@ int main(void)
 	    T(test_scrub_failure_not_stored),
 	    T(test_with_runbox_scrubber),
 	    T(test_unreadable_recorded),
+	    T(test_reopen_in_sandbox_userns),
 	    T(test_mount_point_not_crossed),
 	    T(test_odd_names),
 	    T(test_store_layout_and_digests),
