@@ -82,9 +82,11 @@ static int build_host_skeleton(const char *rootfs, struct rb_error *err)
 
 static void add_bind(struct rb_image *img, const char *src, const char *dest)
 {
-	if (img->n_binds >= RB_IMAGE_MAX_BINDS || access(src, F_OK) < 0)
+	struct rb_image_bind *b = &img->binds[img->n_binds];
+	if (img->n_binds >= RB_IMAGE_MAX_BINDS || strlen(src) >= sizeof b->src || strlen(dest) >= sizeof b->dest ||
+	    access(src, F_OK) < 0)
 		return;
-	struct rb_image_bind *b = &img->binds[img->n_binds++];
+	img->n_binds++;
 	snprintf(b->src, sizeof b->src, "%s", src);
 	snprintf(b->dest, sizeof b->dest, "%s", dest);
 }
