@@ -135,8 +135,9 @@ def main():
             "runc": version(["runc", "--version"]),
             "crun": version(["crun", "--version"]),
         },
-        "method": "hyperfine -N --warmup %s --runs %s; payload: a static true" % (
-            os.environ.get("BENCH_WARMUP", "10"), os.environ.get("BENCH_RUNS", "200")),
+        "method": "%s interleaved rounds of hyperfine -N, %s runs and %s warmups per command in all; "
+                  "payload: a static true" % (os.environ.get("BENCH_ROUNDS", "10"), os.environ.get("BENCH_RUNS", "200"),
+                                               os.environ.get("BENCH_WARMUP", "10")),
         "modes": {},
     }
     for mode in modes:
