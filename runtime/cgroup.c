@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "runtime/cgroup.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -504,6 +505,34 @@ unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned 
 	return n;
 }
 
+/* Kills what dir holds and removes it, its child cgroups first (a v2 run with a memory limit
+ * has "init" and "step-N" leaves, which hold the processes). The depth is bounded: runbox
+ * makes one level. */
+static int reclaim_dir(const char *dir, int depth, struct rb_error *err)
+{
+	int r = 0;
+	if (depth < 2) {
+		_cleanup_closedir_ DIR *d = opendir(dir);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			char sub[PATH_MAX];
+			if (rb_cg_join(sub, dir, e->d_name) < 0)
+				continue;
+			if (reclaim_dir(sub, depth + 1, err) < 0)
+				r = -1;
+		}
+	}
+	for (int tries = 0; tries < 100 && rb_cg_count_procs(dir) > 0; tries++) {
+		rb_cg_kill_listed(dir);
+		usleep(10000);
+	}
+	if (rb_cg_rmdir(dir, err) < 0)
+		r = -1;
+	return r;
+}
+
 int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err)
 {
 	int r = 0;
@@ -513,11 +542,7 @@ int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err)
 			r = rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not a runbox cgroup", dirs[i]);
 			continue;
 		}
-		for (int tries = 0; tries < 100 && rb_cg_count_procs(dirs[i]) > 0; tries++) {
-			rb_cg_kill_listed(dirs[i]);
-			usleep(10000);
-		}
-		if (rb_cg_rmdir(dirs[i], err) < 0)
+		if (reclaim_dir(dirs[i], 0, err) < 0)
 			r = -1;
 	}
 	return r;

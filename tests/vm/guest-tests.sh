@@ -139,6 +139,28 @@ run tmo --image minimal --timeout 1s -- /bin/sh -c '/bin/probe daemonize /tmp/x 
 [ "$(rc tmo)" = 124 ] && ! alive vmtest-timeout-marker && pass "timeout: exit 124, the whole cgroup killed" ||
 	{ fail "timeout kills the cgroup"; show tmo; }
 
+# --- gc after the runner was killed: a run with step leaves (init, step-1) is removed whole;
+# control: its cgroups are still there before gc ---
+"$RB" run --image minimal --memory 64M -- /bin/probe sleep-forever vmtest-gc-marker >/dev/null 2>&1 &
+rbpid=$!
+for i in $(seq 1 50); do # (the marker is in runbox's own argv too: wait for the cgroups instead)
+	[ "$(cgdirs)" -ge 3 ] && break
+	sleep 0.1
+done
+sleep 0.3
+kill -9 $rbpid
+wait $rbpid 2>/dev/null
+before=$(cgdirs)
+"$RB" gc >"$T/gc.out" 2>&1
+after=$(cgdirs)
+if [ "$before" -ge 3 ] && [ "$after" = 0 ] && ! alive vmtest-gc-marker; then
+	pass "gc after kill -9 removes the run's cgroup with its leaves ($before dirs before, none after)"
+else
+	fail "gc after kill -9 removes the run's cgroup with its leaves ($before before, $after after)"
+	cat "$T/gc.out"
+	find /sys/fs/cgroup/runbox -mindepth 1 -type d
+fi
+
 # --- nothing left: no run cgroup remains; control: one exists while a run is live ---
 "$RB" run --image minimal -- /bin/sh -c 'sleep 3' >/dev/null 2>&1 &
 bg=$!
