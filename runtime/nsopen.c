@@ -16,69 +16,11 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "runtime/channel.h"
 
-struct request {
-	uint64_t flags;
-	uint64_t resolve;
-	char name[256];
-};
-
-struct reply {
-	int32_t errnum; /* 0: the fd came with it */
-};
-
-/* Sends buf (and fd when >= 0) as one datagram. */
-static int send_with_fd(int sock, const void *buf, size_t len, int fd)
-{
-	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (fd >= 0) {
-		memset(&ctl, 0, sizeof ctl);
-		m.msg_control = ctl.b;
-		m.msg_controllen = sizeof ctl.b;
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(sock, &m, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)len ? 0 : -1;
-}
-
-/* Receives one datagram of exactly len bytes into buf; *fd gets the fd that came with it, or
- * -1. Returns 0, or -1 (error, short datagram, or the other end gone). */
-static int recv_with_fd(int sock, void *buf, size_t len, int *fd)
-{
-	struct iovec iov = {.iov_base = buf, .iov_len = len};
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
-	*fd = -1;
-	ssize_t n;
-	do
-		n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int)))
-			memcpy(fd, CMSG_DATA(c), sizeof *fd);
-	if (n != (ssize_t)len || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
-		return -1;
-	}
-	return 0;
-}
+/* The protocol, on the control channel's framing (runtime/channel.c): a request
+ * {"name", "flags", "resolve"} with the directory fd attached; a reply {"errno"}, with the
+ * opened fd attached when errno is 0. */
 
 __attribute__((noreturn)) static void helper(int sock, int userns_fd)
 {
@@ -91,33 +33,39 @@ __attribute__((noreturn)) static void helper(int sock, int userns_fd)
 	syscall(SYS_close_range, 3, keep_lo - 1, 0);
 	syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0);
 	syscall(SYS_close_range, keep_hi + 1, ~0U, 0);
-	struct reply rep = {0};
-	if (setns(userns_fd, CLONE_NEWUSER) < 0)
-		rep.errnum = errno;
+	int joined = setns(userns_fd, CLONE_NEWUSER) < 0 ? errno : 0;
 	close(userns_fd);
 	for (;;) {
-		struct request req;
-		int dirfd;
-		if (recv_with_fd(sock, &req, sizeof req, &dirfd) < 0)
-			_exit(0); /* the runner is gone, or spoke nonsense */
+		json_t *req = NULL;
+		int fds[RB_CHAN_MAX_FDS];
+		unsigned n_fds = 0;
+		struct rb_error err;
+		if (rb_chan_recv(sock, &req, fds, &n_fds, &err) <= 0)
+			_exit(0); /* the runner is gone */
+		const char *name = json_string_value(json_object_get(req, "name"));
+		int e = joined;
 		int fd = -1;
-		struct reply r = rep;
-		req.name[sizeof req.name - 1] = '\0';
-		if (!r.errnum && (dirfd < 0 || strchr(req.name, '/')))
-			r.errnum = EINVAL; /* one component below the directory it sent, nothing else */
-		if (!r.errnum) {
-			struct open_how how = {.flags = req.flags | O_CLOEXEC | O_NOFOLLOW,
-			                       .resolve = req.resolve | RESOLVE_BENEATH};
-			fd = (int)syscall(SYS_openat2, dirfd, req.name, &how, sizeof how);
+		if (!e && (n_fds != 1 || !name || strchr(name, '/')))
+			e = EINVAL; /* one name below the one directory it was sent, nothing else */
+		if (!e) {
+			struct open_how how = {
+			    .flags =
+			        (uint64_t)json_integer_value(json_object_get(req, "flags")) | O_CLOEXEC | O_NOFOLLOW,
+			    .resolve = (uint64_t)json_integer_value(json_object_get(req, "resolve")) | RESOLVE_BENEATH};
+			fd = (int)syscall(SYS_openat2, fds[0], name, &how, sizeof how);
 			if (fd < 0)
-				r.errnum = errno;
+				e = errno;
 		}
-		if (dirfd >= 0)
-			close(dirfd);
-		if (send_with_fd(sock, &r, sizeof r, fd) < 0)
-			_exit(0);
+		for (unsigned i = 0; i < n_fds; i++)
+			close(fds[i]);
+		json_decref(req);
+		json_t *rep = json_pack("{s:i}", "errno", e);
+		int r = rb_chan_send(sock, rep, &fd, fd >= 0 ? 1 : 0, &err);
+		json_decref(rep);
 		if (fd >= 0)
 			close(fd);
+		if (r < 0)
+			_exit(0);
 	}
 }
 
@@ -158,7 +106,7 @@ static int start(struct rb_nsopener *o)
 int rb_nsopener_open(void *ctx, int dirfd, const char *name, uint64_t flags, uint64_t resolve)
 {
 	struct rb_nsopener *o = ctx;
-	if (!o || o->failed || o->userns_fd < 0 || strlen(name) >= sizeof((struct request *)0)->name) {
+	if (!o || o->failed || o->userns_fd < 0) {
 		errno = EACCES;
 		return -1;
 	}
@@ -167,24 +115,30 @@ int rb_nsopener_open(void *ctx, int dirfd, const char *name, uint64_t flags, uin
 		errno = EACCES;
 		return -1;
 	}
-	struct request req = {.flags = flags, .resolve = resolve};
-	snprintf(req.name, sizeof req.name, "%s", name);
-	struct reply rep;
-	int fd = -1;
-	if (send_with_fd(o->sock, &req, sizeof req, dirfd) < 0 || recv_with_fd(o->sock, &rep, sizeof rep, &fd) < 0) {
+	json_t *req =
+	    json_pack("{s:s, s:I, s:I}", "name", name, "flags", (json_int_t)flags, "resolve", (json_int_t)resolve);
+	json_t *rep = NULL;
+	int fds[RB_CHAN_MAX_FDS];
+	unsigned n_fds = 0;
+	struct rb_error err;
+	int r = req ? rb_chan_send(o->sock, req, &dirfd, 1, &err) : -1;
+	json_decref(req);
+	if (r < 0 || rb_chan_recv(o->sock, &rep, fds, &n_fds, &err) <= 0) {
 		o->failed = true;
 		errno = EACCES;
 		return -1;
 	}
-	if (rep.errnum) {
-		if (fd >= 0)
-			close(fd);
-		errno = rep.errnum;
+	int e = (int)json_integer_value(json_object_get(rep, "errno"));
+	json_decref(rep);
+	for (unsigned i = 1; i < n_fds; i++)
+		close(fds[i]);
+	if (e || n_fds == 0) {
+		if (n_fds > 0)
+			close(fds[0]);
+		errno = e ? e : EIO;
 		return -1;
 	}
-	if (fd < 0)
-		errno = EIO;
-	return fd;
+	return fds[0];
 }
 
 void rb_nsopener_close(struct rb_nsopener *o)
