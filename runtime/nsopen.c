@@ -25,6 +25,9 @@
 __attribute__((noreturn)) static void helper(int sock, int userns_fd)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* A copy of the runner's memory (the run token's key among it) about to live in the
+	 * sandbox's user namespace: nothing may read it, even if it could name this process. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* Nothing else of the runner's: only the socket and the namespace stay open. */
 	for (int fd = 0; fd < 3; fd++)
 		if (fd != sock && fd != userns_fd)
