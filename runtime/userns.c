@@ -169,9 +169,14 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 			return rb_error_set(err, 0,
 			                    "policy uid %u / gid %u is outside your %" PRIu32 " subordinate ids",
 			                    (unsigned)u, (unsigned)g, uc);
-		/* Sandbox root is the caller (podman's rootless model); others are subordinate ids. */
-		line(&plan->uid, 0, 0, uc + 1);
-		line(&plan->gid, 0, 0, gc + 1);
+		/* Sandbox root is the caller (podman's rootless model); others are subordinate ids.
+		 * One line per line of the owner's map: the kernel maps each line of a child's map
+		 * into a single line of its parent's, so "0 0 uc+1" across the owner's two lines is
+		 * refused (EPERM). */
+		line(&plan->uid, 0, 0, 1);
+		line(&plan->uid, 1, 1, uc);
+		line(&plan->gid, 0, 0, 1);
+		line(&plan->gid, 1, 1, gc);
 		snprintf(plan->source, sizeof plan->source, "newuidmap with the /etc/subuid entry of `%s`",
 		         name ? name : "?");
 		return 0;
