@@ -180,6 +180,59 @@ left=$(cgdirs)
 [ $i = 30 ] && [ "$left" = 0 ] && pass "no runbox cgroup left after 30 more runs" ||
 	{ fail "leftover cgroups: $left after $i runs"; find /sys/fs/cgroup/runbox -mindepth 1 -type d; }
 
+# --- rootless (uid 65534) with a delegated cgroup, as systemd's Delegate=yes gives a user:
+# v2 limits hold and an OOM kill takes one step; control: outside the delegation, no limits ---
+RL=/sys/fs/cgroup/rl
+RLT=/tmp/rl
+mkdir -p "$RL" "$RLT"
+echo "+memory +pids +cpu" >"$RL/cgroup.subtree_control"
+chown -R 65534:65534 "$RLT"
+chmod -R a+rX "$T"
+scopes=0
+# nobody ARGS...: runbox ARGS as 65534; with DELEGATED=1 from a fresh cgroup of its own below
+# $RL, owned by 65534 (what `systemd-run --user --scope` gives: a delegated scope).
+nobody() {
+	if [ "${DELEGATED:-0}" = 1 ]; then
+		scopes=$((scopes + 1))
+		sc=$RL/scope-$scopes
+		mkdir "$sc" && chown -R 65534:65534 "$sc"
+		sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$sc" \
+			env RUNBOX_STATE_DIR=$RLT/s XDG_RUNTIME_DIR=$RLT HOME=$RLT $PROBE_HOST exec-as 65534 65534 "$RB" "$@"
+	else
+		env RUNBOX_STATE_DIR=$RLT/s XDG_RUNTIME_DIR=$RLT HOME=$RLT $PROBE_HOST exec-as 65534 65534 "$RB" "$@"
+	fi
+}
+PROBE_HOST=/opt/runbox/build/images/minimal/rootfs/bin/probe
+DELEGATED=1 nobody run --json --image minimal --memory 32M -- /bin/probe alloc 256 >"$T/rloom.json" 2>"$T/rloom.err"
+echo $? >"$T/rloom.rc"
+if [ "$(json "$T/rloom.json" oom_killed)" = true ] && [ "$(json "$T/rloom.json" cgroup)" = v2 ]; then
+	pass "rootless, delegated: memory hog OOM-killed under cgroup v2"
+else
+	fail "rootless, delegated: memory hog OOM-killed (cgroup=$(json "$T/rloom.json" cgroup) oom=$(json "$T/rloom.json" oom_killed))"
+	show rloom
+fi
+cp "$T/oomstep.json" "$T/rlstep.json" 2>/dev/null
+DELEGATED=1 nobody run "$T/rlstep.json" >"$T/rlstep.out" 2>"$T/rlstep.err"
+echo $? >"$T/rlstep.rc"
+if [ "$(rc rlstep)" = 0 ] && grep -q step2-alive "$T/rlstep.out" && grep -q '"oom_killed": true' "$T/rlstep.out" &&
+	grep -q '/step-2' "$T/rlstep.out"; then
+	pass "rootless, delegated: an OOM kill of step 1's leftover leaves step 2 running"
+else
+	fail "rootless, delegated: an OOM kill of one step's leaf spares the run"
+	grep -E 'step2|oom_killed|exit|error' "$T/rlstep.out" | head -n 8
+	show rlstep
+fi
+DELEGATED=0 nobody run --json --image minimal --memory 32M -- /bin/true >"$T/rlctl.json" 2>"$T/rlctl.err"
+echo $? >"$T/rlctl.rc"
+if [ "$(rc rlctl)" = 0 ] && [ "$(json "$T/rlctl.json" cgroup)" = none ]; then
+	pass "control: rootless outside the delegation gets the none manager"
+else
+	fail "control: rootless outside the delegation (cgroup=$(json "$T/rlctl.json" cgroup))"
+	show rlctl
+fi
+find "$RL" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null
+rmdir "$RL" 2>/dev/null
+
 # --- core isolation, each against the same probe outside the sandbox ---
 PROBE=/opt/runbox/build/images/minimal/rootfs/bin/probe
 POLICY=default
