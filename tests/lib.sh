@@ -1,7 +1,9 @@
 # Shared helpers for the integration tests (bash). Each test file sources this, calls
 # lib_init, and reports one TAP-like line per check: `ok - NAME`, `not ok - NAME: why`,
 # `skip - NAME: reason`. RBX_MODE picks how runbox is run: root, user (uid 65534 through
-# setpriv) or unshare (uid 65534, then `unshare -r`, so runbox is "root" in a user namespace).
+# setpriv) or unshare (uid 65534, then `unshare -r`, so runbox is "root" in a user namespace),
+# or subids (uid 65534 with a subordinate id range: newuidmap, and /etc/subuid and
+# /etc/subgid entries bound over the host's files in a private mount namespace of the test).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNBOX=${RUNBOX:-$ROOT/runbox}
@@ -37,8 +39,12 @@ mode_unavailable() {
 	[ -x "$MINIMAL/bin/busybox" ] || { echo "no minimal image at $MINIMAL (make all)"; return; }
 	case $MODE in
 	root) ;;
-	user | unshare)
+	user | unshare | subids)
 		command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; return; }
+		if [ "$MODE" = subids ]; then
+			command -v newuidmap >/dev/null && command -v newgidmap >/dev/null ||
+				{ echo "newuidmap/newgidmap missing (package uidmap)"; return; }
+		fi
 		as_nobody test -x "$RUNBOX" -a -r "$MINIMAL/bin/busybox" -a -r "$ROOT/policy/profiles/default.json" ||
 			{ echo "uid $NOBODY cannot read $ROOT (make the checkout world-readable)"; return; }
 		as_nobody unshare -U true 2>/dev/null ||
@@ -47,7 +53,7 @@ mode_unavailable() {
 			as_nobody unshare -r true 2>/dev/null || { echo "unshare -r fails for uid $NOBODY"; return; }
 		fi
 		;;
-	*) echo "unknown RBX_MODE $MODE (root|user|unshare)" ;;
+	*) echo "unknown RBX_MODE $MODE (root|user|unshare|subids)" ;;
 	esac
 }
 
@@ -72,6 +78,13 @@ lib_init() {
 	mkdir -p "$STATE" "$T/xdg" "$T/home" "$T/scratch"
 	chmod 0700 "$T/xdg"
 	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE" "$T/xdg" "$T/home"
+	if [ "$MODE" = subids ]; then
+		local name
+		name=$(getent passwd $NOBODY | cut -d: -f1)
+		printf '%s:300000:65536\n' "${name:-$NOBODY}" >"$T/subuid"
+		cp "$T/subuid" "$T/subgid"
+		chmod 0644 "$T/subuid" "$T/subgid"
+	fi
 	trap lib_cleanup EXIT
 }
 
@@ -86,6 +99,12 @@ rbx_cmd() {
 		"${RBX_CMD[@]}" "$RUNBOX" "$@") ;;
 	unshare) RBX_CMD=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all
 		"${RBX_CMD[@]}" unshare -r "$RUNBOX" "$@") ;;
+	subids)
+		# shellcheck disable=SC2016 # $1.. belong to the inner sh
+		RBX_CMD=(unshare -m --propagation private sh -c
+			'mount --bind "$1" /etc/subuid && mount --bind "$2" /etc/subgid && shift 2 && exec "$@"'
+			sh "$T/subuid" "$T/subgid" setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups
+			--inh-caps=-all "${RBX_CMD[@]}" "$RUNBOX" "$@") ;;
 	esac
 }
 rbx() {

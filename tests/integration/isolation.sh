@@ -2,7 +2,7 @@
 # Isolation: namespaces, identity, capabilities, no_new_privs, seccomp, no nested namespaces,
 # no mounts, no leaked fds or host cwd, masked /proc, ttys. Every check runs the probe inside
 # the sandbox and, as its negative control, outside it (as root on the host).
-# modes: root user unshare
+# modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init isolation
 

@@ -3,7 +3,7 @@
 # documented hash chain (Python's sqlite3, docs/ledger.md) verifies intact; show, query (every
 # filter, a literal grep) and export read it back; then an event edited, or deleted from the
 # middle or the end, with the sqlite3 tool makes verify fail, each against an intact control.
-# modes: root
+# modes: root subids
 . "$(dirname "$0")/../lib.sh"
 lib_init ledger
 

@@ -2,7 +2,7 @@
 # Lifecycle: runbox's own PID 1 reaps orphans; a step ends at its main process's exit while
 # daemons it left behind die with the run; SIGTERM and SIGKILL of runbox end the sandbox;
 # after a few hundred runs no mount, process, cgroup or run directory is left behind.
-# modes: root user
+# modes: root user subids
 . "$(dirname "$0")/../lib.sh"
 lib_init lifecycle
 

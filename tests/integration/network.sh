@@ -5,7 +5,7 @@
 # token, the host environment stays out, and root inside with CAP_NET_ADMIN cannot touch
 # the table. Traffic goes only to loopback and to test hosts in network namespaces this file
 # creates (rbxn-*, veth pairs), removed on exit.
-# modes: root user
+# modes: root user subids
 . "$(dirname "$0")/../lib.sh"
 lib_init network
 
@@ -116,7 +116,7 @@ blocked "sandbox cannot reach the test host (IPv6 TCP)" fd00:211::1 $PORT tcp ip
 blocked "sandbox cannot reach the test host (IPv4 UDP)" 10.211.0.1 $UPORT udp ipv4_udp "$EPERM"
 blocked "sandbox cannot reach the test host (IPv6 UDP)" fd00:211::1 $UPORT udp ipv6_udp "$EPERM"
 # 8. rootless runs get the same table: the counts above came from it.
-if [ "$MODE" = user ]; then
+if [ "$MODE" = user ] || [ "$MODE" = subids ]; then
 	expect_json "rootless run is rootless (egress counted above)" sandbox.rootless true
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Results and exit codes: the step's status, 128+n, 124, 125, 126, 127; the --json object;
 # timeouts; limits reported; policy loading and validation; runbox check.
-# modes: root user
+# modes: root user subids
 . "$(dirname "$0")/../lib.sh"
 lib_init result
 

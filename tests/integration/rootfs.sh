@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Root filesystem: overlay over a read-only image, /workspace and its read-only inputs,
 # /dev, /tmp, the old root gone, and the `host` image without host secrets.
-# modes: root user
+# modes: root user subids
 . "$(dirname "$0")/../lib.sh"
 lib_init rootfs
 

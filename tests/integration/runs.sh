@@ -5,7 +5,7 @@
 # contents (links to /etc/shadow, a fifo, a device node, 100,000 files, a 2 GB sparse file, a
 # 1,000-deep tree); ledger verify before and after an edit; ledger query for one step's exact
 # script and its artifact; 50 concurrent runs on one ledger; SIGTERM mid-step.
-# modes: root user
+# modes: root user subids
 . "$(dirname "$0")/../lib.sh"
 lib_init runs
 
