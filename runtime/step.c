@@ -1,4 +1,4 @@
-/* The step's process: the hardening sequence between fork and execve (see step.h). */
+/* The step's process: the hardening sequence between its clone and execve (see step.h). */
 #define _GNU_SOURCE
 #include "runtime/step.h"
 
