@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -195,6 +196,21 @@ void rb_sha256_hex(const void *data, size_t len, char out[65])
 	for (unsigned i = 0; i < 32; i++)
 		sprintf(out + 2 * i, "%02x", md[i]);
 	out[64] = '\0';
+}
+
+void *rb_stack_alloc(size_t size)
+{
+	char *base =
+	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	if (mprotect(base, 4096, PROT_NONE) < 0) {
+		int e = errno;
+		munmap(base, size);
+		errno = e;
+		return NULL;
+	}
+	return base;
 }
 
 void rb_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len, unsigned char out[32])

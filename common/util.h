@@ -28,6 +28,10 @@ void rb_sha256_hex(const void *data, size_t len, char out[65]);
 /* HMAC-SHA256 (RFC 2104) of data under key, built on libcrypto's SHA256_* calls: OpenSSL 3's
  * HMAC() fetches the digest through its provider machinery first, 2.3 ms of a run's start
  * measured here. tests/unit/test_token.c checks it against RFC 4231 and against HMAC(). */
+/* A stack for clone(2): size bytes of fresh memory (only the pages touched ever cost
+ * anything) whose lowest page is a guard page. Returns its base, which munmap(base, size)
+ * frees, or NULL with errno. The child's stack pointer starts at base + size. */
+void *rb_stack_alloc(size_t size);
 void rb_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len, unsigned char out[32]);
 
 /* Monotonic clock in microseconds. */

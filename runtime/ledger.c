@@ -336,6 +336,8 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
 
 int rb_ledger_set_durable(struct rb_ledger *l, bool durable, struct rb_error *err)
 {
+	if (l->durable == durable)
+		return 0;
 	if (exec(l, durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", err) < 0)
 		return -1;
 	l->durable = durable;

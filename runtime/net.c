@@ -185,8 +185,8 @@ static int prepare(enum rb_net_mode mode, struct rb_net *out, struct rb_error *e
 
 int rb_net_prepare_inside(enum rb_net_mode mode, struct rb_net *out, struct rb_error *err)
 {
-	*out = (struct rb_net){
-	    .netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .rtnl_fd = -1, .mode = mode};
+	*out = (struct rb_net)RB_NET_INIT;
+	out->mode = mode;
 	if (prepare(mode, out, err) < 0) {
 		rb_net_close(out);
 		return -1;

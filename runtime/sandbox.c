@@ -24,6 +24,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "runtime/channel.h"
 
 #ifndef CLONE_INTO_CGROUP
@@ -220,13 +221,11 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	_cleanup_close_ int lower = -1;
 	if (spec->ids.outer && (owner = owner_userns(&spec->ids, err)) < 0)
 		goto fail;
-	char *stack = mmap(NULL, SPAWNER_STACK, PROT_READ | PROT_WRITE,
-	                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED) {
-		rb_error_set(err, errno, "mmap the spawner's stack");
+	char *stack = rb_stack_alloc(SPAWNER_STACK);
+	if (!stack) {
+		rb_error_set(err, errno, "the spawner's stack");
 		goto fail;
 	}
-	mprotect(stack, 4096, PROT_NONE); /* a guard page */
 	struct spawn sp = {
 	    .spec = spec,
 	    .cg_fd = rb_cgroup_clone_fd(cg),

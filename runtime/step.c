@@ -15,10 +15,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "runtime/caps.h"
 
 /* The child runs on its own stack in the parent's memory (CLONE_VM | CLONE_VFORK, as
@@ -198,15 +198,9 @@ static char *child_stack(void)
 {
 	static char *top;
 	if (!top) {
-		char *base =
-		    mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-		if (base == MAP_FAILED)
-			return NULL;
-		if (mprotect(base, 4096, PROT_NONE) < 0) {
-			munmap(base, CHILD_STACK);
-			return NULL;
-		}
-		top = base + CHILD_STACK;
+		char *base = rb_stack_alloc(CHILD_STACK);
+		if (base)
+			top = base + CHILD_STACK;
 	}
 	return top;
 }
