@@ -110,14 +110,24 @@ static int make_parent(struct rb_cgroup *cg, const char *parent_rel, const char 
 	return 0;
 }
 
-/* Below the run's cgroup: "init" (init is cloned into it) and, per step, "step-N". A cgroup
- * that hands memory to its children may hold no process itself, which is why init needs a
- * leaf too. false (and nothing changed) when the run's cgroup cannot delegate memory. */
+/* Below the run's cgroup: "init" (step 0: init is cloned into it) and, per step, "step-N". */
+static int v2_leaf(const struct rb_cgroup *cg, unsigned step, char out[PATH_MAX])
+{
+	char name[32];
+	if (step == 0)
+		snprintf(name, sizeof name, "init");
+	else
+		snprintf(name, sizeof name, "step-%u", step);
+	return rb_cg_join(out, cg->v2_path, name);
+}
+
+/* A cgroup that hands memory to its children may hold no process itself, which is why init
+ * needs a leaf too. false (and nothing changed) when the run's cgroup cannot delegate memory. */
 static bool v2_make_leaves(struct rb_cgroup *cg)
 {
 	char init[PATH_MAX];
-	if (rb_cg_write(cg->v2_path, "cgroup.subtree_control", "+memory", NULL) < 0 ||
-	    rb_cg_join(init, cg->v2_path, "init") < 0 || rb_cg_mkdir(init, NULL, NULL) < 0)
+	if (rb_cg_write(cg->v2_path, "cgroup.subtree_control", "+memory", NULL) < 0 || v2_leaf(cg, 0, init) < 0 ||
+	    rb_cg_mkdir(init, NULL, NULL) < 0)
 		return false;
 	int fd = open(init, O_DIRECTORY | O_CLOEXEC | O_RDONLY);
 	if (fd < 0) {
@@ -233,7 +243,7 @@ static int v2_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 	snprintf(v, sizeof v, "%d", (int)pid);
 	if (!cg->v2_leaves)
 		return rb_cg_write(cg->v2_path, "cgroup.procs", v, err);
-	if (rb_cg_join(init, cg->v2_path, "init") < 0)
+	if (v2_leaf(cg, 0, init) < 0)
 		return rb_error_set(err, errno, "cgroup `%s/init`", cg->v2_path);
 	return rb_cg_write(init, "cgroup.procs", v, err);
 }
@@ -242,10 +252,9 @@ static int v2_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *e
 {
 	if (!cg->v2_leaves)
 		return -1;
-	char name[32], dir[PATH_MAX], procs[PATH_MAX];
-	snprintf(name, sizeof name, "step-%u", step);
-	if (rb_cg_join(dir, cg->v2_path, name) < 0 || rb_cg_join(procs, dir, "cgroup.procs") < 0)
-		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s/%s`", cg->v2_path, name);
+	char dir[PATH_MAX], procs[PATH_MAX];
+	if (step == 0 || v2_leaf(cg, step, dir) < 0 || rb_cg_join(procs, dir, "cgroup.procs") < 0)
+		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s/step-%u`", cg->v2_path, step);
 	bool made = false;
 	if (rb_cg_mkdir(dir, &made, err) < 0)
 		return -1;
@@ -364,15 +373,10 @@ static int v2_destroy(struct rb_cgroup *cg, struct rb_error *err)
 	}
 	if (cg->v2_leaves) {
 		/* Leaves first: a cgroup with children cannot go. Empty already (killed). */
-		char leaf[PATH_MAX], name[32];
-		for (unsigned i = 0; i <= cg->v2_steps; i++) {
-			if (i == 0)
-				snprintf(name, sizeof name, "init");
-			else
-				snprintf(name, sizeof name, "step-%u", i);
-			if (rb_cg_join(leaf, cg->v2_path, name) == 0 && rb_cg_rmdir(leaf, err) < 0)
+		char leaf[PATH_MAX];
+		for (unsigned i = 0; i <= cg->v2_steps; i++)
+			if (v2_leaf(cg, i, leaf) == 0 && rb_cg_rmdir(leaf, err) < 0)
 				return -1;
-		}
 	}
 	if (rb_cg_rmdir(cg->v2_path, err) < 0)
 		return -1;

@@ -93,13 +93,8 @@ static int open_beneath(const struct walk *w, int dirfd, const char *name, uint6
 			continue;
 		break;
 	}
-	if ((errno == EACCES || errno == EPERM) && w->reopen) {
-		int e = errno;
-		int fd = w->reopen(w->reopen_ctx, dirfd, name, flags, RESOLVE_FLAGS);
-		if (fd >= 0)
-			return fd;
-		errno = errno ? errno : e;
-	}
+	if ((errno == EACCES || errno == EPERM) && w->reopen)
+		return w->reopen(w->reopen_ctx, dirfd, name, flags, RESOLVE_FLAGS);
 	return -1;
 }
 
