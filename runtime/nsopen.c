@@ -28,16 +28,11 @@ __attribute__((noreturn)) static void helper(int sock, int userns_fd)
 	/* A copy of the runner's memory (the run token's key among it) about to live in the
 	 * sandbox's user namespace: nothing may read it, even if it could name this process. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* Nothing else of the runner's: only the socket and the namespace stay open. */
-	for (int fd = 0; fd < 3; fd++)
-		if (fd != sock && fd != userns_fd)
-			close(fd);
-	int keep_lo = sock < userns_fd ? sock : userns_fd, keep_hi = sock < userns_fd ? userns_fd : sock;
-	syscall(SYS_close_range, 3, keep_lo - 1, 0);
-	syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0);
-	syscall(SYS_close_range, keep_hi + 1, ~0U, 0);
 	int joined = setns(userns_fd, CLONE_NEWUSER) < 0 ? errno : 0;
-	close(userns_fd);
+	/* Nothing else of the runner's stays open: only the socket. */
+	if (sock > 0)
+		syscall(SYS_close_range, 0, sock - 1, 0);
+	syscall(SYS_close_range, sock + 1, ~0U, 0);
 	for (;;) {
 		json_t *req = NULL;
 		int fds[RB_CHAN_MAX_FDS];
