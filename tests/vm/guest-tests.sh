@@ -74,15 +74,20 @@ EOF
 	"$RB" run "$T/$1.json" >"$T/$1.out" 2>"$T/$1.err"
 	echo $? >"$T/$1.rc"
 }
+# step_spared NAME WHAT: the manifest run NAME finished, its step 2 ran in leaf step-2, and an
+# OOM kill was counted.
+step_spared() {
+	if [ "$(rc "$1")" = 0 ] && grep -q step2-alive "$T/$1.out" && grep -q '"oom_killed": true' "$T/$1.out" &&
+		grep -q '/step-2' "$T/$1.out"; then
+		pass "$2: an OOM kill of step 1's leftover leaves step 2 (in its own leaf step-2) running"
+	else
+		fail "$2: an OOM kill of one step's leaf spares the run"
+		grep -E 'step2|oom_killed|exit|cgroup|error' "$T/$1.out" | head -n 12
+		show "$1"
+	fi
+}
 oomstep oomstep 256
-if [ "$(rc oomstep)" = 0 ] && grep -q step2-alive "$T/oomstep.out" && grep -q '"oom_killed": true' "$T/oomstep.out" &&
-	grep -q '/step-2' "$T/oomstep.out"; then
-	pass "OOM kill of step 1's leftover leaves step 2 (in its own leaf step-2) running"
-else
-	fail "OOM kill of one step's leaf spares the run"
-	grep -E 'step2|oom_killed|exit|cgroup|error' "$T/oomstep.out" | head -n 12
-	show oomstep
-fi
+step_spared oomstep root
 oomstep oomstepctl 4
 if [ "$(rc oomstepctl)" = 0 ] && grep -q step2-alive "$T/oomstepctl.out" &&
 	! grep -q '"oom_killed": true' "$T/oomstepctl.out"; then
@@ -192,14 +197,14 @@ scopes=0
 # nobody ARGS...: runbox ARGS as 65534; with DELEGATED=1 from a fresh cgroup of its own below
 # $RL, owned by 65534 (what `systemd-run --user --scope` gives: a delegated scope).
 nobody() {
+	set -- env RUNBOX_STATE_DIR=$RLT/s XDG_RUNTIME_DIR=$RLT HOME=$RLT $PROBE_HOST exec-as 65534 65534 "$RB" "$@"
 	if [ "${DELEGATED:-0}" = 1 ]; then
 		scopes=$((scopes + 1))
 		sc=$RL/scope-$scopes
 		mkdir "$sc" && chown -R 65534:65534 "$sc"
-		sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$sc" \
-			env RUNBOX_STATE_DIR=$RLT/s XDG_RUNTIME_DIR=$RLT HOME=$RLT $PROBE_HOST exec-as 65534 65534 "$RB" "$@"
+		sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$sc" "$@"
 	else
-		env RUNBOX_STATE_DIR=$RLT/s XDG_RUNTIME_DIR=$RLT HOME=$RLT $PROBE_HOST exec-as 65534 65534 "$RB" "$@"
+		"$@"
 	fi
 }
 PROBE_HOST=/opt/runbox/build/images/minimal/rootfs/bin/probe
@@ -214,14 +219,7 @@ fi
 cp "$T/oomstep.json" "$T/rlstep.json" 2>/dev/null
 DELEGATED=1 nobody run "$T/rlstep.json" >"$T/rlstep.out" 2>"$T/rlstep.err"
 echo $? >"$T/rlstep.rc"
-if [ "$(rc rlstep)" = 0 ] && grep -q step2-alive "$T/rlstep.out" && grep -q '"oom_killed": true' "$T/rlstep.out" &&
-	grep -q '/step-2' "$T/rlstep.out"; then
-	pass "rootless, delegated: an OOM kill of step 1's leftover leaves step 2 running"
-else
-	fail "rootless, delegated: an OOM kill of one step's leaf spares the run"
-	grep -E 'step2|oom_killed|exit|error' "$T/rlstep.out" | head -n 8
-	show rlstep
-fi
+step_spared rlstep "rootless, delegated"
 DELEGATED=0 nobody run --json --image minimal --memory 32M -- /bin/true >"$T/rlctl.json" 2>"$T/rlctl.err"
 echo $? >"$T/rlctl.rc"
 if [ "$(rc rlctl)" = 0 ] && [ "$(json "$T/rlctl.json" cgroup)" = none ]; then
