@@ -387,6 +387,25 @@ static void run_entry(const char *entry, char **env, char *out, size_t cap, size
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Checks in against the skill, runs its entry point with the environment the skill gets, and
+ * returns its one JSON object (the test fails otherwise). */
+static json_t *run_skill(struct rb_skill *s, json_t *in)
+{
+	struct rb_error err = {0};
+	assert_int_equal(rb_skill_check_inputs(s, in, &err), 0);
+	char **env = NULL;
+	assert_int_equal(rb_skill_env(s, in, &env), 0);
+	char entry[PATH_MAX + 64], out[8192];
+	snprintf(entry, sizeof entry, "%s/%s", s->dir, s->entry);
+	size_t len;
+	run_entry(entry, env, out, sizeof out, &len);
+	rb_skill_env_free(env);
+	json_t *res = NULL;
+	if (rb_skill_parse_result(out, len, &res, &err) != 0)
+		fail_msg("%s (stdout: %s)", err.msg, out);
+	return res;
+}
+
 static void test_entry_end_to_end(void **state)
 {
 	if (access("/bin/busybox", X_OK) != 0)
@@ -394,18 +413,7 @@ static void test_entry_end_to_end(void **state)
 	struct rb_skill s;
 	load_ok(fixture("valid"), &s);
 	_cleanup_json_ json_t *in = json_pack("{s:s, s:i, s:b}", "greeting", "hello", "count", 7, "loud", 0);
-	struct rb_error err = {0};
-	assert_int_equal(rb_skill_check_inputs(&s, in, &err), 0);
-	char **env = NULL;
-	assert_int_equal(rb_skill_env(&s, in, &env), 0);
-	char entry[PATH_MAX + 64], out[4096];
-	snprintf(entry, sizeof entry, "%s/%s", s.dir, s.entry);
-	size_t len;
-	run_entry(entry, env, out, sizeof out, &len);
-	rb_skill_env_free(env);
-	json_t *res = NULL;
-	if (rb_skill_parse_result(out, len, &res, &err) != 0)
-		fail_msg("%s (stdout: %s)", err.msg, out);
+	json_t *res = run_skill(&s, in);
 	assert_string_equal(json_string_value(json_object_get(res, "greeting")), "hello");
 	assert_int_equal(json_integer_value(json_object_get(res, "count")), 7);
 	assert_true(json_is_false(json_object_get(res, "loud")));
@@ -428,18 +436,7 @@ static void test_docs_example_skill(void **state)
 	char notes[PATH_MAX + 64];
 	snprintf(notes, sizeof notes, "%s/docs/examples/data/notes.txt", repo);
 	_cleanup_json_ json_t *in = json_pack("{s:s, s:s, s:i}", "file", notes, "label", "say \"hi\" \\ o/", "top", 2);
-	struct rb_error err = {0};
-	assert_int_equal(rb_skill_check_inputs(&s, in, &err), 0);
-	char **env = NULL;
-	assert_int_equal(rb_skill_env(&s, in, &env), 0);
-	char entry[PATH_MAX + 64], out[8192];
-	snprintf(entry, sizeof entry, "%s/%s", s.dir, s.entry);
-	size_t len;
-	run_entry(entry, env, out, sizeof out, &len);
-	rb_skill_env_free(env);
-	json_t *res = NULL;
-	if (rb_skill_parse_result(out, len, &res, &err) != 0)
-		fail_msg("%s (stdout: %s)", err.msg, out);
+	json_t *res = run_skill(&s, in);
 	assert_string_equal(json_string_value(json_object_get(res, "label")), "say \"hi\" \\ o/");
 	assert_int_equal(json_integer_value(json_object_get(res, "lines")), 5);
 	json_t *top = json_object_get(res, "top");
