@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: times runbox against bubblewrap and runc (crun when installed) on one static
-# `true` rootfs, root and rootless, in BENCH_ROUNDS interleaved hyperfine rounds per mode,
+# `make bench`: times runbox against bubblewrap and runc (crun when installed) on the same
+# rootfs, the minimal image's (busybox's `true`), root and rootless, in BENCH_ROUNDS interleaved hyperfine rounds per mode,
 # then prints medians, p95s, peer/runbox ratios and peak memory (bench/report.py). Results
 # land in build/bench/.
 # Knobs: BENCH_RUNS (200 per command, in all), BENCH_ROUNDS (10), BENCH_WARMUP (10 per
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$(pwd)
 OUT=$TOP/build/bench
-R=$OUT/rootfs
+R=$TOP/build/images/minimal/rootfs
 B=$OUT/peers
 RUNS=${BENCH_RUNS:-200}
 WARMUP=${BENCH_WARMUP:-10}
@@ -36,15 +36,13 @@ if [ -z "${RB_BENCH_PRIVATE:-}" ] && [ -s "$CG" ]; then
 		sh "$CG" "$0" "$@"
 fi
 
-# --- the peers' rootfs: a static `true` and empty proc, dev, sys -------------------------
-mkdir -p "$R/bin" "$R/proc" "$R/dev" "$R/sys" "$B"
-if [ ! -x "$R/bin/true" ] || [ bench/true.c -nt "$R/bin/true" ]; then
-	gcc -std=gnu17 -O2 -Wall -Wextra -Werror -static -s -o "$R/bin/true" bench/true.c
-fi
+# --- the peers' rootfs: the one `runbox run --image minimal` uses, read-only for all --------
+[ -x "$R/bin/busybox" ] || die "no minimal image at $R (make runbox)"
+mkdir -p "$B"
 chmod -R a+rX "$OUT"
 
 # --- runc bundles: root spec, and rootless spec mapping 0 -> 65534 -------------------------
-# Each kind has a twin whose `true` sleeps 400 ms, so bench/rss.py can sample the runner.
+# Each kind has a twin that sleeps 400 ms instead, so bench/rss.py can sample the runner.
 bundle() { # bundle DIR ROOTLESS(0|1) ARGS...
 	local dir=$1 rootless=$2
 	shift 2
@@ -65,9 +63,9 @@ EOF
 	chmod -R a+rX "$dir"
 }
 bundle "$B/root" 0 /bin/true
-bundle "$B/root-sleep" 0 /bin/true 400
+bundle "$B/root-sleep" 0 /bin/sleep 0.4
 bundle "$B/rl" 1 /bin/true
-bundle "$B/rl-sleep" 1 /bin/true 400
+bundle "$B/rl-sleep" 1 /bin/sleep 0.4
 rm -rf "$B/st" "$B/st-root" && mkdir -p "$B/st" "$B/st-root"
 chown "$NOBODY:$NOBODY" "$B/st" && chmod 700 "$B/st" "$B/st-root"
 
@@ -117,7 +115,7 @@ for mode in $MODES; do
 	root)
 		P=""
 		ENVV=(RUNBOX_STATE_DIR="$TMP/root-state")
-		add "true" "$R/bin/true"
+		add "true" "$R/bin/busybox true"
 		add "bwrap" "bwrap --unshare-all --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true"
 		add "bwrap --share-net" "bwrap --unshare-all --share-net --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true"
 		# Root runc makes a cgroup under every v1 hierarchy of a hybrid host (ANCHORS §2 (*)):
@@ -128,7 +126,7 @@ for mode in $MODES; do
 	rootless)
 		P="$NB "
 		ENVV=(RUNBOX_STATE_DIR="$TMP/rl-state" XDG_RUNTIME_DIR="$TMP/rl-xdg" HOME="$TMP/rl-home")
-		add "true" "$NB $R/bin/true"
+		add "true" "$NB $R/bin/busybox true"
 		add "bwrap" "$NB bwrap --unshare-all --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true"
 		add "bwrap --share-net" "$NB bwrap --unshare-all --share-net --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true"
 		add "runc" "$NB runc --root $B/st run -b $B/rl rr1"
@@ -162,7 +160,7 @@ for mode in $MODES; do
 	# Peak memory of each runner's own process, sampled mid-step, plus its wait4 max RSS.
 	RSS=()
 	[ -n "$have_runbox" ] || RSS+=("runbox=$P$RB -- /bin/sleep 0.4")
-	RSS+=("bwrap=${P}bwrap --unshare-all --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true 400")
+	RSS+=("bwrap=${P}bwrap --unshare-all --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/sleep 0.4")
 	if [ "$mode" = root ]; then
 		grep -q '^runc	' "$OUT/$mode.commands.tsv" && RSS+=("runc=runc --root $B/st-root run -b $B/root-sleep rb-probe")
 	else
