@@ -91,6 +91,8 @@ int rb_cg_count_procs(const char *dir);
 /* The caller's cgroup in a hierarchy from /proc/self/cgroup: "0::" for v2 (ctrl NULL), else
  * the line whose controller list holds ctrl. */
 int rb_cg_self_path(const char *ctrl, char *out, size_t n);
+/* The same, from the text of /proc/self/cgroup already read. */
+int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n);
 /* The parent as a path from the hierarchy's root: the override, else RUNBOX_CGROUP_PARENT,
  * else "runbox". An absolute one ("/a/b") is taken as is; a relative one lies under self_rel,
  * the caller's own cgroup in that hierarchy. */

@@ -204,12 +204,22 @@ int rb_cg_count_procs(const char *dir)
 
 int rb_cg_self_path(const char *ctrl, char *out, size_t n)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
+	_cleanup_free_ char *text = NULL;
+	struct rb_error err;
+	if (rb_read_file("/proc/self/cgroup", 1 << 20, &text, NULL, &err) < 0) {
+		errno = err.errnum;
 		return -1;
+	}
+	return rb_cg_self_path_in(text, ctrl, out, n);
+}
+
+int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n)
+{
 	char line[4096];
-	while (fgets(line, sizeof line, f)) {
-		line[strcspn(line, "\n")] = '\0';
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, "\n");
+		snprintf(line, sizeof line, "%.*s", (int)len, p);
+		p += len + (p[len] == '\n');
 		char *c1 = strchr(line, ':');
 		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)

@@ -16,15 +16,16 @@
 
 static const char *const ctrl_names[RB_V1_COUNT] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 
-/* Finds the v1 mount holding ctrl in /proc/self/mountinfo (fstype "cgroup", the controller
- * among the super options) and its root, so co-mounted cpu,cpuacct resolve to one place. */
-static int find_mount(const char *ctrl, char *mount, char *root)
+/* Finds the v1 mount holding ctrl in the text of /proc/self/mountinfo (fstype "cgroup", the
+ * controller among the super options) and its root, so co-mounted cpu,cpuacct resolve to one
+ * place. */
+static int find_mount(const char *mountinfo, const char *ctrl, char *mount, char *root)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return -1;
 	char line[4096];
-	while (fgets(line, sizeof line, f)) {
+	for (const char *p = mountinfo; *p;) {
+		size_t len = strcspn(p, "\n");
+		snprintf(line, sizeof line, "%.*s", (int)len, p);
+		p += len + (p[len] == '\n');
 		char *sep = strstr(line, " - ");
 		if (!sep)
 			continue;
@@ -50,15 +51,20 @@ static int find_mount(const char *ctrl, char *mount, char *root)
 
 static int locate(struct rb_cgroup *cg, struct rb_error *err)
 {
+	/* Each read once for the five controllers: /proc files are generated at every read. */
+	_cleanup_free_ char *mountinfo = NULL, *self_cgroups = NULL;
+	if (rb_read_file("/proc/self/mountinfo", 1 << 22, &mountinfo, NULL, err) < 0 ||
+	    rb_read_file("/proc/self/cgroup", 1 << 20, &self_cgroups, NULL, err) < 0)
+		return -1;
 	bool any = false;
 	for (int c = 0; c < RB_V1_COUNT; c++) {
 		struct rb_cg_v1_hier *h = &cg->v1[c];
 		char root[PATH_MAX], self[PATH_MAX], parent_rel[PATH_MAX];
-		if (find_mount(ctrl_names[c], h->mount, root) < 0) {
+		if (find_mount(mountinfo, ctrl_names[c], h->mount, root) < 0) {
 			h->mount[0] = '\0';
 			continue;
 		}
-		if (rb_cg_self_path(ctrl_names[c], self, sizeof self) < 0)
+		if (rb_cg_self_path_in(self_cgroups, ctrl_names[c], self, sizeof self) < 0)
 			return rb_error_set(err, errno, "no %s entry in /proc/self/cgroup", ctrl_names[c]);
 		/* Without a cgroup namespace a bind-mounted hierarchy shows our path with its root. */
 		const char *rel = self;
