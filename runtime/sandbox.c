@@ -274,17 +274,19 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		rb_error_set(err, errno, "pidfd_open");
 		goto fail;
 	}
-	rb_debug("runner: attach cgroup");
-	if (sp.cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
-		goto fail;
-	rb_debug("runner: attached");
 	json_t *go = json_pack("{s:s}", "op", "go");
 	int r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
 	if (r < 0)
 		goto fail;
-	/* The table and the routes, while init builds the root: no step runs before this
-	 * returned, and init itself has nothing to send. */
+	/* The cgroups, the table and the routes, while init builds the root: no step runs
+	 * before this returned, and init itself has nothing to send. A v1 attach waits for an
+	 * RCU grace period (the cgroup_threadgroup_rwsem), up to 2 ms here; what init writes to
+	 * its tmpfs before it is attached is charged to the runner's cgroup. */
+	rb_debug("runner: attach cgroup");
+	if (sp.cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
+		goto fail;
+	rb_debug("runner: attached");
 	if (rb_net_finish(&sb->net, err) < 0)
 		goto fail;
 	rb_debug("runner: network ruled");
