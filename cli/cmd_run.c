@@ -87,18 +87,6 @@ static void scrub_streams(const struct rb_run *run, struct rb_step_result *res)
 	rb_scrub_free(s);
 }
 
-struct before_step {
-	struct rb_record *rec;
-	int result;
-	struct rb_error err;
-};
-
-static void commit_before_step(void *ctx)
-{
-	struct before_step *b = ctx;
-	b->result = rb_record_flush(b->rec, RB_RECORD_BEFORE_STEP, &b->err);
-}
-
 int rb_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -204,8 +192,8 @@ int rb_cmd_run(int argc, char **argv)
 		rb_run_close(&run);
 		return 125;
 	}
-	/* Every command goes into the ledger before it runs; a run that cannot be recorded
-	 * does not run. */
+	/* Every command is written ahead into the run's state file before it runs, and committed
+	 * to the ledger beside its start; a run that cannot be recorded does not go on. */
 	struct rb_record rec;
 	rb_debug("ledger: record start");
 	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
@@ -215,20 +203,7 @@ int rb_cmd_run(int argc, char **argv)
 		rb_run_close(&run);
 		return 125;
 	}
-	/* The ledger commits while init builds the sandbox's root; the step's code runs only
-	 * once the record is in. A sandbox that fails to start is a result below. */
-	struct before_step pre = {.rec = &rec, .result = 0};
-	run.while_building = commit_before_step;
-	run.while_building_ctx = &pre;
-	struct rb_error serr;
-	rb_run_start(&run, &serr); /* a failure is remembered and becomes the step's result */
-	if (pre.result < 0) {
-		rb_err("ledger: %s", pre.err.msg);
-		rb_record_close(&rec);
-		rb_run_close(&run);
-		return 125;
-	}
-	rb_debug("ledger: recorded");
+	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
 		rb_err("%s", err.msg);

@@ -55,7 +55,7 @@ static void state_path(const char *run_dir, const char *id, char *out, size_t le
 	snprintf(out, len, "%s/%s.state", run_dir, id);
 }
 
-int rb_lifecycle_register(const struct rb_run *run, struct rb_error *err)
+int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err)
 {
 	json_t *cgs = json_array();
 	if (run->cg) {
@@ -64,11 +64,11 @@ int rb_lifecycle_register(const struct rb_run *run, struct rb_error *err)
 		for (unsigned i = 0; i < n; i++)
 			json_array_append_new(cgs, json_string(dirs[i]));
 	}
-	json_t *st =
-	    json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o}", "run_id", run->id, "tenant", run->tenant,
-	              "agent", run->agent, "state_dir", run->paths.state_dir, "started", (json_int_t)time(NULL),
-	              "runner_pid", (int)getpid(), "runner_start", (json_int_t)start_time(getpid()), "init_pid",
-	              (int)run->sb.init_pid, "init_start", (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs);
+	json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o, s:O?}", "run_id", run->id, "tenant",
+	                       run->tenant, "agent", run->agent, "state_dir", run->paths.state_dir, "started",
+	                       (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
+	                       (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
+	                       (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs, "write_ahead", write_ahead);
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -176,6 +176,33 @@ int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig,
 	return 0;
 }
 
+#define RB_GC_EVENTS_MAX 66 /* a record's pending queue (RB_RECORD_PENDING_MAX), cleanup, run_end */
+
+/* The events the run's state file wrote ahead of the ledger ({"committed": N, "events": [...]}),
+ * if the ledger still holds only the N events committed before them: a runner that died
+ * between its exec request and the commit beside the step. They were committed together or
+ * not at all, so the count tells. Each gets a reference in ev; returns how many. */
+static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t *wa, struct rb_ledger_event *ev,
+                                 size_t max)
+{
+	json_t *events = json_object_get(wa, "events");
+	json_int_t committed = json_integer_value(json_object_get(wa, "committed"));
+	int64_t have = 0;
+	struct rb_error err;
+	if (!json_array_size(events) || rb_ledger_count_run(l, run_id, &have, &err) < 0 || have != committed)
+		return 0;
+	size_t n = 0, i;
+	json_t *e;
+	json_array_foreach(events, i, e)
+	{
+		const char *type = json_string_value(json_object_get(e, "type"));
+		json_t *data = json_object_get(e, "data");
+		if (n < max && type && json_is_object(data))
+			ev[n++] = (struct rb_ledger_event){type, json_incref(data)};
+	}
+	return n;
+}
+
 struct gc_ctx {
 	json_t *report;
 };
@@ -220,15 +247,18 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 	if (state_dir && rb_ledger_open(state_dir, &l, &err) == 0) {
 		const char *tenant = json_string_value(json_object_get(st, "tenant"));
 		const char *agent = json_string_value(json_object_get(st, "agent"));
-		struct rb_ledger_event ev[2] = {
-		    {"cleanup",
-		     json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by", "gc")},
-		    {"run_end", json_pack("{s:s}", "result", "abandoned")},
-		};
-		if (rb_ledger_append_batch(l, id, tenant, agent, ev, 2, NULL, &err) < 0)
+		struct rb_ledger_event ev[RB_GC_EVENTS_MAX];
+		size_t n_ev = write_ahead_events(l, id, json_object_get(st, "write_ahead"), ev, RB_GC_EVENTS_MAX - 2);
+		if (n_ev)
+			json_object_set_new(done, "written_ahead", json_integer((json_int_t)n_ev));
+		ev[n_ev++] = (struct rb_ledger_event){
+		    "cleanup",
+		    json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by", "gc")};
+		ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
+		if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
 			json_object_set_new(done, "ledger_error", json_string(err.msg));
-		json_decref(ev[0].data);
-		json_decref(ev[1].data);
+		for (size_t k = 0; k < n_ev; k++)
+			json_decref(ev[k].data);
 		rb_ledger_close(l);
 	}
 	if (ok)

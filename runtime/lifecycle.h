@@ -9,8 +9,9 @@
 #include "common/paths.h"
 #include "runtime/run.h"
 
-/* Writes the run's state file (atomically); called once the sandbox exists. */
-int rb_lifecycle_register(const struct rb_run *run, struct rb_error *err);
+/* Writes the run's state file (atomically) once the sandbox exists, and again when the
+ * ledger's write-ahead changes (struct rb_run_ledger); write_ahead may be NULL. */
+int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err);
 void rb_lifecycle_unregister(const struct rb_run *run);
 
 /* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned}. */
@@ -18,7 +19,8 @@ int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_err
 /* SIGTERM (or sig) to the runner of run_id: it cancels the step, kills the sandbox, records it. */
 int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err);
 /* For each run whose runner is gone: kills what is left (init, the cgroup), removes the cgroup
- * and the run directory, records the run as abandoned in the ledger. *report lists them. */
+ * and the run directory, records the run as abandoned in the ledger, after the events its
+ * state file wrote ahead if the ledger never got them. *report lists them. */
 int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err);
 
 #endif

@@ -22,8 +22,8 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 {
 	if (!rec->n_pending)
 		return 0;
-	/* Opened on the first commit, which may run on the flusher thread: opening costs
-	 * milliseconds that the sandbox's creation then hides. */
+	/* Usually opened already, while init built the root (prepare), which hid the
+	 * milliseconds it takes; else here, and a failure there is met again here. */
 	if (!rec->ledger && rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, err) < 0)
 		return -1;
 	rb_debug("ledger: opened");
@@ -31,12 +31,14 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 		return -1;
 	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
 	                               rec->n_pending, NULL, err);
+	if (r == 0)
+		rec->committed += (int64_t)rec->n_pending;
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;
 	rb_debug("ledger: committed");
 	if (r == 0 && how == RB_RECORD_BEFORE_STEP)
-		rb_ledger_tidy(rec->ledger); /* the sandbox is still being built: nobody waits */
+		rb_ledger_tidy(rec->ledger); /* the step is running: nobody waits */
 	return r;
 }
 
@@ -59,6 +61,36 @@ int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_er
 	memset(rec, 0, sizeof *rec);
 	rec->run = run;
 	return 0;
+}
+
+static void prepare(void *ctx)
+{
+	struct rb_record *rec = ctx;
+	struct rb_error err;
+	if (!rec->ledger)
+		rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, &err);
+}
+
+static json_t *write_ahead(void *ctx)
+{
+	const struct rb_record *rec = ctx;
+	json_t *events = json_array();
+	for (size_t i = 0; i < rec->n_pending; i++)
+		json_array_append_new(
+		    events, json_pack("{s:s, s:O}", "type", rec->pending[i].type, "data", rec->pending[i].data));
+	return json_pack("{s:I, s:o}", "committed", (json_int_t)rec->committed, "events", events);
+}
+
+static int commit_beside_step(void *ctx, struct rb_error *err)
+{
+	if (rb_record_flush(ctx, RB_RECORD_BEFORE_STEP, err) < 0)
+		return rb_error_prefix(err, "ledger");
+	return 0;
+}
+
+void rb_record_attach(struct rb_record *rec, struct rb_run *run)
+{
+	run->ledger = (struct rb_run_ledger){prepare, write_ahead, commit_beside_step, rec};
 }
 
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,

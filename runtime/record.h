@@ -14,13 +14,17 @@
 
 #define RB_RECORD_PENDING_MAX 64
 
-/* Events are queued and committed together by rb_record_flush, one transaction: before a
- * step's code starts, so what is about to run is in the ledger first, and after it ends.
+/* Events are queued and committed together by rb_record_flush, one transaction: while a step
+ * starts (what is about to run), and after it ends.
  *
- * Only the commit after a step is fsync'd. The one before it is in the WAL: a crash or kill of
- * runbox cannot lose it, a crash of the host can, together with everything the step did,
- * which lived in the sandbox's memory and died with it. The next fsync'd commit (after the
- * step) makes it durable too: the WAL is synced in order. docs/ledger.md has the reasoning. */
+ * What is about to run is first written ahead into the run's state file, before the exec
+ * request; the commit follows beside the step's start (struct rb_run_ledger), so its
+ * milliseconds are not the step's. If runbox dies in between, `runbox gc` commits the
+ * written-ahead events. Only the commit after a step is fsync'd. The one beside it is in the
+ * WAL: a crash or kill of runbox cannot lose it, a crash of the host can, together with
+ * everything the step did, which lived in the sandbox's memory and died with it. The next
+ * fsync'd commit (after the step) makes it durable too: the WAL is synced in order.
+ * docs/ledger.md has the reasoning. */
 enum rb_record_commit {
 	RB_RECORD_BEFORE_STEP, /* in the WAL, not synced; the WAL is then checkpointed if long */
 	RB_RECORD_DURABLE,     /* fsync'd before it returns */
@@ -35,10 +39,13 @@ struct rb_record {
 	double memory_gib_seconds; /* peak memory x wall time, summed over steps */
 	uint64_t stored_bytes;     /* bytes the run added to the artifact store */
 	unsigned steps;
+	int64_t committed; /* the run's events in the ledger so far */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err);
+/* Makes each of run's steps write ahead and commit what is pending (struct rb_run_ledger). */
+void rb_record_attach(struct rb_record *rec, struct rb_run *run);
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
                         struct rb_error *err);
 int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,

@@ -198,6 +198,27 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	return 0;
 }
 
+/* The run's state file, with the ledger's write-ahead (struct rb_run_ledger); rewritten only
+ * when that changed since the last save. */
+static int save_state(struct rb_run *run, struct rb_error *err)
+{
+	json_t *wa = run->ledger.write_ahead ? run->ledger.write_ahead(run->ledger.ctx) : NULL;
+	if (run->state_saved && (wa == run->saved_write_ahead || json_equal(wa, run->saved_write_ahead))) {
+		json_decref(wa);
+		return 0;
+	}
+	json_decref(run->saved_write_ahead);
+	run->saved_write_ahead = NULL;
+	run->state_saved = false;
+	if (rb_lifecycle_register(run, wa, err) < 0) {
+		json_decref(wa);
+		return -1;
+	}
+	run->saved_write_ahead = wa;
+	run->state_saved = true;
+	return 0;
+}
+
 static int start(struct rb_run *run, struct rb_error *err)
 {
 	rb_debug("cgroup: create");
@@ -207,8 +228,8 @@ static int start(struct rb_run *run, struct rb_error *err)
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
 	run->started = true; /* from here on, stopping the run kills this sandbox */
-	if (run->while_building)
-		run->while_building(run->while_building_ctx);
+	if (run->ledger.prepare)
+		run->ledger.prepare(run->ledger.ctx);
 	if (rb_sandbox_wait_ready(&run->sb, err) < 0)
 		return -1;
 	rb_debug("sandbox: ready");
@@ -226,7 +247,7 @@ static int start(struct rb_run *run, struct rb_error *err)
 		                   run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
-	return rb_lifecycle_register(run, err);
+	return save_state(run, err);
 }
 
 int rb_run_start(struct rb_run *run, struct rb_error *err)
@@ -494,6 +515,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o, s:b}", "op", "exec", "argv", args, "env", env, "cwd",
 	                        "/workspace", "files", files, "cgroup", step_cgroup);
 	if (r == 0)
+		r = save_state(run, err); /* what is about to run, written ahead of the ledger */
+	uint64_t t_exec = rb_now_us();
+	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
 	for (unsigned i = 0; i < n_fds; i++)
@@ -502,6 +526,10 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		return -1;
 
 	rb_debug("step %u: exec sent", step_no);
+	if (run->ledger.commit && run->ledger.commit(run->ledger.ctx, err) < 0) {
+		kill_sandbox(run); /* a step the ledger cannot record does not go on */
+		return -1;
+	}
 	json_t *ev = NULL;
 	if (rb_chan_recv(run->sb.ctl, &ev, NULL, NULL, err) <= 0) {
 		res->status = RB_STEP_SETUP_FAILED;
@@ -522,10 +550,13 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	json_decref(ev);
 
+	/* The deadline counts from the exec request, the ledger's commit included. */
 	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (timeout_ms && tfd >= 0) {
-		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
-		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
+		uint64_t spent = rb_now_us() - t_exec, left = timeout_ms * 1000;
+		left = left > spent ? left - spent : 1;
+		struct itimerspec its = {
+		    .it_value = {.tv_sec = (time_t)(left / 1000000), .tv_nsec = (long)(left % 1000000) * 1000L}};
 		timerfd_settime(tfd, 0, &its, NULL);
 	}
 	sigset_t mask, old;
@@ -716,6 +747,8 @@ void rb_run_close(struct rb_run *run)
 	run->inputs = run->skills = NULL;
 	if (run->started || run->sb.init_pid > 0)
 		rb_lifecycle_unregister(run);
+	json_decref(run->saved_write_ahead);
+	run->saved_write_ahead = NULL;
 	if (run->dir[0]) {
 		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
 		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)

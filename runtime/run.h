@@ -68,6 +68,20 @@ struct rb_step_result {
 	json_t *egress; /* the drop counters after the step (rb_net_counters_json), or NULL */
 };
 
+/* The ledger's part in a run (rb_record_attach fills it in), placed where the runner would
+ * otherwise wait. prepare(ctx) runs once while init builds the sandbox's root: it opens the
+ * ledger (a failure is met again, and reported, by commit). Before each step's exec request, rb_run_exec
+ * saves write_ahead(ctx) in the run's state file: {"committed": the run's events in the ledger
+ * so far, "events": those not committed yet}, so that `runbox gc` records them if the runner
+ * dies before they are in. Right after the request, commit(ctx) commits them while the step
+ * starts and runs; if it fails, the sandbox is killed and rb_run_exec fails with its error. */
+struct rb_run_ledger {
+	void (*prepare)(void *ctx);
+	json_t *(*write_ahead)(void *ctx);
+	int (*commit)(void *ctx, struct rb_error *err);
+	void *ctx;
+};
+
 struct rb_run {
 	char id[72];
 	struct rb_paths paths;
@@ -101,10 +115,9 @@ struct rb_run {
 	uint64_t bg_log_bytes;
 	unsigned steps_run;
 	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
-	/* Called once while the sandbox builds its root (init at work, the runner idle): the
-	 * runner's ledger commit goes here. Single-threaded: nothing runs beside the spawner. */
-	void (*while_building)(void *ctx);
-	void *while_building_ctx;
+	struct rb_run_ledger ledger;
+	bool state_saved;          /* the state file is written, with: */
+	json_t *saved_write_ahead; /* its write-ahead, to skip rewriting it unchanged */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */

@@ -156,9 +156,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	                             skill ? st->inputs : NULL, err);
 	struct rb_step_result res;
 	if (r == 0)
-		r = rb_record_flush(&rf->rec, RB_RECORD_BEFORE_STEP, err); /* in the ledger before it runs */
-	if (r == 0)
-		r = rb_run_exec(run, &req, &res, err);
+		r = rb_run_exec(run, &req, &res, err); /* it writes the step ahead, then commits it */
 	for (char **e = env; *e; e++)
 		free(*e);
 	free(env);
@@ -266,7 +264,10 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return -1;
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
-	return rb_record_open(&rf->rec, &rf->run, err);
+	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
+		return -1;
+	rb_record_attach(&rf->rec, &rf->run);
+	return 0;
 }
 
 /* The sandbox, and with it the run token; then the scrubber, which must know the token. */

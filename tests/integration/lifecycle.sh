@@ -61,6 +61,12 @@ fi
 m=$(new_marker)
 if ! start_bg "$m"; then not_ok "SIGKILL to runbox ends the sandbox" "the step never started"
 else
+	# While the step runs, the run's state file holds the command, written ahead of the
+	# ledger's commit (which runs beside the step's start).
+	st=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | head -1)
+	if [ -n "$st" ] && grep -q "sleep-forever.*$m" "$st" && grep -q '"write_ahead"' "$st"; then
+		ok "the state file holds the running step's command, written ahead"
+	else not_ok "the state file holds the running step's command, written ahead" "${st:-no state file}"; fi
 	kill -KILL "$BG"
 	wait "$BG" 2>/dev/null
 	if wait_for no_marker "$m"; then ok "SIGKILL to runbox ends the sandbox"
@@ -89,8 +95,38 @@ else
 		run_rbx ledger show "$killed_id"
 		if grep -q 'run_end.*abandoned' <<<"$OUT"; then ok "the ledger records the killed run as abandoned"
 		else not_ok "the ledger records the killed run as abandoned" "$(tail -1 <<<"$OUT")"; fi
+		# Its command was committed beside the step (or, if runbox died first, by gc from
+		# the state file): once, never twice. This is the control of the test below.
+		n=$(grep -c 'step_start' <<<"$OUT")
+		if [ "$n" = 1 ]; then ok "the killed run's command is in the ledger once"
+		else not_ok "the killed run's command is in the ledger once" "$n step_start events"; fi
 	fi
 fi
+
+# A runbox killed after its exec request but before the ledger's commit beside the step: its
+# state file holds the events written ahead, and gc commits them before the run's end. The
+# state file is made by hand (a dead runner, nothing else left): the real window is a few ms.
+wa_id=0aead$(printf '%05x%05x%05x' $RANDOM $RANDOM $RANDOM)
+wa_text="written-ahead-$m"
+true &
+dead=$!
+wait $dead
+mkdir -p "$STATE/run/$wa_id"
+cat >"$STATE/run/$wa_id.state" <<EOF
+{"run_id": "$wa_id", "tenant": "local", "agent": "cli", "state_dir": "$STATE", "started": 1,
+ "runner_pid": $dead, "runner_start": 1, "init_pid": 0, "init_start": 0, "cgroups": [],
+ "write_ahead": {"committed": 0, "events": [
+   {"type": "run_start", "data": {"tenant": "local", "agent": "cli"}},
+   {"type": "step_start", "data": {"step": 1, "kind": "command", "text": "$wa_text"}}]}}
+EOF
+[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE/run/$wa_id" "$STATE/run/$wa_id.state"
+run_rbx gc
+run_rbx ledger show "$wa_id" --json
+if [ "$RC" = 0 ] && grep -q "$wa_text" <<<"$OUT" && grep -q '"abandoned"' <<<"$OUT" &&
+	[ "$(grep -o '"type": *"[a-z_]*"' <<<"$OUT" | tr -d ' ' | paste -sd,)" = \
+		'"type":"run_start","type":"step_start","type":"cleanup","type":"run_end"' ]; then
+	ok "gc commits what a killed runbox wrote ahead, then the run's end"
+else not_ok "gc commits what a killed runbox wrote ahead, then the run's end" "exit $RC: $(first_line "$OUT$ERR")"; fi
 
 # --- a few hundred runs leave nothing behind ---
 N=${RBX_CLEANUP_RUNS:-300}
