@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,29 +176,28 @@ static int schema_version(struct rb_ledger *l)
 	return v;
 }
 
-/* The head file holds "SEQ HASH\n" of the last event, replaced atomically (tmp + rename). It is
- * only written under the database's write lock, so it never goes backwards. It is not fsync'd:
- * after a power loss it may lag the table (verify tolerates a head behind, never ahead), and
- * the ledger's own commits stay synchronous=FULL. */
+/* The head file holds "SEQ HASH\n" of the last event: SEQ zero-padded to 20 digits, so the
+ * line always has HEAD_LEN bytes and is rewritten in place, under an exclusive flock (readers
+ * take a shared one, so none sees half a line). It is only written under the database's write
+ * lock, so it never goes backwards. In place rather than tmp + rename: the rename cost ~0.3 ms
+ * of ext4 journalling per run, and 86 bytes at offset 0 lie in one sector, which a crash
+ * leaves old or new. It is not fsync'd: after a power loss it may lag the table (verify
+ * tolerates a head behind, never ahead), and the ledger's own commits stay synchronous=FULL.
+ * A head file of the older, unpadded form is converted at its next write. */
+#define HEAD_LEN (20 + 1 + 64 + 1)
+
 static int write_head(struct rb_ledger *l, int64_t seq, const char *hash, struct rb_error *err)
 {
-	char tmp[PATH_MAX + 32];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", l->head_path, (int)getpid());
-	char line[128];
-	int n = snprintf(line, sizeof line, "%" PRId64 " %s\n", seq, hash);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	char line[HEAD_LEN + 1];
+	if (snprintf(line, sizeof line, "%020" PRId64 " %s\n", seq, hash) != HEAD_LEN)
+		return rb_error_set(err, EINVAL, "head line for seq %" PRId64, seq);
+	_cleanup_close_ int fd = open(l->head_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return rb_error_set(err, errno, "create `%s`", tmp);
-	if (write(fd, line, (size_t)n) != n) {
-		int e = errno;
-		unlink(tmp);
-		return rb_error_set(err, e, "write `%s`", tmp);
-	}
-	if (rename(tmp, l->head_path) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return rb_error_set(err, e, "rename `%s`", tmp);
-	}
+		return rb_error_set(err, errno, "open `%s`", l->head_path);
+	struct stat st;
+	if (flock(fd, LOCK_EX) < 0 || pwrite(fd, line, HEAD_LEN, 0) != HEAD_LEN || fstat(fd, &st) < 0 ||
+	    (st.st_size != HEAD_LEN && ftruncate(fd, HEAD_LEN) < 0))
+		return rb_error_set(err, errno, "write `%s`", l->head_path);
 	return 0;
 }
 
@@ -205,14 +205,19 @@ static int write_head(struct rb_ledger *l, int64_t seq, const char *hash, struct
  * malformed (why in err). */
 static int read_head(struct rb_ledger *l, int64_t *seq, char hash[65], struct rb_error *err)
 {
-	_cleanup_free_ char *text = NULL;
-	struct rb_error e2;
-	if (rb_read_file(l->head_path, 256, &text, NULL, &e2) < 0) {
-		if (e2.errnum == ENOENT)
+	_cleanup_close_ int fd = open(l->head_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
 			return 0;
-		rb_error_set(err, 0, "%s", e2.msg);
-		return -1;
+		return rb_error_set(err, errno, "open `%s`", l->head_path);
 	}
+	char text[258]; /* a line is HEAD_LEN; more than 256 bytes is not a head file */
+	ssize_t n = flock(fd, LOCK_SH) < 0 ? -1 : pread(fd, text, sizeof text - 1, 0);
+	if (n < 0)
+		return rb_error_set(err, errno, "read `%s`", l->head_path);
+	if (n > 256)
+		return rb_error_set(err, 0, "the head file `%s` is malformed", l->head_path);
+	text[n] = '\0';
 	long long s;
 	char h[65];
 	int used = 0;

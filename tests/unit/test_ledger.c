@@ -174,12 +174,12 @@ static void test_round_trip(void **state)
 	rb_sha256_hex(buf, (size_t)n, want);
 	assert_string_equal(json_string_value(json_object_get(e1, "hash")), want);
 
-	/* The head file names the last event. */
+	/* The head file names the last event, in one line of fixed width (rewritten in place). */
 	char *head = NULL;
 	struct rb_error err = {0};
 	assert_int_equal(rb_read_file(f->head, 256, &head, NULL, &err), 0);
-	char expect_head[80];
-	snprintf(expect_head, sizeof expect_head, "3 %s\n",
+	char expect_head[100];
+	snprintf(expect_head, sizeof expect_head, "00000000000000000003 %s\n",
 	         json_string_value(json_object_get(json_array_get(all, 2), "hash")));
 	assert_string_equal(head, expect_head);
 	free(head);
@@ -562,7 +562,7 @@ static void test_concurrent_appenders(void **state)
 	/* the head file names the last of the 500 */
 	char *head = NULL;
 	assert_int_equal(rb_read_file(f->head, 256, &head, NULL, &err), 0);
-	assert_int_equal(strncmp(head, "500 ", 4), 0);
+	assert_int_equal(strncmp(head, "00000000000000000500 ", 21), 0);
 	free(head);
 }
 
@@ -589,7 +589,7 @@ static void test_batch_append(void **state)
 	json_decref(arr);
 	char *head = NULL;
 	assert_int_equal(rb_read_file(f->head, 256, &head, NULL, &err), 0);
-	assert_int_equal(strncmp(head, "4 ", 2), 0);
+	assert_int_equal(strncmp(head, "00000000000000000004 ", 21), 0);
 	free(head);
 }
 
