@@ -72,11 +72,16 @@ int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct 
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	int r = json_dump_file(st, tmp, JSON_COMPACT);
+	/* Private, as the ledger is: it holds the commands written ahead of it. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int r = fd < 0 ? -1 : json_dumpfd(st, fd, JSON_COMPACT);
+	if (fd >= 0 && close(fd) < 0)
+		r = -1;
 	json_decref(st);
 	if (r < 0 || rename(tmp, path) < 0) {
+		int e = errno;
 		unlink(tmp);
-		return rb_error_set(err, errno, "write run state `%s`", path);
+		return rb_error_set(err, e, "write run state `%s`", path);
 	}
 	return 0;
 }

@@ -62,11 +62,14 @@ m=$(new_marker)
 if ! start_bg "$m"; then not_ok "SIGKILL to runbox ends the sandbox" "the step never started"
 else
 	# While the step runs, the run's state file holds the command, written ahead of the
-	# ledger's commit (which runs beside the step's start).
+	# ledger's commit (which runs beside the step's start), and only its owner may read it.
 	st=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | head -1)
 	if [ -n "$st" ] && grep -q "sleep-forever.*$m" "$st" && grep -q '"write_ahead"' "$st"; then
 		ok "the state file holds the running step's command, written ahead"
 	else not_ok "the state file holds the running step's command, written ahead" "${st:-no state file}"; fi
+	mode=$(stat -c %a "$st" 2>/dev/null)
+	if [ "$mode" = 600 ]; then ok "the state file is private (0600)"
+	else not_ok "the state file is private (0600)" "mode ${mode:-none}"; fi
 	kill -KILL "$BG"
 	wait "$BG" 2>/dev/null
 	if wait_for no_marker "$m"; then ok "SIGKILL to runbox ends the sandbox"
