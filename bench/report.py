@@ -102,15 +102,10 @@ def print_mode(mode, m):
               f"{fmt(r['ratio_median']):>9} {fmt(r['ratio_p95']):>9}")
     by = {r["name"]: r for r in m["commands"]}
     for a, b, what in (("runbox", "runbox --net none", "runbox network part (gateway - none)"),
-                       ("bwrap", "bwrap --share-net", "bwrap netns (unshare-all - share-net)"),
-                       ("runbox, host filter", "runbox", "runbox on a host with a packet filter")):
+                       ("bwrap", "bwrap --share-net", "bwrap netns (unshare-all - share-net)")):
         if a in by and b in by:
             print(f"{what}: median {by[a]['median_ms'] - by[b]['median_ms']:+.2f} ms, "
                   f"p95 {by[a]['p95_ms'] - by[b]['p95_ms']:+.2f} ms")
-    a, b = by.get("bwrap, host filter"), by.get("runbox, host filter")
-    if a and b:
-        print(f"on a host with a packet filter: bwrap / runbox = {a['median_ms'] / b['median_ms']:.2f} (median), "
-              f"{a['p95_ms'] / b['p95_ms']:.2f} (p95)")
     for s in m["not_run"]:
         print(f"not run: {s['name']}: {s['reason']}")
     if m["memory"]:

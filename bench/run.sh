@@ -4,10 +4,7 @@
 # then prints medians, p95s, peer/runbox ratios and peak memory (bench/report.py). Results
 # land in build/bench/.
 # Knobs: BENCH_RUNS (200 per command, in all), BENCH_ROUNDS (10), BENCH_WARMUP (10 per
-# command, split over the rounds), BENCH_MODES ("root rootless"). In root mode each round also
-# times runbox and bwrap on "a host with a packet filter": a network namespace of the bench's
-# own then holds an inet table with input and output chains, as Docker's, ufw's or firewalld's
-# rules do on most hosts (docs/benchmarks.md, "The nftables hooks").
+# command, split over the rounds), BENCH_MODES ("root rootless").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -79,51 +76,23 @@ mkdir -p "$TMP/root-state" "$TMP/rl-state" "$TMP/rl-xdg" "$TMP/rl-home"
 chown "$NOBODY:$NOBODY" "$TMP/rl-state" "$TMP/rl-xdg" "$TMP/rl-home"
 chmod 700 "$TMP"/rl-*
 cleanup() {
-	[ -n "${KEEPER:-}" ] && kill "$KEEPER" 2>/dev/null
 	runc --root "$B/st-root" delete -f rb-probe >/dev/null 2>&1 || true
 	rm -rf --one-file-system "$TMP"
 }
 trap cleanup EXIT
-
-# filter_hooks on|off: a netns of ours holding input and output hooks of the inet family, or
-# none. The kernel patches its netfilter hook sites (static keys, an IPI to every CPU) when the
-# first hook of a kind is registered on the host and when the last one goes: on a host with
-# none, every runbox run pays that; on a host with a packet filter, no run does.
-KEEPER=""
-filter_hooks() {
-	if [ "$1" = on ]; then
-		# The hooks live as long as the namespace, which lives as long as this sleep.
-		unshare --net sh -c 'nft -f - && echo ready && exec sleep 100000' >"$OUT/keeper.out" <<-'EOF' &
-			table inet bench_filter {
-				chain input { type filter hook input priority 0; policy accept; }
-				chain output { type filter hook output priority 0; policy accept; }
-			}
-		EOF
-		KEEPER=$!
-		for _ in $(seq 50); do grep -q ready "$OUT/keeper.out" 2>/dev/null && break; sleep 0.1; done
-		grep -q ready "$OUT/keeper.out" || die "could not hold an nftables table in a network namespace"
-	elif [ -n "$KEEPER" ]; then
-		kill "$KEEPER" 2>/dev/null
-		wait "$KEEPER" 2>/dev/null || true
-		KEEPER=""
-		rm -f "$OUT/keeper.out"
-		sleep 0.5 # the namespace's teardown (and the hooks' removal) runs in a kworker
-	fi
-}
 
 # --- one hyperfine run per mode -------------------------------------------------------------
 # add NAME CMD: run CMD once; if it succeeds it joins the mode's hyperfine run, else it is
 # listed as not run with its last line of stderr.
 add() {
 	local name=$1 cmd=$2 err rc
-	local -n into=${ADD_TO:-HF}
 	if [ -n "${3:-}" ]; then
 		printf '%s\t%s\t%s\n' "$name" "$cmd" "$3" >>"$OUT/$mode.skipped.tsv"
 		return
 	fi
 	# shellcheck disable=SC2086 # split like hyperfine -N splits it
 	if err=$(env "${ENVV[@]}" $cmd 2>&1 >/dev/null); then
-		into+=(-n "$name" "$cmd")
+		HF+=(-n "$name" "$cmd")
 		printf '%s\t%s\n' "$name" "$cmd" >>"$OUT/$mode.commands.tsv"
 		return
 	else
@@ -168,13 +137,6 @@ for mode in $MODES; do
 	add "runbox" "$P$RB -- /bin/true" "$have_runbox"
 	add "runbox --net none" "$P$RB --net none -- /bin/true" "$have_runbox"
 	add "runbox --policy strict" "$P$RB --policy strict -- /bin/true" "$have_runbox"
-	HF_FILTER=()
-	if [ "$mode" = root ]; then
-		ADD_TO=HF_FILTER
-		add "bwrap, host filter" "bwrap --unshare-all --die-with-parent --ro-bind $R / --proc /proc --dev /dev /bin/true"
-		add "runbox, host filter" "$RB -- /bin/true" "$have_runbox"
-		ADD_TO=HF
-	fi
 
 	# The runs are split into rounds, each timing every command in turn: other work on the
 	# host, and the drift of a shared VM's speed, then fall on every command alike instead
@@ -189,13 +151,6 @@ for mode in $MODES; do
 			env "${ENVV[@]}" hyperfine -N --style none --warmup "$warm" --runs "$per" \
 				--export-json "$OUT/$mode.round-$k.json" "${HF[@]}" >&2
 			parts+=("$OUT/$mode.round-$k.json")
-			if [ ${#HF_FILTER[@]} -gt 0 ]; then
-				filter_hooks on
-				env "${ENVV[@]}" hyperfine -N --style none --warmup "$warm" --runs "$per" \
-					--export-json "$OUT/$mode.round-$k.filter.json" "${HF_FILTER[@]}" >&2
-				filter_hooks off
-				parts+=("$OUT/$mode.round-$k.filter.json")
-			fi
 		done
 		python3 bench/merge_rounds.py "$OUT/$mode.json" "${parts[@]}"
 		rm -f "${parts[@]}"
@@ -217,5 +172,6 @@ done
 # shellcheck disable=SC2086 # one argument per mode
 python3 bench/report.py "$OUT" $MODES
 bench/steps.sh   # per-step overhead of a multi-step run
+RUNBOX_STATE_DIR="$TMP/root-state" python3 bench/filter_hooks.py "$OUT/filter_hooks.json" # on a host with a packet filter
 bench/scrub.sh   # scrub MB/s, recall, ratio to grep -E -f (SCRUB_BENCH_MB, default 200)
 echo "bench: done in ${SECONDS}s; figures in $OUT/results.json" >&2
