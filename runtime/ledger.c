@@ -34,6 +34,7 @@ struct rb_ledger {
 	char head_path[PATH_MAX];
 	int wal_frames; /* the WAL's length after this connection's last commit */
 	bool durable;   /* see rb_ledger_set_durable */
+	bool no_wait;   /* see rb_ledger_set_wait */
 };
 
 /* A new connection reads and checksums the whole WAL, so it is kept short: rb_ledger_tidy
@@ -361,6 +362,14 @@ int rb_ledger_set_durable(struct rb_ledger *l, bool durable, struct rb_error *er
 	return 0;
 }
 
+void rb_ledger_set_wait(struct rb_ledger *l, bool wait)
+{
+	if (l->no_wait == !wait)
+		return;
+	sqlite3_busy_timeout(l->db, wait ? BUSY_TIMEOUT_MS : RB_LEDGER_TRY_MS);
+	l->no_wait = !wait;
+}
+
 void rb_ledger_tidy(struct rb_ledger *l)
 {
 	if (l->wal_frames < WAL_TIDY_FRAMES)
@@ -501,7 +510,7 @@ int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *
 	/* BEGIN IMMEDIATE takes the write lock before reading the last hash, so concurrent
 	 * appenders (other processes) queue on the busy timeout and the chain stays linear. */
 	if (exec(l, "BEGIN IMMEDIATE", err) < 0)
-		return -1;
+		return l->no_wait && (sqlite3_errcode(l->db) & 0xff) == SQLITE_BUSY ? RB_LEDGER_BUSY : -1;
 	int64_t last = 0;
 	char prev[65] = "";
 	if (last_event(l, &last, prev, err) < 0)

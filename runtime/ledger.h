@@ -23,6 +23,13 @@ void rb_ledger_close(struct rb_ledger *l);
  * durable: a commit is in the WAL, safe from a crash of the process but not of the host,
  * until the next durable commit syncs the WAL, and it with it (synchronous=NORMAL). */
 int rb_ledger_set_durable(struct rb_ledger *l, bool durable, struct rb_error *err);
+/* Waiting (the default): an append that finds another process's commit holding the ledger
+ * waits for it, up to 10 s. Not waiting: it gives up after RB_LEDGER_TRY_MS, writes nothing and
+ * returns RB_LEDGER_BUSY, for a caller that has something more urgent to do meanwhile. */
+#define RB_LEDGER_BUSY   1
+#define RB_LEDGER_TRY_MS 5
+void rb_ledger_set_wait(struct rb_ledger *l, bool wait);
+
 /* Checkpoints the WAL when it has grown (without waiting for anyone): it keeps the next
  * connection's open cheap. For a moment when nobody waits. */
 void rb_ledger_tidy(struct rb_ledger *l);
@@ -37,7 +44,7 @@ int rb_ledger_append_seq(struct rb_ledger *l, const char *run_id, const char *te
 
 /* Appends n events of one run in one transaction, consecutive in the chain, all or none: one
  * commit and one head update instead of n (a step's artifacts). *last_seq (when not NULL) gets
- * the last new seq. */
+ * the last new seq. Returns 0, -1 (err says why), or RB_LEDGER_BUSY (see rb_ledger_set_wait). */
 struct rb_ledger_event {
 	const char *type;
 	json_t *data; /* an object or NULL; not consumed */

@@ -29,8 +29,17 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	rb_debug("ledger: opened");
 	if (rb_ledger_set_durable(rec->ledger, how == RB_RECORD_DURABLE, err) < 0)
 		return -1;
+	/* Beside a running step, another run's commit holding the ledger is not waited for: the
+	 * step's deadline could pass meanwhile, with nobody to enforce it. The events stay
+	 * pending, written ahead in the state file, for the commit after the step. */
+	rb_ledger_set_wait(rec->ledger, how == RB_RECORD_DURABLE);
 	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
 	                               rec->n_pending, NULL, err);
+	rb_ledger_set_wait(rec->ledger, true);
+	if (r == RB_LEDGER_BUSY) {
+		rb_debug("ledger: busy; the events wait for the commit after the step");
+		return 0;
+	}
 	if (r == 0)
 		rec->committed += (int64_t)rec->n_pending;
 	for (size_t i = 0; i < rec->n_pending; i++)

@@ -15,7 +15,8 @@
 #define RB_RECORD_PENDING_MAX 64
 
 /* Events are queued and committed together by rb_record_flush, one transaction: while a step
- * starts (what is about to run), and after it ends.
+ * starts (what is about to run; skipped if another process holds the ledger), and after it
+ * ends (waiting for the ledger as long as it must).
  *
  * What is about to run is first written ahead into the run's state file, before the exec
  * request; the commit follows beside the step's start (struct rb_run_ledger), so its

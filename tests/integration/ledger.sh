@@ -208,3 +208,36 @@ else
 		not_ok "a run is recorded in the ledger" "exit $RC: $(first_line "$OUT$ERR")"
 	fi
 fi
+
+# --- another run's commit holding the ledger does not hold a step past its deadline ---
+# A step's record is committed beside its start; if another process holds the write lock, the
+# commit is not waited for (the events stay written ahead) and the timeout still fires on time.
+# The lock is held 2 s; the step's timeout is 300 ms. The control: the run as a whole lasts
+# the 2 s, since its final commit must wait for the lock, and then records the step in full.
+as_mode() { if [ "$MODE" = root ]; then "$@"; else as_nobody "$@"; fi; }
+lock_out=$T/lock.out
+as_mode "$PY" -c 'import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(2)
+db.execute("COMMIT")' "$STATE/ledger.db" >"$lock_out" 2>&1 &
+locker=$!
+for _ in $(seq 50); do grep -q locked "$lock_out" && break; sleep 0.1; done
+t0=$(date +%s%N)
+sb --timeout 300ms --json -- /bin/probe sleep-forever
+t1=$(date +%s%N)
+wait "$locker"
+wall=$(json "$T/out" wall_ms 2>/dev/null | cut -d. -f1)
+run_id=$(json "$T/out" run_id 2>/dev/null)
+if ! grep -q locked "$lock_out"; then
+	skip "a held ledger does not hold a step past its timeout" "control: the lock was not taken: $(head -c 200 "$lock_out")"
+elif [ "$RC" = 124 ] && [ -n "$wall" ] && [ "$wall" -lt 1500 ]; then
+	ok "a held ledger does not hold a step past its timeout (step ${wall} ms, exit 124)"
+else not_ok "a held ledger does not hold a step past its timeout" "exit $RC, step ${wall:-?} ms"; fi
+elapsed=$(((t1 - t0) / 1000000))
+run_rbx ledger show "$run_id" --json
+if [ "$elapsed" -ge 1500 ] && grep -q '"step_start"' "$T/out" && grep -q '"step_end"' "$T/out" &&
+	grep -q '"run_end"' "$T/out"; then
+	ok "control: the run waited for the lock at its end (${elapsed} ms) and recorded the step in full"
+else not_ok "control: the run waited for the lock at its end and recorded the step in full" "${elapsed} ms: $(first_line "$OUT$ERR")"; fi

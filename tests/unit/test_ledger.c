@@ -593,6 +593,38 @@ static void test_batch_append(void **state)
 	free(head);
 }
 
+/* Not waiting: while another connection holds the write lock, an append gives up with
+ * RB_LEDGER_BUSY and writes nothing (waiting, it would block the busy timeout, then fail with
+ * -1). The control: once the lock is released, the same append goes in. */
+static void test_busy_without_wait(void **state)
+{
+	struct fx *f = *state;
+	struct rb_error err = {0};
+	assert_int_equal(rb_ledger_append(f->l, "r1", "t", "a", "run_start", NULL, &err), 0);
+	sqlite3 *other = NULL;
+	assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+
+	json_t *d = json_pack("{s:i}", "step", 1);
+	struct rb_ledger_event ev[1] = {{"step_start", d}};
+	rb_ledger_set_wait(f->l, false);
+	assert_int_equal(rb_ledger_append_batch(f->l, "r1", "t", "a", ev, 1, NULL, &err), RB_LEDGER_BUSY);
+
+	assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(other);
+	int64_t n = 0;
+	assert_int_equal(rb_ledger_count_run(f->l, "r1", &n, &err), 0);
+	assert_int_equal(n, 1); /* nothing of the busy attempt */
+	assert_int_equal(rb_ledger_append_batch(f->l, "r1", "t", "a", ev, 1, NULL, &err), 0);
+	rb_ledger_set_wait(f->l, true);
+	assert_int_equal(rb_ledger_count_run(f->l, "r1", &n, &err), 0);
+	assert_int_equal(n, 2);
+	json_decref(d);
+	json_t *report = NULL;
+	assert_int_equal(rb_ledger_verify(f->l, &report, &err), 0);
+	json_decref(report);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -608,6 +640,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grep_is_literal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_busy_without_wait, setup, teardown),
 	    cmocka_unit_test(test_parse_time),
 	    cmocka_unit_test_setup_teardown(test_export_jsonl, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_appenders, setup, teardown),
