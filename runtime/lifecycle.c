@@ -72,12 +72,15 @@ int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct 
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	/* Private, as the ledger is: it holds the commands written ahead of it. */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int r = fd < 0 ? -1 : json_dumpfd(st, fd, JSON_COMPACT);
+	/* Private, as the ledger is: it holds the commands written ahead of it. One write:
+	 * json_dumpfd would make one per token (280 system calls for a one-step run). */
+	_cleanup_free_ char *text = json_dumps(st, JSON_COMPACT);
+	json_decref(st);
+	int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+	size_t len = text ? strlen(text) : 0;
+	int r = fd < 0 || write(fd, text, len) != (ssize_t)len ? -1 : 0;
 	if (fd >= 0 && close(fd) < 0)
 		r = -1;
-	json_decref(st);
 	if (r < 0 || rename(tmp, path) < 0) {
 		int e = errno;
 		unlink(tmp);
