@@ -135,6 +135,22 @@ got=$(tr -d ' \t' <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')
 if [ "$RC" != 0 ]; then not_ok "default policy has exactly Docker's capability set" "exit $RC"
 elif [ "$got" = "$docker_caps" ]; then ok "default policy has exactly Docker's capability set"
 else not_ok "default policy has exactly Docker's capability set" "got $got"; fi
+# A non-root uid granted a capability keeps it across its execve through the ambient set (and
+# nothing more); the control is strict itself, the same uid with none.
+"$PY" -c 'import json, sys
+p = json.load(open(sys.argv[1])); p["name"] = "ambient"; p["identity"]["capabilities"] = ["CAP_NET_BIND_SERVICE"]
+json.dump(p, open(sys.argv[2], "w"))' "$ROOT/policy/profiles/strict.json" "$T/scratch/ambient.json"
+chmod a+r "$T/scratch/ambient.json"
+amb() { tr -d ' \t' <<<"$OUT" | tr '\n' ' ' | sed 's/ $//'; }
+sb --policy "$T/scratch/ambient.json" -- /bin/sh -c 'id -u; grep -E "^Cap(Eff|Amb)" /proc/self/status'
+got=$(amb)
+sb --policy strict -- /bin/sh -c 'id -u; grep -E "^Cap(Eff|Amb)" /proc/self/status'
+ctl=$(amb)
+if [ "$ctl" != "1000 CapEff:0000000000000000 CapAmb:0000000000000000" ]; then
+	not_ok "uid 1000 granted CAP_NET_BIND_SERVICE has it, ambient" "control (strict): $ctl"
+elif [ "$got" = "1000 CapEff:0000000000000400 CapAmb:0000000000000400" ]; then
+	ok "uid 1000 granted CAP_NET_BIND_SERVICE has it, ambient"
+else not_ok "uid 1000 granted CAP_NET_BIND_SERVICE has it, ambient" "got $got"; fi
 CTRL_WANT=1 pair "no_new_privs is set" 0 -- nnp
 CTRL_WANT=1 pair "no_new_privs is set (strict)" 0 --policy strict -- nnp
 CTRL_WANT=1 pair "seccomp filter is on" 0 -- seccomp-mode
