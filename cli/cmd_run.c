@@ -207,8 +207,8 @@ int rb_cmd_run(int argc, char **argv)
 	struct rb_step_result res;
 	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
 		rb_err("%s", err.msg);
+		rb_record_close(&rec); /* before the run's close: it may keep its state file */
 		rb_run_close(&run);
-		rb_record_close(&rec);
 		return 125;
 	}
 	int code = rb_step_exit_code(&res);

@@ -211,6 +211,21 @@ static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t
 	return n;
 }
 
+/* A run that ended but whose last commit the ledger refused kept its state file on purpose,
+ * with its own run_end written ahead: gc commits that end, not an abandonment. */
+static bool wrote_ahead_its_end(json_t *wa)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(wa, "events"), i, e)
+	{
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (type && !strcmp(type, "run_end"))
+			return true;
+	}
+	return false;
+}
+
 struct gc_ctx {
 	json_t *report;
 };
@@ -255,18 +270,26 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 	if (state_dir && rb_ledger_open(state_dir, &l, &err) == 0) {
 		const char *tenant = json_string_value(json_object_get(st, "tenant"));
 		const char *agent = json_string_value(json_object_get(st, "agent"));
+		json_t *wa = json_object_get(st, "write_ahead");
+		bool ended = wrote_ahead_its_end(wa);
 		struct rb_ledger_event ev[RB_GC_EVENTS_MAX];
-		size_t n_ev = write_ahead_events(l, id, json_object_get(st, "write_ahead"), ev, RB_GC_EVENTS_MAX - 2);
+		size_t n_ev = write_ahead_events(l, id, wa, ev, RB_GC_EVENTS_MAX - 2);
 		if (n_ev)
 			json_object_set_new(done, "written_ahead", json_integer((json_int_t)n_ev));
-		ev[n_ev++] = (struct rb_ledger_event){
-		    "cleanup",
-		    json_pack("{s:s, s:b, s:s}", "what", "runbox gc after the runner died", "ok", ok, "by", "gc")};
-		ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
-		if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
-			json_object_set_new(done, "ledger_error", json_string(err.msg));
-		for (size_t k = 0; k < n_ev; k++)
-			json_decref(ev[k].data);
+		if (!ended || n_ev) {
+			ev[n_ev++] = (struct rb_ledger_event){
+			    "cleanup", json_pack("{s:s, s:b, s:s}", "what",
+			                         ended ? "runbox gc committed what the run's last commit could not"
+			                               : "runbox gc after the runner died",
+			                         "ok", ok, "by", "gc")};
+			if (!ended)
+				ev[n_ev++] =
+				    (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
+			if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
+				json_object_set_new(done, "ledger_error", json_string(err.msg));
+		}
+		for (size_t j = 0; j < n_ev; j++)
+			json_decref(ev[j].data);
 		rb_ledger_close(l);
 	}
 	if (ok)

@@ -40,13 +40,14 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 		rb_debug("ledger: busy; the events wait for the commit after the step");
 		return 0;
 	}
-	if (r == 0)
-		rec->committed += (int64_t)rec->n_pending;
+	if (r < 0)
+		return -1; /* they stay pending: the caller may keep them written ahead for gc */
+	rec->committed += (int64_t)rec->n_pending;
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;
 	rb_debug("ledger: committed");
-	if (r == 0 && how == RB_RECORD_BEFORE_STEP)
+	if (how == RB_RECORD_BEFORE_STEP)
 		rb_ledger_tidy(rec->ledger); /* the step is running: nobody waits */
 	return r;
 }
@@ -100,6 +101,7 @@ static int commit_beside_step(void *ctx, struct rb_error *err)
 void rb_record_attach(struct rb_record *rec, struct rb_run *run)
 {
 	run->ledger = (struct rb_run_ledger){prepare, write_ahead, commit_beside_step, rec};
+	rec->keeper = run;
 }
 
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
@@ -207,8 +209,15 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 void rb_record_close(struct rb_record *rec)
 {
 	struct rb_error err;
-	if (rec->n_pending && rb_record_flush(rec, RB_RECORD_DURABLE, &err) < 0)
+	if (rec->n_pending && rb_record_flush(rec, RB_RECORD_DURABLE, &err) < 0) {
 		rb_warn("ledger: %s", err.msg);
+		if (rec->keeper && rb_run_keep_state(rec->keeper, &err) == 0)
+			rb_warn("ledger: the run's %zu uncommitted events stay written ahead in its state file; "
+			        "`runbox gc` commits them",
+			        rec->n_pending);
+		else if (rec->keeper)
+			rb_warn("ledger: %s", err.msg);
+	}
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;

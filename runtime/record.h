@@ -40,7 +40,8 @@ struct rb_record {
 	double memory_gib_seconds; /* peak memory x wall time, summed over steps */
 	uint64_t stored_bytes;     /* bytes the run added to the artifact store */
 	unsigned steps;
-	int64_t committed; /* the run's events in the ledger so far */
+	int64_t committed;     /* the run's events in the ledger so far */
+	struct rb_run *keeper; /* rb_record_attach's run: it keeps what could not be committed */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */
@@ -56,7 +57,8 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
-/* Flushes what is pending (a failure is logged) and closes. */
+/* Flushes what is pending and closes. If that commit fails, the events stay written ahead in
+ * the attached run's state file, which rb_run_close then leaves for `runbox gc` (logged). */
 void rb_record_close(struct rb_record *rec);
 
 /* The ledger's name for a step's outcome: "success", "failure", "cancelled", "timed_out". */

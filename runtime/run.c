@@ -219,6 +219,16 @@ static int save_state(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
+int rb_run_keep_state(struct rb_run *run, struct rb_error *err)
+{
+	if (!run->state_saved)
+		return rb_error_set(err, 0, "run %s has no state file", run->id);
+	if (save_state(run, err) < 0)
+		return -1;
+	run->keep_state = true;
+	return 0;
+}
+
 static int start(struct rb_run *run, struct rb_error *err)
 {
 	rb_debug("cgroup: create");
@@ -745,7 +755,7 @@ void rb_run_close(struct rb_run *run)
 	free(run->inputs);
 	free(run->skills);
 	run->inputs = run->skills = NULL;
-	if (run->started || run->sb.init_pid > 0)
+	if ((run->started || run->sb.init_pid > 0) && !run->keep_state)
 		rb_lifecycle_unregister(run);
 	json_decref(run->saved_write_ahead);
 	run->saved_write_ahead = NULL;

@@ -117,11 +117,15 @@ struct rb_run {
 	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
 	struct rb_run_ledger ledger;
 	bool state_saved;          /* the state file is written, with: */
+	bool keep_state;           /* rb_run_close leaves it, for gc (rb_run_keep_state) */
 	json_t *saved_write_ahead; /* its write-ahead, to skip rewriting it unchanged */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err);
+/* Writes the state file with what the ledger still lacks and leaves it behind at
+ * rb_run_close, for `runbox gc` to commit: the ledger refused the run's last commit. */
+int rb_run_keep_state(struct rb_run *run, struct rb_error *err);
 /* Creates the sandbox (once). */
 int rb_run_start(struct rb_run *run, struct rb_error *err);
 /* A file written into /workspace/.runbox/<name> before the step starts (scripts, inputs). */

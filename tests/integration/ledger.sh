@@ -241,3 +241,36 @@ if [ "$elapsed" -ge 1500 ] && grep -q '"step_start"' "$T/out" && grep -q '"step_
 	grep -q '"run_end"' "$T/out"; then
 	ok "control: the run waited for the lock at its end (${elapsed} ms) and recorded the step in full"
 else not_ok "control: the run waited for the lock at its end and recorded the step in full" "${elapsed} ms: $(first_line "$OUT$ERR")"; fi
+
+# --- a run whose last commit the ledger refuses leaves its events for gc ---
+# A trigger refuses run_end (the run's last commit: step_end and run_end together). runbox
+# exits 125 and keeps its state file with the two events written ahead; once the ledger takes
+# writes again, gc commits them, the run's own end and not "abandoned". The control: a run
+# before the trigger leaves no state file.
+sb -- /bin/true
+left=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | wc -l)
+as_mode "$PY" -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TRIGGER rbx_test_refuse_end BEFORE INSERT ON events WHEN NEW.type = \"run_end\" "
+           "BEGIN SELECT RAISE(ABORT, \"test: refused\"); END")
+db.commit()' "$STATE/ledger.db"
+sb --json -- /bin/probe exit 0
+rc=$RC
+run_id=$(json "$T/out" run_id 2>/dev/null)
+kept=$(find "$STATE/run" -maxdepth 1 -name "$run_id.state" 2>/dev/null | wc -l)
+as_mode "$PY" -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); db.execute("DROP TRIGGER rbx_test_refuse_end"); db.commit()' "$STATE/ledger.db"
+if [ "$left" != 0 ]; then
+	not_ok "a refused last commit keeps the run's events for gc" "control: a normal run left $left state files"
+elif [ "$rc" = 125 ] && [ "$kept" = 1 ] && grep -q "runbox gc" <<<"$ERR"; then
+	ok "a refused last commit keeps the run's events for gc (exit 125, state file kept)"
+else not_ok "a refused last commit keeps the run's events for gc" "exit $rc, $kept state files: $(first_line "$ERR")"; fi
+run_rbx gc
+run_rbx ledger show "$run_id" --json
+types=$(grep -o '"type": *"[a-z_]*"' <<<"$OUT" | tr -d ' ' | sed 's/"type"://; s/"//g' | paste -sd,)
+if [ "$types" = "run_start,step_start,step_end,run_end,cleanup" ] && grep -q '"result": *"success"' <<<"$OUT" &&
+	! grep -q abandoned <<<"$OUT"; then
+	ok "gc commits the refused end as the run's own (success), not an abandonment"
+else not_ok "gc commits the refused end as the run's own" "events: $types"; fi
+run_rbx ledger verify
+if [ "$RC" = 0 ]; then ok "the chain is intact after gc's commit"; else not_ok "the chain is intact after gc's commit" "$(first_line "$OUT$ERR")"; fi
