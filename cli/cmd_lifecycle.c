@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/cleanup.h"
 #include "runtime/lifecycle.h"
 
 static int paths_or_fail(struct rb_paths *p)
@@ -90,9 +91,19 @@ int rb_cmd_gc(int argc, char **argv)
 	json_t *o;
 	json_array_foreach(report, i, o)
 	{
-		printf("%s: %s\n", json_string_value(json_object_get(o, "run_id")),
-		       json_is_true(json_object_get(o, "removed")) ? "cleaned up, recorded as abandoned"
-		                                                   : "could not clean up fully (see --json)");
+		const char *id = json_string_value(json_object_get(o, "run_id"));
+		const char *as = json_string_value(json_object_get(o, "recorded_as"));
+		if (json_is_true(json_object_get(o, "removed"))) {
+			printf("%s: cleaned up, %s%s\n", id, as ? "recorded as " : "already recorded", as ? as : "");
+			continue;
+		}
+		/* Its state file stays: the next gc tries again. */
+		const char *why[] = {"cgroup_error", "dir_error", "ledger_error"};
+		printf("%s: not finished, kept for the next gc:", id);
+		for (size_t k = 0; k < RB_ARRAY_SIZE(why); k++)
+			if (json_object_get(o, why[k]))
+				printf(" %s", json_string_value(json_object_get(o, why[k])));
+		putchar('\n');
 	}
 	if (!json_array_size(report))
 		printf("nothing to clean up\n");

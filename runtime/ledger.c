@@ -154,12 +154,15 @@ static int last_event(struct rb_ledger *l, int64_t *seq, char hash[65], struct r
 	return 0;
 }
 
-int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, int64_t *n, struct rb_error *err)
+int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(l->db, "SELECT COUNT(*) FROM events WHERE run_id = ?", -1, &s, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(l->db, "SELECT COUNT(*) FROM events WHERE run_id = ?1 AND (?2 IS NULL OR type = ?2)", -1,
+	                       &s, NULL) != SQLITE_OK)
 		return db_error(l, err, "count a run's events");
 	sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+	if (type)
+		sqlite3_bind_text(s, 2, type, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_ROW)
 		return db_error(l, err, "count a run's events");
 	*n = sqlite3_column_int64(s, 0);

@@ -51,8 +51,8 @@ struct rb_ledger_event {
 };
 int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
                            const struct rb_ledger_event *events, size_t n, uint64_t *last_seq, struct rb_error *err);
-/* How many events run_id has. */
-int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, int64_t *n, struct rb_error *err);
+/* How many events run_id has (of type, when not NULL). */
+int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err);
 
 /* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
  * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,

@@ -130,6 +130,21 @@ static bool runner_alive(json_t *st)
 	                    (unsigned long long)json_integer_value(json_object_get(st, "runner_start")));
 }
 
+/* A run that ended but whose last commit the ledger refused kept its state file on purpose,
+ * with its own run_end written ahead: gc commits that end, not an abandonment. */
+static bool wrote_ahead_its_end(json_t *wa)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(wa, "events"), i, e)
+	{
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (type && !strcmp(type, "run_end"))
+			return true;
+	}
+	return false;
+}
+
 static int list_one(json_t *st, const char *file, void *ctx)
 {
 	(void)file;
@@ -137,7 +152,9 @@ static int list_one(json_t *st, const char *file, void *ctx)
 	json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "run_id", json_object_get(st, "run_id"), "tenant",
 	                      json_object_get(st, "tenant"), "agent", json_object_get(st, "agent"), "started",
 	                      json_object_get(st, "started"), "runner_pid", json_object_get(st, "runner_pid"), "state",
-	                      runner_alive(st) ? "running" : "abandoned");
+	                      runner_alive(st)                                          ? "running"
+	                      : wrote_ahead_its_end(json_object_get(st, "write_ahead")) ? "unrecorded"
+	                                                                                : "abandoned");
 	json_array_append_new(runs, o);
 	return 0;
 }
@@ -197,7 +214,7 @@ static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t
 	json_int_t committed = json_integer_value(json_object_get(wa, "committed"));
 	int64_t have = 0;
 	struct rb_error err;
-	if (!json_array_size(events) || rb_ledger_count_run(l, run_id, &have, &err) < 0 || have != committed)
+	if (!json_array_size(events) || rb_ledger_count_run(l, run_id, NULL, &have, &err) < 0 || have != committed)
 		return 0;
 	size_t n = 0, i;
 	json_t *e;
@@ -209,21 +226,6 @@ static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t
 			ev[n++] = (struct rb_ledger_event){type, json_incref(data)};
 	}
 	return n;
-}
-
-/* A run that ended but whose last commit the ledger refused kept its state file on purpose,
- * with its own run_end written ahead: gc commits that end, not an abandonment. */
-static bool wrote_ahead_its_end(json_t *wa)
-{
-	size_t i;
-	json_t *e;
-	json_array_foreach(json_object_get(wa, "events"), i, e)
-	{
-		const char *type = json_string_value(json_object_get(e, "type"));
-		if (type && !strcmp(type, "run_end"))
-			return true;
-	}
-	return false;
 }
 
 struct gc_ctx {
@@ -264,37 +266,46 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 		ok = false;
 		json_object_set_new(done, "dir_error", json_string(err.msg));
 	}
-	/* The ledger says what happened to it. */
+	/* The ledger says what happened to it, once: the state file goes only when the ledger has
+	 * the run's end, so a gc that could not finish is repeated, not recorded twice. */
 	const char *state_dir = json_string_value(json_object_get(st, "state_dir"));
 	struct rb_ledger *l = NULL;
-	if (state_dir && rb_ledger_open(state_dir, &l, &err) == 0) {
+	bool recorded = false;
+	int64_t ends = 0;
+	if (!state_dir || rb_ledger_open(state_dir, &l, &err) < 0) {
+		json_object_set_new(done, "ledger_error", json_string(state_dir ? err.msg : "no state_dir"));
+	} else if (rb_ledger_count_run(l, id, "run_end", &ends, &err) < 0) {
+		json_object_set_new(done, "ledger_error", json_string(err.msg));
+	} else if (ends > 0) {
+		recorded = true; /* an earlier gc, or the run's own retry, recorded it */
+	} else {
 		const char *tenant = json_string_value(json_object_get(st, "tenant"));
 		const char *agent = json_string_value(json_object_get(st, "agent"));
 		json_t *wa = json_object_get(st, "write_ahead");
-		bool ended = wrote_ahead_its_end(wa);
 		struct rb_ledger_event ev[RB_GC_EVENTS_MAX];
 		size_t n_ev = write_ahead_events(l, id, wa, ev, RB_GC_EVENTS_MAX - 2);
+		bool ended = n_ev && wrote_ahead_its_end(wa); /* its own end goes in with them */
 		if (n_ev)
 			json_object_set_new(done, "written_ahead", json_integer((json_int_t)n_ev));
-		if (!ended || n_ev) {
-			ev[n_ev++] = (struct rb_ledger_event){
-			    "cleanup", json_pack("{s:s, s:b, s:s}", "what",
-			                         ended ? "runbox gc committed what the run's last commit could not"
-			                               : "runbox gc after the runner died",
-			                         "ok", ok, "by", "gc")};
-			if (!ended)
-				ev[n_ev++] =
-				    (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
-			if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
-				json_object_set_new(done, "ledger_error", json_string(err.msg));
-		}
+		json_object_set_new(done, "recorded_as", json_string(ended ? "its own end" : "abandoned"));
+		ev[n_ev++] = (struct rb_ledger_event){
+		    "cleanup", json_pack("{s:s, s:b, s:s}", "what",
+		                         ended ? "runbox gc committed what the run's last commit could not"
+		                               : "runbox gc after the runner died",
+		                         "ok", ok, "by", "gc")};
+		if (!ended)
+			ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
+		if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
+			json_object_set_new(done, "ledger_error", json_string(err.msg));
+		else
+			recorded = true;
 		for (size_t j = 0; j < n_ev; j++)
 			json_decref(ev[j].data);
-		rb_ledger_close(l);
 	}
-	if (ok)
+	rb_ledger_close(l);
+	if (ok && recorded)
 		unlink(file);
-	json_object_set_new(done, "removed", json_boolean(ok));
+	json_object_set_new(done, "removed", json_boolean(ok && recorded));
 	json_array_append_new(g->report, done);
 	return 0;
 }

@@ -265,12 +265,29 @@ if [ "$left" != 0 ]; then
 elif [ "$rc" = 125 ] && [ "$kept" = 1 ] && grep -q "runbox gc" <<<"$ERR"; then
 	ok "a refused last commit keeps the run's events for gc (exit 125, state file kept)"
 else not_ok "a refused last commit keeps the run's events for gc" "exit $rc, $kept state files: $(first_line "$ERR")"; fi
+run_rbx ps
+if grep -q "$run_id.*unrecorded" <<<"$OUT"; then ok "runbox ps shows the run as unrecorded"
+else not_ok "runbox ps shows the run as unrecorded" "$(grep "$run_id" <<<"$OUT")"; fi
+# A gc whose own commit is refused keeps the state file and records nothing; the next records
+# once.
+sql_mode() { as_mode "$PY" -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); db.execute(sys.argv[2]); db.commit()' "$STATE/ledger.db" "$1"; }
+sql_mode 'CREATE TRIGGER rbx_test_refuse_cleanup BEFORE INSERT ON events WHEN NEW.type = "cleanup"
+	BEGIN SELECT RAISE(ABORT, "test: refused"); END'
 run_rbx gc
+gc1=$OUT
+kept=$(find "$STATE/run" -maxdepth 1 -name "$run_id.state" 2>/dev/null | wc -l)
+sql_mode 'DROP TRIGGER rbx_test_refuse_cleanup'
+if [ "$kept" = 1 ] && grep -q "$run_id: not finished, kept for the next gc:.*refused" <<<"$gc1"; then
+	ok "a gc whose commit is refused keeps the state file for the next"
+else not_ok "a gc whose commit is refused keeps the state file for the next" "$kept kept: $(first_line "$gc1")"; fi
+run_rbx gc
+gc2=$OUT
 run_rbx ledger show "$run_id" --json
 types=$(grep -o '"type": *"[a-z_]*"' <<<"$OUT" | tr -d ' ' | sed 's/"type"://; s/"//g' | paste -sd,)
 if [ "$types" = "run_start,step_start,step_end,run_end,cleanup" ] && grep -q '"result": *"success"' <<<"$OUT" &&
-	! grep -q abandoned <<<"$OUT"; then
-	ok "gc commits the refused end as the run's own (success), not an abandonment"
-else not_ok "gc commits the refused end as the run's own" "events: $types"; fi
+	! grep -q abandoned <<<"$OUT" && grep -q "$run_id: cleaned up, recorded as its own end" <<<"$gc2"; then
+	ok "gc commits the refused end as the run's own (success), once, not an abandonment"
+else not_ok "gc commits the refused end as the run's own" "events: $types; gc: $(first_line "$gc2")"; fi
 run_rbx ledger verify
 if [ "$RC" = 0 ]; then ok "the chain is intact after gc's commit"; else not_ok "the chain is intact after gc's commit" "$(first_line "$OUT$ERR")"; fi

@@ -613,11 +613,11 @@ static void test_busy_without_wait(void **state)
 	assert_int_equal(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(other);
 	int64_t n = 0;
-	assert_int_equal(rb_ledger_count_run(f->l, "r1", &n, &err), 0);
+	assert_int_equal(rb_ledger_count_run(f->l, "r1", NULL, &n, &err), 0);
 	assert_int_equal(n, 1); /* nothing of the busy attempt */
 	assert_int_equal(rb_ledger_append_batch(f->l, "r1", "t", "a", ev, 1, NULL, &err), 0);
 	rb_ledger_set_wait(f->l, true);
-	assert_int_equal(rb_ledger_count_run(f->l, "r1", &n, &err), 0);
+	assert_int_equal(rb_ledger_count_run(f->l, "r1", NULL, &n, &err), 0);
 	assert_int_equal(n, 2);
 	json_decref(d);
 	json_t *report = NULL;
