@@ -70,11 +70,12 @@ struct rb_step_result {
 
 /* The ledger's part in a run (rb_record_attach fills it in), placed where the runner would
  * otherwise wait. prepare(ctx) runs once while init builds the sandbox's root: it opens the
- * ledger (a failure is met again, and reported, by commit). Before each step's exec request, rb_run_exec
- * saves write_ahead(ctx) in the run's state file: {"committed": the run's events in the ledger
- * so far, "events": those not committed yet}, so that `runbox gc` records them if the runner
- * dies before they are in. Right after the request, commit(ctx) commits them while the step
- * starts and runs; if it fails, the sandbox is killed and rb_run_exec fails with its error. */
+ * ledger (a failure is met again, and reported, by commit). Before each step's exec request,
+ * rb_run_exec saves write_ahead(ctx) in the run's state file: {"committed": the run's events in
+ * the ledger so far, "events": those not committed yet}, so that `runbox gc` records them if
+ * the runner dies before they are in. Right after the request, commit(ctx) commits them while
+ * the step starts and runs (or leaves them for the commit after the step if another process
+ * holds the ledger); if it fails, the sandbox is killed and rb_run_exec fails with its error. */
 struct rb_run_ledger {
 	void (*prepare)(void *ctx);
 	json_t *(*write_ahead)(void *ctx);
@@ -117,8 +118,8 @@ struct rb_run {
 	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
 	struct rb_run_ledger ledger;
 	bool state_saved;          /* the state file is written, with: */
-	bool keep_state;           /* rb_run_close leaves it, for gc (rb_run_keep_state) */
 	json_t *saved_write_ahead; /* its write-ahead, to skip rewriting it unchanged */
+	bool keep_state;           /* rb_run_close leaves it, for gc (rb_run_keep_state) */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
