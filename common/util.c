@@ -133,6 +133,16 @@ int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, stru
 	return 0;
 }
 
+bool rb_next_line(const char **p, char *line, size_t n)
+{
+	if (!**p)
+		return false;
+	size_t len = strcspn(*p, "\n");
+	snprintf(line, n, "%.*s", (int)len, *p);
+	*p += len + ((*p)[len] == '\n');
+	return true;
+}
+
 int rb_write_file(const char *path, const char *data, struct rb_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);

@@ -16,6 +16,9 @@ int rb_parse_size(const char *s, uint64_t *out_bytes);
 
 /* Reads a whole file (at most max bytes) into a NUL-terminated buffer. */
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
+/* The next line of text at *p (without its newline, cut to fit line[n]) for walking a file
+ * read whole; advances *p past it. false at the end. */
+bool rb_next_line(const char **p, char *line, size_t n);
 /* Writes data to an existing file (cgroup, /proc knobs): open O_WRONLY, one write. */
 int rb_write_file(const char *path, const char *data, struct rb_error *err);
 /* Creates path and parents with mode; existing directories are fine. */

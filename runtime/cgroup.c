@@ -216,10 +216,7 @@ int rb_cg_self_path(const char *ctrl, char *out, size_t n)
 int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n)
 {
 	char line[4096];
-	for (const char *p = text; *p;) {
-		size_t len = strcspn(p, "\n");
-		snprintf(line, sizeof line, "%.*s", (int)len, p);
-		p += len + (p[len] == '\n');
+	for (const char *p = text; rb_next_line(&p, line, sizeof line);) {
 		char *c1 = strchr(line, ':');
 		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)

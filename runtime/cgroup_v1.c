@@ -22,10 +22,7 @@ static const char *const ctrl_names[RB_V1_COUNT] = {"memory", "pids", "cpu", "cp
 static int find_mount(const char *mountinfo, const char *ctrl, char *mount, char *root)
 {
 	char line[4096];
-	for (const char *p = mountinfo; *p;) {
-		size_t len = strcspn(p, "\n");
-		snprintf(line, sizeof line, "%.*s", (int)len, p);
-		p += len + (p[len] == '\n');
+	for (const char *p = mountinfo; rb_next_line(&p, line, sizeof line);) {
 		char *sep = strstr(line, " - ");
 		if (!sep)
 			continue;
