@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "runtime/cgroup.h"
 #include "runtime/ledger.h"
+#include "runtime/record.h"
 
 /* A process is named by its pid and its start time (field 22 of /proc/PID/stat), so a reused
  * pid is never mistaken for the process that was registered. */
@@ -201,7 +202,7 @@ int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig,
 	return 0;
 }
 
-#define RB_GC_EVENTS_MAX 66 /* a record's pending queue (RB_RECORD_PENDING_MAX), cleanup, run_end */
+#define RB_GC_EVENTS_MAX (RB_RECORD_PENDING_MAX + 2) /* a record's pending queue, cleanup, run_end */
 
 /* The events the run's state file wrote ahead of the ledger ({"committed": N, "events": [...]}),
  * if the ledger still holds only the N events committed before them: a runner that died

@@ -49,7 +49,7 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	rb_debug("ledger: committed");
 	if (how == RB_RECORD_BEFORE_STEP)
 		rb_ledger_tidy(rec->ledger); /* the step is running: nobody waits */
-	return r;
+	return 0;
 }
 
 /* Queues an event (data consumed); a full queue is committed first. */
