@@ -5,11 +5,11 @@ Usage: filter_hooks.py OUT.json [ROUNDS]  (as root, from the checkout; ROUNDS 12
 
 The kernel guards its netfilter hook sites with static keys: when the first hook of a kind is
 registered on the host, and when the last one goes, it patches its code and waits for every
-CPU. runbox's table registers four hooks (inet input and output: IPv4 and IPv6 each), so on a
+CPU. runbox's table registers two hooks (an inet output chain: IPv4 and IPv6), so on a
 host with no packet filter every run pays that, and its namespace's teardown again; on a host
 with one (Docker's, ufw's or firewalld's rules) none does. Each round times `runbox run --image
 minimal -- /bin/true` 5 times without, then 5 times while a network namespace of this script's
-own holds an inet table with input and output chains (a sleeping process keeps it; it is gone
+own holds an inet table with an output chain (a sleeping process keeps it; it is gone
 at the end of the round). bwrap uses no netfilter hook and is not timed here.
 """
 import json
@@ -19,7 +19,6 @@ import sys
 import time
 
 RULES = """table inet bench_filter {
-  chain input { type filter hook input priority 0; policy accept; }
   chain output { type filter hook output priority 0; policy accept; }
 }
 """

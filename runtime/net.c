@@ -264,16 +264,15 @@ json_t *rb_net_counters_json(const struct rb_net_counters *c)
 {
 	json_t *by = json_object();
 	uint64_t packets = 0, bytes = 0;
-	for (int i = 0; i < RB_NFT_EGRESS_COUNTERS; i++) {
+	for (int i = 0; i < RB_NFT_NCOUNTERS; i++) {
 		/* "blocked_ipv4_tcp" -> "ipv4_tcp" */
 		const char *key = rb_nft_counter_name((enum rb_nft_counter)i) + strlen("blocked_");
 		json_object_set_new(by, key, json_integer((json_int_t)c->c[i].packets));
 		packets += c->c[i].packets;
 		bytes += c->c[i].bytes;
 	}
-	uint64_t in = c->c[RB_NFT_IN_IPV4].packets + c->c[RB_NFT_IN_IPV6].packets;
-	return json_pack("{s:I, s:I, s:o, s:I}", "blocked_packets", (json_int_t)packets, "blocked_bytes",
-	                 (json_int_t)bytes, "by_protocol", by, "inbound_blocked_packets", (json_int_t)in);
+	return json_pack("{s:I, s:I, s:o}", "blocked_packets", (json_int_t)packets, "blocked_bytes", (json_int_t)bytes,
+	                 "by_protocol", by);
 }
 
 void rb_net_api_url(const struct rb_net *net, char *out, size_t outlen)

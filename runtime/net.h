@@ -66,8 +66,8 @@ void rb_net_adopt_fds(struct rb_net *net, const int *fds, unsigned n);
  * the sandbox's), as long as the caller has CAP_NET_ADMIN over the namespace's owner. */
 int rb_net_read_counters(struct rb_net *net, struct rb_net_counters *out, struct rb_error *err);
 
-/* {"blocked_packets": n, "blocked_bytes": n, "by_protocol": {"ipv4_tcp": n, ...},
- *  "inbound_blocked_packets": n} for the result's "egress" key (packets per protocol). */
+/* {"blocked_packets": n, "blocked_bytes": n, "by_protocol": {"ipv4_tcp": n, ...}} for the
+ * result's "egress" key (packets per protocol). */
 json_t *rb_net_counters_json(const struct rb_net_counters *c);
 
 /* The URL the sandbox gets as RUNBOX_API_URL ("http://127.0.0.1:PORT"); empty in mode none.

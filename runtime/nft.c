@@ -44,8 +44,6 @@ static const struct {
     [RB_NFT_IPV6_UDP] = {"blocked_ipv6_udp", NFPROTO_IPV6, IPPROTO_UDP},
     [RB_NFT_IPV6_ICMP] = {"blocked_ipv6_icmp", NFPROTO_IPV6, IPPROTO_ICMPV6},
     [RB_NFT_IPV6_OTHER] = {"blocked_ipv6_other", NFPROTO_IPV6, L4_ANY},
-    [RB_NFT_IN_IPV4] = {"blocked_in_ipv4", NFPROTO_IPV4, L4_ANY},
-    [RB_NFT_IN_IPV6] = {"blocked_in_ipv6", NFPROTO_IPV6, L4_ANY},
 };
 
 const char *rb_nft_counter_name(enum rb_nft_counter c)
@@ -197,9 +195,7 @@ static int match_family(struct nftnl_rule *r, uint8_t nfproto)
 
 static const uint8_t net127 = 127; /* 127.0.0.0/8: nft compares the first byte only */
 static const struct in6_addr lo6 = IN6ADDR_LOOPBACK_INIT;
-#define IP4_SADDR 12
 #define IP4_DADDR 16
-#define IP6_SADDR 8
 #define IP6_DADDR 24
 
 /* ---- the batch ------------------------------------------------------------------------------ */
@@ -296,33 +292,9 @@ static int put_output(struct batch *bt)
 	         !r6 || match_family(r6, NFPROTO_IPV6) || payload(r6, IP6_DADDR, 16) || cmp_eq(r6, &lo6, 16) ||
 	             verdict(r6, NF_ACCEPT)) < 0)
 		return -1;
-	for (int c = 0; c < RB_NFT_EGRESS_COUNTERS; c++)
+	for (int c = 0; c < RB_NFT_NCOUNTERS; c++)
 		if (put_count_drop(bt, "output", (enum rb_nft_counter)c) < 0)
 			return -1;
-	return 0;
-}
-
-/* input: only loopback-to-loopback on lo; anything else came through an interface that was
- * added from outside (the sandbox cannot add one) and is counted and dropped. */
-static int put_input(struct batch *bt)
-{
-	if (put_chain(bt, "input", NF_INET_LOCAL_IN) < 0)
-		return -1;
-	const uint32_t lo_ifindex = 1; /* lo is always ifindex 1 in a network namespace */
-	struct nftnl_rule *r4 = new_rule();
-	if (emit(bt, r4, "input",
-	         !r4 || meta(r4, NFT_META_IIF) || cmp_eq(r4, &lo_ifindex, 4) || match_family(r4, NFPROTO_IPV4) ||
-	             payload(r4, IP4_SADDR, 1) || cmp_eq(r4, &net127, 1) || payload(r4, IP4_DADDR, 1) ||
-	             cmp_eq(r4, &net127, 1) || verdict(r4, NF_ACCEPT)) < 0)
-		return -1;
-	struct nftnl_rule *r6 = new_rule();
-	if (emit(bt, r6, "input",
-	         !r6 || meta(r6, NFT_META_IIF) || cmp_eq(r6, &lo_ifindex, 4) || match_family(r6, NFPROTO_IPV6) ||
-	             payload(r6, IP6_SADDR, 16) || cmp_eq(r6, &lo6, 16) || payload(r6, IP6_DADDR, 16) ||
-	             cmp_eq(r6, &lo6, 16) || verdict(r6, NF_ACCEPT)) < 0)
-		return -1;
-	if (put_count_drop(bt, "input", RB_NFT_IN_IPV4) < 0 || put_count_drop(bt, "input", RB_NFT_IN_IPV6) < 0)
-		return -1;
 	return 0;
 }
 
@@ -362,8 +334,6 @@ int rb_nft_install(int nft_fd, struct rb_error *err)
 	int r = put_table(&bt);
 	if (r == 0)
 		r = put_output(&bt);
-	if (r == 0)
-		r = put_input(&bt);
 	nftnl_batch_end(mnl_nlmsg_batch_current(bt.b), bt.seq++);
 	next(&bt, false);
 	size_t len = mnl_nlmsg_batch_size(bt.b);

@@ -9,8 +9,7 @@
 
 #define RB_NFT_TABLE "runbox"
 
-/* One named counter per family and protocol for egress drops (output chain), one per family
- * for inbound drops (input chain: only possible through an interface added from outside). */
+/* One named counter per family and protocol for the output chain's drops. */
 enum rb_nft_counter {
 	RB_NFT_IPV4_TCP,
 	RB_NFT_IPV4_UDP,
@@ -20,9 +19,6 @@ enum rb_nft_counter {
 	RB_NFT_IPV6_UDP,
 	RB_NFT_IPV6_ICMP,
 	RB_NFT_IPV6_OTHER,
-	RB_NFT_EGRESS_COUNTERS, /* the ones above count egress */
-	RB_NFT_IN_IPV4 = RB_NFT_EGRESS_COUNTERS,
-	RB_NFT_IN_IPV6,
 	RB_NFT_NCOUNTERS
 };
 
@@ -31,14 +27,14 @@ struct rb_nft_count {
 	uint64_t bytes;
 };
 
-/* "blocked_ipv4_tcp", ..., "blocked_in_ipv6": the counter objects' names in the table. */
+/* "blocked_ipv4_tcp", ..., "blocked_ipv6_other": the counter objects' names in the table. */
 const char *rb_nft_counter_name(enum rb_nft_counter c);
 
 /* A NETLINK_NETFILTER socket (SOCK_CLOEXEC, bound) in the caller's current network namespace;
  * it stays bound to that namespace wherever the fd travels. Returns the fd or -1. */
 int rb_nft_open(struct rb_error *err);
 
-/* Creates table inet runbox with its counters, output and input chains in one atomic batch.
+/* Creates table inet runbox with its counters and output chain in one atomic batch.
  * Fails (EEXIST) when the table is already there. */
 int rb_nft_install(int nft_fd, struct rb_error *err);
 
