@@ -97,22 +97,27 @@ static int mount_new(int rootfd, const char *target, const char *type, const cha
 }
 
 /* Clones the tree at srcfd (an fd, or a path when srcfd is AT_FDCWD) read-only, nosuid and
- * nodev onto target. */
+ * nodev onto target; with the mounts below it when recursive. */
 static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
-                         struct rb_error *err);
+                         bool recursive, struct rb_error *err);
 static int bind_ro(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, struct rb_error *err)
 {
 	return bind_ro_attrs(srcfd, src, rootfd, target, is_dir,
-	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true, err);
 }
 
 static int bind_ro_attrs(int srcfd, const char *src, int rootfd, const char *target, bool is_dir, uint64_t attrs,
-                         struct rb_error *err)
+                         bool recursive, struct rb_error *err)
 {
-	unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW;
+	unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | (recursive ? AT_RECURSIVE : 0);
 	if (!src || !*src)
 		flags |= AT_EMPTY_PATH;
 	_cleanup_close_ int tree = open_tree(srcfd, src ? src : "", flags);
+	if (tree < 0 && errno == EINVAL && !recursive)
+		/* The kernel refuses a single mount whose subtree holds mounts locked to it:
+		 * binding it would uncover what they hide. */
+		return rb_error_set(err, 0, "/%s: other mounts are below it on the host; an input is one mount",
+		                    target);
 	if (tree < 0)
 		return rb_error_set(err, errno, "clone mount of `%s` for /%s", src && *src ? src : "input", target);
 	struct mount_attr attr = {.attr_set = attrs};
@@ -323,7 +328,7 @@ static int build_proc(int rootfd, struct rb_error *err)
 			_cleanup_close_ int null = openat2_beneath(rootfd, "dev/null", O_PATH, err);
 			if (null < 0 ||
 			    bind_ro_attrs(null, NULL, rootfd, masked_paths[i], false,
-			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) < 0)
+			                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, err) < 0)
 				return -1;
 		}
 	}
@@ -388,8 +393,11 @@ static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, 
 			return rb_error_set(err, errno, "input `%s`", in->host);
 		if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
-		if (bind_ro(here, NULL, rootfd, target, in->is_dir, err) < 0)
-			return -1;
+		/* One mount, not the mounts below it: an input never carries another
+		 * filesystem (a host /proc, a user's FUSE mount) in with it. */
+		if (bind_ro_attrs(here, NULL, rootfd, target, in->is_dir,
+		                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false, err) < 0)
+			return rb_error_prefix(err, "input `%s`", in->host);
 	}
 	return remount_ro(rootfd, dir, err);
 }
@@ -485,7 +493,10 @@ int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err)
 		return rb_error_set(err, 0, "--input `%s`: malformed destination", arg);
 	snprintf(out->dest, sizeof out->dest, "%s", dest);
 	snprintf(out->host, sizeof out->host, "%s", real);
-	out->fd = open(real, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	/* real has no links left in it: one met now was put there since realpath, and would
+	 * make the object opened differ from the path that the policy checks. */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	out->fd = (int)syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof how);
 	struct stat st;
 	if (out->fd < 0 || fstat(out->fd, &st) < 0)
 		return rb_error_set(err, errno, "--input `%s`", real);

@@ -69,6 +69,37 @@ sb --input "$T/nonexistent:/workspace/in/x" -- /bin/true
 if [ "$RC" = 125 ]; then ok "--input with a missing SRC refused"
 else not_ok "--input with a missing SRC refused" "exit $RC"; fi
 
+# What realpath makes `/` (or any path holding /proc, /run or runbox's own state) is never an
+# input: it would bring the host's /proc, /run and, rootless, the token key in the state
+# directory. Control: the same --input form with an ordinary folder works (above).
+sb --input "/proc/self/root:/workspace/in/h" -- /bin/probe stat /workspace/in/h/proc/1
+if [ "$RC" = 125 ] && grep -q "never an input" <<<"$ERR"; then ok "--input /proc/self/root (the host's /) refused"
+else not_ok "--input /proc/self/root (the host's /) refused" "exit $RC: $(first_line "$ERR")"; fi
+sb --input "$T:/workspace/in/t" -- /bin/true
+if [ "$RC" = 125 ] && grep -q "holds $STATE" <<<"$ERR"; then ok "--input holding runbox's state directory refused"
+else not_ok "--input holding runbox's state directory refused" "exit $RC: $(first_line "$ERR")"; fi
+
+# An input is one mount: a filesystem mounted below it on the host (here a tmpfs holding a
+# marker) does not come in with it. Root only: the test mounts on the host. Control: with the
+# mount gone, the same input binds.
+if [ "$MODE" = root ]; then
+	mkdir -p "$T/hasmnt/sub"
+	chmod -R a+rX "$T/hasmnt"
+	if mount -t tmpfs -o mode=0755 tmpfs "$T/hasmnt/sub" && echo marker >"$T/hasmnt/sub/m"; then
+		sb --input "$T/hasmnt:/workspace/in/m" -- /bin/probe read /workspace/in/m/sub/m
+		rc_in=$RC err_in=$ERR
+		umount "$T/hasmnt/sub"
+		sb --input "$T/hasmnt:/workspace/in/m" -- /bin/probe stat /workspace/in/m/sub
+		if [ "$RC" != 0 ]; then skip "--input with a mount below it refused" "control: the input alone fails, exit $RC"
+		elif [ "$rc_in" = 125 ] && grep -q "an input is one mount" <<<"$err_in"; then
+			ok "--input with a mount below it refused (the mount's files never come in)"
+		else not_ok "--input with a mount below it refused" "exit $rc_in: $(first_line "$err_in")"; fi
+	else
+		umount "$T/hasmnt/sub" 2>/dev/null
+		skip "--input with a mount below it refused" "could not mount a tmpfs for the test"
+	fi
+fi
+
 # pivot_root: no host path is reachable. Control: the path exists on the host.
 CTRL_CMD="$PROBE stat $ROOT/Makefile" pair "host tree not visible (pivot_root)" "$ENOENT" -- stat "$ROOT/Makefile"
 CTRL_CMD="$PROBE stat $data/file" pair "host tmp not visible" "$ENOENT" -- stat "$data/file"
