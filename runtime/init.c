@@ -26,6 +26,7 @@
 #include "common/cleanup.h"
 extern char **environ;
 #include "common/log.h"
+#include "common/util.h"
 #include "runtime/caps.h"
 #include "runtime/channel.h"
 #include "runtime/sandbox.h"
@@ -259,13 +260,36 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 	}
 }
 
-/* init is a copy of the runner: its environment (the host's) is wiped from memory, so not even
- * /proc/1/environ holds it. Steps get theirs from the exec request. */
-static void wipe_environment(void)
+/* init is a copy of the runner: its environment (the host's) and the runner's command line are
+ * wiped from memory, so neither /proc/1/environ nor /proc/1/cmdline (which anyone in the
+ * sandbox may read) holds them. Steps get their environment from the exec request. */
+static void wipe_host_strings(void)
 {
 	for (char **e = environ; e && *e; e++)
 		explicit_bzero(*e, strlen(*e));
 	clearenv();
+	/* The argument area's bounds are fields 48 and 49 of /proc/self/stat, counted after the
+	 * command name's closing parenthesis (field 2, which may hold anything). */
+	char *stat = NULL;
+	if (rb_read_file("/proc/self/stat", 4096, &stat, NULL, NULL) < 0)
+		return;
+	const char *p = strrchr(stat, ')');
+	unsigned long start = 0, end = 0;
+	for (int field = 2; p && *p; p++)
+		if (*p == ' ' && ++field >= 48) {
+			if (field == 48)
+				start = strtoul(p + 1, NULL, 10);
+			else {
+				end = strtoul(p + 1, NULL, 10);
+				break;
+			}
+		}
+	free(stat);
+	if (start && end > start && end - start < (1UL << 24)) {
+		explicit_bzero((void *)start, end - start);
+		/* What `ps` in the sandbox shows for PID 1. */
+		snprintf((char *)start, end - start, "runbox-init");
+	}
 }
 
 void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
@@ -273,7 +297,7 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct init_state st = {.spec = spec, .ctl = ctl};
-	wipe_environment();
+	wipe_host_strings();
 
 	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
 	json_t *go = NULL;

@@ -310,3 +310,18 @@ elif [ "$RC" != 0 ]; then not_ok "runbox binary not writable via /proc/<pid>/exe
 elif grep -qw 0 <<<"$OUT"; then not_ok "runbox binary not writable via /proc/<pid>/exe" "an open for write worked: $OUT"
 elif [ $c != 0 ]; then skip "runbox binary not writable via /proc/<pid>/exe" "control: a copy is not writable on the host"
 else ok "runbox binary not writable via /proc/<pid>/exe (sha256 unchanged)"; fi
+
+# --- init's memory holds nothing of the runner's command line ---
+# /proc/1/cmdline is readable by anyone in the sandbox; init is a copy of the runner, so it
+# showed runbox's whole command line (host paths, policy, manifest). Control: the step's own
+# command line, which holds the same canary, shows it.
+canary="rbx-argv-canary-$$"
+sb -- /bin/sh -c 'i=$(tr "\0" " " </proc/1/cmdline); s=$(tr "\0" " " </proc/$$/cmdline); echo "$i"; echo "$s"' "$canary"
+init_line=$(sed -n 1p <<<"$OUT")
+self_line=$(sed -n 2p <<<"$OUT")
+if [ "$RC" != 0 ]; then not_ok "init's /proc/1/cmdline holds no host command line" "exit $RC: $(first_line "$ERR")"
+elif ! grep -q "$canary" <<<"$self_line"; then
+	skip "init's /proc/1/cmdline holds no host command line" "control: the step's own cmdline lacks the canary: $self_line"
+elif grep -q "$canary" <<<"$init_line"; then not_ok "init's /proc/1/cmdline holds no host command line" "it shows: $init_line"
+elif [ "$(echo $init_line)" != runbox-init ]; then not_ok "init's /proc/1/cmdline holds no host command line" "it shows '$init_line', want runbox-init"
+else ok "init's /proc/1/cmdline holds no host command line (runbox-init)"; fi
