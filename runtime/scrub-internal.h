@@ -1,11 +1,14 @@
-/* What runtime/scrub.c (exact pass, merging, output) and runtime/scrub_rules.c (format and
- * keyword passes) share: the span list every pass appends to, rule ids, byte classes. */
+/* What runtime/scrub.c (exact pass, merging, output), runtime/scrub_rules.c (format and
+ * keyword passes) and runtime/scrub_stream.c (streams) share: the span list every pass
+ * appends to, rule ids, byte classes, the passes and the output. */
 #ifndef RB_SCRUB_INTERNAL_H
 #define RB_SCRUB_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "runtime/scrub.h"
 
 /* Rule ids: the format rules, then generic-secret, then the exact rules of a scrubber. */
 enum rb_scrub_rule_id {
@@ -95,5 +98,16 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp);
 /* Shannon entropy in bits per byte. */
 double rb_scrub_entropy(const unsigned char *s, size_t n);
+
+/* The three passes over in[0..len): the merged redactions, sorted and disjoint, in
+ * sp->v[0..*n). Returns 0, or -1 with err (out of memory). */
+int rb_scrub_find_spans(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp,
+                        size_t *n, struct rb_error *err);
+/* in[0..len) with the redactions v[0..n) (sorted, disjoint, within len) written in. */
+int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
+                    size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err);
+/* How many bytes at the end of in[0..len) are the start of some exact pattern: what more
+ * input could still complete into a match. */
+size_t rb_scrub_exact_pending(const struct rb_scrubber *s, const unsigned char *in, size_t len);
 
 #endif

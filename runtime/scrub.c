@@ -30,6 +30,8 @@ struct rb_scrubber {
 	uint32_t *delta;             /* [state * n_cls + cls] = target * n_cls | OUT_BIT if it ends a pattern */
 	uint32_t *out_len;           /* per state: length of the longest pattern ending there, 0: none */
 	uint32_t *out_rule;          /* its rule id */
+	uint32_t *depth;             /* per state: bytes of a pattern's start it stands for */
+	size_t max_pat;              /* the longest pattern */
 	uint64_t bigram[65536 / 64]; /* first two bytes of some pattern */
 };
 
@@ -368,8 +370,9 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 	_cleanup_free_ uint32_t *queue = calloc(max_states, sizeof *queue);
 	s->out_len = calloc(max_states, sizeof *s->out_len);
 	s->out_rule = calloc(max_states, sizeof *s->out_rule);
+	s->depth = calloc(max_states, sizeof *s->depth);
 	s->delta = d;
-	if (!d || !term || !fail || !queue || !s->out_len || !s->out_rule)
+	if (!d || !term || !fail || !queue || !s->out_len || !s->out_rule || !s->depth)
 		return rb_error_set(err, ENOMEM, "scrub: matcher of %zu states", max_states);
 
 	/* The trie: 0 in a cell means "no edge" while building (no edge leads back to the root). */
@@ -378,11 +381,15 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 		size_t st = 0;
 		for (size_t j = 0; j < p->v[i].len; j++) {
 			uint32_t *cell = &d[st * ncls + s->cls[p->v[i].s[j]]];
-			if (!*cell)
+			if (!*cell) {
+				s->depth[n_states] = (uint32_t)j + 1;
 				*cell = (uint32_t)n_states++;
+			}
 			st = *cell;
 		}
 		term[st] = (uint32_t)i + 1;
+		if (p->v[i].len > s->max_pat)
+			s->max_pat = p->v[i].len;
 	}
 	s->n_states = n_states;
 
@@ -446,6 +453,19 @@ static void exact_scan(const struct rb_scrubber *s, const unsigned char *in, siz
 		}
 		off = v;
 	}
+}
+
+/* The automaton's state after in, found from the root over the last max_pat bytes (the
+ * state is the longest suffix that begins some pattern, never longer): its depth is how many
+ * bytes at the end of in a pattern may still grow out of. */
+size_t rb_scrub_exact_pending(const struct rb_scrubber *s, const unsigned char *in, size_t len)
+{
+	if (!s->delta)
+		return 0;
+	uint32_t off = 0;
+	for (size_t i = len > s->max_pat ? len - s->max_pat : 0; i < len; i++)
+		off = s->delta[off + s->cls[in[i]]] & ~OUT_BIT;
+	return s->depth[off / s->n_cls];
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
@@ -522,6 +542,7 @@ void rb_scrub_free(struct rb_scrubber *s)
 	free(s->delta);
 	free(s->out_len);
 	free(s->out_rule);
+	free(s->depth);
 	free(s);
 }
 
@@ -569,8 +590,8 @@ static size_t merge(struct rb_scrub_spans *sp)
 }
 
 /* The three passes over in; leaves the merged redactions in sp->v[0..*n). */
-static int find_spans(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp,
-                      size_t *n, struct rb_error *err)
+int rb_scrub_find_spans(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp,
+                        size_t *n, struct rb_error *err)
 {
 	if (s->delta)
 		exact_scan(s, in, len, sp);
@@ -599,8 +620,8 @@ static char *alloc_output(size_t n)
 	return p;
 }
 
-static int render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
-                  size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err)
+int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
+                    size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err)
 {
 	size_t out_len = len;
 	for (size_t i = 0; i < n; i++)
@@ -657,9 +678,9 @@ int rb_scrub_buffer(struct rb_scrubber *s, const char *in_, size_t len, struct r
 		return rb_error_set(err, EINVAL, "scrub: NULL buffer of %zu bytes", len);
 	struct rb_scrub_spans sp = {0};
 	size_t n;
-	int r = find_spans(s, in, len, &sp, &n, err);
+	int r = rb_scrub_find_spans(s, in, len, &sp, &n, err);
 	if (r == 0)
-		r = render(s, in, len, sp.v, n, out, counts, err);
+		r = rb_scrub_render(s, in, len, sp.v, n, out, counts, err);
 	free(sp.v);
 	return r;
 }
@@ -713,9 +734,9 @@ int rb_scrub_harvest_cb(void *ctx, const char *in, size_t len, char **out, size_
 	if (!in && len)
 		return rb_error_set(err, EINVAL, "scrub: NULL buffer of %zu bytes", len);
 	/* Most files hold no secret: those are never copied. */
-	int r = find_spans(ctx, (const unsigned char *)in, len, &sp, &n, err);
+	int r = rb_scrub_find_spans(ctx, (const unsigned char *)in, len, &sp, &n, err);
 	if (r == 0 && n > 0)
-		r = render(ctx, (const unsigned char *)in, len, sp.v, n, &b, &c, err);
+		r = rb_scrub_render(ctx, (const unsigned char *)in, len, sp.v, n, &b, &c, err);
 	free(sp.v);
 	if (r < 0 || n == 0)
 		return r;

@@ -72,6 +72,30 @@ void rb_scrub_counts_add(struct rb_scrub_counts *dst, const struct rb_scrub_coun
 /* {"<rule>": count, ...} plus "other" for overflow; NULL when out of memory. */
 json_t *rb_scrub_counts_json(const struct rb_scrub_counts *c);
 
+/* A stream scrubbed as it comes (runtime/scrub_stream.c), for a step's stdout and stderr:
+ * what is fed comes out scrubbed as soon as no match can still begin in it. Held back at the
+ * end of what was fed: the start of an exact secret, the trailing run of bytes a token is made
+ * of ([A-Za-z0-9_+/=.-]), an unclosed "-----BEGIN " block; at most RB_SCRUB_STREAM_HOLD bytes
+ * (past that the oldest are let out, so a single token longer than that may be split). The
+ * output equals rb_scrub_buffer of the whole stream, but for such splits. */
+#define RB_SCRUB_STREAM_HOLD (68U << 10) /* a PEM block's search window and a margin */
+struct rb_scrub_stream;
+
+/* s must outlive the stream. Returns 0, or -1 with err (out of memory). */
+int rb_scrub_stream_new(const struct rb_scrubber *s, struct rb_scrub_stream **out, struct rb_error *err);
+/* Feeds in[0..len); *out gets what may be let out now (malloc'd, possibly {NULL, 0}). On -1
+ * (out of memory), *out is {NULL, 0} and the stream is unusable: nothing unscrubbed leaves. */
+int rb_scrub_stream_feed(struct rb_scrub_stream *st, const char *in, size_t len, struct rb_buf_out *out,
+                         struct rb_error *err);
+/* The end of the stream: everything held back, scrubbed. The stream may be fed again after. */
+int rb_scrub_stream_finish(struct rb_scrub_stream *st, struct rb_buf_out *out, struct rb_error *err);
+void rb_scrub_stream_free(struct rb_scrub_stream *st);
+
+/* Scrubs every string of j in place, object keys included (runtime/scrub_json.c): a parsed
+ * value whose escapes (\u0041KIA...) hid a secret from the scrub of its text. Adds the
+ * redactions to *count (may be NULL). Returns 0, or -1 with err; j is then partly scrubbed. */
+int rb_scrub_json(struct rb_scrubber *s, json_t *j, uint64_t *count, struct rb_error *err);
+
 /* Adapter with runtime/harvest.h's rb_harvest_scrub_fn signature (ctx is the scrubber):
  * *out = NULL when nothing was redacted, *redactions = the counts as JSON (or NULL if none). */
 int rb_scrub_harvest_cb(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,

@@ -873,6 +873,210 @@ static void test_counts_json_and_harvest_cb(void **state)
 	rb_scrub_free(s);
 }
 
+/* ---- streams ------------------------------------------------------------------------------ */
+
+/* A text of every kind of match, plus ordinary lines, joined as a step's output would be. */
+static char *stream_text(size_t *len)
+{
+	size_t cap = 1 << 16;
+	char *t = calloc(1, cap);
+	char line[1024];
+	for (int k = 0; k < 12; k++) {
+		snprintf(line, sizeof line, "line %d: token %s and ", k, run_token);
+		strcat(t, line);
+		line[0] = '\0';
+		strcat(line, "AKIA");
+		rnd(line, UPNUM, 16);
+		strcat(line, " ghp_");
+		rnd(line, ALNUM, 36);
+		strcat(line, "\nDB_PASSWORD=");
+		rnd_mixed(line, 40);
+		strcat(line, "\n{\"auth\": \"Bearer ");
+		rnd_mixed(line, 30);
+		strcat(line, "\"}\neyJ");
+		rnd(line, ALNUM_UD, 20);
+		strcat(line, ".eyJ");
+		rnd(line, ALNUM_UD, 30);
+		strcat(line, ".");
+		rnd(line, ALNUM_UD, 20);
+		strcat(line, " ordinary words, a path /usr/lib/x86_64 and 3.5% done\r\n");
+		strcat(t, line);
+		char *pw = json_of(dbpass, 0);
+		snprintf(line, sizeof line, "{\"db\": \"%s\"}\n-----BEGIN RSA PRIVATE KEY-----\n", pw);
+		free(pw);
+		strcat(t, line);
+		line[0] = '\0';
+		rnd(line, B64CH, 64);
+		strcat(t, line);
+		strcat(t, "\n-----END RSA PRIVATE KEY-----\nplain tail ");
+	}
+	*len = strlen(t);
+	return t;
+}
+
+/* Feeds in[0..len) in chunks of the sizes sizes[] cycles through; the whole output. */
+static char *stream_all(struct rb_scrubber *s, const char *in, size_t len, const size_t *sizes, size_t n_sizes,
+                        size_t *out_len)
+{
+	struct rb_scrub_stream *st = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_stream_new(s, &st, &err), 0);
+	char *acc = malloc(2 * len + 4096);
+	size_t al = 0, at = 0;
+	struct rb_buf_out o;
+	for (size_t k = 0; at < len; k++) {
+		size_t n = sizes[k % n_sizes];
+		if (n > len - at)
+			n = len - at;
+		assert_int_equal(rb_scrub_stream_feed(st, in + at, n, &o, &err), 0);
+		memcpy(acc + al, o.data ? o.data : "", o.len);
+		al += o.len;
+		free(o.data);
+		at += n;
+	}
+	assert_int_equal(rb_scrub_stream_finish(st, &o, &err), 0);
+	memcpy(acc + al, o.data ? o.data : "", o.len);
+	al += o.len;
+	free(o.data);
+	rb_scrub_stream_free(st);
+	*out_len = al;
+	return acc;
+}
+
+/* However the stream is cut into chunks, it comes out as the whole buffer scrubbed at once. */
+static void test_stream_equals_buffer(void **state)
+{
+	rng = 0x57e4a;
+	make_token();
+	struct rb_scrubber *s = new_scrubber();
+	size_t len;
+	char *text = stream_text(&len);
+	struct rb_scrub_counts c;
+	struct rb_buf_out whole = scrub(s, text, len, &c);
+	assert_true(c.total >= 12 * 8);
+	static const size_t one[] = {1}, two[] = {2}, odd[] = {3, 7, 1, 64, 5}, big[] = {16384}, words[] = {11, 13};
+	const struct {
+		const size_t *v;
+		size_t n;
+	} plans[] = {{one, 1}, {two, 1}, {odd, 5}, {big, 1}, {words, 2}};
+	for (size_t p = 0; p < sizeof plans / sizeof plans[0]; p++) {
+		size_t ol;
+		char *o = stream_all(s, text, len, plans[p].v, plans[p].n, &ol);
+		if (ol != whole.len || memcmp(o, whole.data, ol) != 0)
+			fail_msg("plan %zu: the stream differs from the buffer (%zu vs %zu bytes)", p, ol, whole.len);
+		assert_null(memmem(o, ol, run_token, strlen(run_token)));
+		free(o);
+	}
+	/* control: a secret split across two whole-buffer scrubs survives, in halves */
+	size_t tl = strlen(run_token);
+	const char *tok = memmem(text, len, run_token, tl);
+	size_t cut = (size_t)(tok - text) + tl / 2;
+	struct rb_buf_out a = scrub(s, text, cut, &c), b = scrub(s, text + cut, len - cut, &c);
+	assert_non_null(memmem(a.data, a.len, run_token, tl / 2));
+	free(a.data);
+	free(b.data);
+	free(whole.data);
+	free(text);
+	rb_scrub_free(s);
+}
+
+/* What cannot begin a match comes out at once; the start of one is held until it is decided. */
+static void test_stream_holds_only_what_may_match(void **state)
+{
+	rng = 0x401d;
+	make_token();
+	struct rb_scrubber *s = new_scrubber();
+	struct rb_scrub_stream *st = NULL;
+	struct rb_error err = {0};
+	struct rb_buf_out o;
+	assert_int_equal(rb_scrub_stream_new(s, &st, &err), 0);
+	assert_int_equal(rb_scrub_stream_feed(st, "hello world\n", 12, &o, &err), 0);
+	assert_int_equal(o.len, 12);
+	assert_memory_equal(o.data, "hello world\n", 12);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_feed(st, "key: AKIAIOSF", 13, &o, &err), 0);
+	assert_int_equal(o.len, 5); /* "key: ": the key itself may still be one */
+	assert_memory_equal(o.data, "key: ", 5);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_feed(st, "ODNN7EXAMPLQ\n", 13, &o, &err), 0);
+	assert_string_equal(o.data, "[REDACTED:aws-access-key-id]\n");
+	free(o.data);
+	/* half of the run token, after a space: nothing of it comes out */
+	size_t tl = strlen(run_token);
+	assert_int_equal(rb_scrub_stream_feed(st, "t ", 2, &o, &err), 0);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_feed(st, run_token, tl / 2, &o, &err), 0);
+	assert_int_equal(o.len, 0);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_feed(st, run_token + tl / 2, tl - tl / 2, &o, &err), 0);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_finish(st, &o, &err), 0);
+	assert_string_equal(o.data, "[REDACTED:exact:run-token:raw]");
+	free(o.data);
+	/* a lone word at the end comes out at the end of the stream */
+	assert_int_equal(rb_scrub_stream_feed(st, "done", 4, &o, &err), 0);
+	assert_int_equal(o.len, 0);
+	free(o.data);
+	assert_int_equal(rb_scrub_stream_finish(st, &o, &err), 0);
+	assert_string_equal(o.data, "done");
+	free(o.data);
+	/* an open PEM block is held (its lines hold no token byte run at the end) */
+	const char *pem = "\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5\n";
+	assert_int_equal(rb_scrub_stream_feed(st, pem, strlen(pem), &o, &err), 0);
+	assert_int_equal(o.len, 1); /* the newline before the block */
+	free(o.data);
+	const char *end = "-----END EC PRIVATE KEY-----\nafter\n";
+	assert_int_equal(rb_scrub_stream_feed(st, end, strlen(end), &o, &err), 0);
+	assert_string_equal(o.data, "[REDACTED:private-key]\nafter\n");
+	free(o.data);
+	rb_scrub_stream_free(st);
+
+	/* a run of token bytes longer than the hold is let out in pieces: never more held */
+	assert_int_equal(rb_scrub_stream_new(s, &st, &err), 0);
+	char chunk[16384];
+	memset(chunk, 'a', sizeof chunk);
+	size_t fed = 0, out = 0;
+	for (int k = 0; k < 32; k++) {
+		assert_int_equal(rb_scrub_stream_feed(st, chunk, sizeof chunk, &o, &err), 0);
+		fed += sizeof chunk;
+		out += o.len;
+		free(o.data);
+		assert_true(fed - out <= RB_SCRUB_STREAM_HOLD + sizeof chunk);
+	}
+	assert_int_equal(rb_scrub_stream_finish(st, &o, &err), 0);
+	out += o.len;
+	free(o.data);
+	assert_int_equal(out, fed);
+	rb_scrub_stream_free(st);
+	rb_scrub_free(s);
+}
+
+/* Strings of a parsed value, keys too, scrubbed after decoding. */
+static void test_scrub_json(void **state)
+{
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &s, &err), 0);
+	json_error_t je;
+	/* \u0041 is 'A': the text holds no AKIA, the decoded string does */
+	json_t *j = json_loads("{\"k\": \"\\u0041KIAIOSFODNN7EXAMPLQ\", \"AKIAIOSFODNN7EXAMPLZ\": [1, \"ok\", "
+	                       "{\"x\": \"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1\"}], \"plain\": \"words\"}",
+	                       0, &je);
+	assert_non_null(j);
+	char *before = json_dumps(j, JSON_SORT_KEYS);
+	assert_non_null(strstr(before, "AKIAIOSFODNN7EXAMPLQ")); /* control: decoded, it is there */
+	free(before);
+	uint64_t n = 0;
+	assert_int_equal(rb_scrub_json(s, j, &n, &err), 0);
+	assert_int_equal(n, 3);
+	char *d = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	assert_string_equal(d, "{\"[REDACTED:aws-access-key-id]\":[1,\"ok\",{\"x\":\"[REDACTED:github-pat]\"}],"
+	                       "\"k\":\"[REDACTED:aws-access-key-id]\",\"plain\":\"words\"}");
+	free(d);
+	json_decref(j);
+	rb_scrub_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -883,6 +1087,9 @@ int main(void)
 	    cmocka_unit_test(test_merge),
 	    cmocka_unit_test(test_binary_and_hostile),
 	    cmocka_unit_test(test_counts_json_and_harvest_cb),
+	    cmocka_unit_test(test_stream_equals_buffer),
+	    cmocka_unit_test(test_stream_holds_only_what_may_match),
+	    cmocka_unit_test(test_scrub_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
