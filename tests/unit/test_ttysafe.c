@@ -1,0 +1,54 @@
+/* runtime/ttysafe.c: control bytes reach a terminal as visible text; \n, \t, \r, printable
+ * ASCII and UTF-8 text (é, €) pass unchanged, also when a chunk ends inside a character. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "runtime/ttysafe.h"
+
+static char *safe(struct rb_ttysafe *st, const char *in, size_t len, char *out)
+{
+	size_t n = rb_ttysafe(st, in, len, out);
+	out[n] = '\0';
+	return out;
+}
+
+static void test_controls_shown(void **state)
+{
+	struct rb_ttysafe st = {0};
+	char out[RB_TTYSAFE_ROOM(64)];
+	const char osc[] = "a\033]0;title\007b\033[2J\x7f\x01";
+	assert_string_equal(safe(&st, osc, sizeof osc - 1, out), "a\\x1b]0;title\\x07b\\x1b[2J\\x7f\\x01");
+	/* C1 CSI as UTF-8 (U+009B) */
+	assert_string_equal(safe(&st, "x\xc2\x9b" "31m", 6, out), "x\\u009b31m");
+	/* control: text, \n, \t, \r and UTF-8 pass unchanged */
+	const char text[] = "line\tone\r\nna\xc3\xafve \xe2\x82\xac \xc2\xa9\n";
+	assert_string_equal(safe(&st, text, sizeof text - 1, out), text);
+}
+
+static void test_split_lead_byte(void **state)
+{
+	struct rb_ttysafe st = {0};
+	char out[RB_TTYSAFE_ROOM(8)];
+	assert_string_equal(safe(&st, "a\xc2", 2, out), "a");
+	assert_string_equal(safe(&st, "\x9b", 1, out), "\\u009b");
+	assert_string_equal(safe(&st, "\xc2", 1, out), "");
+	assert_string_equal(safe(&st, "\xa9", 1, out), "\xc2\xa9");
+	assert_string_equal(safe(&st, "\xc2", 1, out), "");
+	size_t n = rb_ttysafe_end(&st, out);
+	assert_int_equal(n, 1);
+	assert_int_equal((unsigned char)out[0], 0xc2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_controls_shown),
+	    cmocka_unit_test(test_split_lead_byte),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
