@@ -502,6 +502,47 @@ out:
 	return r;
 }
 
+/* A recorded path through the scrubber: *path replaced by its scrubbed form when that
+ * differs (or by a marker when the scrubber fails: a name is never kept unscrubbed). Returns
+ * true when it was replaced, false when unchanged or out of memory (then kept as it was only
+ * if the scrubber said it holds nothing). */
+static bool scrub_path(const struct walk *w, char **path)
+{
+	if (!w->scrub || !*path)
+		return false;
+	char *out = NULL;
+	size_t out_len = 0;
+	json_t *red = NULL;
+	struct rb_error err;
+	char *repl;
+	if (w->scrub(w->scrub_ctx, *path, strlen(*path), &out, &out_len, &red, &err) < 0)
+		repl = strdup("[REDACTED:scrub-failed]");
+	else if (out)
+		repl = strndup(out, out_len);
+	else
+		return false;
+	free(out);
+	json_decref(red);
+	if (!repl) { /* out of memory: the marker is a constant length, written over the name */
+		snprintf(*path, strlen(*path) + 1, "%s", "[REDACTED]");
+		return true;
+	}
+	free(*path);
+	*path = repl;
+	return true;
+}
+
+/* Every name the result records, scrubbed before it is sorted, printed or put in the ledger. */
+static void scrub_paths(const struct walk *w, struct rb_harvest_result *res)
+{
+	for (size_t i = 0; i < res->n_artifacts; i++)
+		res->artifacts[i].path_redacted = scrub_path(w, &res->artifacts[i].path);
+	for (size_t i = 0; i < res->n_skipped; i++) {
+		res->skipped[i].path_redacted = scrub_path(w, &res->skipped[i].path);
+		res->skipped[i].other_redacted = scrub_path(w, &res->skipped[i].other);
+	}
+}
+
 int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                       const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,
                       struct rb_error *err)
@@ -529,6 +570,7 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	for (size_t i = 0; i < w.cap_links; i++)
 		free(w.links[i].path);
 	free(w.links);
+	scrub_paths(&w, res);
 
 	if (res->n_artifacts > 1)
 		qsort(res->artifacts, res->n_artifacts, sizeof *res->artifacts, cmp_artifact);
@@ -591,6 +633,8 @@ json_t *rb_harvest_json(const struct rb_harvest_result *res)
 		json_t *j = json_object();
 		if (!j || json_array_append_new(arts, j) < 0 || set_path(j, "path", a->path) < 0)
 			return NULL;
+		if (a->path_redacted)
+			json_object_set_new(j, "path_redacted", json_true());
 		json_object_set_new(j, "size", json_integer((json_int_t)a->size));
 		json_object_set_new(j, "original_size", json_integer((json_int_t)a->original_size));
 		json_object_set_new(j, "digest", json_string(a->digest));
@@ -602,6 +646,12 @@ json_t *rb_harvest_json(const struct rb_harvest_result *res)
 		json_t *j = json_object();
 		if (!j || json_array_append_new(skips, j) < 0 || set_path(j, "path", s->path) < 0)
 			return NULL;
+		if (s->path_redacted)
+			json_object_set_new(j, "path_redacted", json_true());
+		if (s->other_redacted)
+			json_object_set_new(
+			    j, s->reason == RB_HARVEST_HARDLINK ? "hardlink_of_redacted" : "detail_redacted",
+			    json_true());
 		if (s->reason == RB_HARVEST_HARDLINK) {
 			/* "hardlink_of:<path>", and the first path on its own for readers. */
 			_cleanup_free_ char *reason = NULL;

@@ -58,6 +58,7 @@ struct rb_harvest_artifact {
 	char digest[RB_ARTIFACT_DIGEST_LEN];
 	json_t *redactions;       /* what the scrubber returned (e.g. {"aws_key": 2}), or NULL */
 	uint64_t redaction_count; /* sum of the integer values in redactions */
+	bool path_redacted;       /* path is the scrubbed name: the file's own name held a secret */
 };
 
 struct rb_harvest_skip {
@@ -65,6 +66,8 @@ struct rb_harvest_skip {
 	enum rb_harvest_reason reason;
 	char *other;  /* hardlink_of: the first path; changed/unreadable: a detail; or NULL */
 	int64_t size; /* st_size for regular files, -1 when not known or not a file */
+	/* path, other: scrubbed, as artifact paths are */
+	bool path_redacted, other_redacted;
 };
 
 struct rb_harvest_result {
@@ -96,7 +99,9 @@ typedef int (*rb_harvest_scrub_fn)(void *ctx, const char *in, size_t len, char *
 
 /* Walks the directory out_dirfd (an O_PATH or O_RDONLY directory fd; not consumed) and
  * stores every regular file within the caps, scrubbed by scrub (NULL: stored as read, for
- * tests only) in store_dir. caps NULL means the defaults. res is filled (and must be freed
+ * tests only) in store_dir. The recorded paths (and hardlink_of, detail) pass scrub too: a
+ * redacted one is flagged path_redacted (other_redacted); one it fails on is recorded as
+ * "[REDACTED:scrub-failed]". caps NULL means the defaults. res is filled (and must be freed
  * with rb_harvest_result_free) whatever the return value. Returns 0, or -1 with err when the
  * harvest itself failed (out unusable, store not writable, openat2 missing, no memory): res
  * then holds what was done, complete = false. A skipped entry is not a failure. */

@@ -840,7 +840,7 @@ static void test_scrub_applied(void **state)
 	int calls = 0;
 	struct rb_harvest_result res;
 	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, NULL, NULL, &res), 0);
-	assert_int_equal(calls, 2);
+	assert_int_equal(calls, 4); /* two files, and their two paths */
 	const struct rb_harvest_artifact *a = artifact(&res, "creds.txt");
 	assert_non_null(a);
 	assert_int_equal(a->original_size, strlen(creds));
@@ -877,8 +877,9 @@ static void test_scrub_failure_not_stored(void **state)
 	puts_(f->out, "creds.txt", "id=" KEY);
 	struct rb_harvest_result res;
 	assert_int_equal(harvest_caps(f, NULL, failing_scrub, NULL, NULL, NULL, &res), 0);
-	assert_skip(&res, "creds.txt", RB_HARVEST_SCRUB_FAILED);
-	assert_string_equal(skipped(&res, "creds.txt")->other, "scrubber refused");
+	/* the scrubber fails on the name too: it is never recorded unscrubbed */
+	assert_skip(&res, "[REDACTED:scrub-failed]", RB_HARVEST_SCRUB_FAILED);
+	assert_true(skipped(&res, "[REDACTED:scrub-failed]")->path_redacted);
 	assert_int_equal(res.n_artifacts, 0);
 	assert_int_equal(store_contains(f, KEY), 0);
 	assert_int_equal(g_objects, 0);
@@ -917,6 +918,50 @@ static void test_with_runbox_scrubber(void **state)
 	assert_int_equal(store_contains(f, "ordinary sentence about apples"), 1);
 	rb_harvest_result_free(&res);
 	rb_scrub_free(scrubber);
+}
+
+/* Names are recorded scrubbed: a file named after a secret, a hardlink's first name. */
+static void test_paths_scrubbed(void **state)
+{
+	struct fx *f = *state;
+	mkdir_in(f->out, "sub");
+	puts_(f->out, "sub/" KEY ".txt", "content");
+	char a[4200], b[4200];
+	snprintf(a, sizeof a, "%s/sub/" KEY ".txt", f->out);
+	snprintf(b, sizeof b, "%s/zz-link", f->out);
+	assert_int_equal(link(a, b), 0);
+	puts_(f->out, "plain.txt", "nothing");
+	int calls = 0;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, NULL, NULL, &res), 0);
+	/* the walk meets either name first: that one is the artifact, the other the hardlink */
+	const struct rb_harvest_artifact *art = artifact(&res, "sub/[REDACTED:aws].txt");
+	const struct rb_harvest_skip *sk = skipped(&res, art ? "zz-link" : "sub/[REDACTED:aws].txt");
+	assert_non_null(sk);
+	assert_int_equal(sk->reason, RB_HARVEST_HARDLINK);
+	if (art) {
+		assert_true(art->path_redacted);
+		assert_string_equal(sk->other, "sub/[REDACTED:aws].txt");
+		assert_true(sk->other_redacted);
+		assert_false(sk->path_redacted);
+	} else {
+		assert_false(artifact(&res, "zz-link")->path_redacted);
+		assert_string_equal(sk->other, "zz-link");
+		assert_true(sk->path_redacted);
+		assert_false(sk->other_redacted);
+	}
+	assert_non_null(artifact(&res, "plain.txt"));
+	assert_false(artifact(&res, "plain.txt")->path_redacted); /* control: an ordinary name stays */
+	_cleanup_json_ json_t *j = rb_harvest_json(&res);
+	_cleanup_free_ char *text = json_dumps(j, 0);
+	assert_null(strstr(text, KEY));
+	assert_non_null(strstr(text, "\"path_redacted\": true"));
+	rb_harvest_result_free(&res);
+
+	/* control: without a scrubber the name is recorded as it is */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res), 0);
+	assert_true(artifact(&res, "sub/" KEY ".txt") || skipped(&res, "sub/" KEY ".txt"));
+	rb_harvest_result_free(&res);
 }
 
 /* ---- permissions, mounts, names ---- */
@@ -1218,6 +1263,7 @@ int main(void)
 	    T(test_scrub_applied),
 	    T(test_scrub_failure_not_stored),
 	    T(test_with_runbox_scrubber),
+	    T(test_paths_scrubbed),
 	    T(test_unreadable_recorded),
 	    T(test_reopen_in_sandbox_userns),
 	    T(test_mount_point_not_crossed),
