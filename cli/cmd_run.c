@@ -12,7 +12,6 @@
 #include "runtime/record.h"
 #include "runtime/result.h"
 #include "runtime/runfile.h"
-#include "runtime/scrub.h"
 #include "runtime/run.h"
 
 static void usage(FILE *f)
@@ -65,26 +64,6 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
 		return r;
 	}
 	return rb_record_step_end(rec, 1, res, err);
-}
-
-/* The printed result never carries the run token: the captured streams are scrubbed. */
-static void scrub_streams(const struct rb_run *run, struct rb_step_result *res)
-{
-	struct rb_scrubber *s = NULL;
-	struct rb_error err;
-	struct rb_scrub_secret secret = {"run-token", run->token, strlen(run->token)};
-	if (rb_scrub_new_labeled(&secret, run->token[0] ? 1 : 0, &s, &err) < 0)
-		return;
-	struct rb_buf *bufs[2] = {&res->out, &res->err};
-	for (int i = 0; i < 2; i++) {
-		struct rb_buf_out o = {0};
-		if (rb_scrub_buffer(s, bufs[i]->data ? bufs[i]->data : "", bufs[i]->len, &o, NULL, &err) < 0)
-			continue;
-		free(bufs[i]->data);
-		bufs[i]->data = o.data;
-		bufs[i]->len = bufs[i]->cap = o.len;
-	}
-	rb_scrub_free(s);
 }
 
 int rb_cmd_run(int argc, char **argv)
@@ -213,8 +192,6 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	int code = rb_step_exit_code(&res);
 	rb_run_stop(&run);
-	if (json)
-		scrub_streams(&run, &res);
 	if (record_step(&rec, cmd, &res, true, &err) < 0 ||
 	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 ||
 	    rb_record_flush(&rec, RB_RECORD_DURABLE, &err) < 0) {

@@ -25,6 +25,8 @@
 #include "common/util.h"
 #include "runtime/channel.h"
 #include "runtime/lifecycle.h"
+#include "runtime/scrub.h"
+#include "runtime/ttysafe.h"
 
 extern char **environ;
 
@@ -331,14 +333,74 @@ static void buf_append(struct rb_buf *b, const char *data, size_t n)
 }
 
 /* Where a stream's bytes go besides the capped in-memory buffer: our own stdout/stderr
- * (passthrough) and a log file in the run directory, itself capped. */
+ * (passthrough) and a log file in the run directory, itself capped. A step's streams pass
+ * the scrubber first (scrub), so the buffer, the copy and the log only ever see scrubbed
+ * bytes, and the buffer's cap cuts scrubbed text; a copy to a terminal shows control bytes
+ * instead of obeying them (tty). Background output (drain_linger) goes only to its log. */
 struct sink {
 	struct rb_buf *buf;
 	int copy_to;
 	int log;
 	uint64_t *log_bytes;
 	uint64_t log_cap;
+	struct rb_scrub_stream *scrub;
+	struct rb_ttysafe *tty;
 };
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* the reader went away: the step's output still goes to buf and log */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void emit(const struct sink *s, const char *data, size_t n)
+{
+	if (s->buf)
+		buf_append(s->buf, data, n);
+	if (s->copy_to >= 0 && s->tty) {
+		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(n));
+		if (safe)
+			write_all(s->copy_to, safe, rb_ttysafe(s->tty, data, n, safe));
+	} else if (s->copy_to >= 0) {
+		write_all(s->copy_to, data, n);
+	}
+	if (s->log >= 0 && *s->log_bytes < s->log_cap) {
+		size_t room = (size_t)(s->log_cap - *s->log_bytes);
+		ssize_t w = write(s->log, data, n < room ? n : room);
+		if (w > 0)
+			*s->log_bytes += (uint64_t)w;
+	}
+}
+
+/* Passes a chunk (NULL: the stream's end) through the scrubber to the sink. When the scrubber
+ * fails (out of memory), nothing of the chunk leaves, and the buffer says it lost bytes. */
+static void scrub_emit(const struct sink *s, const char *chunk, size_t n)
+{
+	if (!s->scrub) {
+		if (chunk)
+			emit(s, chunk, n);
+		return;
+	}
+	struct rb_buf_out o;
+	struct rb_error err;
+	int r = chunk ? rb_scrub_stream_feed(s->scrub, chunk, n, &o, &err) : rb_scrub_stream_finish(s->scrub, &o, &err);
+	if (r < 0) {
+		rb_warn("step output: %s: bytes are missing from it", err.msg);
+		if (s->buf)
+			s->buf->truncated = true;
+		return;
+	}
+	if (o.len)
+		emit(s, o.data, o.len);
+	free(o.data);
+}
 
 /* Reads what is there now; returns false at EOF or error. */
 static bool pump(int fd, const struct sink *s)
@@ -350,19 +412,17 @@ static bool pump(int fd, const struct sink *s)
 			continue;
 		if (n <= 0)
 			return n < 0 && errno == EAGAIN;
-		if (s->buf)
-			buf_append(s->buf, chunk, (size_t)n);
-		if (s->copy_to >= 0) {
-			ssize_t w = write(s->copy_to, chunk, (size_t)n);
-			(void)w;
-		}
-		if (s->log >= 0 && *s->log_bytes < s->log_cap) {
-			size_t room = (size_t)(s->log_cap - *s->log_bytes);
-			ssize_t w = write(s->log, chunk, (size_t)n < room ? (size_t)n : room);
-			if (w > 0)
-				*s->log_bytes += (uint64_t)w;
-		}
+		scrub_emit(s, chunk, (size_t)n);
 	}
+}
+
+/* The step ended: what the scrubber held back, and a lead byte the terminal copy held. */
+static void finish(const struct sink *s)
+{
+	scrub_emit(s, NULL, 0);
+	char tail[8];
+	if (s->copy_to >= 0 && s->tty)
+		write_all(s->copy_to, tail, rb_ttysafe_end(s->tty, tail));
 }
 
 static int open_log(const struct rb_run *run, const char *name)
@@ -462,6 +522,16 @@ int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct
 	return rb_run_exec(run, &req, res, err);
 }
 
+static void free_scrubber(struct rb_scrubber **s)
+{
+	rb_scrub_free(*s);
+}
+
+static void free_stream(struct rb_scrub_stream **s)
+{
+	rb_scrub_stream_free(*s);
+}
+
 /* A memfd holding data, for a file the step gets. */
 static int file_fd(const struct rb_step_file *f, struct rb_error *err)
 {
@@ -497,6 +567,20 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	if (run->sb.reaped)
 		return rb_error_set(err, 0, "the sandbox is gone");
+	/* The step's streams are scrubbed as they come, with the run token known (it exists now). */
+	__attribute__((cleanup(free_scrubber))) struct rb_scrubber *own = NULL;
+	struct rb_scrubber *scrubber = req->scrubber;
+	if (!scrubber) {
+		struct rb_scrub_secret secret = {"run-token", run->token, strlen(run->token)};
+		if (rb_scrub_new_labeled(&secret, run->token[0] ? 1 : 0, &own, err) < 0)
+			return -1;
+		scrubber = own;
+	}
+	__attribute__((cleanup(free_stream))) struct rb_scrub_stream *out_scrub = NULL;
+	__attribute__((cleanup(free_stream))) struct rb_scrub_stream *err_scrub = NULL;
+	if (rb_scrub_stream_new(scrubber, &out_scrub, err) < 0 || rb_scrub_stream_new(scrubber, &err_scrub, err) < 0)
+		return -1;
+	struct rb_ttysafe out_tty = {0}, err_tty = {0};
 
 	int out[2], errp[2];
 	if (pipe2(out, O_CLOEXEC) < 0)
@@ -607,10 +691,20 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
-	const struct sink out_sink = {&res->out, passthrough ? STDOUT_FILENO : -1, out_log, &out_logged,
-	                              RB_STEP_LOG_CAP};
-	const struct sink err_sink = {&res->err, passthrough ? STDERR_FILENO : -1, err_log, &err_logged,
-	                              RB_STEP_LOG_CAP};
+	const struct sink out_sink = {&res->out,
+	                              passthrough ? STDOUT_FILENO : -1,
+	                              out_log,
+	                              &out_logged,
+	                              RB_STEP_LOG_CAP,
+	                              out_scrub,
+	                              passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL};
+	const struct sink err_sink = {&res->err,
+	                              passthrough ? STDERR_FILENO : -1,
+	                              err_log,
+	                              &err_logged,
+	                              RB_STEP_LOG_CAP,
+	                              err_scrub,
+	                              passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
@@ -709,6 +803,10 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		out_open = pump(out_r, &out_sink);
 	if (err_open)
 		err_open = pump(err_r, &err_sink);
+	/* The step is over: what the scrubber held back comes out now. Later output of what it
+	 * left running goes to background.log only. */
+	finish(&out_sink);
+	finish(&err_sink);
 	/* A server the step left running keeps its stdout: the pipes stay open, drained into
 	 * background.log, until the run ends. */
 	if (!run->sb.reaped) {

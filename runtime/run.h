@@ -15,6 +15,7 @@
 #include "runtime/gwproc.h"
 #include "runtime/mounts.h"
 #include "runtime/sandbox.h"
+#include "runtime/scrub.h"
 #include "runtime/seccomp.h"
 
 #define RB_MAX_LINGER   8
@@ -63,7 +64,7 @@ struct rb_step_result {
 	int exec_errno;
 	char error[RB_ERROR_MAX];
 	uint64_t wall_us, user_us, sys_us, maxrss_kb;
-	struct rb_buf out, err;
+	struct rb_buf out, err; /* scrubbed as they came, then capped (never cut before the scrub) */
 	struct rb_cgroup_stats cgroup;
 	json_t *egress; /* the drop counters after the step (rb_net_counters_json), or NULL */
 };
@@ -144,6 +145,9 @@ struct rb_step_req {
 	unsigned n_files;
 	uint64_t timeout_ms; /* 0: the run's */
 	bool passthrough;    /* copy the step's stdout/stderr to ours as they come */
+	/* Scrubs the streams as they come (NULL: one knowing the run token), before they are
+	 * captured, copied or logged; a copy to a terminal shows control bytes, never obeys them. */
+	struct rb_scrubber *scrubber;
 };
 
 /* Runs one step. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an

@@ -38,15 +38,10 @@ struct runfile {
 	bool ns_prepared;
 };
 
-/* Scrubbed text of a captured stream, for the result (the run token must not leak there). */
-static json_t *scrubbed_text(struct rb_scrubber *s, const struct rb_buf *b)
+/* A captured stream for the result: scrubbed already, as it came (rb_run_exec). */
+static json_t *stream_text(const struct rb_buf *b)
 {
-	struct rb_buf_out out = {0};
-	struct rb_error err;
-	if (!s || rb_scrub_buffer(s, b->data ? b->data : "", b->len, &out, NULL, &err) < 0)
-		return json_string("");
-	json_t *t = json_stringn(out.data, out.len);
-	free(out.data);
+	json_t *t = json_stringn(b->data ? b->data : "", b->len);
 	return t ? t : json_string("(not UTF-8)");
 }
 
@@ -109,7 +104,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	const char *text;
 	size_t text_len;
 
-	struct rb_step_req req = {.timeout_ms = st->timeout_ms, .files = files, .n_files = 1};
+	struct rb_step_req req = {.timeout_ms = st->timeout_ms, .files = files, .n_files = 1, .scrubber = rf->scrubber};
 	if (st->kind == RB_MANIFEST_STEP_SCRIPT) {
 		snprintf(name, sizeof name, "step-%u.sh", i + 1);
 		files[0] = (struct rb_step_file){name, st->script, strlen(st->script), 0500};
@@ -176,9 +171,9 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	json_object_set_new(sj, "wall_ms", json_real((double)res.wall_us / 1000));
 	if (res.error[0])
 		json_object_set_new(sj, "error", json_string(res.error));
-	json_object_set_new(sj, "stdout", scrubbed_text(rf->scrubber, &res.out));
+	json_object_set_new(sj, "stdout", stream_text(&res.out));
 	json_object_set_new(sj, "stdout_truncated", json_boolean(res.out.truncated));
-	json_object_set_new(sj, "stderr", scrubbed_text(rf->scrubber, &res.err));
+	json_object_set_new(sj, "stderr", stream_text(&res.err));
 	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
 	if (res.egress)
 		json_object_set(sj, "egress", res.egress);
@@ -187,7 +182,11 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	if (ok && skill) {
 		json_t *value = NULL;
 		struct rb_error perr;
-		if (rb_skill_parse_result(res.out.data ? res.out.data : "", res.out.len, &value, &perr) < 0) {
+		/* res.out is the scrubbed text; its strings are scrubbed again once decoded, since an
+		 * escape (\u0041KIA...) hides a secret from the scrub of the text. */
+		if (rb_skill_parse_result(res.out.data ? res.out.data : "", res.out.len, &value, &perr) < 0 ||
+		    rb_scrub_json(rf->scrubber, value, NULL, &perr) < 0) {
+			json_decref(value);
 			rb_error_prefix(&perr, "skill `%s`", skill->name);
 			json_object_set_new(sj, "status", json_string("failure"));
 			json_object_set_new(sj, "error", json_string(perr.msg));
