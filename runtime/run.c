@@ -271,7 +271,7 @@ static int start(struct rb_run *run, struct rb_error *err)
 	run->started = true; /* from here on, stopping the run kills this sandbox */
 	if (run->ledger.prepare)
 		run->ledger.prepare(run->ledger.ctx);
-	if (rb_sandbox_wait_ready(&run->sb, err) < 0)
+	if (rb_sandbox_wait_ready(&run->sb, RB_SANDBOX_READY_TIMEOUT_MS, err) < 0)
 		return -1;
 	rb_debug("sandbox: ready");
 	if (run->spec.net_mode == RB_NET_GATEWAY) {
@@ -550,6 +550,26 @@ static int file_fd(const struct rb_step_file *f, struct rb_error *err)
 	return fd;
 }
 
+/* Passes a cancel to the step through init. */
+static void send_signal(struct rb_run *run, int sig)
+{
+	json_t *m = json_pack("{s:s, s:i}", "op", "signal", "sig", sig);
+	struct rb_error serr;
+	rb_chan_send(run->sb.ctl, m, NULL, 0, &serr);
+	json_decref(m);
+}
+
+/* init's answer to an exec request that is not `started`: why the step could not start. */
+static void not_started(struct rb_step_result *res, json_t *ev)
+{
+	bool is_exec = json_is_true(json_object_get(ev, "is_exec"));
+	res->status = is_exec ? RB_STEP_EXEC_FAILED : RB_STEP_SETUP_FAILED;
+	res->exec_errno = (int)json_integer_value(json_object_get(ev, "errno"));
+	const char *m = json_string_value(json_object_get(ev, "message"));
+	snprintf(res->error, sizeof res->error, "%s%s%s", m ? m : "step did not start", res->exec_errno ? ": " : "",
+	         res->exec_errno ? strerror(res->exec_errno) : "");
+}
+
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err)
 {
 	char *const *argv = req->argv;
@@ -639,7 +659,17 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	                        "/workspace", "files", files, "cgroup", step_cgroup);
 	if (r == 0)
 		r = save_state(run, err); /* what is about to run, written ahead of the ledger */
-	uint64_t t_exec = rb_now_us();
+	/* The deadline counts from the exec request, the ledger's commit and init's `started`
+	 * included: nothing the sandbox does can make the runner wait past it. */
+	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (r == 0 && tfd < 0)
+		r = rb_error_set(err, errno, "timerfd_create");
+	if (r == 0 && timeout_ms) {
+		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
+		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
+		if (timerfd_settime(tfd, 0, &its, NULL) < 0)
+			r = rb_error_set(err, errno, "timerfd_settime");
+	}
 	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
@@ -653,35 +683,6 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		kill_sandbox(run); /* a step the ledger cannot record does not go on */
 		return -1;
 	}
-	json_t *ev = NULL;
-	if (rb_chan_recv(run->sb.ctl, &ev, NULL, NULL, err) <= 0) {
-		res->status = RB_STEP_SETUP_FAILED;
-		snprintf(res->error, sizeof res->error, "the sandbox's init ended before the step started");
-		return 0;
-	}
-	const char *name = json_string_value(json_object_get(ev, "ev"));
-	if (!name || strcmp(name, "started") != 0) {
-		bool is_exec = json_is_true(json_object_get(ev, "is_exec"));
-		res->status = is_exec ? RB_STEP_EXEC_FAILED : RB_STEP_SETUP_FAILED;
-		res->exec_errno = (int)json_integer_value(json_object_get(ev, "errno"));
-		const char *m = json_string_value(json_object_get(ev, "message"));
-		snprintf(res->error, sizeof res->error, "%s%s%s", m ? m : "step did not start",
-		         res->exec_errno ? ": " : "", res->exec_errno ? strerror(res->exec_errno) : "");
-		json_decref(ev);
-		res->wall_us = rb_now_us() - t0;
-		return 0;
-	}
-	json_decref(ev);
-
-	/* The deadline counts from the exec request, the ledger's commit included. */
-	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (timeout_ms && tfd >= 0) {
-		uint64_t spent = rb_now_us() - t_exec, left = timeout_ms * 1000;
-		left = left > spent ? left - spent : 1;
-		struct itimerspec its = {
-		    .it_value = {.tv_sec = (time_t)(left / 1000000), .tv_nsec = (long)(left % 1000000) * 1000L}};
-		timerfd_settime(tfd, 0, &its, NULL);
-	}
 	sigset_t mask, old;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -689,6 +690,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+	/* init answers the request with `started` or why the step could not start; until then
+	 * the step's deadline, a cancel and init's death are watched as during the step. */
+	bool started = false;
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
 	const struct sink out_sink = {&res->out,
@@ -760,10 +764,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 					break;
 				}
 				cancel_sig = (int)si.ssi_signo;
-				json_t *sig = json_pack("{s:s, s:i}", "op", "signal", "sig", cancel_sig);
-				struct rb_error serr;
-				rb_chan_send(run->sb.ctl, sig, NULL, 0, &serr);
-				json_decref(sig);
+				if (started)
+					send_signal(run, cancel_sig);
 				struct itimerspec grace = {.it_value = {.tv_sec = RB_CANCEL_GRACE_S}};
 				if (tfd >= 0)
 					timerfd_settime(tfd, 0, &grace, NULL);
@@ -773,12 +775,22 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			json_t *m = NULL;
 			if (rb_chan_recv(run->sb.ctl, &m, NULL, NULL, err) <= 0) {
 				res->status = RB_STEP_SETUP_FAILED;
-				snprintf(res->error, sizeof res->error, "the sandbox's init died during the step");
+				snprintf(res->error, sizeof res->error, "%s",
+				         started ? "the sandbox's init died during the step"
+				                 : "the sandbox's init ended before the step started");
 				kill_sandbox(run);
 				break;
 			}
 			const char *e = json_string_value(json_object_get(m, "ev"));
-			if (e && !strcmp(e, "exited")) {
+			if (!started && e && !strcmp(e, "started")) {
+				started = true;
+				rb_debug("step %u: started", step_no);
+				if (cancel_sig) /* the cancel came before the step's process existed */
+					send_signal(run, cancel_sig);
+			} else if (!started) {
+				not_started(res, m);
+				done = true;
+			} else if (e && !strcmp(e, "exited")) {
 				fill_from_status(res, (int)json_integer_value(json_object_get(m, "status")));
 				res->user_us = (uint64_t)json_integer_value(json_object_get(m, "utime_us"));
 				res->sys_us = (uint64_t)json_integer_value(json_object_get(m, "stime_us"));
@@ -788,7 +800,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			json_decref(m);
 		} else if (p[5].revents & POLLIN) {
 			res->status = RB_STEP_SETUP_FAILED;
-			snprintf(res->error, sizeof res->error, "the sandbox's init died during the step");
+			snprintf(res->error, sizeof res->error, "%s",
+			         started ? "the sandbox's init died during the step"
+			                 : "the sandbox's init ended before the step started");
 			kill_sandbox(run);
 			break;
 		}
@@ -835,7 +849,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			run->oom_kills_seen = res->cgroup.oom_kills;
 		/* Where the run's cgroup itself has memory.oom.group (v2 without step leaves), the
 		 * OOM killer takes init too: the step still died of the OOM kill, not of runbox. */
-		if (res->status == RB_STEP_SETUP_FAILED && oom) {
+		if (started && res->status == RB_STEP_SETUP_FAILED && oom) {
 			res->status = RB_STEP_SIGNALED;
 			res->signal = SIGKILL;
 			res->error[0] = '\0';

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -296,11 +297,30 @@ fail:
 	return -1;
 }
 
-int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err)
+/* Waits up to timeout_ms for sock to be readable (a message, or init's end). */
+static int wait_readable(int sock, unsigned timeout_ms, struct rb_error *err)
+{
+	uint64_t deadline = rb_now_us() + (uint64_t)timeout_ms * 1000;
+	for (;;) {
+		uint64_t now = rb_now_us();
+		if (now >= deadline)
+			return rb_error_set(err, ETIMEDOUT,
+			                    "sandbox setup: init did not report its root ready within %u ms",
+			                    timeout_ms);
+		struct pollfd p = {.fd = sock, .events = POLLIN};
+		int n = poll(&p, 1, (int)((deadline - now + 999) / 1000));
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return rb_error_set(err, errno, "sandbox setup: poll the control socket");
+	}
+}
+
+int rb_sandbox_wait_ready(struct rb_sandbox *sb, unsigned timeout_ms, struct rb_error *err)
 {
 	int ws[RB_CHAN_MAX_FDS];
 	unsigned n_ws = 0;
-	if (expect_event(sb->ctl, "ready", NULL, ws, &n_ws, err) < 0) {
+	if (wait_readable(sb->ctl, timeout_ms, err) < 0 || expect_event(sb->ctl, "ready", NULL, ws, &n_ws, err) < 0) {
 		rb_sandbox_destroy(sb);
 		return -1;
 	}

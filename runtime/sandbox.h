@@ -54,12 +54,18 @@ struct rb_sandbox {
 	                   * replace): harvest opens out/ below it, never following links */
 };
 
+/* How long init may take to build the root before the sandbox counts as failed (125): no
+ * wait on a sandbox is unbounded. Generous, so that a slow host is never failed: it bounds only
+ * an init that never answers. */
+#define RB_SANDBOX_READY_TIMEOUT_MS 60000
+
 /* Creates the sandbox and releases init to build its root; rb_sandbox_wait_ready returns once
- * init reports the root ready. The runner may work in between (it commits the ledger). On
- * failure either one has already destroyed what there was. */
+ * init reports the root ready, or fails (ETIMEDOUT) when it has not within timeout_ms. The
+ * runner may work in between (it commits the ledger). On failure either one has already
+ * destroyed what there was. */
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
                       struct rb_error *err);
-int rb_sandbox_wait_ready(struct rb_sandbox *sb, struct rb_error *err);
+int rb_sandbox_wait_ready(struct rb_sandbox *sb, unsigned timeout_ms, struct rb_error *err);
 /* Sends init SIGKILL and returns: the kernel tears the namespaces down on init's side while
  * the runner goes on. rb_sandbox_destroy reaps it. */
 void rb_sandbox_kill(struct rb_sandbox *sb);
