@@ -12,8 +12,11 @@
 
 #define RB_SKILL_NAME_MAX   64
 #define RB_SKILL_MAX_INPUTS 64
-/* Where the runner writes the step's inputs as one JSON object inside the sandbox. */
-#define RB_SKILL_INPUTS_FILE "/workspace/.runbox/inputs.json"
+/* The step's inputs as one JSON object: a sealed memfd the entry point holds at fd
+ * RB_SKILL_INPUTS_FD (the step's first file, runtime/step.h), read through its own /proc
+ * link, so nothing in the sandbox can swap it. Its children inherit the fd, and the path. */
+#define RB_SKILL_INPUTS_FD   3
+#define RB_SKILL_INPUTS_FILE "/proc/self/fd/3"
 /* Where a bundle is mounted read-only inside the sandbox: RB_SKILL_MOUNT_DIR "/<name>". */
 #define RB_SKILL_MOUNT_DIR "/workspace/skills"
 

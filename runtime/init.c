@@ -12,12 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/openat2.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -37,7 +36,6 @@ extern char **environ;
 struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
-	int workspace; /* O_PATH of /workspace */
 	pid_t main_pid;
 };
 
@@ -88,9 +86,16 @@ static int become_mapped(const struct rb_sandbox_spec *spec, struct rb_error *er
 /* Closes everything but the control socket and points 0..2 at the sandbox's /dev/null. */
 static int isolate_fds(int ctl, struct rb_error *err)
 {
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* The sandbox's own /dev/null: its /dev is read-only, but it is checked to be the device
+	 * it claims to be, as everything init opens in the sandbox's tree. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (null < 0)
 		return rb_error_set(err, errno, "open /dev/null");
+	struct stat nst;
+	if (fstat(null, &nst) < 0 || !S_ISCHR(nst.st_mode) || nst.st_rdev != makedev(1, 3)) {
+		close(null);
+		return rb_error_set(err, ENODEV, "/dev/null is not the null device");
+	}
 	for (int i = 0; i < 3; i++)
 		if (null != i && dup2(null, i) < 0)
 			return rb_error_set(err, errno, "dup2 /dev/null");
@@ -121,43 +126,22 @@ static char **string_array(json_t *arr, size_t max)
 	return v;
 }
 
-/* Writes the step's files (script, inputs) from the memfds that came with the request, below
- * /workspace/.runbox, owned by the step's ids. Nothing on the way may be a link: an earlier
- * step could have planted one. */
-static int write_files(struct init_state *st, json_t *files, const int *fds, unsigned n_fds, struct rb_error *err)
+/* The step's files (script, inputs) are the runner's memfds, passed to the step's process as
+ * declared fds. Each must be sealed against every change, so the step runs exactly the bytes
+ * the ledger recorded: nothing is written into the sandbox's tree, where a step could swap or
+ * replace it, and nothing there is read back. */
+static int check_files(json_t *files, const int *fds, unsigned n_fds, struct rb_error *err)
 {
 	if (!json_is_array(files) || json_array_size(files) != n_fds)
 		return rb_error_set(err, EINVAL, "exec request: files and descriptors disagree");
-	const struct rb_exec_spec *ex = &st->spec->exec;
-	if (mkdirat(st->workspace, ".runbox", 0755) < 0 && errno != EEXIST)
-		return rb_error_set(err, errno, "mkdir /workspace/.runbox");
-	size_t i;
-	json_t *f;
-	json_array_foreach(files, i, f)
-	{
-		const char *name = json_string_value(json_object_get(f, "name"));
-		mode_t mode = (mode_t)json_integer_value(json_object_get(f, "mode")) & 0755;
-		if (!name || !*name || strchr(name, '/') || name[0] == '.')
-			return rb_error_set(err, EINVAL, "exec request: bad file name");
-		char rel[256];
-		snprintf(rel, sizeof rel, ".runbox/%s", name);
-		struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		                       .mode = 0600,
-		                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-		_cleanup_close_ int out = (int)syscall(SYS_openat2, st->workspace, rel, &how, sizeof how);
-		if (out < 0)
-			return rb_error_set(err, errno, "create /workspace/%s", rel);
-		off_t off = 0;
-		struct stat sst;
-		if (fstat(fds[i], &sst) < 0)
-			return rb_error_set(err, errno, "stat memfd");
-		while (off < sst.st_size) {
-			ssize_t n = sendfile(out, fds[i], &off, (size_t)(sst.st_size - off));
-			if (n <= 0)
-				return rb_error_set(err, n < 0 ? errno : EIO, "write /workspace/%s", rel);
-		}
-		if (fchown(out, ex->uid, ex->gid) < 0 || fchmod(out, mode) < 0)
-			return rb_error_set(err, errno, "chown /workspace/%s", rel);
+	if (n_fds > RB_STEP_MAX_FILES)
+		return rb_error_set(err, E2BIG, "exec request: at most %d files per step", RB_STEP_MAX_FILES);
+	const int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+	for (unsigned i = 0; i < n_fds; i++) {
+		int seals = fcntl(fds[i], F_GET_SEALS);
+		if (seals < 0 || (seals & want) != want)
+			return rb_error_set(err, seals < 0 ? errno : EPERM, "exec request: step file %u is not sealed",
+			                    i);
 	}
 	return 0;
 }
@@ -185,7 +169,8 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	if (json_is_true(json_object_get(msg, "cgroup")) && n_fds > 2)
 		cgroup_procs = fds[--n_fds];
 	json_t *files = json_object_get(msg, "files");
-	if ((files || n_fds > 2) && write_files(st, files, fds + 2, n_fds - 2, &ferr) < 0) {
+	unsigned n_files = n_fds - 2;
+	if ((files || n_files) && check_files(files, fds + 2, n_files, &ferr) < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
 		                              ferr.errnum, "is_exec", 0));
 		return;
@@ -193,7 +178,7 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
 	int stdio[3] = {0, fds[0], fds[1]};
 	struct rb_step_failure f;
-	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, cgroup_procs, &f);
+	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + 2, n_files, cgroup_procs, &f);
 	if (pid < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",
 		                              f.errnum, "is_exec", f.is_exec));
@@ -348,12 +333,12 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		die_setup(ctl, &err);
 	}
 	/* The runner gets /workspace itself, a mount root nothing inside can swap. */
-	int ws = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ws < 0) {
+	int ws = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat wst;
+	if (ws < 0 || fstat(ws, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
 		rb_error_set(&err, errno, "open /workspace");
 		die_setup(ctl, &err);
 	}
-	st.workspace = ws;
 	json_t *ready = json_pack("{s:s}", "ev", "ready");
 	rb_chan_send(ctl, ready, &ws, 1, &err);
 	json_decref(ready);

@@ -532,10 +532,21 @@ static void free_stream(struct rb_scrub_stream **s)
 	rb_scrub_stream_free(*s);
 }
 
-/* A memfd holding data, for a file the step gets. */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older kernels refuse it with EINVAL */
+#endif
+
+/* A memfd holding a file the step gets, sealed against every change (writes, growing,
+ * shrinking, and new seals or their removal) before it leaves the runner: the step reads the
+ * bytes the ledger recorded, and nothing in the sandbox can alter them. */
 static int file_fd(const struct rb_step_file *f, struct rb_error *err)
 {
-	int fd = memfd_create("runbox-step-file", MFD_CLOEXEC);
+	char name[64];
+	snprintf(name, sizeof name, "runbox-%s", f->name);
+	/* Not executable where the kernel can say so (6.3+): a script is run by the shell. */
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL)
+		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return rb_error_set(err, errno, "memfd_create");
 	size_t off = 0;
@@ -546,6 +557,12 @@ static int file_fd(const struct rb_step_file *f, struct rb_error *err)
 			return rb_error_set(err, errno, "write step file `%s`", f->name);
 		}
 		off += (size_t)n;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		rb_error_set(err, errno, "seal step file `%s`", f->name);
+		close(fd);
+		return -1;
 	}
 	return fd;
 }
@@ -631,8 +648,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
 	unsigned n_fds = 2;
 	int r = 0;
-	if (req->n_files > RB_CHAN_MAX_FDS - 3)
-		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_CHAN_MAX_FDS - 3);
+	_Static_assert(2 + RB_STEP_MAX_FILES + 1 <= RB_CHAN_MAX_FDS, "stdout, stderr, files and cgroup in one message");
+	if (req->n_files > RB_STEP_MAX_FILES)
+		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_STEP_MAX_FILES);
 	for (unsigned i = 0; r == 0 && i < req->n_files; i++) {
 		int fd = file_fd(&req->files[i], err);
 		if (fd < 0) {
@@ -640,8 +658,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			break;
 		}
 		fds[n_fds++] = fd;
-		json_array_append_new(
-		    files, json_pack("{s:s, s:i}", "name", req->files[i].name, "mode", (int)req->files[i].mode));
+		json_array_append_new(files, json_pack("{s:s}", "name", req->files[i].name));
 	}
 	/* Last: the step's own cgroup, which its process joins before anything else. */
 	bool step_cgroup = false;

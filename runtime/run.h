@@ -17,6 +17,7 @@
 #include "runtime/sandbox.h"
 #include "runtime/scrub.h"
 #include "runtime/seccomp.h"
+#include "runtime/step.h"
 
 #define RB_MAX_LINGER   8
 #define RB_STEP_LOG_CAP (64ULL << 20) /* a step's full stdout/stderr kept in the run dir */
@@ -130,18 +131,19 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 int rb_run_keep_state(struct rb_run *run, struct rb_error *err);
 /* Creates the sandbox (once). */
 int rb_run_start(struct rb_run *run, struct rb_error *err);
-/* A file written into /workspace/.runbox/<name> before the step starts (scripts, inputs). */
+/* A file the step gets (its script, a skill's inputs): a sealed memfd that the step's process
+ * holds at fd RB_STEP_FILE_FD + its index in rb_step_req.files, readable at
+ * RB_STEP_FILE_PATH "<fd>" (runtime/step.h). Never written into the sandbox's tree. */
 struct rb_step_file {
-	const char *name;
+	const char *name; /* names the memfd ("memfd:runbox-<name>" in /proc/self/fd) */
 	const char *data;
 	size_t len;
-	unsigned mode;
 };
 
 struct rb_step_req {
 	char *const *argv;
-	char *const *env; /* added after the policy's variables; may be NULL */
-	const struct rb_step_file *files;
+	char *const *env;                 /* added after the policy's variables; may be NULL */
+	const struct rb_step_file *files; /* at most RB_STEP_MAX_FILES */
 	unsigned n_files;
 	uint64_t timeout_ms; /* 0: the run's */
 	bool passthrough;    /* copy the step's stdout/stderr to ours as they come */

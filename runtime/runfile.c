@@ -107,8 +107,8 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	struct rb_step_req req = {.timeout_ms = st->timeout_ms, .files = files, .n_files = 1, .scrubber = rf->scrubber};
 	if (st->kind == RB_MANIFEST_STEP_SCRIPT) {
 		snprintf(name, sizeof name, "step-%u.sh", i + 1);
-		files[0] = (struct rb_step_file){name, st->script, strlen(st->script), 0500};
-		snprintf(argv0, sizeof argv0, "/workspace/.runbox/%s", name);
+		files[0] = (struct rb_step_file){name, st->script, strlen(st->script)};
+		snprintf(argv0, sizeof argv0, RB_STEP_FILE_PATH "%d", RB_STEP_FILE_FD);
 		argv[0] = run->policy.shell[0] ? run->policy.shell : "/bin/sh";
 		argv[1] = argv0;
 		text = st->script;
@@ -131,7 +131,8 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 			env[rf->m.n_env + st->n_env + k] = senv[k];
 		free(senv); /* the strings now belong to env */
 		inputs_text = json_dumps(st->inputs, JSON_SORT_KEYS | JSON_COMPACT);
-		files[0] = (struct rb_step_file){"inputs.json", inputs_text, strlen(inputs_text), 0400};
+		_Static_assert(RB_SKILL_INPUTS_FD == RB_STEP_FILE_FD, "a skill's inputs are its step's first file");
+		files[0] = (struct rb_step_file){"inputs.json", inputs_text, strlen(inputs_text)};
 		rb_skill_entry_path(skill, argv0, sizeof argv0);
 		argv[0] = argv0;
 		text = argv0;

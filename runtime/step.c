@@ -33,7 +33,8 @@ struct spawn_args {
 	char *const *argv;
 	char *const *envp;
 	const char *cwd;
-	const int *fds;
+	const int *fds; /* what becomes fds 0..n_fds-1: stdio, then the step's files */
+	unsigned n_fds;
 	int cgroup_procs;
 	struct rb_step_failure *failure;
 };
@@ -47,26 +48,29 @@ __attribute__((noreturn)) static void fail(struct rb_step_failure *f, int errnum
 	_exit(125);
 }
 
-/* Every fd above 2: close_range where the kernel has it, else one by one. */
-static void close_fds_from_3(void)
+/* Every fd from first up, the declared ones below it: close_range where the kernel has it,
+ * else one by one. */
+static void close_fds_from(unsigned first)
 {
-	if (syscall(SYS_close_range, 3, ~0U, 0) == 0)
+	if (syscall(SYS_close_range, first, ~0U, 0) == 0)
 		return;
-	for (int fd = 3; fd < 65536; fd++)
+	for (int fd = (int)first; fd < 65536; fd++)
 		close(fd);
 }
 
-/* Moves the three stdio fds into place even when their numbers collide with 0..2. */
-static int setup_stdio(const int fds[3])
+/* Puts fds[i] at fd i (stdio, then the step's files) even when the numbers collide: each is
+ * first copied above n, where no target lies. The copies are close-on-exec and are closed
+ * with the rest; the targets are not (dup2 clears the flag), so they cross execve. */
+static int setup_fds(const int *fds, unsigned n)
 {
-	int tmp[3];
-	for (int i = 0; i < 3; i++) {
-		tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+	int tmp[3 + RB_STEP_MAX_FILES];
+	for (unsigned i = 0; i < n; i++) {
+		tmp[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, (int)n);
 		if (tmp[i] < 0)
 			return -1;
 	}
-	for (int i = 0; i < 3; i++)
-		if (dup2(tmp[i], i) < 0)
+	for (unsigned i = 0; i < n; i++)
+		if (dup2(tmp[i], (int)i) < 0)
 			return -1;
 	return 0;
 }
@@ -142,8 +146,8 @@ static int child(void *arg)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	if (setsid() < 0)
 		fail(f, errno, 0, "setsid");
-	if (setup_stdio(a->fds) < 0)
-		fail(f, errno, 0, "stdio");
+	if (setup_fds(a->fds, a->n_fds) < 0)
+		fail(f, errno, 0, "stdio and the step's files");
 	if (chdir(a->cwd) < 0) {
 		snprintf(msg, sizeof msg, "chdir `%s`", a->cwd);
 		fail(f, errno, 0, msg);
@@ -178,7 +182,7 @@ static int child(void *arg)
 		fail(f, err.errnum, 0, err.msg);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(f, errno, 0, "no_new_privs");
-	close_fds_from_3();
+	close_fds_from(a->n_fds); /* all but stdio and the declared files */
 	/* The filter may deny what came before, so it comes last; only execve follows. */
 	if (exec->bpf && exec->bpf->len) {
 		int r = rb_seccomp_apply(exec->bpf);
@@ -206,16 +210,27 @@ static char *child_stack(void)
 }
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-                    const int fds[3], int cgroup_procs, struct rb_step_failure *failure)
+                    const int fds[3], const int *files, unsigned n_files, int cgroup_procs,
+                    struct rb_step_failure *failure)
 {
 	memset(failure, 0, sizeof *failure);
+	if (n_files > RB_STEP_MAX_FILES) {
+		failure->errnum = E2BIG;
+		snprintf(failure->msg, sizeof failure->msg, "at most %d files per step", RB_STEP_MAX_FILES);
+		return -1;
+	}
+	int all[3 + RB_STEP_MAX_FILES];
+	memcpy(all, fds, 3 * sizeof *all);
+	for (unsigned i = 0; i < n_files; i++)
+		all[3 + i] = files[i];
 	char *stack = child_stack();
 	if (!stack) {
 		failure->errnum = errno;
 		snprintf(failure->msg, sizeof failure->msg, "child stack");
 		return -1;
 	}
-	struct spawn_args a = {exec, argv, envp, cwd, fds, cgroup_procs, failure};
+	_Static_assert(RB_STEP_FILE_FD == 3, "the step's files follow stdio");
+	struct spawn_args a = {exec, argv, envp, cwd, all, 3 + n_files, cgroup_procs, failure};
 	/* init blocks its signals (it reads them from a signalfd), so none can reach a handler
 	 * between the clone and the child's reset. */
 	pid_t pid = clone(child, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -860,6 +861,64 @@ static int op_sleep_forever(int argc, char **argv)
 	return 0;
 }
 
+/* An attacker's watcher: keeps DIR/NAME holding SRC's bytes. It puts a copy there at once,
+ * then, whenever an inotify event on NAME shows other bytes there (someone created, truncated
+ * or wrote it), renames a fresh copy over it and prints "swapped N". Runs until killed. */
+static bool same_bytes(int dir, const char *name, const char *want, size_t len)
+{
+	int fd = openat(dir, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char buf[65536 + 1];
+	size_t got = 0;
+	for (ssize_t n; got < sizeof buf && (n = read(fd, buf + got, sizeof buf - got)) > 0;)
+		got += (size_t)n;
+	close(fd);
+	return got == len && !memcmp(buf, want, len);
+}
+
+static int op_swap_watch(int argc, char **argv)
+{
+	static char src[65536];
+	int sfd = open(argv[2], O_RDONLY | O_CLOEXEC);
+	if (sfd < 0)
+		return err();
+	ssize_t len = read(sfd, src, sizeof src);
+	close(sfd);
+	if (len < 0)
+		return err();
+	int dir = open(argv[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int in = inotify_init1(IN_CLOEXEC);
+	if (dir < 0 || in < 0 || inotify_add_watch(in, argv[0], IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB) < 0)
+		return err();
+	char tmp[NAME_MAX + 1];
+	snprintf(tmp, sizeof tmp, ".swap-%.200s", argv[1]);
+	unsigned swaps = 0;
+	for (bool check = true;;) {
+		if (check && !same_bytes(dir, argv[1], src, (size_t)len)) {
+			int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+			if (fd < 0 || write(fd, src, (size_t)len) != len)
+				return err();
+			close(fd);
+			if (renameat(dir, tmp, dir, argv[1]) < 0)
+				return err();
+			printf("swapped %u\n", ++swaps);
+			fflush(stdout);
+		}
+		char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		ssize_t n = read(in, ev, sizeof ev);
+		if (n < 0 && errno != EINTR)
+			return err();
+		check = false;
+		for (char *p = ev; n > 0 && p < ev + n;) {
+			const struct inotify_event *e = (const struct inotify_event *)p;
+			if (e->len && !strcmp(e->name, argv[1]))
+				check = true;
+			p += sizeof *e + e->len;
+		}
+	}
+}
+
 /* Double fork: the grandchild, reparented to PID 1, writes its pid to FILE and sleeps. */
 static int op_daemonize(int argc, char **argv)
 {
@@ -1067,6 +1126,7 @@ static const struct op ops[] = {
 	{"kill", 2, "PID SIG", op_kill, false},
 	{"sleep-forever", 0, "[MARKER]", op_sleep_forever, false},
 	{"daemonize", 1, "FILE [MARKER]", op_daemonize, false},
+	{"swap-watch", 3, "DIR NAME SRC [MARKER]", op_swap_watch, false},
 	{"exit", 1, "N", op_exit, false},
 	{"kill-self", 1, "SIG", op_kill_self, false},
 	{"alloc", 1, "MB", op_alloc, false},

@@ -294,7 +294,7 @@ static void test_env(void **state)
 	    "RUNBOX_INPUT_QUIET=false",
 	    "RUNBOX_INPUT_RATIO=2.5",
 	    "RUNBOX_INPUT_TENTH=0.1",
-	    "RUNBOX_INPUTS_FILE=/workspace/.runbox/inputs.json",
+	    "RUNBOX_INPUTS_FILE=/proc/self/fd/3",
 	    "RUNBOX_SKILL_DIR=/workspace/skills/echo-json",
 	};
 	size_t n = 0;
@@ -307,7 +307,7 @@ static void test_env(void **state)
 
 	/* No inputs at all: just the two fixed names. */
 	assert_int_equal(rb_skill_env(&s, NULL, &env), 0);
-	assert_string_equal(env[0], "RUNBOX_INPUTS_FILE=/workspace/.runbox/inputs.json");
+	assert_string_equal(env[0], "RUNBOX_INPUTS_FILE=/proc/self/fd/3");
 	assert_null(env[2]);
 	rb_skill_env_free(env);
 
