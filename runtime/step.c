@@ -138,6 +138,11 @@ static int child(void *arg)
 	 * process. */
 	if (a->cgroup_procs >= 0 && write(a->cgroup_procs, "0", 1) < 0 && errno != EACCES && errno != EPERM)
 		fail(f, errno, 0, "join the step's cgroup");
+	/* And a cgroup namespace rooted there. The one init was cloned with is rooted where init
+	 * was at its clone: on v1, the runner's own cgroups (init joins the run's only later),
+	 * so /proc/self/cgroup showed host paths. Now the step's cgroup reads as "/". */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		fail(f, errno, 0, "the step's cgroup namespace");
 
 	/* Every disposition is already the default (init reset them and installs none): only the
 	 * mask, which blocks what init reads from its signalfd, is cleared. */

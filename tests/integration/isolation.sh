@@ -325,3 +325,15 @@ elif ! grep -q "$canary" <<<"$self_line"; then
 elif grep -q "$canary" <<<"$init_line"; then not_ok "init's /proc/1/cmdline holds no host command line" "it shows: $init_line"
 elif [ "$(echo $init_line)" != runbox-init ]; then not_ok "init's /proc/1/cmdline holds no host command line" "it shows '$init_line', want runbox-init"
 else ok "init's /proc/1/cmdline holds no host command line (runbox-init)"; fi
+
+# --- the step's cgroup namespace is rooted at its own cgroup ---
+# init's was rooted where init was at its clone: on v1, the runner's own cgroups, so the
+# step's /proc/self/cgroup showed host paths (/runbox/<run id>, the runner's slice). Control:
+# this test's own /proc/self/cgroup on the host shows a path below the root.
+host_cg=$(grep -v ':/$' /proc/self/cgroup | head -n 1)
+sb -- /bin/cat /proc/self/cgroup
+below=$(grep -v ':/$' <<<"$OUT" | head -n 1)
+if [ "$RC" != 0 ] || [ -z "$OUT" ]; then not_ok "the step's cgroups read as / (own cgroup namespace)" "exit $RC: $(first_line "$ERR")"
+elif [ -n "$below" ]; then not_ok "the step's cgroups read as / (own cgroup namespace)" "it shows: $below"
+elif [ -z "$host_cg" ]; then skip "the step's cgroups read as / (own cgroup namespace)" "control: this test runs in the root cgroups"
+else ok "the step's cgroups read as / (own cgroup namespace)"; fi

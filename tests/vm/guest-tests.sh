@@ -71,14 +71,33 @@ oomstep() { # NAME HOG_MB: a two-step manifest under 32M; result in $T/NAME.out
  "steps": [{"name": "bg-hog", "script": "(sleep 0.5; /bin/probe alloc $2) >/dev/null 2>&1 &"},
            {"name": "after", "script": "sleep 2; echo step2-alive; cat /proc/self/cgroup"}]}
 EOF
-	"$RB" run "$T/$1.json" >"$T/$1.out" 2>"$T/$1.err"
-	echo $? >"$T/$1.rc"
+	watching_leaf "$1" "$RB" run "$T/$1.json"
 }
-# step_spared NAME WHAT: the manifest run NAME finished, its step 2 ran in leaf step-2, and an
-# OOM kill was counted.
+# watching_leaf NAME CMD...: runs CMD (output in $T/NAME.out and .err, exit in .rc) while
+# looking, from the host, for a process in a run's leaf step-2; "step-2" in $T/NAME.leaf when
+# seen (inside, the step's cgroup namespace is rooted at its leaf: /proc/self/cgroup is "0::/").
+watching_leaf() {
+	local name=$1 w
+	shift
+	: >"$T/$name.leaf"
+	(for i in $(seq 1 60); do
+		if find /sys/fs/cgroup -path '*runbox/*/step-2/cgroup.procs' -exec cat {} + 2>/dev/null | grep -q .; then
+			echo step-2 >"$T/$name.leaf"
+			break
+		fi
+		sleep 0.1
+	done) &
+	w=$!
+	"$@" >"$T/$name.out" 2>"$T/$name.err"
+	echo $? >"$T/$name.rc"
+	kill $w 2>/dev/null
+	wait $w 2>/dev/null
+}
+# step_spared NAME WHAT: the manifest run NAME finished, its step 2 ran in leaf step-2 (its
+# cgroup namespace rooted there), and an OOM kill was counted.
 step_spared() {
 	if [ "$(rc "$1")" = 0 ] && grep -q step2-alive "$T/$1.out" && grep -q '"oom_killed": true' "$T/$1.out" &&
-		grep -q '/step-2' "$T/$1.out"; then
+		grep -q step-2 "$T/$1.leaf" && grep -q '0::/\\n' "$T/$1.out"; then
 		pass "$2: an OOM kill of step 1's leftover leaves step 2 (in its own leaf step-2) running"
 	else
 		fail "$2: an OOM kill of one step's leaf spares the run"
@@ -217,8 +236,7 @@ else
 	show rloom
 fi
 cp "$T/oomstep.json" "$T/rlstep.json" 2>/dev/null
-DELEGATED=1 nobody run "$T/rlstep.json" >"$T/rlstep.out" 2>"$T/rlstep.err"
-echo $? >"$T/rlstep.rc"
+DELEGATED=1 watching_leaf rlstep nobody run "$T/rlstep.json"
 step_spared rlstep "rootless, delegated"
 DELEGATED=0 nobody run --json --image minimal --memory 32M -- /bin/true >"$T/rlctl.json" 2>"$T/rlctl.err"
 echo $? >"$T/rlctl.rc"
