@@ -87,12 +87,20 @@ int rb_cmd_gc(int argc, char **argv)
 	if (paths_or_fail(&p) < 0)
 		return 125;
 	int r = rb_lifecycle_gc(&p, &report, &err);
-	size_t i;
+	size_t i, acted = 0;
 	json_t *o;
 	json_array_foreach(report, i, o)
 	{
 		const char *id = json_string_value(json_object_get(o, "run_id"));
 		const char *as = json_string_value(json_object_get(o, "recorded_as"));
+		const char *refused = json_string_value(json_object_get(o, "refused"));
+		if (refused) {
+			/* Not runbox's to act on: nothing in it was killed or removed. */
+			rb_warn("gc: left `%s` alone: %s", json_string_value(json_object_get(o, "state_file")),
+			        refused);
+			continue;
+		}
+		acted++;
 		if (json_is_true(json_object_get(o, "removed"))) {
 			printf("%s: cleaned up, %s%s\n", id, as ? "recorded as " : "already recorded", as ? as : "");
 			continue;
@@ -105,7 +113,7 @@ int rb_cmd_gc(int argc, char **argv)
 				printf(" %s", json_string_value(json_object_get(o, why[k])));
 		putchar('\n');
 	}
-	if (!json_array_size(report))
+	if (!acted)
 		printf("nothing to clean up\n");
 	json_decref(report);
 	if (r < 0) {

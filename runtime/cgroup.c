@@ -540,16 +540,104 @@ static int reclaim_dir(const char *dir, int depth, struct rb_error *err)
 	return r;
 }
 
-int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err)
+/* Is path below a cgroup filesystem's mount point (from /proc/self/mountinfo)? */
+static bool under_cgroup_mount(const char *path)
+{
+	_cleanup_free_ char *text = NULL;
+	if (rb_read_file("/proc/self/mountinfo", 1 << 22, &text, NULL, NULL) < 0)
+		return false;
+	char line[8192];
+	for (const char *p = text; rb_next_line(&p, line, sizeof line);) {
+		/* ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+		char *save = NULL, *mp = NULL;
+		char *f = strtok_r(line, " ", &save);
+		for (int i = 1; f && i < 5; i++)
+			f = strtok_r(NULL, " ", &save);
+		mp = f;
+		while (f && strcmp(f, "-") != 0)
+			f = strtok_r(NULL, " ", &save);
+		const char *type = f ? strtok_r(NULL, " ", &save) : NULL;
+		if (!mp || !type || (strcmp(type, "cgroup") != 0 && strcmp(type, "cgroup2") != 0))
+			continue;
+		/* Mount points with spaces or other escaped bytes (\040) are compared escaped, so
+		 * they never match: no cgroup mount of runbox's has them. */
+		size_t n = strlen(mp);
+		if (!strcmp(mp, "/") || (!strncmp(path, mp, n) && path[n] == '/' && path[n + 1]))
+			return true;
+	}
+	return false;
+}
+
+/* The parent's last component a run's cgroup may sit in: "runbox", or the last component of
+ * RUNBOX_CGROUP_PARENT when the caller sets one (docs/cgroups.md). */
+static bool parent_name_ok(const char *name, size_t len)
+{
+	if (len == 6 && !strncmp(name, "runbox", 6))
+		return true;
+	const char *env = getenv("RUNBOX_CGROUP_PARENT");
+	if (!env || !*env)
+		return false;
+	size_t el = strlen(env);
+	while (el > 1 && env[el - 1] == '/')
+		el--;
+	const char *last = env + el;
+	while (last > env && last[-1] != '/')
+		last--;
+	return (size_t)(env + el - last) == len && !strncmp(last, name, len);
+}
+
+/* gc reads the cgroups to reclaim from a state file, which is only data: before anything in
+ * dir is killed or removed it must be <a cgroup mount>/.../runbox/<run_id>, spelled
+ * canonically (no ".", "..", "//" or symlink), on a cgroup filesystem and owned by us, as the
+ * cgroups runbox makes are. 1: reclaim it; 0: it does not exist; -1: refused (err says why). */
+static int reclaimable(const char *dir, const char *run_id, struct rb_error *err)
+{
+	size_t idl = strlen(run_id), n = strlen(dir);
+	if (!idl || strchr(run_id, '/') || !strcmp(run_id, ".") || !strcmp(run_id, ".."))
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: bad run id", dir);
+	if (dir[0] != '/' || n >= PATH_MAX)
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not an absolute path", dir);
+	for (const char *c = dir; *c;) {
+		const char *e = strchr(c + 1, '/');
+		size_t len = e ? (size_t)(e - c - 1) : strlen(c + 1);
+		if (!len || (len == 1 && c[1] == '.') || (len == 2 && c[1] == '.' && c[2] == '.'))
+			return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not a canonical path", dir);
+		c = e ? e : c + 1 + len;
+	}
+	/* .../<parent>/<run_id> */
+	const char *id_at = dir + n - idl;
+	if (n < idl + 2 || id_at[-1] != '/' || strcmp(id_at, run_id) != 0)
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not the cgroup of run %s", dir, run_id);
+	const char *parent = id_at - 1;
+	while (parent > dir && parent[-1] != '/')
+		parent--;
+	if (!parent_name_ok(parent, (size_t)(id_at - 1 - parent)))
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not under a runbox cgroup parent", dir);
+	if (!under_cgroup_mount(dir))
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not under a cgroup mount", dir);
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		return errno == ENOENT ? 0 : rb_error_set(err, errno, "refusing to reclaim `%s`: realpath", dir);
+	if (strcmp(real, dir) != 0)
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: it resolves to `%s`", dir, real);
+	struct statfs fs;
+	struct stat st;
+	if (statfs(dir, &fs) < 0 || lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : rb_error_set(err, errno, "refusing to reclaim `%s`: stat", dir);
+	if (fs.f_type != CGROUP2_SUPER_MAGIC && fs.f_type != CGROUP_SUPER_MAGIC)
+		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not on a cgroup filesystem", dir);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return rb_error_set(err, EPERM, "refusing to reclaim `%s`: not a cgroup directory of uid %u", dir,
+		                    (unsigned)geteuid());
+	return 1;
+}
+
+int rb_cgroup_reclaim(const char *run_id, const char *const *dirs, unsigned n, struct rb_error *err)
 {
 	int r = 0;
 	for (unsigned i = 0; i < n; i++) {
-		/* Only directories named like runbox's: <...>/<run id> under a "runbox" parent. */
-		if (!strstr(dirs[i], "/runbox/") && !strstr(dirs[i], "runbox")) {
-			r = rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not a runbox cgroup", dirs[i]);
-			continue;
-		}
-		if (reclaim_dir(dirs[i], 0, err) < 0)
+		int ok = reclaimable(dirs[i], run_id, err);
+		if (ok < 0 || (ok > 0 && reclaim_dir(dirs[i], 0, err) < 0))
 			r = -1;
 	}
 	return r;

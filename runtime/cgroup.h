@@ -74,7 +74,11 @@ const char *rb_limit_name(enum rb_limit_kind kind); /* "memory", "pids", "cpus",
 /* The directories this run's cgroup made (v2: one; v1: one per hierarchy), for the run's
  * state file: `runbox gc` reclaims them after the runner was killed. Returns the count. */
 unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned max);
-/* Kills whatever is left in each directory and removes it (bounded). A missing one is fine. */
-int rb_cgroup_reclaim(const char *const *dirs, unsigned n, struct rb_error *err);
+/* Kills whatever is left in each directory and removes it (bounded). A missing one is fine.
+ * The list comes from a state file, so each directory is first checked to be run_id's own
+ * cgroup: <cgroup mount>/.../runbox/<run_id> (or RUNBOX_CGROUP_PARENT's last component in
+ * place of "runbox"), canonical, no symlink, on a cgroup filesystem, owned by the caller's
+ * euid; any other is refused (-1, err names it) and left untouched. */
+int rb_cgroup_reclaim(const char *run_id, const char *const *dirs, unsigned n, struct rb_error *err);
 
 #endif

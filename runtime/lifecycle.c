@@ -97,13 +97,55 @@ void rb_lifecycle_unregister(const struct rb_run *run)
 	unlink(path);
 }
 
-/* Calls fn for every state file; stops at the first negative return. */
-static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const char *file, void *ctx), void *ctx,
-                      struct rb_error *err)
+/* Only what we made ourselves is acted on: a file or directory owned by our euid that nobody
+ * else may write. Anyone else who could write there could name the processes and cgroups
+ * that kill and gc act on. NULL when trusted, else why not. */
+static const char *untrusted(const struct stat *st, mode_t type)
 {
-	_cleanup_closedir_ DIR *d = opendir(paths->run_dir);
-	if (!d)
+	if ((st->st_mode & S_IFMT) != type)
+		return type == S_IFDIR ? "not a directory" : "not a regular file";
+	if (st->st_uid != geteuid())
+		return "not owned by runbox's user";
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return "writable by group or others";
+	return NULL;
+}
+
+/* A run id as runbox makes them and manifests may give them: [A-Za-z0-9._-]{1,64}, not "."
+ * or "..": a state file's name must be <id>.state, and <id> is also the run directory. */
+static bool id_ok(const char *id, size_t len)
+{
+	if (!len || len > 64 || (len == 1 && id[0] == '.') || (len == 2 && id[0] == '.' && id[1] == '.'))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", id[i]) || !id[i])
+			return false;
+	return true;
+}
+
+/* Calls fn for every state file; stops at the first negative return. The state file's run
+ * id is its name's, and it must agree with its content; a file (or run directory) that
+ * fails the checks above is passed with st NULL and why, and never acted on. */
+static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const char *file, const char *why, void *ctx),
+                      void *ctx, struct rb_error *err)
+{
+	_cleanup_close_ int dfd = open(paths->run_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
 		return errno == ENOENT ? 0 : rb_error_set(err, errno, "open `%s`", paths->run_dir);
+	struct stat dst;
+	if (fstat(dfd, &dst) < 0)
+		return rb_error_set(err, errno, "stat `%s`", paths->run_dir);
+	const char *why = untrusted(&dst, S_IFDIR);
+	if (why)
+		return rb_error_set(err, EPERM, "run directory `%s`: %s; not acting on its state files", paths->run_dir,
+		                    why);
+	int scan = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	_cleanup_closedir_ DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+	if (!d) {
+		if (scan >= 0)
+			close(scan);
+		return rb_error_set(err, errno, "open `%s`", paths->run_dir);
+	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
@@ -111,13 +153,40 @@ static int each_state(const struct rb_paths *paths, int (*fn)(json_t *st, const 
 			continue;
 		char file[8192];
 		snprintf(file, sizeof file, "%s/%s", paths->run_dir, e->d_name);
-		json_error_t jerr;
-		json_t *st = json_load_file(file, 0, &jerr);
-		if (!json_is_object(st)) {
-			json_decref(st);
-			continue;
+		_cleanup_close_ int fd = -1;
+		struct stat fst, rst;
+		json_t *st = NULL;
+		char whybuf[96];
+		why = NULL;
+		if (!id_ok(e->d_name, n - 6)) {
+			why = "its name is not <run id>.state";
+		} else if ((fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
+			why = errno == ELOOP ? "a symbolic link" : strerror(errno);
+		} else if (fstat(fd, &fst) < 0 || (why = untrusted(&fst, S_IFREG))) {
+			why = why ? why : strerror(errno);
+		} else {
+			char run[72];
+			snprintf(run, sizeof run, "%.*s", (int)(n - 6), e->d_name);
+			json_error_t jerr;
+			st = json_loadfd(fd, 0, &jerr);
+			const char *id = json_string_value(json_object_get(st, "run_id"));
+			if (!json_is_object(st)) {
+				json_decref(st);
+				continue; /* half-written or not ours: nothing to say about it */
+			}
+			const char *dir_why = NULL;
+			if (!id || strcmp(id, run) != 0)
+				why = "its run_id is not its name's";
+			else if (fstatat(dfd, run, &rst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			         (dir_why = untrusted(&rst, S_IFDIR)))
+				why = snprintf(whybuf, sizeof whybuf, "its run directory: %s", dir_why) > 0 ? whybuf
+				                                                                            : dir_why;
 		}
-		int r = fn(st, file, ctx);
+		if (why) {
+			json_decref(st);
+			st = NULL;
+		}
+		int r = fn(st, file, why, ctx);
 		json_decref(st);
 		if (r < 0)
 			return -1; /* the caller names why */
@@ -146,9 +215,12 @@ static bool wrote_ahead_its_end(json_t *wa)
 	return false;
 }
 
-static int list_one(json_t *st, const char *file, void *ctx)
+static int list_one(json_t *st, const char *file, const char *why, void *ctx)
 {
-	(void)file;
+	if (why) {
+		rb_warn("ignoring `%s`: %s", file, why);
+		return 0;
+	}
 	json_t *runs = ctx;
 	json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "run_id", json_object_get(st, "run_id"), "tenant",
 	                      json_object_get(st, "tenant"), "agent", json_object_get(st, "agent"), "started",
@@ -173,9 +245,12 @@ struct kill_ctx {
 	char msg[256];
 };
 
-static int kill_one(json_t *st, const char *file, void *ctx)
+static int kill_one(json_t *st, const char *file, const char *why, void *ctx)
 {
-	(void)file;
+	if (why) {
+		rb_warn("ignoring `%s`: %s", file, why);
+		return 0;
+	}
 	struct kill_ctx *k = ctx;
 	const char *id = json_string_value(json_object_get(st, "run_id"));
 	if (!id || strcmp(id, k->run_id) != 0)
@@ -230,17 +305,37 @@ static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t
 }
 
 struct gc_ctx {
+	const struct rb_paths *paths;
 	json_t *report;
 };
 
-static int gc_one(json_t *st, const char *file, void *ctx)
+/* Do two paths name one directory? */
+static bool same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 {
 	struct gc_ctx *g = ctx;
+	if (why) {
+		json_array_append_new(g->report, json_pack("{s:s, s:s}", "state_file", file, "refused", why));
+		return 0;
+	}
 	if (runner_alive(st))
 		return 0;
-	const char *id = json_string_value(json_object_get(st, "run_id"));
-	if (!id || strchr(id, '/'))
+	const char *id = json_string_value(json_object_get(st, "run_id")); /* checked: the file's name */
+	/* The ledger is the one of the state directory whose run directory holds the file, never
+	 * one the file names; a file naming another (a shared RUNBOX_RUN_DIR) is that one's gc's. */
+	const char *state_dir = g->paths->state_dir;
+	const char *named = json_string_value(json_object_get(st, "state_dir"));
+	if (!same_dir(named, state_dir)) {
+		json_array_append_new(
+		    g->report, json_pack("{s:s, s:s, s:s}", "run_id", id, "state_file", file, "refused",
+		                         "it belongs to another state directory (run gc with that --state-dir)"));
 		return 0;
+	}
 	json_t *done = json_pack("{s:s}", "run_id", id);
 	/* init dies with its runner (PDEATHSIG); if it somehow lives, it goes now, with its
 	 * pid namespace. */
@@ -257,25 +352,22 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 	json_array_foreach(cgs, i, v) if (n < 8 && json_is_string(v)) dirs[n++] = json_string_value(v);
 	struct rb_error err;
 	bool ok = true;
-	if (rb_cgroup_reclaim(dirs, n, &err) < 0) {
+	if (rb_cgroup_reclaim(id, dirs, n, &err) < 0) {
 		ok = false;
 		json_object_set_new(done, "cgroup_error", json_string(err.msg));
 	}
 	char dir[8192];
-	snprintf(dir, sizeof dir, "%.*s", (int)(strlen(file) - 6), file);
+	snprintf(dir, sizeof dir, "%s/%s", g->paths->run_dir, id);
 	if (rb_rm_rf(dir, &err) < 0) {
 		ok = false;
 		json_object_set_new(done, "dir_error", json_string(err.msg));
 	}
 	/* The ledger says what happened to it, once: the state file goes only when the ledger has
 	 * the run's end, so a gc that could not finish is repeated, not recorded twice. */
-	const char *state_dir = json_string_value(json_object_get(st, "state_dir"));
 	struct rb_ledger *l = NULL;
 	bool recorded = false;
 	int64_t ends = 0;
-	if (!state_dir || rb_ledger_open(state_dir, &l, &err) < 0) {
-		json_object_set_new(done, "ledger_error", json_string(state_dir ? err.msg : "no state_dir"));
-	} else if (rb_ledger_count_run(l, id, "run_end", &ends, &err) < 0) {
+	if (rb_ledger_open(state_dir, &l, &err) < 0 || rb_ledger_count_run(l, id, "run_end", &ends, &err) < 0) {
 		json_object_set_new(done, "ledger_error", json_string(err.msg));
 	} else if (ends > 0) {
 		recorded = true; /* an earlier gc, or the run's own retry, recorded it */
@@ -313,7 +405,7 @@ static int gc_one(json_t *st, const char *file, void *ctx)
 
 int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err)
 {
-	struct gc_ctx g = {.report = json_array()};
+	struct gc_ctx g = {.paths = paths, .report = json_array()};
 	*report = g.report;
 	return each_state(paths, gc_one, &g, err);
 }

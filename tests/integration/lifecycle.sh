@@ -131,6 +131,90 @@ if [ "$RC" = 0 ] && grep -q "$wa_text" <<<"$OUT" && grep -q '"abandoned"' <<<"$O
 	ok "gc commits what a killed runbox wrote ahead, then the run's end"
 else not_ok "gc commits what a killed runbox wrote ahead, then the run's end" "exit $RC: $(first_line "$OUT$ERR")"; fi
 
+# gc acts only on what runbox made. A state file is data: one planted in the run dir with a
+# dead runner and cgroups that are not its run's own (a directory of the user's named like
+# runbox's, with a live process listed in its cgroup.procs; as root also a real cgroup of
+# another run id under a runbox parent, and the same spelled with "..") must kill nothing and
+# remove none of them. The control is the killed run above, whose real cgroup gc removed.
+pl_id=0b1a$(printf '%05x%05x%05x' $RANDOM $RANDOM $RANDOM)
+victim_id=0b1b$(printf '%05x%05x%05x' $RANDOM $RANDOM $RANDOM)
+vm=$(new_marker)
+X=${T:?}/scratch/x
+mkdir -p "$X/victim-runbox" "$X/runbox/$pl_id"
+if [ "$MODE" = root ]; then
+	"$PROBE" sleep-forever "$vm" </dev/null >/dev/null 2>&1 &
+else
+	chown -R $NOBODY:$NOBODY "$X"
+	as_nobody "$PROBE" sleep-forever "$vm" </dev/null >/dev/null 2>&1 &
+fi
+disown $!
+wait_for has_marker "$vm"
+vpid=$(pids_with "$vm" | head -1)
+echo "$vpid" >"$X/victim-runbox/cgroup.procs"
+echo "$vpid" >"$X/runbox/$pl_id/cgroup.procs"
+planted="\"$X/victim-runbox\", \"$X/runbox/$pl_id\""
+vcg=""
+if [ "$MODE" = root ]; then
+	for h in /sys/fs/cgroup/pids /sys/fs/cgroup; do
+		case $(stat -f -c %T "$h" 2>/dev/null) in
+		cgroupfs | cgroup2fs) vcg=$h/runbox/$victim_id && break ;;
+		esac
+	done
+	if [ -n "$vcg" ] && mkdir -p "$vcg" && echo "$vpid" >"$vcg/cgroup.procs"; then
+		planted="$planted, \"$vcg\", \"${vcg%/*}/../runbox/$pl_id\""
+	else vcg=""; fi
+fi
+mkdir -p "$STATE/run/$pl_id"
+printf '{"run_id": "%s", "tenant": "local", "agent": "cli", "state_dir": "%s", "started": 1,
+ "runner_pid": %s, "runner_start": 1, "init_pid": 0, "init_start": 0, "cgroups": [%s]}\n' \
+	"$pl_id" "$STATE" "$dead" "$planted" >"$STATE/run/$pl_id.state"
+[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE/run/$pl_id" "$STATE/run/$pl_id.state"
+run_rbx gc
+sleep 0.3
+if ! has_marker "$vm"; then not_ok "gc kills nothing a planted state file lists" "the victim (pid $vpid) was killed"
+elif [ ! -d "$X/victim-runbox" ] || [ ! -d "$X/runbox/$pl_id" ]; then
+	not_ok "gc kills nothing a planted state file lists" "a planted directory was removed"
+elif [ -n "$vcg" ] && [ ! -d "$vcg" ]; then not_ok "gc kills nothing a planted state file lists" "the other run's cgroup was removed"
+elif ! grep -q "refusing to reclaim" <<<"$OUT$ERR"; then
+	not_ok "gc kills nothing a planted state file lists" "gc said nothing: $(first_line "$OUT$ERR")"
+else ok "gc kills nothing a planted state file lists${vcg:+ (a real cgroup of another run among them)}"; fi
+kill -9 "$vpid" 2>/dev/null
+wait_for no_marker "$vm"
+[ -z "$vcg" ] || wait_for rmdir "$vcg" 2>/dev/null
+rm -rf "$X" "${STATE:?}/run/$pl_id" "${STATE:?}/run/$pl_id.state"
+
+# A state file that another user could write, or that is not ours, is not acted on at all:
+# its run directory stays and the ledger gets nothing. Control: the same file, made private
+# and ours, is cleaned up and recorded.
+for how in other-writable not-ours; do
+	sf_id=0b1c$(printf '%05x%05x%05x' $RANDOM $RANDOM $RANDOM)
+	sf=${STATE:?}/run/$sf_id.state
+	mkdir -p "$STATE/run/$sf_id"
+	printf '{"run_id": "%s", "tenant": "local", "agent": "cli", "state_dir": "%s", "started": 1,
+ "runner_pid": %s, "runner_start": 1, "init_pid": 0, "init_start": 0, "cgroups": []}\n' \
+		"$sf_id" "$STATE" "$dead" >"$sf"
+	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE/run/$sf_id" "$sf"
+	if [ $how = other-writable ]; then chmod 0666 "$sf"
+	elif [ "$MODE" = root ]; then chown $NOBODY "$sf"
+	else chown 0 "$sf"; fi
+	run_rbx gc
+	gc_err=$ERR
+	run_rbx ledger show "$sf_id"
+	if [ -d "$STATE/run/$sf_id" ] && [ "$RC" = 125 ] && grep -q "$sf_id" <<<"$gc_err"; then
+		ok "gc leaves alone a state file that is $how"
+	else
+		not_ok "gc leaves alone a state file that is $how" \
+			"run dir $([ -d "$STATE/run/$sf_id" ] && echo kept || echo removed), ledger show exit $RC, gc: $(first_line "$gc_err")"
+	fi
+	chmod 0600 "$sf"
+	if [ "$MODE" = root ]; then chown 0 "$sf"; else chown $NOBODY "$sf"; fi
+	run_rbx gc
+	run_rbx ledger show "$sf_id"
+	if [ ! -e "$STATE/run/$sf_id" ] && [ ! -e "$sf" ] && grep -q 'run_end.*abandoned' <<<"$OUT"; then
+		ok "control: the same state file, private and ours, is cleaned up ($how)"
+	else not_ok "control: the same state file, private and ours, is cleaned up ($how)" "exit $RC: $(first_line "$OUT$ERR")"; fi
+done
+
 # --- a few hundred runs leave nothing behind ---
 N=${RBX_CLEANUP_RUNS:-300}
 mounts_before=$(wc -l </proc/self/mountinfo)

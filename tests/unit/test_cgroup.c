@@ -545,6 +545,56 @@ static void test_bad_input(void **state)
 	assert_string_equal(rb_limit_name(RB_LIMIT_CPU_WEIGHT), "cpu_weight");
 }
 
+/* gc's reclaim takes its directories from a state file: only <cgroup mount>/.../runbox/<id>
+ * (or RUNBOX_CGROUP_PARENT's last component for "runbox"), canonical and ours, is touched. */
+static void test_reclaim_only_runbox_cgroups(void **state)
+{
+	char tmp[] = "/tmp/rbx-reclaim-XXXXXX", fake[256];
+	assert_non_null(mkdtemp(tmp));
+	snprintf(fake, sizeof fake, "%s/runbox", tmp);
+	assert_int_equal(mkdir(fake, 0755), 0);
+	snprintf(fake, sizeof fake, "%s/runbox/r1", tmp);
+	assert_int_equal(mkdir(fake, 0755), 0);
+	struct rb_error err = {0};
+	const char *dirs[2] = {fake};
+	assert_int_equal(rb_cgroup_reclaim("r1", dirs, 1, &err), -1);
+	assert_non_null(strstr(err.msg, "not under a cgroup mount"));
+	assert_int_equal(access(fake, F_OK), 0);
+	rmdir(fake);
+	snprintf(fake, sizeof fake, "%s/runbox", tmp);
+	rmdir(fake);
+	rmdir(tmp);
+
+	REQUIRE_CGROUPS();
+	char id[64];
+	next_id(id, sizeof id);
+	struct rb_cgroup *cg;
+	assert_int_equal(rb_cgroup_create(id, parent, NULL, &cg, &err), 0);
+	unsigned n = rb_cgroup_dirs(cg, dirs, 1);
+	assert_int_equal(n, 1);
+	char real[4096], dotted[4200];
+	snprintf(real, sizeof real, "%s", dirs[0]);
+	/* Under "runbox-test-PID", not "runbox": refused unless the caller names that parent. */
+	assert_int_equal(rb_cgroup_reclaim(id, dirs, 1, &err), -1);
+	assert_non_null(strstr(err.msg, "runbox cgroup parent"));
+	setenv("RUNBOX_CGROUP_PARENT", parent, 1);
+	assert_int_equal(rb_cgroup_reclaim("t-other", dirs, 1, &err), -1);
+	assert_non_null(strstr(err.msg, "not the cgroup of run"));
+	/* <parent dir>/../<parent>/<id>: the same directory, spelled with ".." */
+	snprintf(dotted, sizeof dotted, "%s", real);
+	*strrchr(dotted, '/') = '\0';
+	snprintf(dotted + strlen(dotted), sizeof dotted - strlen(dotted), "/../%s/%s", parent, id);
+	dirs[1] = dotted;
+	assert_int_equal(rb_cgroup_reclaim(id, dirs + 1, 1, &err), -1);
+	assert_non_null(strstr(err.msg, "canonical"));
+	assert_int_equal(access(real, F_OK), 0);
+	/* Control: the run's own cgroup, spelled as runbox made it, is reclaimed. */
+	assert_int_equal(rb_cgroup_reclaim(id, dirs, 1, &err), 0);
+	unsetenv("RUNBOX_CGROUP_PARENT");
+	assert_int_equal(access(real, F_OK), -1);
+	rb_cgroup_destroy(cg, &err);
+}
+
 /* Rootless without delegation: "none", each requested limit says why and how to fix it. */
 static void test_unprivileged_gets_none(void **state)
 {
@@ -645,6 +695,7 @@ int main(void)
 	    cmocka_unit_test(test_cpu_quota_bound),
 	    cmocka_unit_test(test_create_destroy_200),
 	    cmocka_unit_test(test_parent_from_env),
+	    cmocka_unit_test(test_reclaim_only_runbox_cgroups),
 	    cmocka_unit_test(test_unprivileged_gets_none),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
