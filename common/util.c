@@ -260,6 +260,18 @@ uint64_t rb_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+int rb_random_hex(char *out, size_t n)
+{
+	unsigned char raw[64];
+	size_t k = (n - 1) / 2;
+	if (k > sizeof raw || getrandom(raw, k, 0) != (ssize_t)k)
+		return -1;
+	for (size_t i = 0; i < k; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	out[2 * k] = '\0';
+	return 0;
+}
+
 void rb_new_run_id(char out[24])
 {
 	struct timespec ts;

@@ -21,6 +21,9 @@ int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, stru
 bool rb_next_line(const char **p, char *line, size_t n);
 /* Writes data to an existing file (cgroup, /proc knobs): open O_WRONLY, one write. */
 int rb_write_file(const char *path, const char *data, struct rb_error *err);
+/* Fills out (of size n, odd) with (n - 1) / 2 random bytes as lowercase hex and a NUL; -1 with
+ * errno when getrandom fails. */
+int rb_random_hex(char *out, size_t n);
 /* Creates path and parents with mode; existing directories are fine. */
 int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err);
 /* Removes a tree without following symlinks or crossing mount points. */

@@ -19,7 +19,7 @@
 struct rb_gateway_config {
 	const int *listen_fds; /* listening TCP sockets; the gateway serves dups, the caller keeps its fds */
 	unsigned n_listen_fds; /* 1..RB_GATEWAY_MAX_FDS */
-	const uint8_t *key;    /* run-token key (copied) */
+	const uint8_t *key;    /* the run instance's token key, rb_token_run_key (copied) */
 	size_t keylen;
 	const char *run_id; /* the one run whose tokens are accepted (copied) */
 };

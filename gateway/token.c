@@ -83,22 +83,48 @@ static bool valid_field(const char *s)
 	return true;
 }
 
+static bool valid_nonce(const char *s)
+{
+	if (!s || strlen(s) != RB_TOKEN_NONCE_LEN)
+		return false;
+	for (size_t i = 0; i < RB_TOKEN_NONCE_LEN; i++)
+		if (!strchr("0123456789abcdef", s[i]))
+			return false;
+	return true;
+}
+
 static int mac(const uint8_t *key, size_t keylen, const char *data, size_t n, uint8_t out[MAC_LEN])
 {
 	rb_hmac_sha256(key, keylen, data, n, out);
 	return 0;
 }
 
+int rb_token_run_key(const uint8_t *master, size_t masterlen, const char *run, const char *nonce,
+                     uint8_t out[RB_TOKEN_KEY_LEN], struct rb_error *err)
+{
+	if (!master || masterlen < MIN_KEY_LEN || masterlen > INT_MAX)
+		return rb_error_set(err, EINVAL, "run token: key too short");
+	if (!valid_field(run) || !valid_nonce(nonce))
+		return rb_error_set(err, EINVAL, "run token: bad run id or run nonce");
+	char label[RB_TOKEN_FIELD_MAX + RB_TOKEN_NONCE_LEN + 32];
+	int n = snprintf(label, sizeof label, "rbx1-run-key\n%s\n%s", run, nonce);
+	rb_hmac_sha256(master, masterlen, label, (size_t)n, out);
+	return 0;
+}
+
 int rb_token_issue(const uint8_t *key, size_t keylen, const char *tenant, const char *agent, const char *run,
-                   int64_t expires_unix, char *out, size_t outlen, struct rb_error *err)
+                   const char *nonce, int64_t expires_unix, char *out, size_t outlen, struct rb_error *err)
 {
 	if (!key || keylen < MIN_KEY_LEN || keylen > INT_MAX)
 		return rb_error_set(err, EINVAL, "run token: key too short");
 	if (!valid_field(tenant) || !valid_field(agent) || !valid_field(run))
 		return rb_error_set(err, EINVAL, "run token: tenant, agent and run must be 1..%d printable bytes",
 		                    RB_TOKEN_FIELD_MAX - 1);
-	_cleanup_json_ json_t *payload = json_pack("{s:s, s:s, s:s, s:I}", "tenant", tenant, "agent", agent, "run", run,
-	                                           "exp", (json_int_t)expires_unix);
+	if (!valid_nonce(nonce))
+		return rb_error_set(err, EINVAL, "run token: the run nonce must be %d lowercase hex digits",
+		                    RB_TOKEN_NONCE_LEN);
+	_cleanup_json_ json_t *payload = json_pack("{s:s, s:s, s:s, s:s, s:I}", "tenant", tenant, "agent", agent, "run",
+	                                           run, "nonce", nonce, "exp", (json_int_t)expires_unix);
 	_cleanup_free_ char *text = payload ? json_dumps(payload, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (!text)
 		return rb_error_set(err, ENOMEM, "run token: payload");
@@ -164,10 +190,12 @@ int rb_token_verify(const uint8_t *key, size_t keylen, const char *token, const 
 	_cleanup_json_ json_t *payload = json_loadb((const char *)text, text_len, JSON_REJECT_DUPLICATES, NULL);
 	json_t *exp = json_object_get(payload, "exp");
 	struct rb_token_claims c = {0};
-	if (!json_is_object(payload) || json_object_size(payload) != 4 || !json_is_integer(exp) ||
+	const char *nonce = json_string_value(json_object_get(payload, "nonce"));
+	if (!json_is_object(payload) || json_object_size(payload) != 5 || !json_is_integer(exp) ||
 	    copy_field(payload, "tenant", c.tenant) < 0 || copy_field(payload, "agent", c.agent) < 0 ||
-	    copy_field(payload, "run", c.run) < 0)
+	    copy_field(payload, "run", c.run) < 0 || !valid_nonce(nonce))
 		return rb_error_set(err, 0, "malformed token payload");
+	snprintf(c.nonce, sizeof c.nonce, "%s", nonce);
 	c.expires = json_integer_value(exp);
 	if (!expected_run || strcmp(c.run, expected_run) != 0)
 		return rb_error_set(err, 0, "token is for another run");

@@ -493,8 +493,42 @@ static int insert_event(struct rb_ledger *l, sqlite3_stmt *s, int64_t seq, char 
 	return 0;
 }
 
+/* Is run_id free for the run instance `instance`, inside the caller's write transaction? Yes
+ * when the ledger has no event of run_id, or when its run_start carries this instance. Read
+ * under the write lock, so two runs with one id cannot both find it free. 0, RB_LEDGER_TAKEN
+ * or -1. */
+static int check_owner(struct rb_ledger *l, const char *run_id, const char *instance, struct rb_error *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT COUNT(*), (SELECT data FROM events WHERE run_id = ?1 AND type = 'run_start'"
+	                       " ORDER BY seq LIMIT 1) FROM events WHERE run_id = ?1",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "look up run id");
+	sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW)
+		return db_error(l, err, "look up run id");
+	if (sqlite3_column_int64(s, 0) == 0)
+		return 0;
+	const char *data = (const char *)sqlite3_column_text(s, 1);
+	_cleanup_json_ json_t *d = data ? json_loads(data, 0, NULL) : NULL;
+	const char *theirs = json_string_value(json_object_get(d, "instance"));
+	if (theirs && !strcmp(theirs, instance))
+		return 0;
+	rb_error_set(err, EEXIST, "run id `%s` is already in the ledger, for another run: run ids must be unique",
+	             run_id);
+	return RB_LEDGER_TAKEN;
+}
+
 int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
                            const struct rb_ledger_event *events, size_t n, uint64_t *last_seq, struct rb_error *err)
+{
+	return rb_ledger_append_run(l, run_id, NULL, tenant, agent, events, n, last_seq, err);
+}
+
+int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *instance, const char *tenant,
+                         const char *agent, const struct rb_ledger_event *events, size_t n, uint64_t *last_seq,
+                         struct rb_error *err)
 {
 	if (!run_id || !*run_id)
 		return rb_error_set(err, EINVAL, "ledger event without a run id");
@@ -516,6 +550,13 @@ int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *
 		return l->no_wait && (sqlite3_errcode(l->db) & 0xff) == SQLITE_BUSY ? RB_LEDGER_BUSY : -1;
 	int64_t last = 0;
 	char prev[65] = "";
+	if (instance) {
+		int owner = check_owner(l, run_id, instance, err);
+		if (owner != 0) {
+			rollback(l);
+			return owner;
+		}
+	}
 	if (last_event(l, &last, prev, err) < 0)
 		goto fail;
 	{

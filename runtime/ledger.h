@@ -51,6 +51,15 @@ struct rb_ledger_event {
 };
 int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
                            const struct rb_ledger_event *events, size_t n, uint64_t *last_seq, struct rb_error *err);
+/* The same for one run instance: in the same transaction, before anything is written, the
+ * ledger must have no event of run_id yet, or its run_start's data must carry "instance":
+ * instance (the run's own random nonce, which the runner puts in its run_start). Else nothing
+ * is written and RB_LEDGER_TAKEN is returned (err names the run id): the id is another run's,
+ * and two runs started at once with one id cannot both get in. */
+#define RB_LEDGER_TAKEN 2
+int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *instance, const char *tenant,
+                         const char *agent, const struct rb_ledger_event *events, size_t n, uint64_t *last_seq,
+                         struct rb_error *err);
 /* How many events run_id has (of type, when not NULL). */
 int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err);
 

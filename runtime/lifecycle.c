@@ -65,11 +65,12 @@ int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct 
 		for (unsigned i = 0; i < n; i++)
 			json_array_append_new(cgs, json_string(dirs[i]));
 	}
-	json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o, s:O?}", "run_id", run->id, "tenant",
-	                       run->tenant, "agent", run->agent, "state_dir", run->paths.state_dir, "started",
-	                       (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
-	                       (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
-	                       (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs, "write_ahead", write_ahead);
+	json_t *st =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:i, s:I, s:i, s:I, s:o, s:O?}", "run_id", run->id, "instance",
+	              run->instance, "tenant", run->tenant, "agent", run->agent, "state_dir", run->paths.state_dir,
+	              "started", (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
+	              (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
+	              (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs, "write_ahead", write_ahead);
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -388,10 +389,19 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 		                         "ok", ok, "by", "gc")};
 		if (!ended)
 			ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
-		if (rb_ledger_append_batch(l, id, tenant, agent, ev, n_ev, NULL, &err) < 0)
+		/* Only into this run instance's own record (a state file before instances had
+		 * none): a run that lost its id to another never got into the ledger, and gc does
+		 * not add to the other's record either. */
+		const char *instance = json_string_value(json_object_get(st, "instance"));
+		int r = rb_ledger_append_run(l, id, instance, tenant, agent, ev, n_ev, NULL, &err);
+		if (r == RB_LEDGER_TAKEN) {
+			json_object_set_new(done, "recorded_as", json_string("nothing: its run id is another run's"));
+			recorded = true; /* there is nothing it may record */
+		} else if (r < 0) {
 			json_object_set_new(done, "ledger_error", json_string(err.msg));
-		else
+		} else {
 			recorded = true;
+		}
 		for (size_t j = 0; j < n_ev; j++)
 			json_decref(ev[j].data);
 	}

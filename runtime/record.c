@@ -33,9 +33,15 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	 * step's deadline could pass meanwhile, with nobody to enforce it. The events stay
 	 * pending, written ahead in the state file, for the commit after the step. */
 	rb_ledger_set_wait(rec->ledger, how == RB_RECORD_DURABLE);
-	int r = rb_ledger_append_batch(rec->ledger, rec->run->id, rec->run->tenant, rec->run->agent, rec->pending,
-	                               rec->n_pending, NULL, err);
+	/* Checked in the same transaction: the run id is this run's (its run_start carries this
+	 * instance's nonce), or free. */
+	int r = rb_ledger_append_run(rec->ledger, rec->run->id, rec->run->instance, rec->run->tenant, rec->run->agent,
+	                             rec->pending, rec->n_pending, NULL, err);
 	rb_ledger_set_wait(rec->ledger, true);
+	if (r == RB_LEDGER_TAKEN) {
+		rec->taken = true; /* nothing of this run may ever be recorded under that id */
+		return -1;
+	}
 	if (r == RB_LEDGER_BUSY) {
 		rb_debug("ledger: busy; the events wait for the commit after the step");
 		return 0;
@@ -111,11 +117,11 @@ int rb_record_run_start(struct rb_record *rec, const char *agent_version, const 
 	json_t *limits = json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)run->limits.memory_bytes, "pids",
 	                           (json_int_t)run->limits.pids, "cpus", run->limits.cpus, "timeout_ms",
 	                           (json_int_t)run->timeout_ms);
-	json_t *d = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s, s:s, s:o, s:s}", "tenant", run->tenant, "agent",
-	                      run->agent, "agent_version", agent_version, "manifest_hash", manifest_hash, "policy_name",
-	                      run->policy.name, "policy_hash", run->policy.hash, "image", run->image.name,
-	                      "image_digest", run->image.digest, "limits", limits, "network",
-	                      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none");
+	json_t *d = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "tenant", run->tenant,
+	                      "agent", run->agent, "agent_version", agent_version, "manifest_hash", manifest_hash,
+	                      "policy_name", run->policy.name, "policy_hash", run->policy.hash, "image",
+	                      run->image.name, "image_digest", run->image.digest, "limits", limits, "network",
+	                      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none", "instance", run->instance);
 	return append(rec, "run_start", d, err);
 }
 
@@ -211,7 +217,10 @@ void rb_record_close(struct rb_record *rec)
 	struct rb_error err;
 	if (rec->n_pending && rb_record_flush(rec, RB_RECORD_DURABLE, &err) < 0) {
 		rb_warn("ledger: %s", err.msg);
-		if (rec->keeper && rb_run_keep_state(rec->keeper, &err) == 0)
+		if (rec->taken)
+			rb_warn("ledger: the run's %zu events are not recorded: its run id is another run's",
+			        rec->n_pending);
+		else if (rec->keeper && rb_run_keep_state(rec->keeper, &err) == 0)
 			rb_warn("ledger: the run's %zu uncommitted events stay written ahead in its state file; "
 			        "`runbox gc` commits them",
 			        rec->n_pending);

@@ -42,6 +42,7 @@ struct rb_record {
 	unsigned steps;
 	int64_t committed;     /* the run's events in the ledger so far */
 	struct rb_run *keeper; /* rb_record_attach's run: it keeps what could not be committed */
+	bool taken;            /* the ledger refused the run id: another run has it */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */

@@ -122,6 +122,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
 		rb_new_run_id(run->id);
+	if (rb_random_hex(run->instance, sizeof run->instance) < 0)
+		return rb_error_set(err, errno, "getrandom: run nonce");
 	rb_debug("run: open");
 	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
 		return -1;
@@ -177,7 +179,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		return -1;
 	rb_debug("seccomp: ready (%s)", run->bpf.from_cache ? "cached" : "built");
 
-	if (snprintf(run->dir, sizeof run->dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof run->dir)
+	char dir[sizeof run->dir];
+	if (snprintf(dir, sizeof dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
 	/* Searchable by everyone: init, already in the sandbox's user namespace, mounts on it.
 	 * So must every directory above it be: a state directory of ours that only we may
@@ -186,8 +189,13 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		return -1;
 	if (searchable_path(run->paths.run_dir, err) < 0)
 		return -1;
-	if (mkdir(run->dir, 0711) < 0)
-		return rb_error_set(err, errno, "mkdir `%s`", run->dir);
+	/* run->dir names it only once this run made it: rb_run_close removes run->dir, and a
+	 * directory that was there already is another live run's with the same id. */
+	if (mkdir(dir, 0711) < 0)
+		return errno == EEXIST ? rb_error_set(err, EEXIST, "run id `%s` is in use by a live run (`%s` exists)",
+		                                      run->id, dir)
+		                       : rb_error_set(err, errno, "mkdir `%s`", dir);
+	memcpy(run->dir, dir, sizeof dir);
 	chmod(run->dir, 0711);
 
 	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
@@ -279,13 +287,21 @@ static int start(struct rb_run *run, struct rb_error *err)
 		 * key enter this process's memory: no copy of it ever exists in the sandbox. The
 		 * token dies with the run: it expires at the run's deadline, and the endpoint that
 		 * accepts it is stopped when the run ends. */
-		run->token_keylen = sizeof run->token_key;
-		if (rb_token_key_load_or_create(run->paths.state_dir, run->token_key, &run->token_keylen, err) < 0)
+		uint8_t master[RB_TOKEN_KEY_LEN];
+		size_t master_len = sizeof master;
+		int r = rb_token_key_load_or_create(run->paths.state_dir, master, &master_len, err);
+		/* The run's tokens, and its endpoint, use this instance's key only: a token of an
+		 * earlier run with the same id is worthless here. */
+		if (r == 0)
+			r = rb_token_run_key(master, master_len, run->id, run->instance, run->token_key, err);
+		explicit_bzero(master, sizeof master);
+		if (r < 0)
 			return -1;
+		run->token_keylen = RB_TOKEN_KEY_LEN;
 		int64_t expires =
 		    (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
-		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, expires,
-		                   run->token, sizeof run->token, err) < 0)
+		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, run->instance,
+		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
 	return save_state(run, err);

@@ -87,6 +87,10 @@ struct rb_run_ledger {
 
 struct rb_run {
 	char id[72];
+	/* This run instance's random nonce: in its run_start event, its state file and its
+	 * tokens' key (rb_token_run_key), so nothing of an earlier run with the same id counts
+	 * as this run's. */
+	char instance[RB_TOKEN_NONCE_LEN + 1];
 	struct rb_paths paths;
 	struct rb_policy policy;
 	struct rb_image image;

@@ -266,6 +266,20 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return -1;
 	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
 		return -1;
+	if (m->run_id[0]) {
+		/* A run id from the manifest must be new: said before any sandbox exists. The run's
+		 * first commit checks again under the ledger's write lock (rb_ledger_append_run), so
+		 * two runs started at once with one id cannot both get in. */
+		int64_t have = 0;
+		if (rb_ledger_open(rf->run.paths.state_dir, &rf->rec.ledger, err) < 0 ||
+		    rb_ledger_count_run(rf->rec.ledger, m->run_id, NULL, &have, err) < 0)
+			return -1;
+		if (have > 0)
+			return rb_error_set(err, EEXIST,
+			                    "manifest run_id `%s` is already in the ledger: run ids must be unique "
+			                    "(leave run_id out to get a new one)",
+			                    m->run_id);
+	}
 	rb_record_attach(&rf->rec, &rf->run);
 	return 0;
 }

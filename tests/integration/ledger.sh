@@ -291,3 +291,62 @@ if [ "$types" = "run_start,step_start,step_end,run_end,cleanup" ] && grep -q '"r
 else not_ok "gc commits the refused end as the run's own" "events: $types; gc: $(first_line "$gc2")"; fi
 run_rbx ledger verify
 if [ "$RC" = 0 ]; then ok "the chain is intact after gc's commit"; else not_ok "the chain is intact after gc's commit" "$(first_line "$OUT$ERR")"; fi
+
+# --- a run id is one run's: a manifest cannot reuse one already in the ledger ---
+# dup_manifest FILE TENANT RUN_ID MARK: a one-step manifest naming RUN_ID.
+dup_manifest() {
+	printf '{"tenant": "%s", "agent": "a1", "run_id": "%s", "image": "minimal",
+ "steps": [{"script": "echo %s"}]}\n' "$2" "$3" "$4" >"$1"
+}
+dup_id=dup$(printf '%05x%05x' $RANDOM $RANDOM)
+dup_manifest "$T/dup-first.json" acme "$dup_id" first-run
+run_rbx run "$T/dup-first.json"
+if [ "$RC" = 0 ]; then ok "control: a manifest with a new run_id runs (exit 0)"
+else not_ok "control: a manifest with a new run_id runs (exit 0)" "exit $RC: $(first_line "$ERR")"; fi
+dup_manifest "$T/dup-second.json" intruder "$dup_id" second-run
+run_rbx run "$T/dup-second.json"
+dup_rc=$RC dup_err=$ERR
+run_rbx ledger show "$dup_id" --json
+if [ "$dup_rc" = 125 ] && grep -q "already in the ledger" <<<"$dup_err" && ! grep -q intruder <<<"$OUT" &&
+	! grep -q second-run <<<"$OUT" && grep -q first-run <<<"$OUT"; then
+	ok "a manifest reusing a run id in the ledger is refused (exit 125), nothing recorded under it"
+else not_ok "a manifest reusing a run id in the ledger is refused" "exit $dup_rc: $(first_line "$dup_err"); intruder in the record: $(grep -c intruder <<<"$OUT")"; fi
+# Two runs started at once with one new id: exactly one gets in, whichever passes the early
+# check; the other is refused at its first commit, under the ledger's write lock. Each has a
+# run directory of its own (RUNBOX_RUN_DIR), so that the run directory named after the id
+# does not keep them apart first (as the run's cgroup does where runbox makes one).
+race_id=race$(printf '%05x%05x' $RANDOM $RANDOM)
+# race_bg N: starts runbox on $T/race-N.json with run directory $T/rd-N in the background.
+race_bg() {
+	mkdir -p "$T/rd-$1"
+	[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/rd-$1"
+	rbx_cmd run "$T/race-$1.json"
+	local i
+	for i in "${!RBX_CMD[@]}"; do
+		[ "${RBX_CMD[$i]}" = "XDG_RUNTIME_DIR=$T/xdg" ] && RBX_CMD[$i]="RUNBOX_RUN_DIR=$T/rd-$1"
+	done
+	"${RBX_CMD[@]}" </dev/null >"$T/race-$1.out" 2>"$T/race-$1.err" &
+}
+dup_manifest "$T/race-1.json" tenant-one "$race_id" race-one
+dup_manifest "$T/race-2.json" tenant-two "$race_id" race-two
+race_bg 1
+p1=$!
+race_bg 2
+p2=$!
+wait $p1
+r1=$?
+wait $p2
+r2=$?
+run_rbx ledger show "$race_id" --json
+tenants=$(grep -o '"tenant": *"tenant-[a-z]*"' <<<"$OUT" | sort -u | wc -l)
+# (Where runbox makes cgroups, the second run may instead fail on the first's cgroup, and
+# record its failure under the id first: then the first is refused. Either way one run's
+# record, and never two exits 0.)
+if [ "$tenants" = 1 ] && { [ "$r1" = 125 ] || [ "$r2" = 125 ]; } && [ "$r1$r2" != 00 ]; then
+	ok "two runs started at once with one run id: one run's record, the other exits 125 (exits $r1, $r2)"
+else not_ok "two runs started at once with one run id: one run's record" "exits $r1 and $r2, $tenants tenants recorded"; fi
+run_rbx ledger verify
+if [ "$RC" = 0 ]; then ok "the chain is intact after the refused runs"; else not_ok "the chain is intact after the refused runs" "$(first_line "$OUT$ERR")"; fi
+left=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | wc -l)
+if [ "$left" = 0 ]; then ok "refused runs leave no state file for gc"
+else not_ok "refused runs leave no state file for gc" "$left left"; fi

@@ -593,6 +593,72 @@ static void test_batch_append(void **state)
 	free(head);
 }
 
+/* A run id belongs to the run instance whose run_start first carried it: another instance's
+ * append under that id writes nothing (RB_LEDGER_TAKEN), the owner's goes on. Control: an
+ * unchecked batch and the owner's own appends go in. Then 8 processes race for one fresh id,
+ * each with its own instance: exactly one gets in. */
+static void test_run_id_taken(void **state)
+{
+	struct fx *f = *state;
+	struct rb_error err = {0};
+	json_t *s1 = json_pack("{s:s}", "instance", "aaaa"), *s2 = json_pack("{s:s}", "instance", "bbbb");
+	struct rb_ledger_event first[] = {{"run_start", s1}, {"step_start", NULL}};
+	struct rb_ledger_event intruder[] = {{"run_start", s2}, {"step_start", NULL}};
+	assert_int_equal(rb_ledger_append_run(f->l, "run-1", "aaaa", "acme", "a", first, 2, NULL, &err), 0);
+	assert_int_equal(rb_ledger_append_run(f->l, "run-1", "aaaa", "acme", "a", first + 1, 1, NULL, &err), 0);
+	assert_int_equal(rb_ledger_append_run(f->l, "run-1", "bbbb", "evil", "b", intruder, 2, NULL, &err),
+	                 RB_LEDGER_TAKEN);
+	assert_non_null(strstr(err.msg, "run-1"));
+	assert_int_equal(rb_ledger_append_run(f->l, "run-1", "bbbb", "evil", "b", intruder + 1, 1, NULL, &err),
+	                 RB_LEDGER_TAKEN);
+	expect_seqs(f, (struct rb_ledger_filter){.run_id = "run-1"}, "1,2,3");
+	expect_seqs(f, (struct rb_ledger_filter){.tenant = "evil"}, "");
+	/* events of a run_id without a run_start (an old ledger, or gc's record of a run that
+	 * never committed) take the id too */
+	append(f, "run-2", "acme", "a", "cleanup", "{}");
+	assert_int_equal(rb_ledger_append_run(f->l, "run-2", "aaaa", "acme", "a", first, 2, NULL, &err),
+	                 RB_LEDGER_TAKEN);
+	expect_verify(f, 0, 0, "");
+	json_decref(s1);
+	json_decref(s2);
+
+	rb_ledger_close(f->l);
+	f->l = NULL;
+	enum { RACERS = 8 };
+	pid_t pids[RACERS];
+	for (int i = 0; i < RACERS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct rb_ledger *l;
+			char inst[16];
+			snprintf(inst, sizeof inst, "inst-%d", i);
+			json_t *d = json_pack("{s:s}", "instance", inst);
+			struct rb_ledger_event ev[] = {{"run_start", d}};
+			if (rb_ledger_open(f->dir, &l, &err) < 0)
+				_exit(2);
+			int r = rb_ledger_append_run(l, "race", inst, "t", inst, ev, 1, NULL, &err);
+			rb_ledger_close(l);
+			_exit(r == 0 ? 0 : r == RB_LEDGER_TAKEN ? 1 : 2);
+		}
+	}
+	int won = 0, lost = 0;
+	for (int i = 0; i < RACERS; i++) {
+		int st;
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		assert_true(WIFEXITED(st));
+		won += WEXITSTATUS(st) == 0;
+		lost += WEXITSTATUS(st) == 1;
+	}
+	assert_int_equal(won, 1);
+	assert_int_equal(lost, RACERS - 1);
+	assert_int_equal(rb_ledger_open(f->dir, &f->l, &err), 0);
+	json_t *race = query(f, (struct rb_ledger_filter){.run_id = "race"});
+	assert_int_equal(json_array_size(race), 1);
+	json_decref(race);
+	expect_verify(f, 0, 0, "");
+}
+
 /* Not waiting: while another connection holds the write lock, an append gives up with
  * RB_LEDGER_BUSY and writes nothing (waiting, it would block the busy timeout, then fail with
  * -1). The control: once the lock is released, the same append goes in. */
@@ -640,6 +706,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grep_is_literal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_run_id_taken, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_without_wait, setup, teardown),
 	    cmocka_unit_test(test_parse_time),
 	    cmocka_unit_test_setup_teardown(test_export_jsonl, setup, teardown),

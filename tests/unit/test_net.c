@@ -488,15 +488,19 @@ static void test_gateway_endpoint(void **state)
 		fail_msg("%s", err.msg);
 	int64_t now = (int64_t)time(NULL);
 	char good[RB_TOKEN_MAX], other[RB_TOKEN_MAX], expired[RB_TOKEN_MAX], wrongkey[RB_TOKEN_MAX];
-	assert_int_equal(
-	    rb_token_issue(key, sizeof key, "acme", "agent-1", "run-A", now + 600, good, sizeof good, &err), 0);
-	assert_int_equal(
-	    rb_token_issue(key, sizeof key, "acme", "agent-1", "run-B", now + 600, other, sizeof other, &err), 0);
-	assert_int_equal(
-	    rb_token_issue(key, sizeof key, "acme", "agent-1", "run-A", now - 1, expired, sizeof expired, &err), 0);
+	assert_int_equal(rb_token_issue(key, sizeof key, "acme", "agent-1", "run-A", "0123456789abcdef0123456789abcdef",
+	                                now + 600, good, sizeof good, &err),
+	                 0);
+	assert_int_equal(rb_token_issue(key, sizeof key, "acme", "agent-1", "run-B", "0123456789abcdef0123456789abcdef",
+	                                now + 600, other, sizeof other, &err),
+	                 0);
+	assert_int_equal(rb_token_issue(key, sizeof key, "acme", "agent-1", "run-A", "0123456789abcdef0123456789abcdef",
+	                                now - 1, expired, sizeof expired, &err),
+	                 0);
 	uint8_t k2[RB_TOKEN_KEY_LEN] = {1};
-	assert_int_equal(
-	    rb_token_issue(k2, sizeof k2, "acme", "agent-1", "run-A", now + 600, wrongkey, sizeof wrongkey, &err), 0);
+	assert_int_equal(rb_token_issue(k2, sizeof k2, "acme", "agent-1", "run-A", "0123456789abcdef0123456789abcdef",
+	                                now + 600, wrongkey, sizeof wrongkey, &err),
+	                 0);
 
 	char body[4096];
 	enter(net.netns_fd);
@@ -546,7 +550,9 @@ static void test_gateway_handler(void **state)
 	snprintf(scope.run_id, sizeof scope.run_id, "run-A");
 	char tok[RB_TOKEN_MAX], authz[RB_TOKEN_MAX + 16];
 	struct rb_error err = {0};
-	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "run-A", 2000, tok, sizeof tok, &err), 0);
+	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "run-A", "0123456789abcdef0123456789abcdef", 2000,
+	                                tok, sizeof tok, &err),
+	                 0);
 	json_t *b = NULL;
 	snprintf(authz, sizeof authz, "bearer   %s", tok);
 	assert_int_equal(rb_gateway_handle(&scope, "GET", "/v1/whoami", authz, 1000, &b), 200);

@@ -21,13 +21,15 @@
 
 static const uint8_t key[RB_TOKEN_KEY_LEN] = "0123456789abcdef0123456789abcde";
 static const uint8_t other_key[RB_TOKEN_KEY_LEN] = "0123456789abcdef0123456789abcdX";
-#define NOW 1700000000
-#define EXP (NOW + 600)
+#define NOW    1700000000
+#define EXP    (NOW + 600)
+#define NONCE  "0123456789abcdef0123456789abcdef"
+#define NONCE2 "fedcba9876543210fedcba9876543210"
 
 static void issue(char *tok)
 {
 	struct rb_error err = {0};
-	int r = rb_token_issue(key, sizeof key, "acme", "agent-7", "run-1", EXP, tok, RB_TOKEN_MAX, &err);
+	int r = rb_token_issue(key, sizeof key, "acme", "agent-7", "run-1", NONCE, EXP, tok, RB_TOKEN_MAX, &err);
 	if (r != 0)
 		fail_msg("issue: %s", err.msg);
 }
@@ -89,7 +91,8 @@ static void test_tampered_payload(void **state)
 	issue(tok);
 	struct rb_error err = {0};
 	assert_int_equal(
-	    rb_token_issue(key, sizeof key, "acme", "agent-7", "run-2", EXP + 999999, other, sizeof other, &err), 0);
+	    rb_token_issue(key, sizeof key, "acme", "agent-7", "run-2", NONCE, EXP + 999999, other, sizeof other, &err),
+	    0);
 	const char *mac = strrchr(tok, '.');
 	const char *other_mac = strrchr(other, '.');
 	snprintf(forged, sizeof forged, "%.*s%s", (int)(other_mac - other), other, mac);
@@ -236,11 +239,41 @@ static void test_hmac_sha256(void **state)
 		}
 }
 
+/* A run id can come back (a manifest may name one); a token of the earlier run instance must
+ * not be valid at the later one's endpoint: each instance has its own key, derived from the
+ * master key, the run id and the instance's nonce. */
+static void test_run_instance_key(void **state)
+{
+	uint8_t k1[RB_TOKEN_KEY_LEN], k1b[RB_TOKEN_KEY_LEN], k2[RB_TOKEN_KEY_LEN], k3[RB_TOKEN_KEY_LEN];
+	struct rb_error err = {0};
+	assert_int_equal(rb_token_run_key(key, sizeof key, "run-1", NONCE, k1, &err), 0);
+	assert_int_equal(rb_token_run_key(key, sizeof key, "run-1", NONCE, k1b, &err), 0);
+	assert_int_equal(rb_token_run_key(key, sizeof key, "run-1", NONCE2, k2, &err), 0);
+	assert_int_equal(rb_token_run_key(key, sizeof key, "run-2", NONCE, k3, &err), 0);
+	assert_memory_equal(k1, k1b, sizeof k1);
+	assert_memory_not_equal(k1, k2, sizeof k1);
+	assert_memory_not_equal(k1, k3, sizeof k1);
+	assert_memory_not_equal(k1, key, sizeof k1);
+	char tok[RB_TOKEN_MAX];
+	assert_int_equal(rb_token_issue(k1, sizeof k1, "acme", "agent-7", "run-1", NONCE, EXP, tok, sizeof tok, &err),
+	                 0);
+	/* control: the instance's own endpoint accepts it, and sees its nonce */
+	struct rb_token_claims c;
+	assert_int_equal(rb_token_verify(k1, sizeof k1, tok, "run-1", NOW, &c, &err), 0);
+	assert_string_equal(c.nonce, NONCE);
+	/* a later run with the same id (another nonce) refuses it, unexpired */
+	refused(tok, k2, "run-1", NOW, "signature does not match");
+	/* nor is the master key itself an instance's key */
+	refused(tok, key, "run-1", NOW, "signature does not match");
+	assert_int_equal(rb_token_run_key(key, sizeof key, "run-1", "xyz", k2, &err), -1);
+	assert_int_equal(rb_token_run_key(key, 8, "run-1", NONCE, k2, &err), -1);
+}
+
 static void test_signed_bad_payload(void **state)
 {
 	char tok[RB_TOKEN_MAX];
 	/* control: a well-formed payload signed this way verifies */
-	sign("{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\"}", tok);
+	sign("{\"agent\":\"a\",\"exp\":1700000600,\"nonce\":\"" NONCE "\",\"run\":\"run-1\",\"tenant\":\"t\"}", tok);
 	struct rb_error err = {0};
 	if (rb_token_verify(key, sizeof key, tok, "run-1", NOW, NULL, &err) != 0)
 		fail_msg("control: %s", err.msg);
@@ -252,16 +285,23 @@ static void test_signed_bad_payload(void **state)
 	    "{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"run\":\"run-1\",\"tenant\":\"t\"}",
 	    "[1,2,3]",
 	    "not json",
+	    /* the old four-key form, without the run instance */
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"run\":\"run-1\",\"tenant\":\"t\"}",
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"nonce\":\"0123\",\"run\":\"run-1\",\"tenant\":\"t\"}",
+	    "{\"agent\":\"a\",\"exp\":1700000600,\"nonce\":\"0123456789ABCDEF0123456789ABCDEF\",\"run\":\"run-1\","
+	    "\"tenant\":\"t\"}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		sign(bad[i], tok);
 		refused(tok, key, "run-1", NOW, "malformed token payload");
 	}
 	/* Issue refuses bad fields itself. */
-	assert_int_equal(rb_token_issue(key, sizeof key, "", "a", "r", EXP, tok, sizeof tok, &err), -1);
-	assert_int_equal(rb_token_issue(key, sizeof key, "t\n", "a", "r", EXP, tok, sizeof tok, &err), -1);
-	assert_int_equal(rb_token_issue(key, 8, "t", "a", "r", EXP, tok, sizeof tok, &err), -1);
-	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "r", EXP, tok, 20, &err), -1);
+	assert_int_equal(rb_token_issue(key, sizeof key, "", "a", "r", NONCE, EXP, tok, sizeof tok, &err), -1);
+	assert_int_equal(rb_token_issue(key, sizeof key, "t\n", "a", "r", NONCE, EXP, tok, sizeof tok, &err), -1);
+	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "r", "abc", EXP, tok, sizeof tok, &err), -1);
+	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "r", NULL, EXP, tok, sizeof tok, &err), -1);
+	assert_int_equal(rb_token_issue(key, 8, "t", "a", "r", NONCE, EXP, tok, sizeof tok, &err), -1);
+	assert_int_equal(rb_token_issue(key, sizeof key, "t", "a", "r", NONCE, EXP, tok, 20, &err), -1);
 }
 
 /* ---- the key file ---- */
@@ -358,7 +398,8 @@ int main(void)
 	    cmocka_unit_test(test_tampered_payload), cmocka_unit_test(test_tampered_mac),
 	    cmocka_unit_test(test_non_canonical),    cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_garbage),          cmocka_unit_test(test_signed_bad_payload),
-	    cmocka_unit_test(test_key_file),         cmocka_unit_test(test_hmac_sha256),
+	    cmocka_unit_test(test_run_instance_key), cmocka_unit_test(test_key_file),
+	    cmocka_unit_test(test_hmac_sha256),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
