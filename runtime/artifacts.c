@@ -71,8 +71,10 @@ static int write_object(const char *dir, const char *path, const char *hex, cons
 		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", dir);
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 && errno == ENOENT) {
-		/* The shard directory is made on first use only. */
-		if (rb_mkdir_p(dir, 0755, err) < 0)
+		/* The shard directory is made on first use only, 0711: searchable, so that the
+		 * sandbox's ids reach an object bound in as a later step's input, but not
+		 * listable: an object is found by its digest, never by browsing the store. */
+		if (rb_mkdir_p(dir, 0711, err) < 0)
 			return -1;
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	}

@@ -84,20 +84,68 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
 }
 
-static int searchable_path(const char *dir, struct rb_error *err)
+/* The host ids of the sandbox's root, when they differ from the caller's: as root, a
+ * subordinate range. Rootless, the sandbox's root is the caller (through the owner namespace). */
+static bool sandbox_root_ids(const struct rb_idplan *ids, uid_t *uid, gid_t *gid)
+{
+	if (ids->outer)
+		return false;
+	bool have_u = false, have_g = false;
+	for (unsigned i = 0; i < ids->uid.n; i++)
+		if (ids->uid.lines[i].inside == 0)
+			*uid = ids->uid.lines[i].outside, have_u = true;
+	for (unsigned i = 0; i < ids->gid.n; i++)
+		if (ids->gid.lines[i].inside == 0)
+			*gid = ids->gid.lines[i].outside, have_g = true;
+	return have_u && have_g && (*uid != geteuid() || *gid != getegid());
+}
+
+/* Creates the missing directories of path 0711 (searchable, not listable), whatever the umask.
+ * Only those: the mode of a directory runbox did not create is never changed. */
+static int make_dirs(const char *path, struct rb_error *err)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return rb_error_set(err, ENAMETOOLONG, "mkdir `%s`", path);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0711) == 0)
+			chmod(buf, 0711);
+		else if (errno != EEXIST)
+			return rb_error_set(err, errno, "mkdir `%s`", buf);
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
+/* Init, in the sandbox's user namespace, mounts on the run directory: where the sandbox's
+ * root is another host id than ours, it must be able to search every directory above it. An
+ * existing one it cannot search is an error naming it and the fix, never a chmod. */
+static int searchable_path(const char *dir, uid_t uid, gid_t gid, struct rb_error *err)
 {
 	char buf[4096];
 	snprintf(buf, sizeof buf, "%s", dir);
-	for (char *slash = buf + strlen(buf); slash > buf; slash = strrchr(buf, '/')) {
+	for (char *slash = buf + strlen(buf); slash; slash = slash > buf ? strrchr(buf, '/') : NULL) {
 		*slash = '\0';
 		const char *d = *buf ? buf : "/";
 		struct stat st;
 		if (stat(d, &st) < 0)
 			return rb_error_set(err, errno, "stat `%s`", d);
-		if (st.st_mode & S_IXOTH)
-			continue;
-		if (st.st_uid != geteuid() || chmod(d, (st.st_mode & 07777) | S_IXOTH) < 0)
-			return rb_error_set(err, EACCES, "`%s` is not searchable by the sandbox's ids (needs o+x)", d);
+		mode_t bit = st.st_uid == uid ? S_IXUSR : st.st_gid == gid ? S_IXGRP : S_IXOTH;
+		if (!(st.st_mode & bit))
+			return rb_error_set(
+			    err, EACCES,
+			    "`%s` (mode %04o) is not searchable by the sandbox's host ids (uid %u, gid %u), "
+			    "so the run directory `%s` below it cannot be used: make it searchable "
+			    "(chmod o+x `%s`), or choose a state directory (--state-dir) or "
+			    "RUNBOX_RUN_DIR below searchable directories",
+			    d, (unsigned)(st.st_mode & 07777), (unsigned)uid, (unsigned)gid, dir, d);
+		if (slash == buf)
+			break;
 	}
 	return 0;
 }
@@ -172,6 +220,17 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	struct rb_sandbox_spec *spec = &run->spec;
 	if (rb_userns_plan(pol, &spec->ids, err) < 0)
 		return -1;
+	/* The run directory's parents, before anything else makes them (the seccomp cache would,
+	 * 0700): searchable by the sandbox's ids, as init, already in the sandbox's user
+	 * namespace, mounts on the run directory. What runbox creates is 0711 (not listable);
+	 * what exists already is checked, not changed. */
+	if (make_dirs(run->paths.run_dir, err) < 0)
+		return -1;
+	uid_t sb_uid = 0;
+	gid_t sb_gid = 0;
+	if (sandbox_root_ids(&spec->ids, &sb_uid, &sb_gid) &&
+	    searchable_path(run->paths.run_dir, sb_uid, sb_gid, err) < 0)
+		return -1;
 	char cache[sizeof run->paths.state_dir + 32];
 	snprintf(cache, sizeof cache, "%s/cache/seccomp", run->paths.state_dir);
 	rb_debug("seccomp: prepare");
@@ -182,13 +241,6 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	char dir[sizeof run->dir];
 	if (snprintf(dir, sizeof dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
-	/* Searchable by everyone: init, already in the sandbox's user namespace, mounts on it.
-	 * So must every directory above it be: a state directory of ours that only we may
-	 * search (0700) gets o+x (not r: nobody else may list it). */
-	if (rb_mkdir_p(run->paths.run_dir, 0711, err) < 0)
-		return -1;
-	if (searchable_path(run->paths.run_dir, err) < 0)
-		return -1;
 	/* run->dir names it only once this run made it: rb_run_close removes run->dir, and a
 	 * directory that was there already is another live run's with the same id. */
 	if (mkdir(dir, 0711) < 0)
