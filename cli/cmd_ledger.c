@@ -233,6 +233,21 @@ __attribute__((format(printf, 2, 3))) static void add(struct sb *b, const char *
 		b->n = b->n + (size_t)r < sizeof b->buf ? b->n + (size_t)r : sizeof b->buf - 1;
 }
 
+/* s in double quotes, with `"` and `\\` escaped: text from inside the sandbox (a file's name)
+ * cannot fake where it ends, or the fields printed after it. Control characters are escaped
+ * when the line is printed (put_clean). */
+static void add_quoted(struct sb *b, const char *s)
+{
+	add(b, "\"");
+	for (; *s && b->n < sizeof b->buf - 3; s++) {
+		if (*s == '"' || *s == '\\')
+			b->buf[b->n++] = '\\';
+		b->buf[b->n++] = *s;
+	}
+	b->buf[b->n] = '\0';
+	add(b, "\"");
+}
+
 static void add_step(struct sb *b, json_t *d)
 {
 	double v;
@@ -290,12 +305,14 @@ static void summary(json_t *ev, struct sb *b)
 		if (num(d, "pids_peak", &v))
 			add(b, ", pids peak %.0f", v);
 	} else if (!strcmp(type, "artifact")) {
+		/* Size and digest first, the name last and quoted: a name (chosen inside the
+		 * sandbox) that looks like ", 12.1 KiB, sha256:…" followed by spaces past the cut
+		 * must not hide the real ones. */
 		add_step(b, d);
-		add(b, "%s", str(d, "path"));
 		if (num(d, "size", &v))
-			bytes(x, sizeof x, v), add(b, ", %s", x);
+			bytes(x, sizeof x, v), add(b, "%s, ", x);
 		if (*str(d, "digest"))
-			add(b, ", %s", short_digest(str(d, "digest"), y));
+			add(b, "%s, ", short_digest(str(d, "digest"), y));
 		json_t *r = json_object_get(d, "redactions"), *n;
 		double total = 0;
 		const char *k;
@@ -304,7 +321,8 @@ static void summary(json_t *ev, struct sb *b)
 		else if (json_is_object(r))
 			json_object_foreach(r, k, n) total += json_number_value(n);
 		if (total > 0)
-			add(b, ", %.0f redaction%s", total, total == 1 ? "" : "s");
+			add(b, "%.0f redaction%s, ", total, total == 1 ? "" : "s");
+		add_quoted(b, str(d, "path"));
 	} else if (!strcmp(type, "egress_blocked")) {
 		add_step(b, d);
 		add(b, "%.0f packets blocked", num(d, "blocked_packets", &v) ? v : 0);

@@ -350,3 +350,36 @@ if [ "$RC" = 0 ]; then ok "the chain is intact after the refused runs"; else not
 left=$(find "$STATE/run" -maxdepth 1 -name '*.state' 2>/dev/null | wc -l)
 if [ "$left" = 0 ]; then ok "refused runs leave no state file for gc"
 else not_ok "refused runs leave no state file for gc" "$left left"; fi
+
+# --- an artifact's name cannot hide its size and digest in `show` ---
+# A name chosen inside the sandbox that imitates the summary (", 12.1 KiB, sha256:…") and pads
+# past the 200-column cut: the real size and digest come before the name, which is quoted.
+# Control: an ordinary name, and a name with a quote and a backslash, escaped.
+SP=$T/spoof
+mkdir -p "$SP"
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$SP"
+# sp_rbx ARGS...: runbox with the state directory $SP; sets RC and $T/out.
+sp_rbx() {
+	rbx_cmd "$@"
+	local i
+	for i in "${!RBX_CMD[@]}"; do [ "${RBX_CMD[$i]}" = "RUNBOX_STATE_DIR=$STATE" ] && RBX_CMD[$i]="RUNBOX_STATE_DIR=$SP"; done
+	"${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
+	RC=$?
+}
+sp_rbx ledger verify # an empty ledger to append to
+pad=$(printf '%170s' '')
+as_mode "$PY" -c "$PY_APPEND" "$SP" >/dev/null <<EOF
+["2026-11-24T18:03:59.999Z", "sp1", "acme", "agent-7", "artifact", {"step": 1, "path": "report.pdf, 12.1 KiB, sha256:5f2e8a1b0c3d$pad", "size": 1000000, "digest": "sha256:dead000000000000000000000000000000000000000000000000000000000000", "redactions": {}}]
+["2026-11-24T18:04:00.000Z", "sp1", "acme", "agent-7", "artifact", {"step": 1, "path": "plain.txt", "size": 5, "digest": "sha256:beef000000000000000000000000000000000000000000000000000000000000", "redactions": {}}]
+["2026-11-24T18:04:01.000Z", "sp1", "acme", "agent-7", "artifact", {"step": 1, "path": "a\\"b\\\\c", "size": 5, "digest": "sha256:cafe000000000000000000000000000000000000000000000000000000000000", "redactions": {}}]
+EOF
+sp_rbx ledger show sp1
+spoof=$(grep -m1 'sha256:dead\|5f2e8a1b0c3d' "$T/out")
+plain=$(grep -m1 'plain.txt' "$T/out")
+quoted=$(grep -m1 'cafe' "$T/out")
+if [ "$RC" = 0 ] && [[ "$spoof" == *'976.6 KiB, sha256:dead'*'"report.pdf, 12.1 KiB, sha256:5f2e8a1b0c3d'* ]]; then
+	ok "show prints an artifact's real size and digest before its (quoted) name"
+else not_ok "show prints an artifact's real size and digest before its (quoted) name" "exit $RC: $(cut -c 1-220 <<<"$spoof")"; fi
+if [[ "$plain" == *'5 B, sha256:beef'*', "plain.txt"'* ]] && [[ "$quoted" == *'"a\"b\\c"'* ]]; then
+	ok "control: ordinary names show quoted after size and digest; quotes and backslashes escaped"
+else not_ok "control: ordinary names show quoted after size and digest" "$plain | $quoted"; fi
