@@ -50,7 +50,8 @@ static bool path_under(const char *path, const char *prefix)
 /* in->host is a real path (rb_input_parse). Neither it nor anything below it may be a path that
  * is never an input: binding `/` (or /proc/self/root, which realpath makes `/`) would hand the
  * sandbox the host's /proc and /run, and binding a rootless caller's home would hand it the
- * token key in runbox's state directory. */
+ * token key in runbox's state directory. One thing in the state directory may be an input: a
+ * single object of the artifact store (a manifest's {"artifact": digest} input is one). */
 static int check_never(const struct rb_paths *paths, const struct rb_input *in, const char *what, struct rb_error *err)
 {
 	/* Compared as real paths, as in->host is: a state directory named through a link. */
@@ -63,7 +64,13 @@ static int check_never(const struct rb_paths *paths, const struct rb_input *in, 
 	for (size_t i = 0; i < RB_ARRAY_SIZE(own); i++)
 		if (*own[i])
 			never[n++] = realpath(own[i], own_real[i]) ? own_real[i] : own[i];
+	char store[PATH_MAX + 16] = "";
+	if (*paths->state_dir)
+		snprintf(store, sizeof store, "%s/artifacts/", never[RB_ARRAY_SIZE(never_inputs)]);
+	bool stored_object = *store && !in->is_dir && !strncmp(in->host, store, strlen(store));
 	for (size_t i = 0; i < n; i++) {
+		if (stored_object && i == RB_ARRAY_SIZE(never_inputs))
+			continue; /* the state directory's rule, for one stored artifact */
 		if (path_under(in->host, never[i]))
 			return rb_error_set(err, 0, "%s `%s`: %s is never an input", what, in->host, never[i]);
 		if (path_under(never[i], in->host))
@@ -702,7 +709,6 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	_cleanup_close_ int out_log = open_log(run, logname);
 	snprintf(logname, sizeof logname, "step-%u.stderr", step_no);
 	_cleanup_close_ int err_log = open_log(run, logname);
-	uint64_t out_logged = 0, err_logged = 0;
 	fcntl(out_r, F_SETFL, O_NONBLOCK);
 	fcntl(err_r, F_SETFL, O_NONBLOCK);
 
@@ -783,14 +789,14 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	const struct sink out_sink = {&res->out,
 	                              passthrough ? STDOUT_FILENO : -1,
 	                              out_log,
-	                              &out_logged,
+	                              &run->step_log_bytes,
 	                              RB_STEP_LOG_CAP,
 	                              out_scrub,
 	                              passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL};
 	const struct sink err_sink = {&res->err,
 	                              passthrough ? STDERR_FILENO : -1,
 	                              err_log,
-	                              &err_logged,
+	                              &run->step_log_bytes,
 	                              RB_STEP_LOG_CAP,
 	                              err_scrub,
 	                              passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL};
