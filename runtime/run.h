@@ -19,8 +19,10 @@
 #include "runtime/seccomp.h"
 #include "runtime/step.h"
 
-#define RB_MAX_LINGER   8
-#define RB_STEP_LOG_CAP (64ULL << 20) /* a step's full stdout/stderr kept in the run dir */
+#define RB_MAX_LINGER 8
+/* The steps' full stdout and stderr kept in the run dir: every step's and both streams' bytes
+ * together, for the run. */
+#define RB_STEP_LOG_CAP (64ULL << 20)
 #define RB_BG_LOG_CAP   (16ULL << 20) /* what background processes print */
 
 struct rb_run_config {
@@ -120,6 +122,7 @@ struct rb_run {
 	unsigned n_linger;
 	int bg_log;
 	uint64_t bg_log_bytes;
+	uint64_t step_log_bytes; /* written to the steps' logs so far, against RB_STEP_LOG_CAP */
 	unsigned steps_run;
 	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
 	struct rb_run_ledger ledger;

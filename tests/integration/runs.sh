@@ -501,3 +501,33 @@ fi
 run_rbx ledger verify
 if [ "$RC" = 0 ]; then ok "cancel: the ledger verifies"
 else not_ok "cancel: the ledger verifies" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+# --- the steps' logs in the run directory share one budget for the run: 64 MiB ---
+# Two steps write 40 MiB each (stdout, then stderr); while a third sleeps, the host sums the
+# step logs in the run directory. Before session 4 each stream of each step had 64 MiB of its
+# own, so this run kept 80 MiB there (a 1024-step run: 128 GiB, usually on a tmpfs). Control:
+# the logs hold at least the first step's 40 MiB, so they are written at all.
+cat >"$T/logs.json" <<'EOF2'
+{"tenant": "t", "agent": "logs", "image": "minimal",
+ "steps": [{"script": "head -c 41943040 /dev/zero"},
+           {"script": "head -c 41943040 /dev/zero >&2"},
+           {"script": "sleep 5"}]}
+EOF2
+rbx_cmd run "$T/logs.json"
+timeout -k 5 120 "${RBX_CMD[@]}" </dev/null >"$T/logs.out" 2>"$T/logs.err" &
+lp=$!
+logged=""
+for i in $(seq 1 150); do
+	if [ -n "$(find "$STATE/run" -mindepth 2 -maxdepth 2 -name step-3.stdout 2>/dev/null)" ]; then
+		logged=$(find "$STATE/run" -mindepth 2 -maxdepth 2 -name 'step-*.std*' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+		break
+	fi
+	sleep 0.1
+done
+wait $lp
+lrc=$?
+if [ -z "$logged" ]; then not_ok "step logs: one 64 MiB budget for the run" "step 3's log never appeared (exit $lrc: $(first_line "$(cat "$T/logs.err")"))"
+elif [ "$logged" -lt 41943040 ]; then skip "step logs: one 64 MiB budget for the run" "control: only $logged bytes logged"
+elif [ "$logged" -gt 67108864 ]; then not_ok "step logs: one 64 MiB budget for the run" "$logged bytes in the run directory"
+elif [ "$lrc" != 0 ]; then not_ok "step logs: one 64 MiB budget for the run" "exit $lrc"
+else ok "step logs: one 64 MiB budget for the run ($logged bytes kept of 80 MiB written)"; fi
