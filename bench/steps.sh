@@ -21,6 +21,7 @@ mk() {
 one=$(mk 1)
 many=$(mk 21)
 state=$(mktemp -d)
+chmod 0711 "$state" # the run directory beneath it: searchable by the sandbox's ids (as root)
 trap 'rm -rf "$state"' EXIT
 RUNS=${BENCH_STEPS_RUNS:-20}
 RUNBOX_STATE_DIR=$state hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT/steps.json" \

@@ -182,6 +182,10 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	rb_debug("run: open");
 	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
 		return -1;
+	/* Made here, 0711, before the seccomp cache or the ledger would make it 0700 as their
+	 * parent: a run directory below it (--state-dir) must be searchable by the sandbox's ids. */
+	if (make_dirs(run->paths.state_dir, err) < 0)
+		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
 	                   &run->policy, err) < 0)
 		return -1;

@@ -81,3 +81,21 @@ else
 	if [ "$RC" = 0 ] && grep -q "stored-$$" <<<"$OUT"; then ok "an artifact is still bound into a later run as an input"
 	else not_ok "an artifact is still bound into a later run as an input" "exit $RC: $(first_line "$ERR")"; fi
 fi
+
+# A state directory an earlier run made (its run directory elsewhere, as root's default
+# /run/runbox) serves a later run whose run directory is below it: runbox makes it 0711 (not
+# 0700, as the seccomp cache and the ledger did as its parent). Root only: rootless, the
+# sandbox's root is the caller. Control: the same later run in a directory the caller made
+# 0700 fails (above).
+if [ "$MODE" = root ]; then
+	F=$T/fresh-state
+	mkdir -p "$T/elsewhere" && chmod 0711 "$T/elsewhere"
+	env -i "PATH=$SAFE_PATH" "HOME=$T/home" "RUNBOX_STATE_DIR=$F" "RUNBOX_RUN_DIR=$T/elsewhere/run" \
+		"$RUNBOX" run --image minimal -- /bin/true </dev/null >/dev/null 2>"$T/lerr"
+	lrc=$?
+	fmode=$(stat -c %a "$F" 2>/dev/null)
+	run_in "$F"
+	if [ $lrc != 0 ]; then not_ok "a state directory an earlier run made serves a later run" "first run exit $lrc: $(first_line "$(cat "$T/lerr")")"
+	elif [ -e "$F/run" ] && [ "$RC" = 0 ] && [ "$fmode" = 711 ]; then ok "a state directory an earlier run made (0711) serves a later run below it"
+	else not_ok "a state directory an earlier run made serves a later run" "mode $fmode, run exit $RC: $(first_line "$ERR")"; fi
+fi

@@ -185,10 +185,10 @@ static void test_round_trip(void **state)
 	free(head);
 	json_decref(all);
 
-	/* Private files. */
+	/* Private files, in a directory others may search but not list. */
 	struct stat st;
 	assert_int_equal(stat(f->dir, &st), 0);
-	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(st.st_mode & 0777, 0711);
 	assert_int_equal(stat(f->db, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(stat(f->head, &st), 0);
