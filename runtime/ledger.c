@@ -502,8 +502,11 @@ static int insert_event(struct rb_ledger *l, sqlite3_stmt *s, int64_t seq, char 
 static int check_owner(struct rb_ledger *l, const char *run_id, const char *instance, struct rb_error *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	/* "+type": the run's own events through events_run. Left to itself, SQLite takes
+	 * events_type for the subquery and walks every run's run_start: 53 ms and 512 page
+	 * faults per commit on a ledger of 43,000 events, growing with the ledger. */
 	if (sqlite3_prepare_v2(l->db,
-	                       "SELECT COUNT(*), (SELECT data FROM events WHERE run_id = ?1 AND type = 'run_start'"
+	                       "SELECT COUNT(*), (SELECT data FROM events WHERE run_id = ?1 AND +type = 'run_start'"
 	                       " ORDER BY seq LIMIT 1) FROM events WHERE run_id = ?1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return db_error(l, err, "look up run id");
