@@ -259,3 +259,46 @@ has_marker() { [ -n "$(pids_with "$@")" ]; }
 no_marker() { [ -z "$(pids_with "$@")" ]; }
 
 new_marker() { echo "rbxmark-$$-$RANDOM$RANDOM"; }
+
+# run_manifest FILE [SECONDS [SIGNAL]]: `runbox run FILE`, sent SIGNAL (TERM) after SECONDS
+# (120) and KILL 5 s later; KILL at once shows a hung runbox as exit 137 with no result. Sets
+# RC, OUT, ERR; the result is in $T/out.
+run_manifest() {
+	rbx_cmd run "$1"
+	timeout -k 5 -s "${3:-TERM}" "${2:-120}" "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
+	RC=$?
+	OUT=$(cat "$T/out")
+	ERR=$(cat "$T/err")
+}
+
+# rj EXPR: EXPR evaluated in Python with r = the result in $T/out (and json, os); prints it.
+rj() {
+	"$PY" - "$T/out" "$1" <<'EOF' 2>/dev/null
+import json, os, sys
+r = json.load(open(sys.argv[1]))
+v = eval(sys.argv[2])
+print(v if isinstance(v, str) else json.dumps(v, sort_keys=True))
+EOF
+}
+
+# check NAME EXPR [WHY-EXPR]: ok when EXPR is true of the result; else not ok with WHY-EXPR.
+check() {
+	local got
+	got=$(rj "bool($2)")
+	if [ "$got" = true ]; then ok "$1"
+	elif [ -z "$got" ]; then not_ok "$1" "no result, or no such field in it (exit $RC; $(first_line "$ERR"))"
+	else not_ok "$1" "$(rj "${3:-'false'}" | cut -c 1-300)"; fi
+}
+
+# report LINES [CONTEXT]: a checker's tab-separated lines become results: "ok NAME",
+# "not_ok NAME WHY" (CONTEXT appended to WHY); "TOKEN VALUE" sets TOKEN.
+report() {
+	local st name why
+	while IFS=$'\t' read -r st name why; do
+		case $st in
+		ok) ok "$name" ;;
+		not_ok) not_ok "$name" "$why${2:+ $2}" ;;
+		TOKEN) TOKEN=$name ;;
+		esac
+	done <<<"$1"
+}

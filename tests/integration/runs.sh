@@ -18,35 +18,6 @@ new_state() {
 	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$STATE"
 }
 
-# run_manifest FILE [SECONDS]: `runbox run FILE` bounded by SECONDS (default 120); sets RC,
-# OUT, ERR; the result is in $T/out.
-run_manifest() {
-	rbx_cmd run "$1"
-	timeout -k 5 "${2:-120}" "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
-	RC=$?
-	OUT=$(cat "$T/out")
-	ERR=$(cat "$T/err")
-}
-
-# rj EXPR: EXPR evaluated in Python with r = the result in $T/out (and json, os); prints it.
-rj() {
-	"$PY" - "$T/out" "$1" <<'EOF' 2>/dev/null
-import json, os, sys
-r = json.load(open(sys.argv[1]))
-v = eval(sys.argv[2])
-print(v if isinstance(v, str) else json.dumps(v, sort_keys=True))
-EOF
-}
-
-# check NAME EXPR [WHY-EXPR]: ok when EXPR is true of the result; else not ok with WHY-EXPR.
-check() {
-	local got
-	got=$(rj "bool($2)")
-	if [ "$got" = true ]; then ok "$1"
-	elif [ -z "$got" ]; then not_ok "$1" "no such field in the result (exit $RC; $(first_line "$ERR"))"
-	else not_ok "$1" "$(rj "${3:-'false'}" | cut -c 1-300)"; fi
-}
-
 # obj DIGEST: the store's path of an artifact ("sha256:<hex>").
 obj() {
 	local h=${1#sha256:}
@@ -255,13 +226,7 @@ line("planted secrets: the run token is nowhere in the result", tok and tok not 
 print("TOKEN\t%s" % tok)
 EOF
 	)
-	while IFS=$'\t' read -r st name why; do
-		case $st in
-		ok) ok "$name" ;;
-		not_ok) not_ok "$name" "$why" ;;
-		TOKEN) TOKEN=$name ;;
-		esac
-	done <<<"$pl"
+	report "$pl"
 	[ -n "$pl" ] || not_ok "planted secrets: checks" "the checker printed nothing"
 	# Nor in the ledger (it holds scripts and digests, never output).
 	run_rbx ledger export --jsonl

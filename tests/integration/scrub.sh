@@ -95,11 +95,6 @@ done
 
 # ---------------------------------------------------------------------------------------
 # 4. A skill's result: parsed from the scrubbed text, its decoded strings scrubbed again.
-run_manifest() {
-	rbx_cmd run "$1"
-	timeout -k 5 120 "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
-	RC=$?
-}
 run_manifest "$FIX/skill.json"
 r=$("$PY" - "$T/out" <<'EOF'
 import json, sys
@@ -118,13 +113,7 @@ good = (res.get("token") == "[REDACTED:exact:run-token:raw]" and res.get("aws") 
 print("%s\tskill result: token, key, escaped key and a key named after a secret are redacted\t%r" % ("ok" if good else "not_ok", res))
 EOF
 )
-while IFS=$'\t' read -r st name why; do
-	case $st in
-	ok) ok "$name" ;;
-	not_ok) not_ok "$name" "$why" ;;
-	TOKEN) TOKEN=$name ;;
-	esac
-done <<<"$r"
+report "$r"
 [ -n "$r" ] || not_ok "skill result" "no result (exit $RC; $(first_line "$(cat "$T/err")"))"
 absent "skill result: the run token is nowhere in the printed result" "$T/out" "${TOKEN:-}"
 if grep -qF "AKIAIOSFODNN7EXAMPL" "$T/out"; then not_ok "skill result: no AWS key in the printed result" "$(grep -o 'AKIAIOSFODNN7EXAMPL.' "$T/out" | head -n 3 | tr '\n' ' ')"
@@ -157,12 +146,7 @@ ok = link and ("AKIA" not in json.dumps(link)) and (link[0].get("hardlink_of_red
 print("%s\tnames: the hardlink's record names the first path scrubbed\t%s" % ("ok" if ok else "not_ok", link))
 EOF
 )
-while IFS=$'\t' read -r st name why; do
-	case $st in
-	ok) ok "$name" ;;
-	not_ok) not_ok "$name" "$why (exit $RC; $(first_line "$(cat "$T/err")"))" ;;
-	esac
-done <<<"$r"
+report "$r" "(exit $RC; $(first_line "$(cat "$T/err")"))"
 run_rbx ledger export --jsonl
 if [ "$RC" = 0 ] && grep -q 'path_redacted' "$T/out" && grep -q '"plain.txt"' "$T/out"; then
 	ok "names: ledger export has the artifacts (plain.txt as it is, the others flagged path_redacted)"

@@ -10,35 +10,6 @@ lib_init stepfiles
 
 FIX=$ROOT/tests/integration/fixtures/stepfiles
 
-# run_manifest FILE SECONDS: `runbox run FILE`, SIGKILLed after SECONDS (so a hung runbox
-# shows as exit 137 with no result); sets RC, OUT, ERR; the result is in $T/out.
-run_manifest() {
-	rbx_cmd run "$1"
-	timeout -s KILL "$2" "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
-	RC=$?
-	OUT=$(cat "$T/out")
-	ERR=$(cat "$T/err")
-}
-
-# rj EXPR: EXPR evaluated in Python with r = the result in $T/out; prints it.
-rj() {
-	"$PY" - "$T/out" "$1" <<'EOF' 2>/dev/null
-import json, sys
-r = json.load(open(sys.argv[1]))
-v = eval(sys.argv[2])
-print(v if isinstance(v, str) else json.dumps(v, sort_keys=True))
-EOF
-}
-
-# check NAME EXPR [WHY-EXPR]: ok when EXPR is true of the result; else not ok with WHY-EXPR.
-check() {
-	local got
-	got=$(rj "bool($2)")
-	if [ "$got" = true ]; then ok "$1"
-	elif [ -z "$got" ]; then not_ok "$1" "no result (exit $RC; $(first_line "$ERR"))"
-	else not_ok "$1" "$(rj "${3:-'false'}" | cut -c 1-300)"; fi
-}
-
 # manifest OUT RUN_ID JSON-STEPS [EXTRA-TOP-LEVEL-JSON]: writes a strict-policy manifest.
 manifest() {
 	"$PY" - "$@" <<'EOF'
@@ -94,7 +65,7 @@ manifest "$T/fifo.json" "$ID" "$("$PY" -c 'import json,sys; print(json.dumps([
 	{"name": "plant", "timeout": "2s", "script": sys.argv[1]},
 	{"name": "after", "timeout": "2s", "script": sys.argv[2]}]))' "$plant" "$after")" \
 	'{"limits": {"timeout": "3s"}}'
-run_manifest "$T/fifo.json" 20
+run_manifest "$T/fifo.json" 20 KILL
 if [ "$RC" = 137 ] && [ -z "$OUT" ]; then
 	not_ok "fifo plant: runbox ends within the timeouts" "still running after 20 s (killed)"
 elif [ "$RC" = 124 ]; then ok "fifo plant: runbox ends within the timeouts, exit 124"
@@ -142,7 +113,7 @@ manifest "$T/swap.json" "$ID" "$("$PY" -c 'import json,sys; print(json.dumps([
 	{"name": "inputs", "skill": "show-inputs", "inputs": {"word": "declared-" + sys.argv[4]}},
 	{"name": "control", "script": sys.argv[3]}]))' "$plant" "$declared" "$control" "$M")" \
 	"{\"skills\": [\"$FIX/skills/show-inputs\"], \"limits\": {\"timeout\": \"20s\"}}"
-run_manifest "$T/swap.json" 60
+run_manifest "$T/swap.json" 60 KILL
 check "swap control: step 1 left the watchers in place" \
 	'"WATCHERS-READY" in r["steps"][0]["stdout"]' '"step 1: %s %r %r" % (r["steps"][0]["status"], r["steps"][0]["stdout"], r["steps"][0]["stderr"])'
 check "swap: step 2 ran its declared text, not the planted one" \
