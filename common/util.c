@@ -133,6 +133,15 @@ int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, stru
 	return 0;
 }
 
+const char *rb_proc_stat_field(const char *stat, int field)
+{
+	const char *p = strrchr(stat, ')');
+	for (int f = 2; p && *p; p++)
+		if (*p == ' ' && ++f == field)
+			return p + 1;
+	return NULL;
+}
+
 bool rb_next_line(const char **p, char *line, size_t n)
 {
 	if (!**p)

@@ -19,6 +19,10 @@ int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, stru
 /* The next line of text at *p (without its newline, cut to fit line[n]) for walking a file
  * read whole; advances *p past it. false at the end. */
 bool rb_next_line(const char **p, char *line, size_t n);
+/* Field `field` (>= 3, numbered as in proc(5)) of the text of a /proc/PID/stat: counted after
+ * the command name's closing parenthesis (field 2, which may hold anything). NULL when the
+ * text is shorter. */
+const char *rb_proc_stat_field(const char *stat, int field);
 /* Writes data to an existing file (cgroup, /proc knobs): open O_WRONLY, one write. */
 int rb_write_file(const char *path, const char *data, struct rb_error *err);
 /* Fills out (of size n, odd) with (n - 1) / 2 random bytes as lowercase hex and a NUL; -1 with

@@ -256,22 +256,12 @@ static void wipe_host_strings(void)
 	for (char **e = environ; e && *e; e++)
 		explicit_bzero(*e, strlen(*e));
 	clearenv();
-	/* The argument area's bounds are fields 48 and 49 of /proc/self/stat, counted after the
-	 * command name's closing parenthesis (field 2, which may hold anything). */
+	/* The argument area's bounds: fields 48 and 49 of /proc/self/stat. */
 	char *stat = NULL;
 	if (rb_read_file("/proc/self/stat", 4096, &stat, NULL, NULL) < 0)
 		return;
-	const char *p = strrchr(stat, ')');
-	unsigned long start = 0, end = 0;
-	for (int field = 2; p && *p; p++)
-		if (*p == ' ' && ++field >= 48) {
-			if (field == 48)
-				start = strtoul(p + 1, NULL, 10);
-			else {
-				end = strtoul(p + 1, NULL, 10);
-				break;
-			}
-		}
+	const char *f48 = rb_proc_stat_field(stat, 48), *f49 = rb_proc_stat_field(stat, 49);
+	unsigned long start = f48 ? strtoul(f48, NULL, 10) : 0, end = f49 ? strtoul(f49, NULL, 10) : 0;
 	free(stat);
 	if (start && end > start && end - start < (1UL << 24)) {
 		explicit_bzero((void *)start, end - start);

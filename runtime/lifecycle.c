@@ -28,20 +28,9 @@ static unsigned long long start_time(pid_t pid)
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 	if (rb_read_file(path, 4096, &text, NULL, NULL) < 0)
 		return 0;
-	char *p = strrchr(text, ')');
-	unsigned long long st = 0;
-	if (p) {
-		/* after ")": state is field 3 (a zombie counts as gone); starttime is field 22 */
-		int field = 2;
-		for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-			if (++field == 3 && (tok[0] == 'Z' || tok[0] == 'X'))
-				break;
-			if (field == 22) {
-				st = strtoull(tok, NULL, 10);
-				break;
-			}
-		}
-	}
+	/* state is field 3 (a zombie counts as gone); starttime is field 22 */
+	const char *state = rb_proc_stat_field(text, 3), *start = rb_proc_stat_field(text, 22);
+	unsigned long long st = state && *state != 'Z' && *state != 'X' && start ? strtoull(start, NULL, 10) : 0;
 	free(text);
 	return st;
 }
