@@ -172,7 +172,11 @@ int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
 	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
 		return rb_error_set(err, ENAMETOOLONG, "mkdir `%s`", path);
 	/* Usually all but the last component exist (or all do): one call. */
-	if (mkdir(buf, mode) == 0 || errno == EEXIST)
+	if (mkdir(buf, mode) == 0) {
+		chmod(buf, mode);
+		return 0;
+	}
+	if (errno == EEXIST)
 		return 0;
 	if (errno != ENOENT)
 		return rb_error_set(err, errno, "mkdir `%s`", buf);
@@ -180,7 +184,9 @@ int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
 		if (*p == '/' || *p == '\0') {
 			char c = *p;
 			*p = '\0';
-			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			if (mkdir(buf, mode) == 0)
+				chmod(buf, mode);
+			else if (errno != EEXIST)
 				return rb_error_set(err, errno, "mkdir `%s`", buf);
 			*p = c;
 			if (!c)

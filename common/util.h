@@ -28,7 +28,8 @@ int rb_write_file(const char *path, const char *data, struct rb_error *err);
 /* Fills out (of size n, odd) with (n - 1) / 2 random bytes as lowercase hex and a NUL; -1 with
  * errno when getrandom fails. */
 int rb_random_hex(char *out, size_t n);
-/* Creates path and parents with mode; existing directories are fine. */
+/* Creates path and its missing parents with mode exactly, whatever the umask; existing
+ * directories are fine, and their modes are never changed. */
 int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err);
 /* Removes a tree without following symlinks or crossing mount points. */
 int rb_rm_rf(const char *path, struct rb_error *err);

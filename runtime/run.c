@@ -107,28 +107,6 @@ static bool sandbox_root_ids(const struct rb_idplan *ids, uid_t *uid, gid_t *gid
 	return have_u && have_g && (*uid != geteuid() || *gid != getegid());
 }
 
-/* Creates the missing directories of path 0711 (searchable, not listable), whatever the umask.
- * Only those: the mode of a directory runbox did not create is never changed. */
-static int make_dirs(const char *path, struct rb_error *err)
-{
-	char buf[4096];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-		return rb_error_set(err, ENAMETOOLONG, "mkdir `%s`", path);
-	for (char *p = buf + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
-		*p = '\0';
-		if (mkdir(buf, 0711) == 0)
-			chmod(buf, 0711);
-		else if (errno != EEXIST)
-			return rb_error_set(err, errno, "mkdir `%s`", buf);
-		*p = c;
-		if (!c)
-			return 0;
-	}
-}
-
 /* Init, in the sandbox's user namespace, mounts on the run directory: where the sandbox's
  * root is another host id than ours, it must be able to search every directory above it. An
  * existing one it cannot search is an error naming it and the fix, never a chmod. */
@@ -184,7 +162,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		return -1;
 	/* Made here, 0711, before the seccomp cache or the ledger would make it 0700 as their
 	 * parent: a run directory below it (--state-dir) must be searchable by the sandbox's ids. */
-	if (make_dirs(run->paths.state_dir, err) < 0)
+	if (rb_mkdir_p(run->paths.state_dir, 0711, err) < 0)
 		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
 	                   &run->policy, err) < 0)
@@ -235,7 +213,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	 * 0700): searchable by the sandbox's ids, as init, already in the sandbox's user
 	 * namespace, mounts on the run directory. What runbox creates is 0711 (not listable);
 	 * what exists already is checked, not changed. */
-	if (make_dirs(run->paths.run_dir, err) < 0)
+	if (rb_mkdir_p(run->paths.run_dir, 0711, err) < 0)
 		return -1;
 	uid_t sb_uid = 0;
 	gid_t sb_gid = 0;
