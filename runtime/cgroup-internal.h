@@ -27,6 +27,8 @@ struct rb_cgroup_ops {
 	int (*create)(struct rb_cgroup *cg, const struct rb_limits *lim, struct rb_error *err);
 	int (*clone_fd)(const struct rb_cgroup *cg);
 	int (*attach)(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
+	/* See rb_cgroup_self_join_fds (NULL: the manager has none). */
+	int (*self_join_fds)(const struct rb_cgroup *cg, int *fds, unsigned max, struct rb_error *err);
 	/* A step's own leaf (NULL: the manager has none); see rb_cgroup_step_procs. */
 	int (*step_procs)(struct rb_cgroup *cg, unsigned step, struct rb_error *err);
 	int (*kill)(struct rb_cgroup *cg, struct rb_error *err);

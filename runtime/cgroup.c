@@ -433,6 +433,11 @@ int rb_cgroup_clone_fd(const struct rb_cgroup *cg)
 	return cg->ops->clone_fd(cg);
 }
 
+int rb_cgroup_self_join_fds(const struct rb_cgroup *cg, int *fds, unsigned max, struct rb_error *err)
+{
+	return cg->ops->self_join_fds ? cg->ops->self_join_fds(cg, fds, max, err) : 0;
+}
+
 int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 {
 	return cg->ops->attach(cg, pid, err);

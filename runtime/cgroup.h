@@ -46,7 +46,15 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 
 /* A directory fd for clone3's CLONE_INTO_CGROUP, or -1 when attach() must be used. */
 int rb_cgroup_clone_fd(const struct rb_cgroup *cg);
-/* Moves pid in before the child is released (when clone_fd is -1). No-op for "none". */
+/* Files the spawner writes "0" into, each once, to join the run's cgroups itself before it
+ * clones init, which then starts inside; opened here into fds (at most max), close-on-exec.
+ * Returns how many (0: the manager has none; clone_fd or attach is used), -1 on error. On v1
+ * these are the hierarchies' `tasks` files: a task moving only itself takes no threadgroup
+ * lock, so no RCU grace period, which writing init's pid to cgroup.procs waits for. */
+#define RB_CGROUP_MAX_JOIN_FDS 8
+int rb_cgroup_self_join_fds(const struct rb_cgroup *cg, int *fds, unsigned max, struct rb_error *err);
+/* Moves pid in before the child is released (when clone_fd is -1 and there are no
+ * self_join_fds). No-op for "none". */
 int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
 /* A step's own cgroup, where the kernel's OOM killer takes the whole step and only it
  * (memory.oom.group), never the sandbox's init: an fd of its cgroup.procs, opened here, for

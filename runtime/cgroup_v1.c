@@ -2,6 +2,7 @@
  * the memory, pids, cpu, cpuacct and freezer hierarchies; kill by freeze, SIGKILL, thaw. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -175,6 +176,30 @@ static int v1_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err)
 	return 0;
 }
 
+static int v1_self_join_fds(const struct rb_cgroup *cg, int *fds, unsigned max, struct rb_error *err)
+{
+	unsigned n = 0;
+	for (int c = 0; c < RB_V1_COUNT; c++) {
+		if (!cg->v1[c].created)
+			continue;
+		char path[PATH_MAX];
+		if (n == max)
+			rb_error_set(err, E2BIG, "more cgroup v1 hierarchies than %u", max);
+		else if (rb_cg_join(path, cg->v1[c].path, "tasks") < 0)
+			rb_error_set(err, ENAMETOOLONG, "cgroup path `%s`", cg->v1[c].path);
+		else if ((fds[n] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+			rb_error_set(err, errno, "open `%s`", path);
+		else {
+			n++;
+			continue;
+		}
+		while (n > 0)
+			close(fds[--n]);
+		return -1;
+	}
+	return (int)n;
+}
+
 static int count_all(const struct rb_cgroup *cg)
 {
 	int total = 0;
@@ -309,6 +334,7 @@ const struct rb_cgroup_ops rb_cgroup_v1_ops = {
     .create = v1_create,
     .clone_fd = v1_clone_fd,
     .attach = v1_attach,
+    .self_join_fds = v1_self_join_fds,
     .kill = v1_kill,
     .sample = v1_sample,
     .stats = v1_stats,

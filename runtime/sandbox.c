@@ -74,7 +74,9 @@ static int idmapped_image(const struct rb_sandbox_spec *spec, int userns)
  * (see rb_sandbox_create) and writes its results here before it exits. */
 struct spawn {
 	const struct rb_sandbox_spec *spec;
-	int cg_fd;        /* the run's cgroup for CLONE_INTO_CGROUP, or -1 */
+	int cg_fd;           /* the run's cgroup for CLONE_INTO_CGROUP, or -1 */
+	const int *join_fds; /* files to write "0" into, to join the run's cgroups (see below) */
+	unsigned n_join;
 	int owner_userns; /* rootless: the user namespace to own the netns, or -1 */
 	int ctl_init;     /* init's end of the control socket */
 	int ctl_runner;   /* the runner's end: closed in init */
@@ -103,6 +105,11 @@ static int spawner(void *arg)
 {
 	struct spawn *sp = arg;
 	const struct rb_sandbox_spec *spec = sp->spec;
+	/* The run's cgroups first, joined by this task alone (rb_cgroup_self_join_fds): init is
+	 * then cloned inside them, and what the network namespace costs is charged there too. */
+	for (unsigned i = 0; i < sp->n_join; i++)
+		if (write(sp->join_fds[i], "0", 1) != 1)
+			spawner_fail(sp, errno, "join the run's cgroup");
 	if (sp->owner_userns >= 0 && setns(sp->owner_userns, CLONE_NEWUSER) < 0)
 		spawner_fail(sp, errno, "setns into the owner user namespace");
 	rb_debug("spawner: netns");
@@ -222,14 +229,22 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	_cleanup_close_ int lower = -1;
 	if (spec->ids.outer && (owner = owner_userns(&spec->ids, err)) < 0)
 		goto fail;
+	int join[RB_CGROUP_MAX_JOIN_FDS];
+	int n_join = rb_cgroup_self_join_fds(cg, join, RB_CGROUP_MAX_JOIN_FDS, err);
+	if (n_join < 0)
+		goto fail;
 	char *stack = rb_stack_alloc(SPAWNER_STACK);
 	if (!stack) {
 		rb_error_set(err, errno, "the spawner's stack");
+		for (int i = 0; i < n_join; i++)
+			close(join[i]);
 		goto fail;
 	}
 	struct spawn sp = {
 	    .spec = spec,
 	    .cg_fd = rb_cgroup_clone_fd(cg),
+	    .join_fds = join,
+	    .n_join = (unsigned)n_join,
 	    .owner_userns = owner,
 	    .ctl_init = ctl_init,
 	    .ctl_runner = ctl[0],
@@ -252,6 +267,8 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		}
 	}
 	munmap(stack, SPAWNER_STACK);
+	for (int i = 0; i < n_join; i++)
+		close(join[i]);
 	lower = sp.lower;
 	sb->net = sp.net;
 	sb->userns_fd = sp.userns_fd;
@@ -280,14 +297,13 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	json_decref(go);
 	if (r < 0)
 		goto fail;
-	/* The cgroups, the table and the routes, while init builds the root: no step runs
-	 * before this returned, and init itself has nothing to send. A v1 attach waits for an
-	 * RCU grace period (the cgroup_threadgroup_rwsem), up to 2 ms here; what init writes to
-	 * its tmpfs before it is attached is charged to the runner's cgroup. */
-	rb_debug("runner: attach cgroup");
-	if (sp.cg_fd < 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
+	/* The table and the routes (and the cgroup, where init could be neither cloned into it
+	 * nor started inside it), while init builds the root: no step runs before this
+	 * returned, and init itself has nothing to send. Writing init's pid waits for an RCU
+	 * grace period (the cgroup_threadgroup_rwsem); what init writes to its tmpfs before it
+	 * is attached is charged to the runner's cgroup. */
+	if (sp.cg_fd < 0 && n_join == 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
 		goto fail;
-	rb_debug("runner: attached");
 	if (rb_net_finish(&sb->net, err) < 0)
 		goto fail;
 	rb_debug("runner: network ruled");

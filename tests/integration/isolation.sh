@@ -337,3 +337,42 @@ if [ "$RC" != 0 ] || [ -z "$OUT" ]; then not_ok "the step's cgroups read as / (o
 elif [ -n "$below" ]; then not_ok "the step's cgroups read as / (own cgroup namespace)" "it shows: $below"
 elif [ -z "$host_cg" ]; then skip "the step's cgroups read as / (own cgroup namespace)" "control: this test runs in the root cgroups"
 else ok "the step's cgroups read as / (own cgroup namespace)"; fi
+
+# --- init and the step are inside the run's cgroup, the runner is not ---
+# Seen from the host while a step runs: init (the runner's child) and the step (init's child)
+# share one memory cgroup, whose limit is the run's; the runner's own is another (control).
+# init joins before its first byte: on v1 the spawner moves itself and clones init inside.
+mem_cg() { # PID: its memory cgroup's path (the v1 memory line, else the v2 line)
+	awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3; found = 1 } $2 == "" { v2 = $3 }
+		END { if (!found) print v2 }' "/proc/$1/cgroup" 2>/dev/null
+}
+mem_limit() { # CGROUP-PATH: the memory limit there or in its parent (v2 puts init in a leaf)
+	local d
+	for d in "/sys/fs/cgroup/memory$1" "/sys/fs/cgroup$1" "/sys/fs/cgroup${1%/*}"; do
+		for f in memory.limit_in_bytes memory.max; do
+			[ -r "$d/$f" ] && [ "$(cat "$d/$f")" != max ] && { cat "$d/$f"; return; }
+		done
+	done
+}
+if [ "$MODE" = root ]; then
+	rbx_cmd run --image minimal --memory 96M -- /bin/sleep 20
+	"${RBX_CMD[@]}" </dev/null >"$T/cg.out" 2>"$T/cg.err" &
+	cg_runner=$!
+	step_of() { cg_init=$(pgrep -P "$cg_runner" | head -n 1) && [ -n "$cg_init" ] &&
+		cg_step=$(pgrep -P "$cg_init" -x sleep | head -n 1) && [ -n "$cg_step" ]; }
+	if ! wait_for step_of; then
+		not_ok "init and the step are in the run's memory cgroup" "no step after 10 s: $(first_line "$(cat "$T/cg.err")")"
+	else
+		runner_cg=$(mem_cg "$cg_runner") init_cg=$(mem_cg "$cg_init") step_cg=$(mem_cg "$cg_step")
+		limit=$(mem_limit "$init_cg")
+		if [ "$init_cg" != "$step_cg" ]; then
+			not_ok "init and the step are in the run's memory cgroup" "init in $init_cg, the step in $step_cg"
+		elif [ "$init_cg" = "$runner_cg" ]; then
+			not_ok "init and the step are in the run's memory cgroup" "init is in the runner's: $runner_cg"
+		elif [ "$limit" != $((96 << 20)) ]; then
+			not_ok "init and the step are in the run's memory cgroup" "$init_cg has limit '$limit', not 96M"
+		else ok "init and the step are in the run's memory cgroup (96M), the runner in its own"; fi
+	fi
+	kill -TERM "$cg_runner" 2>/dev/null
+	wait "$cg_runner" 2>/dev/null || true
+fi
