@@ -309,7 +309,10 @@ int rb_run_keep_state(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
-static int start(struct rb_run *run, struct rb_error *err)
+/* The sandbox up to init's root build: the cgroup, the spawner (init is cloned and released),
+ * the cgroup joined and the network ruled, the ledger opened, the run token, the state file.
+ * init builds the root meanwhile; await_ready waits for it. */
+static int begin(struct rb_run *run, struct rb_error *err)
 {
 	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
@@ -320,14 +323,12 @@ static int start(struct rb_run *run, struct rb_error *err)
 	run->started = true; /* from here on, stopping the run kills this sandbox */
 	if (run->ledger.prepare)
 		run->ledger.prepare(run->ledger.ctx);
-	if (rb_sandbox_wait_ready(&run->sb, RB_SANDBOX_READY_TIMEOUT_MS, err) < 0)
-		return -1;
-	rb_debug("sandbox: ready");
 	if (run->spec.net_mode == RB_NET_GATEWAY) {
-		/* Only now, with the sandbox's processes already copied from ours, does the token
-		 * key enter this process's memory: no copy of it ever exists in the sandbox. The
-		 * token dies with the run: it expires at the run's deadline, and the endpoint that
-		 * accepts it is stopped when the run ends. */
+		/* Only now, with the sandbox's processes already copied from ours (init is a copy
+		 * made in the spawner, and every step is init's), does the token key enter this
+		 * process's memory: no copy of it ever exists in the sandbox. The token dies with
+		 * the run: it expires at the run's deadline, and the endpoint that accepts it is
+		 * stopped when the run ends. */
 		uint8_t master[RB_TOKEN_KEY_LEN];
 		size_t master_len = sizeof master;
 		int r = rb_token_key_load_or_create(run->paths.state_dir, master, &master_len, err);
@@ -348,18 +349,34 @@ static int start(struct rb_run *run, struct rb_error *err)
 	return save_state(run, err);
 }
 
-int rb_run_start(struct rb_run *run, struct rb_error *err)
+static int await_ready(struct rb_run *run, struct rb_error *err)
 {
-	/* One attempt per run: a failed start is remembered and reported again, never retried,
-	 * so no second cgroup or sandbox is made beside what the first left for rb_run_close. */
+	if (rb_sandbox_wait_ready(&run->sb, RB_SANDBOX_READY_TIMEOUT_MS, err) < 0)
+		return -1;
+	rb_debug("sandbox: ready");
+	return 0;
+}
+
+/* One attempt per run: a failed start is remembered and reported again, never retried, so no
+ * second cgroup or sandbox is made beside what the first left for rb_run_close. */
+static int start_phase(struct rb_run *run, int (*phase)(struct rb_run *, struct rb_error *), struct rb_error *err)
+{
 	if (run->start_error[0])
 		return rb_error_set(err, 0, "%s", run->start_error);
-	if (run->ready)
-		return 0;
-	if (start(run, err) < 0) {
+	if (phase(run, err) < 0) {
 		snprintf(run->start_error, sizeof run->start_error, "%s", err->msg);
 		return -1;
 	}
+	return 0;
+}
+
+int rb_run_start(struct rb_run *run, struct rb_error *err)
+{
+	if (!run->begun && start_phase(run, begin, err) < 0)
+		return -1;
+	run->begun = true;
+	if (!run->ready && start_phase(run, await_ready, err) < 0)
+		return -1;
 	run->ready = true;
 	return 0;
 }
@@ -672,6 +689,14 @@ static void not_started(struct rb_step_result *res, json_t *ev)
 	         res->exec_errno ? strerror(res->exec_errno) : "");
 }
 
+static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0)
+{
+	res->status = RB_STEP_SETUP_FAILED;
+	snprintf(res->error, sizeof res->error, "%s", why);
+	res->wall_us = rb_now_us() - t0;
+	return 0;
+}
+
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err)
 {
 	char *const *argv = req->argv;
@@ -681,12 +706,12 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
 	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
 	uint64_t t0 = rb_now_us();
-	if (rb_run_start(run, err) < 0) {
-		res->status = RB_STEP_SETUP_FAILED;
-		snprintf(res->error, sizeof res->error, "%s", err->msg);
-		res->wall_us = rb_now_us() - t0;
-		return 0;
-	}
+	/* A run's first step is requested while init still builds the root: the request waits
+	 * in the control socket, which init reads only once it said `ready`, and the runner
+	 * sends it only after the cgroup is joined and the network ruled (begin). */
+	if (!run->begun && start_phase(run, begin, err) < 0)
+		return setup_failed(res, err->msg, t0);
+	run->begun = true;
 	if (run->sb.reaped)
 		return rb_error_set(err, 0, "the sandbox is gone");
 	/* The step's streams are scrubbed as they come, with the run token known (it exists now);
@@ -752,24 +777,36 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	                        "/workspace", "files", files, "cgroup", step_cgroup);
 	if (r == 0)
 		r = save_state(run, err); /* what is about to run, written ahead of the ledger */
-	/* The deadline counts from the exec request, the ledger's commit and init's `started`
-	 * included: nothing the sandbox does can make the runner wait past it. */
-	_cleanup_close_ int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	_cleanup_close_ int tfd = r == 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC) : -1;
 	if (r == 0 && tfd < 0)
 		r = rb_error_set(err, errno, "timerfd_create");
-	if (r == 0 && timeout_ms) {
-		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
-		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
-		if (timerfd_settime(tfd, 0, &its, NULL) < 0)
-			r = rb_error_set(err, errno, "timerfd_settime");
-	}
 	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
 	for (unsigned i = 0; i < n_fds; i++)
 		close(fds[i]);
+	/* The first step's request went while init built the root: its `ready` comes first. A
+	 * setup that failed ended init, and the request may have met the closed socket: init's
+	 * word on why answers for both. */
+	if (!run->ready) {
+		struct rb_error serr;
+		if (start_phase(run, await_ready, &serr) < 0)
+			return setup_failed(res, serr.msg, t0);
+		run->ready = true;
+	}
 	if (r < 0)
 		return -1;
+	/* The deadline counts from here (the sandbox ready, the request sent), the ledger's
+	 * commit and init's `started` included: nothing the sandbox does can make the runner
+	 * wait past it. */
+	if (timeout_ms) {
+		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
+		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
+		if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
+			kill_sandbox(run); /* no step runs without its deadline */
+			return rb_error_set(err, errno, "timerfd_settime");
+		}
+	}
 
 	rb_debug("step %u: exec sent", step_no);
 	if (run->ledger.commit && run->ledger.commit(run->ledger.ctx, err) < 0) {

@@ -109,7 +109,8 @@ struct rb_run {
 	struct rb_cgroup *cg;
 	struct rb_sandbox sb;
 	bool started;                   /* a sandbox exists (stopping the run kills it) */
-	bool ready;                     /* rb_run_start completed */
+	bool begun;                     /* init is released and builds the root */
+	bool ready;                     /* rb_run_start completed: init said `ready` */
 	char start_error[RB_ERROR_MAX]; /* why rb_run_start failed, or "" */
 	char tenant[RB_TOKEN_FIELD_MAX], agent[RB_TOKEN_FIELD_MAX];
 	char token[RB_TOKEN_MAX]; /* the run token (gateway mode), "" otherwise */
