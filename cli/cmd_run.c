@@ -192,16 +192,26 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	int code = rb_step_exit_code(&res);
 	rb_run_stop(&run);
-	if (record_step(&rec, cmd, &res, true, &err) < 0 ||
-	    rb_record_run_end(&rec, rb_record_outcome(&res), &err) < 0 ||
-	    rb_record_flush(&rec, RB_RECORD_DURABLE, &err) < 0) {
+	/* The last commit is written, and the disk writes it while the sandbox is taken down;
+	 * the result comes only once it is durable (rb_record_sync). */
+	bool recorded = record_step(&rec, cmd, &res, true, &err) == 0 &&
+	                rb_record_run_end(&rec, rb_record_outcome(&res), &err) == 0 &&
+	                rb_record_flush(&rec, RB_RECORD_DEFERRED, &err) == 0;
+	if (!recorded) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
+		rb_record_close(&rec); /* before the run's close: it keeps the state file */
 	}
-	rb_record_close(&rec);
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);
+	if (recorded) {
+		if (rb_record_sync(&rec, &err) < 0) {
+			rb_err("ledger: %s", err.msg);
+			code = 125;
+		}
+		rb_record_close(&rec);
+	}
 	if (result) {
 		json_dumpf(result, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);

@@ -33,6 +33,7 @@ struct rb_ledger {
 	char db_path[PATH_MAX];
 	char head_path[PATH_MAX];
 	int wal_frames; /* the WAL's length after this connection's last commit */
+	int wal_fd;     /* the WAL, opened by rb_ledger_start_sync for rb_ledger_sync, or -1 */
 	bool durable;   /* see rb_ledger_set_durable */
 	bool no_wait;   /* see rb_ledger_set_wait */
 };
@@ -373,6 +374,36 @@ void rb_ledger_set_wait(struct rb_ledger *l, bool wait)
 	l->no_wait = !wait;
 }
 
+void rb_ledger_start_sync(struct rb_ledger *l)
+{
+	if (l->wal_fd < 0) {
+		char wal[PATH_MAX + 8];
+		snprintf(wal, sizeof wal, "%s-wal", l->db_path);
+		l->wal_fd = open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	/* Only starts the writes: rb_ledger_sync's fdatasync waits for them and flushes the
+	 * disk's cache. A failure here is met again there. */
+	if (l->wal_fd >= 0)
+		sync_file_range(l->wal_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+int rb_ledger_sync(struct rb_ledger *l, struct rb_error *err)
+{
+	if (l->wal_fd < 0)
+		rb_ledger_start_sync(l);
+	if (l->wal_fd < 0)
+		return rb_error_set(err, errno, "ledger `%s-wal`: open", l->db_path);
+	if (fdatasync(l->wal_fd) < 0)
+		return rb_error_set(err, errno, "ledger `%s-wal`: fdatasync", l->db_path);
+	/* What is synced may move the head (see rb_ledger_append_run). */
+	struct rb_error herr;
+	if (exec(l, "BEGIN IMMEDIATE", &herr) < 0 || update_head(l, &herr) < 0 || exec(l, "COMMIT", &herr) < 0) {
+		rollback(l);
+		rb_warn("ledger: the events are recorded, but the head file was not updated: %s", herr.msg);
+	}
+	return 0;
+}
+
 void rb_ledger_tidy(struct rb_ledger *l)
 {
 	if (l->wal_frames < WAL_TIDY_FRAMES)
@@ -393,6 +424,7 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 	struct rb_ledger *l = calloc(1, sizeof *l);
 	if (!l)
 		return rb_error_set(err, ENOMEM, "ledger");
+	l->wal_fd = -1;
 	if (snprintf(l->db_path, sizeof l->db_path, "%s/ledger.db", state_dir) >= (int)sizeof l->db_path ||
 	    snprintf(l->head_path, sizeof l->head_path, "%s/ledger.head", state_dir) >= (int)sizeof l->head_path) {
 		free(l);
@@ -457,6 +489,8 @@ void rb_ledger_close(struct rb_ledger *l)
 		return;
 	if (l->db)
 		sqlite3_close_v2(l->db);
+	if (l->wal_fd >= 0)
+		close(l->wal_fd);
 	free(l);
 }
 

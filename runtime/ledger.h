@@ -23,6 +23,12 @@ void rb_ledger_close(struct rb_ledger *l);
  * durable: a commit is in the WAL, safe from a crash of the process but not of the host,
  * until the next durable commit syncs the WAL, and it with it (synchronous=NORMAL). */
 int rb_ledger_set_durable(struct rb_ledger *l, bool durable, struct rb_error *err);
+/* After a commit that was not durable: starts the WAL's writeback to the disk and returns, so
+ * the caller's other work overlaps it; rb_ledger_sync then waits for it. */
+void rb_ledger_start_sync(struct rb_ledger *l);
+/* Makes every commit so far durable: the WAL fsync'd, then the head file moved to the last
+ * event (as a durable commit's does). */
+int rb_ledger_sync(struct rb_ledger *l, struct rb_error *err);
 /* Waiting (the default): an append that finds another process's commit holding the ledger
  * waits for it, up to 10 s. Not waiting: it gives up after RB_LEDGER_TRY_MS, writes nothing and
  * returns RB_LEDGER_BUSY, for a caller that has something more urgent to do meanwhile. */

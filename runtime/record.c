@@ -32,7 +32,7 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	/* Beside a running step, another run's commit holding the ledger is not waited for: the
 	 * step's deadline could pass meanwhile, with nobody to enforce it. The events stay
 	 * pending, written ahead in the state file, for the commit after the step. */
-	rb_ledger_set_wait(rec->ledger, how == RB_RECORD_DURABLE);
+	rb_ledger_set_wait(rec->ledger, how != RB_RECORD_BEFORE_STEP);
 	/* Checked in the same transaction: the run id is this run's (its run_start carries this
 	 * instance's nonce), or free. */
 	int r = rb_ledger_append_run(rec->ledger, rec->run->id, rec->run->instance, rec->run->tenant, rec->run->agent,
@@ -55,6 +55,21 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	rb_debug("ledger: committed");
 	if (how == RB_RECORD_BEFORE_STEP)
 		rb_ledger_tidy(rec->ledger); /* the step is running: nobody waits */
+	if (how == RB_RECORD_DEFERRED) {
+		rb_ledger_start_sync(rec->ledger);
+		rec->sync_pending = true;
+	}
+	return 0;
+}
+
+int rb_record_sync(struct rb_record *rec, struct rb_error *err)
+{
+	if (!rec->sync_pending || !rec->ledger)
+		return 0;
+	rec->sync_pending = false;
+	if (rb_ledger_sync(rec->ledger, err) < 0)
+		return -1;
+	rb_debug("ledger: synced");
 	return 0;
 }
 
@@ -227,6 +242,8 @@ void rb_record_close(struct rb_record *rec)
 		else if (rec->keeper)
 			rb_warn("ledger: %s", err.msg);
 	}
+	if (rb_record_sync(rec, &err) < 0)
+		rb_warn("ledger: %s", err.msg);
 	for (size_t i = 0; i < rec->n_pending; i++)
 		json_decref(rec->pending[i].data);
 	rec->n_pending = 0;

@@ -29,6 +29,8 @@
 enum rb_record_commit {
 	RB_RECORD_BEFORE_STEP, /* in the WAL, not synced; the WAL is then checkpointed if long */
 	RB_RECORD_DURABLE,     /* fsync'd before it returns */
+	RB_RECORD_DEFERRED,    /* in the WAL, its writeback started: durable once rb_record_sync
+	                        * returns, which the caller does after work that overlaps it */
 };
 
 struct rb_record {
@@ -43,6 +45,7 @@ struct rb_record {
 	int64_t committed;     /* the run's events in the ledger so far */
 	struct rb_run *keeper; /* rb_record_attach's run: it keeps what could not be committed */
 	bool taken;            /* the ledger refused the run id: another run has it */
+	bool sync_pending;     /* a RB_RECORD_DEFERRED commit awaits rb_record_sync */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */
@@ -58,8 +61,11 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
-/* Flushes what is pending and closes. If that commit fails, the events stay written ahead in
- * the attached run's state file, which rb_run_close then leaves for `runbox gc` (logged). */
+/* Makes a RB_RECORD_DEFERRED commit durable (waits for the disk); 0 when none is pending. */
+int rb_record_sync(struct rb_record *rec, struct rb_error *err);
+/* Flushes what is pending (and syncs a deferred commit) and closes. If that commit fails,
+ * the events stay written ahead in the attached run's state file, which rb_run_close then
+ * leaves for `runbox gc` (logged). */
 void rb_record_close(struct rb_record *rec);
 
 /* The ledger's name for a step's outcome: "success", "failure", "cancelled", "timed_out". */

@@ -40,6 +40,9 @@ db.execute("COMMIT")
 with open(os.path.join(state, "ledger.head.tmp"), "w") as f:
     f.write("%d %s\n" % (seq, prev))
 os.rename(os.path.join(state, "ledger.head.tmp"), os.path.join(state, "ledger.head"))
+# Owned as the ledger is, so the runs that follow (as the mode's user) can move it on.
+st = os.stat(os.path.join(state, "ledger.db"))
+os.chown(os.path.join(state, "ledger.head"), st.st_uid, st.st_gid)
 print(prev)
 EOF
 )
@@ -204,6 +207,18 @@ else
 		run_rbx ledger verify
 		if [ "$RC" = 0 ]; then ok "the chain stays intact across runbox's own appends"
 		else not_ok "the chain stays intact across runbox's own appends" "$(first_line "$OUT$ERR")"; fi
+		# runbox returns only once its last commit is synced, which then moves the head file
+		# to it (the fsync overlaps the teardown): the head names the run's own run_end.
+		head_line=$(cat "$STATE/ledger.head" 2>/dev/null)
+		last=$("$PY" - "$STATE/ledger.db" "$run_id" <<'PYEOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+seq, h, run, typ = c.execute("SELECT seq, hash, run_id, type FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+print("%020d %s" % (seq, h) if (run, typ) == (sys.argv[2], "run_end") else "last event: %s %s" % (run, typ))
+PYEOF
+)
+		if [ -n "$head_line" ] && [ "$head_line" = "$last" ]; then ok "when runbox returns, the head file names the run's run_end"
+		else not_ok "when runbox returns, the head file names the run's run_end" "head '$head_line', table '$last' ($(first_line "$ERR"))"; fi
 	else
 		not_ok "a run is recorded in the ledger" "exit $RC: $(first_line "$OUT$ERR")"
 	fi
