@@ -34,8 +34,10 @@ int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_
 	 * pending, written ahead in the state file, for the commit after the step. */
 	rb_ledger_set_wait(rec->ledger, how != RB_RECORD_BEFORE_STEP);
 	/* Checked in the same transaction: the run id is this run's (its run_start carries this
-	 * instance's nonce), or free. */
-	int r = rb_ledger_append_run(rec->ledger, rec->run->id, rec->run->instance, rec->run->tenant, rec->run->agent,
+	 * instance's nonce), or free. Once the run's first commit is in, its run_start holds the
+	 * id for good (no other instance's commit can pass the check): later ones skip it. */
+	const char *instance = rec->committed > 0 ? NULL : rec->run->instance;
+	int r = rb_ledger_append_run(rec->ledger, rec->run->id, instance, rec->run->tenant, rec->run->agent,
 	                             rec->pending, rec->n_pending, NULL, err);
 	rb_ledger_set_wait(rec->ledger, true);
 	if (r == RB_LEDGER_TAKEN) {
