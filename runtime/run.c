@@ -780,6 +780,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	_cleanup_close_ int tfd = r == 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC) : -1;
 	if (r == 0 && tfd < 0)
 		r = rb_error_set(err, errno, "timerfd_create");
+	/* Sent even while init still builds the root: it cannot block there (the one queued
+	 * message, at most RB_CHAN_MAX_MSG, fits in the socket's buffer), so the wait for
+	 * `ready` below keeps its limit. */
 	if (r == 0)
 		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
 	json_decref(msg);
