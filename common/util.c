@@ -275,6 +275,38 @@ uint64_t rb_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older kernels refuse it with EINVAL */
+#endif
+
+int rb_sealed_memfd(const char *name, const void *data, size_t len, struct rb_error *err)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL) /* before 6.3 */
+		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return rb_error_set(err, errno, "memfd_create `%s`", name);
+	const char *p = data;
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, p + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			close(fd);
+			return rb_error_set(err, e, "write memfd `%s`", name);
+		}
+		off += (size_t)n;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		int e = errno;
+		close(fd);
+		return rb_error_set(err, e, "seal memfd `%s`", name);
+	}
+	return fd;
+}
+
 int rb_random_hex(char *out, size_t n)
 {
 	unsigned char raw[64];

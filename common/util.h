@@ -28,6 +28,10 @@ int rb_write_file(const char *path, const char *data, struct rb_error *err);
 /* Fills out (of size n, odd) with (n - 1) / 2 random bytes as lowercase hex and a NUL; -1 with
  * errno when getrandom fails. */
 int rb_random_hex(char *out, size_t n);
+/* A memfd (close-on-exec, not executable where the kernel says so) holding data, at offset
+ * 0, sealed against every change; or -1 with err. What is passed to the sandbox this way is
+ * exactly what was written. */
+int rb_sealed_memfd(const char *name, const void *data, size_t len, struct rb_error *err);
 /* Creates path and its missing parents with mode exactly, whatever the umask; existing
  * directories are fine, and their modes are never changed. */
 int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err);

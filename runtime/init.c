@@ -31,7 +31,9 @@ extern char **environ;
 #include "runtime/sandbox.h"
 #include "runtime/step.h"
 
-#define MAX_ARGS 4096
+/* More than a command line can hold: Linux's ARG_MAX (2 MiB of strings and their pointers)
+ * allows ~230,000 empty arguments. */
+#define MAX_ARGS (1 << 18)
 
 struct init_state {
 	const struct rb_sandbox_spec *spec;
@@ -233,7 +235,7 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 			int fds[RB_CHAN_MAX_FDS];
 			unsigned n_fds = 0;
 			struct rb_error err;
-			int r = rb_chan_recv(st->ctl, &msg, fds, &n_fds, &err);
+			int r = rb_chan_recv_body(st->ctl, &msg, fds, &n_fds, &err);
 			if (r <= 0)
 				_exit(0); /* the runner is gone: the pid namespace goes with us */
 			const char *op = json_string_value(json_object_get(msg, "op"));

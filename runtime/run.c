@@ -634,10 +634,6 @@ static void free_stream(struct rb_scrub_stream **s)
 	rb_scrub_stream_free(*s);
 }
 
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3; older kernels refuse it with EINVAL */
-#endif
-
 /* A memfd holding a file the step gets, sealed against every change (writes, growing,
  * shrinking, and new seals or their removal) before it leaves the runner: the step reads the
  * bytes the ledger recorded, and nothing in the sandbox can alter them. */
@@ -646,27 +642,7 @@ static int file_fd(const struct rb_step_file *f, struct rb_error *err)
 	char name[64];
 	snprintf(name, sizeof name, "runbox-%s", f->name);
 	/* Not executable where the kernel can say so (6.3+): a script is run by the shell. */
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
-	if (fd < 0 && errno == EINVAL)
-		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return rb_error_set(err, errno, "memfd_create");
-	size_t off = 0;
-	while (off < f->len) {
-		ssize_t n = write(fd, f->data + off, f->len - off);
-		if (n < 0) {
-			close(fd);
-			return rb_error_set(err, errno, "write step file `%s`", f->name);
-		}
-		off += (size_t)n;
-	}
-	if (lseek(fd, 0, SEEK_SET) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
-		rb_error_set(err, errno, "seal step file `%s`", f->name);
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return rb_sealed_memfd(name, f->data, f->len, err);
 }
 
 /* Passes a cancel to the step through init. */
@@ -749,7 +725,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
 	unsigned n_fds = 2;
 	int r = 0;
-	_Static_assert(2 + RB_STEP_MAX_FILES + 1 <= RB_CHAN_MAX_FDS, "stdout, stderr, files and cgroup in one message");
+	_Static_assert(2 + RB_STEP_MAX_FILES + 1 + 1 <= RB_CHAN_MAX_FDS,
+	               "stdout, stderr, files, cgroup and a long request's body in one message");
 	if (req->n_files > RB_STEP_MAX_FILES)
 		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_STEP_MAX_FILES);
 	for (unsigned i = 0; r == 0 && i < req->n_files; i++) {

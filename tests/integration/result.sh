@@ -163,3 +163,14 @@ if [ "$(json "$T/out" limits.memory.enforced 2>/dev/null)" = true ]; then
 else
 	skip "oom_killed through a shell: memory is not enforced here"
 fi
+
+# --- a long command line reaches the step whole ---
+# Ten arguments of 100 KB (1 MB, within Linux's 2 MiB ARG_MAX) travel to init as a sealed
+# memfd, not in one control message (64 KiB); the step sees each of them, byte for byte.
+big=$(head -c 100000 /dev/zero | tr '\0' 'a')
+sb -- /bin/sh -c 'echo "$# ${#1} ${#10}"; printf %s "${10}" | md5sum' x "$big" "$big" "$big" "$big" "$big" \
+	"$big" "$big" "$big" "$big" "${big%a}b"
+want="10 100000 100000
+$(printf %s "${big%a}b" | md5sum)"
+if [ "$RC" = 0 ] && [ "$OUT" = "$want" ]; then ok "a 1 MB command line reaches the step whole"
+else not_ok "a 1 MB command line reaches the step whole" "exit $RC: $(first_line "$OUT$ERR")"; fi
