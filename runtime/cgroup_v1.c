@@ -183,21 +183,25 @@ static int v1_self_join_fds(const struct rb_cgroup *cg, int *fds, unsigned max, 
 		if (!cg->v1[c].created)
 			continue;
 		char path[PATH_MAX];
-		if (n == max)
+		if (n == max) {
 			rb_error_set(err, E2BIG, "more cgroup v1 hierarchies than %u", max);
-		else if (rb_cg_join(path, cg->v1[c].path, "tasks") < 0)
-			rb_error_set(err, ENAMETOOLONG, "cgroup path `%s`", cg->v1[c].path);
-		else if ((fds[n] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-			rb_error_set(err, errno, "open `%s`", path);
-		else {
-			n++;
-			continue;
+			goto fail;
 		}
-		while (n > 0)
-			close(fds[--n]);
-		return -1;
+		if (rb_cg_join(path, cg->v1[c].path, "tasks") < 0) {
+			rb_error_set(err, ENAMETOOLONG, "cgroup path `%s`", cg->v1[c].path);
+			goto fail;
+		}
+		if ((fds[n] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			rb_error_set(err, errno, "open `%s`", path);
+			goto fail;
+		}
+		n++;
 	}
 	return (int)n;
+fail:
+	while (n > 0)
+		close(fds[--n]);
+	return -1;
 }
 
 static int count_all(const struct rb_cgroup *cg)

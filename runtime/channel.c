@@ -147,6 +147,15 @@ static char *read_body(int fd, size_t len, struct rb_error *err)
 	return text;
 }
 
+/* Closes what a refused message brought. */
+static void drop_fds(int *fds, unsigned *n_fds)
+{
+	for (unsigned i = 0; fds && n_fds && i < *n_fds; i++)
+		close(fds[i]);
+	if (n_fds)
+		*n_fds = 0;
+}
+
 int rb_chan_recv_body(int sock, json_t **msg, int *fds, unsigned *n_fds, struct rb_error *err)
 {
 	int r = rb_chan_recv(sock, msg, fds, n_fds, err);
@@ -159,10 +168,7 @@ int rb_chan_recv_body(int sock, json_t **msg, int *fds, unsigned *n_fds, struct 
 	json_decref(*msg); /* and announced with it */
 	*msg = NULL;
 	if (len <= RB_CHAN_MAX_MSG || len > RB_CHAN_MAX_BODY || !fds || !n_fds || *n_fds == 0) {
-		for (unsigned i = 0; fds && n_fds && i < *n_fds; i++)
-			close(fds[i]);
-		if (n_fds)
-			*n_fds = 0;
+		drop_fds(fds, n_fds);
 		return rb_error_set(err, EPROTO, "control message: a malformed body");
 	}
 	_cleanup_close_ int body = fds[--*n_fds];
@@ -173,9 +179,7 @@ int rb_chan_recv_body(int sock, json_t **msg, int *fds, unsigned *n_fds, struct 
 		if (*msg)
 			json_decref(*msg);
 		*msg = NULL;
-		for (unsigned i = 0; i < *n_fds; i++)
-			close(fds[i]);
-		*n_fds = 0;
+		drop_fds(fds, n_fds);
 		return text ? rb_error_set(err, EPROTO, "control message: the body is not a JSON object") : -1;
 	}
 	return 1;

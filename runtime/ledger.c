@@ -374,24 +374,28 @@ void rb_ledger_set_wait(struct rb_ledger *l, bool wait)
 	l->no_wait = !wait;
 }
 
-void rb_ledger_start_sync(struct rb_ledger *l)
+/* The WAL's fd, opened at the first call; -1 (errno set) if it cannot be. */
+static int wal_fd(struct rb_ledger *l)
 {
 	if (l->wal_fd < 0) {
 		char wal[PATH_MAX + 8];
 		snprintf(wal, sizeof wal, "%s-wal", l->db_path);
 		l->wal_fd = open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	}
+	return l->wal_fd;
+}
+
+void rb_ledger_start_sync(struct rb_ledger *l)
+{
 	/* Only starts the writes: rb_ledger_sync's fdatasync waits for them and flushes the
 	 * disk's cache. A failure here is met again there. */
-	if (l->wal_fd >= 0)
+	if (wal_fd(l) >= 0)
 		sync_file_range(l->wal_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 int rb_ledger_sync(struct rb_ledger *l, struct rb_error *err)
 {
-	if (l->wal_fd < 0)
-		rb_ledger_start_sync(l);
-	if (l->wal_fd < 0)
+	if (wal_fd(l) < 0)
 		return rb_error_set(err, errno, "ledger `%s-wal`: open", l->db_path);
 	if (fdatasync(l->wal_fd) < 0)
 		return rb_error_set(err, errno, "ledger `%s-wal`: fdatasync", l->db_path);

@@ -346,7 +346,10 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
-	return save_state(run, err);
+	if (save_state(run, err) < 0)
+		return -1;
+	run->begun = true;
+	return 0;
 }
 
 static int await_ready(struct rb_run *run, struct rb_error *err)
@@ -354,6 +357,7 @@ static int await_ready(struct rb_run *run, struct rb_error *err)
 	if (rb_sandbox_wait_ready(&run->sb, RB_SANDBOX_READY_TIMEOUT_MS, err) < 0)
 		return -1;
 	rb_debug("sandbox: ready");
+	run->ready = true;
 	return 0;
 }
 
@@ -374,10 +378,8 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 {
 	if (!run->begun && start_phase(run, begin, err) < 0)
 		return -1;
-	run->begun = true;
 	if (!run->ready && start_phase(run, await_ready, err) < 0)
 		return -1;
-	run->ready = true;
 	return 0;
 }
 
@@ -687,7 +689,6 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	 * sends it only after the cgroup is joined and the network ruled (begin). */
 	if (!run->begun && start_phase(run, begin, err) < 0)
 		return setup_failed(res, err->msg, t0);
-	run->begun = true;
 	if (run->sb.reaped)
 		return rb_error_set(err, 0, "the sandbox is gone");
 	/* The step's streams are scrubbed as they come, with the run token known (it exists now);
@@ -768,12 +769,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	/* The first step's request went while init built the root: its `ready` comes first. A
 	 * setup that failed ended init, and the request may have met the closed socket: init's
 	 * word on why answers for both. */
-	if (!run->ready) {
-		struct rb_error serr;
-		if (start_phase(run, await_ready, &serr) < 0)
-			return setup_failed(res, serr.msg, t0);
-		run->ready = true;
-	}
+	struct rb_error serr;
+	if (!run->ready && start_phase(run, await_ready, &serr) < 0)
+		return setup_failed(res, serr.msg, t0);
 	if (r < 0)
 		return -1;
 	/* The deadline counts from here (the sandbox ready, the request sent), the ledger's

@@ -42,12 +42,15 @@ static bool is_open(int fd)
 	return fcntl(fd, F_GETFD) >= 0;
 }
 
-static void small_message_with_fds(void **state)
+/* A request with an argument of n bytes and a pipe's two ends crosses whole: the same JSON,
+ * the same two descriptors in their places (what is written into the pipe comes out of the
+ * first), and nothing else (a body's memfd is not among them). */
+static void round_trip(size_t n_bytes)
 {
 	int sv[2], p[2];
 	pair(sv);
 	assert_int_equal(pipe(p), 0);
-	json_t *m = request(100);
+	json_t *m = request(n_bytes);
 	struct rb_error err = {0};
 	assert_int_equal(rb_chan_send(sv[0], m, p, 2, &err), 0);
 	json_t *got = NULL;
@@ -56,30 +59,6 @@ static void small_message_with_fds(void **state)
 	assert_int_equal(rb_chan_recv_body(sv[1], &got, fds, &n, &err), 1);
 	assert_true(json_equal(m, got));
 	assert_int_equal(n, 2);
-	json_decref(m);
-	json_decref(got);
-	for (unsigned i = 0; i < n; i++)
-		close(fds[i]);
-	close(p[0]), close(p[1]), close(sv[0]), close(sv[1]);
-}
-
-/* 1 MiB of argument: the body carries it, the descriptors keep their places, and the body's
- * memfd is not among them. A plain receiver gets only the announcement. */
-static void long_message_as_body(void **state)
-{
-	int sv[2], p[2];
-	pair(sv);
-	assert_int_equal(pipe(p), 0);
-	json_t *m = request(1 << 20);
-	struct rb_error err = {0};
-	assert_int_equal(rb_chan_send(sv[0], m, p, 2, &err), 0);
-	json_t *got = NULL;
-	int fds[RB_CHAN_MAX_FDS];
-	unsigned n = 0;
-	assert_int_equal(rb_chan_recv_body(sv[1], &got, fds, &n, &err), 1);
-	assert_true(json_equal(m, got));
-	assert_int_equal(n, 2);
-	/* The first received fd is the pipe's read end: what is written comes out. */
 	assert_int_equal(write(p[1], "x", 1), 1);
 	char c = 0;
 	assert_int_equal(read(fds[0], &c, 1), 1);
@@ -87,10 +66,27 @@ static void long_message_as_body(void **state)
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
 	json_decref(got);
+	json_decref(m);
+	close(p[0]), close(p[1]), close(sv[0]), close(sv[1]);
+}
 
+static void small_message_with_fds(void **state)
+{
+	round_trip(100);
+}
+
+/* 1 MiB of argument: the body carries it. A plain receiver gets only the announcement. */
+static void long_message_as_body(void **state)
+{
+	round_trip(1 << 20);
+	int sv[2];
+	pair(sv);
+	json_t *m = request(1 << 20);
+	struct rb_error err = {0};
 	assert_int_equal(rb_chan_send(sv[0], m, NULL, 0, &err), 0);
-	got = NULL;
-	n = 0;
+	json_t *got = NULL;
+	int fds[RB_CHAN_MAX_FDS];
+	unsigned n = 0;
 	assert_int_equal(rb_chan_recv(sv[1], &got, fds, &n, &err), 1);
 	assert_non_null(json_object_get(got, "rb_body"));
 	assert_null(json_object_get(got, "op"));
@@ -98,7 +94,7 @@ static void long_message_as_body(void **state)
 		close(fds[i]);
 	json_decref(got);
 	json_decref(m);
-	close(p[0]), close(p[1]), close(sv[0]), close(sv[1]);
+	close(sv[0]), close(sv[1]);
 }
 
 /* An announcement whose fd is a pipe: refused at once (a read would wait for a writer that
