@@ -181,8 +181,9 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 	int stdio[3] = {0, fds[0], fds[1]};
 	struct rb_step_failure f;
 	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + 2, n_files, cgroup_procs, &f);
-	/* The step's process shared this memory until its exec; its change of ids set the
-	 * memory's dumpable flag to fs.suid_dumpable, which a host may have at 1. */
+	/* The step's process shared this memory until its execve, and its change of ids set the
+	 * dumpable flag to fs.suid_dumpable; it reset the flag at once (see step.c), unless it
+	 * failed in between. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (pid < 0) {
 		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",

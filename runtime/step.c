@@ -172,8 +172,15 @@ static int child(void *arg)
 			fail(f, errno, 0, msg);
 		}
 	}
-	/* The bounding set was dropped to the policy's by init, once for every step. */
-	if (exec->uid != 0 && exec->caps && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+	/* A change of ids sets the memory's dumpable flag to fs.suid_dumpable, and this memory is
+	 * init's until execve. Where that is 1, a process of the step's uid left by an earlier
+	 * step could open this child's /proc/PID/mem before its filter and write into init. So
+	 * the ids change with every capability kept (PR_SET_KEEPCAPS): while the permitted set
+	 * is not a subset of the opener's, the kernel refuses it (cap_ptrace_access_check). The
+	 * flag goes back to 0 before the capabilities drop to the policy's (a drop leaves it
+	 * alone), and execve sets it afresh for the step's program. The bounding set was dropped
+	 * to the policy's by init, once for every step. */
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
 		fail(f, errno, 0, "PR_SET_KEEPCAPS");
 	/* The raw system calls: glibc's wrappers would try to apply the change to every thread
 	 * of the process they believe they are in, which is init's. */
@@ -183,6 +190,8 @@ static int child(void *arg)
 		fail(f, errno, 0, "setresgid");
 	if (syscall(SYS_setresuid, exec->uid, exec->uid, exec->uid) < 0)
 		fail(f, errno, 0, "setresuid");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(f, errno, 0, "PR_SET_DUMPABLE");
 	if (rb_caps_set(exec->caps, exec->uid, &err) < 0)
 		fail(f, err.errnum, 0, err.msg);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -877,6 +877,88 @@ static bool same_bytes(int dir, const char *name, const char *want, size_t len)
 	return got == len && !memcmp(buf, want, len);
 }
 
+static uint64_t now_ms(void);
+
+/* Reads the real uid and the seccomp mode of /proc/PID/status; 0 on success. */
+static int pid_status(pid_t pid, uid_t *uid, int *seccomp)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return err();
+	int found = 0;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long v;
+		if (sscanf(line, "Uid: %lu", &v) == 1)
+			*uid = (uid_t)v, found |= 1;
+		else if (sscanf(line, "Seccomp: %lu", &v) == 1)
+			*seccomp = (int)v, found |= 2;
+	}
+	fclose(f);
+	return found == 3 ? 0 : ENOENT;
+}
+
+/* mem-watch MS FILE: for MS milliseconds, watches every process of this uid and tries once
+ * to open its /proc/PID/mem for writing, as a process left behind by an earlier step could.
+ * Keeps "window=W breach=B opened=O" in FILE, rewritten as the counts change: W processes
+ * were seen between a change of ids and their seccomp filter ("Seccomp: 0"); B times the open
+ * succeeded while the filter was still absent (read after the open, so the memory opened was
+ * the one before execve); O opens of filtered processes succeeded (the control: same uid,
+ * dumpable, so allowed). */
+static int op_mem_watch(int argc, char **argv)
+{
+	uint64_t end = now_ms() + (uint64_t)num(argv[0]);
+	static unsigned char in_window[1 << 16], tried[1 << 16];
+	unsigned window = 0, breach = 0, opened = 0, reported = ~0U;
+	uid_t me = getuid();
+	pid_t self = getpid();
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
+	while (now_ms() < end) {
+		if (window + breach + opened != reported) {
+			FILE *f = fopen(tmp, "we");
+			if (!f)
+				return err();
+			fprintf(f, "window=%u breach=%u opened=%u\n", window, breach, opened);
+			if (fclose(f) || rename(tmp, argv[1]) < 0)
+				return err();
+			reported = window + breach + opened;
+		}
+		DIR *d = opendir("/proc");
+		if (!d)
+			return err();
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			long pid = strtol(e->d_name, NULL, 10);
+			uid_t uid;
+			int mode;
+			if (pid <= 1 || pid == self || pid >= (1 << 16) || pid_status((pid_t)pid, &uid, &mode) ||
+			    uid != me)
+				continue;
+			if (mode == 0 && !in_window[pid]) {
+				in_window[pid] = 1;
+				window++;
+			}
+			if (tried[pid])
+				continue;
+			char path[64];
+			snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+			int fd = open(path, O_RDWR | O_CLOEXEC);
+			if (fd < 0)
+				continue; /* refused: tried again on the next pass, the window may be open */
+			tried[pid] = 1;
+			if (pid_status((pid_t)pid, &uid, &mode) == 0 && mode == 0)
+				breach++;
+			else
+				opened++;
+			close(fd);
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
 static int op_swap_watch(int argc, char **argv)
 {
 	static char src[65536];
@@ -1127,6 +1209,7 @@ static const struct op ops[] = {
 	{"sleep-forever", 0, "[MARKER]", op_sleep_forever, false},
 	{"daemonize", 1, "FILE [MARKER]", op_daemonize, false},
 	{"swap-watch", 3, "DIR NAME SRC [MARKER]", op_swap_watch, false},
+	{"mem-watch", 2, "MS FILE", op_mem_watch, false},
 	{"exit", 1, "N", op_exit, false},
 	{"kill-self", 1, "SIG", op_kill_self, false},
 	{"alloc", 1, "MB", op_alloc, false},

@@ -288,4 +288,36 @@ ifs=$("$RB" run --image minimal -- /bin/sh -c 'cat /proc/net/dev' 2>/dev/null | 
 h=$("$RB" run --image minimal -- /bin/sh -c 'hostname' 2>/dev/null)
 [ -n "$h" ] && [ "$h" != "$(hostname)" ] && pass "own hostname ($h)" || fail "own hostname ($h)"
 
+# --- a step's process between its change of ids and its seccomp filter shares init's memory
+# until execve. With fs.suid_dumpable at 1 (this VM's own kernel), a process of the same uid
+# left by an earlier step races to open /proc/PID/mem of each new step's process; it must never
+# get one before the filter. Controls: the watcher saw processes in that window, and opened the
+# filtered steps' memory (same uid, dumpable). ---
+old_dumpable=$(cat /proc/sys/fs/suid_dumpable)
+old_scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || true)
+echo 1 >/proc/sys/fs/suid_dumpable
+[ -n "$old_scope" ] && echo 0 >/proc/sys/kernel/yama/ptrace_scope
+steps='{"name": "watcher", "script": "/bin/probe mem-watch 60000 /workspace/watch >/dev/null 2>&1 &"}'
+for i in $(seq 1 40); do
+	steps="$steps, {\"name\": \"s$i\", \"script\": \"true\"}"
+done
+cat >"$T/memwatch.json" <<EOF
+{"tenant": "vm", "agent": "test", "image": "minimal", "policy": "strict",
+ "steps": [$steps, {"name": "report", "script": "cat /workspace/watch"}]}
+EOF
+"$RB" run "$T/memwatch.json" >"$T/memwatch.out" 2>"$T/memwatch.err"
+echo $? >"$T/memwatch.rc"
+echo "$old_dumpable" >/proc/sys/fs/suid_dumpable
+[ -n "$old_scope" ] && echo "$old_scope" >/proc/sys/kernel/yama/ptrace_scope
+counts=$(sed -n 's/.*window=\([0-9]*\) breach=\([0-9]*\) opened=\([0-9]*\).*/\1 \2 \3/p' "$T/memwatch.out" | tail -n 1)
+read -r win breach opened <<EOF
+$counts
+EOF
+if [ "$(rc memwatch)" = 0 ] && [ "${win:-0}" -ge 1 ] && [ "${breach:-1}" = 0 ] && [ "${opened:-0}" -ge 1 ]; then
+	pass "suid_dumpable=1: no step's process opened before its filter (window $win, breach $breach, control opens $opened)"
+else
+	fail "suid_dumpable=1: a step's memory before its filter (window ${win:-?}, breach ${breach:-?}, control opens ${opened:-?})"
+	show memwatch
+fi
+
 echo "VMTEST: $P passed, $F failed"
