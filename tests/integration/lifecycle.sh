@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lifecycle: runbox's own PID 1 reaps orphans; a step ends at its main process's exit while
-# daemons it left behind die with the run; SIGTERM and SIGKILL of runbox end the sandbox;
+# daemons it left behind die with the run; a step a leftover keeps stopped ends at its deadline;
+# SIGTERM and SIGKILL of runbox end the sandbox;
 # after a few hundred runs no mount, process, cgroup or run directory is left behind.
 # modes: root user subids
 . "$(dirname "$0")/../lib.sh"
@@ -29,6 +30,36 @@ elif ! wait_for no_marker "$m"; then
 	for p in $(pids_with "$m"); do kill -9 "$p"; done
 elif [ $ctl != 0 ]; then skip "a double-forked daemon is gone after the run" "control: host daemon not found by the scan"
 else ok "a double-forked daemon is gone after the run"; fi
+
+# A process left by step 1 stops every newer process with SIGSTOP: step 2's shell or its
+# `sleep`, well within the second it runs, and step 2's process before its execve when the
+# scan gets there first (init then waits in CLONE_VFORK). The run still ends at step 2's
+# deadline, as a timeout, and nothing of it is left. Control: without the stopper, step 2 runs.
+stopper_run() { # MARKER WITH_STOPPER(0|1): a two-step manifest; result in $T/out
+	local first='true'
+	[ "$2" = 1 ] && first="sh -c 'me=\$\$; while :; do for p in /proc/[0-9]*; do n=\${p#/proc/}; [ \"\$n\" -gt \"\$me\" ] 2>/dev/null && kill -STOP \"\$n\" 2>/dev/null; done; done' $1 >/dev/null 2>&1 &"
+	"$PY" - "$T/scratch/stopper.json" "$first" <<'EOF'
+import json, sys
+json.dump({"tenant": "t", "agent": "a", "image": "minimal",
+           "steps": [{"name": "first", "script": sys.argv[2]},
+                     {"name": "victim", "script": "sleep 1; echo victim-ran", "timeout": "3s"}]},
+          open(sys.argv[1], "w"))
+EOF
+	chmod a+r "$T/scratch/stopper.json"
+	run_manifest "$T/scratch/stopper.json" 60
+}
+m=$(new_marker)
+stopper_run "$m" 0
+check "control: step 2 runs without the stopper" \
+	"r['exit'] == 0 and r['steps'][1]['stdout'] == 'victim-ran\n'" "r['steps'][1]"
+stopper_run "$m" 1
+if [ "$RC" = 124 ] && [ "$(rj "r['steps'][1]['status']")" = timed_out ] && [ "$(rj "r['steps'][1]['stdout']")" = "" ]; then
+	if wait_for no_marker "$m"; then ok "a stopped step's process ends at its deadline (124), nothing left"
+	else
+		not_ok "a stopped step's process ends at its deadline (124), nothing left" "still running: $(pids_with "$m" | tr '\n' ' ')"
+		for p in $(pids_with "$m"); do kill -9 "$p"; done
+	fi
+else not_ok "a stopped step's process ends at its deadline (124), nothing left" "exit $RC: $(rj "r['steps'][1]" | cut -c 1-200) $(first_line "$ERR")"; fi
 
 # start_bg MARKER: runbox running `probe sleep-forever MARKER` in the background; BG is its pid.
 start_bg() {
