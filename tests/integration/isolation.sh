@@ -311,6 +311,28 @@ elif grep -qw 0 <<<"$OUT"; then not_ok "runbox binary not writable via /proc/<pi
 elif [ $c != 0 ]; then skip "runbox binary not writable via /proc/<pid>/exe" "control: a copy is not writable on the host"
 else ok "runbox binary not writable via /proc/<pid>/exe (sha256 unchanged)"; fi
 
+# --- init's memory is the host's: out of reach even of a step granted CAP_SYS_PTRACE ---
+# init is a copy of the runner, never re-exec'd, so its memory belongs to the host's user
+# namespace, and it is non-dumpable. The capability, granted in the sandbox's user namespace,
+# opens another uid's memory there (the control), never init's. Without it (default policy),
+# neither opens.
+"$PY" -c 'import json, sys
+p = json.load(open(sys.argv[1])); p["name"] = "ptrace"; p["identity"]["capabilities"].append("CAP_SYS_PTRACE")
+json.dump(p, open(sys.argv[2], "w"))' "$ROOT/policy/profiles/default.json" "$T/scratch/ptrace.json"
+chmod a+r "$T/scratch/ptrace.json"
+memtry='/bin/probe exec-as 1000 1000 /bin/sleep 5 & s=$!; sleep 0.3
+	/bin/probe open /proc/$s/mem rw 2>/dev/null; a=$?; /bin/probe open /proc/1/mem rw 2>/dev/null; b=$?
+	kill $s; echo $a $b'
+sb --policy "$T/scratch/ptrace.json" -- /bin/sh -c "$memtry"
+got=$OUT
+sb -- /bin/sh -c "$memtry"
+ctl=$OUT
+if [ "$got" = "0 13" ] && [ "$ctl" = "13 13" ]; then
+	ok "init's memory unreachable with CAP_SYS_PTRACE (another uid's opens: $got; without the capability: $ctl)"
+elif [ "${got%% *}" != 0 ]; then
+	skip "init's memory unreachable with CAP_SYS_PTRACE" "control: no other uid to open here ($got)"
+else not_ok "init's memory unreachable with CAP_SYS_PTRACE" "with it: $got; without: $ctl"; fi
+
 # --- init's memory holds nothing of the runner's command line ---
 # /proc/1/cmdline is readable by anyone in the sandbox; init is a copy of the runner, so it
 # showed runbox's whole command line (host paths, policy, manifest). Control: the step's own
