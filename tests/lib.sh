@@ -260,6 +260,20 @@ no_marker() { [ -z "$(pids_with "$@")" ]; }
 
 new_marker() { echo "rbxmark-$$-$RANDOM$RANDOM"; }
 
+# policy_variant PROFILE OUT NAME CHANGE: a copy of the shipped policy/profiles/PROFILE.json
+# named NAME, with the Python statement CHANGE applied to it (as p), written to OUT, readable by
+# every mode's user.
+policy_variant() {
+	"$PY" - "$ROOT/policy/profiles/$1.json" "$2" "$3" "$4" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["name"] = sys.argv[3]
+exec(sys.argv[4])
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+	chmod a+r "$2"
+}
+
 # run_manifest FILE [SECONDS [SIGNAL]]: `runbox run FILE`, sent SIGNAL (TERM) after SECONDS
 # (120) and KILL 5 s later; KILL at once shows a hung runbox as exit 137 with no result. Sets
 # RC, OUT, ERR; the result is in $T/out.

@@ -137,10 +137,7 @@ elif [ "$got" = "$docker_caps" ]; then ok "default policy has exactly Docker's c
 else not_ok "default policy has exactly Docker's capability set" "got $got"; fi
 # A non-root uid granted a capability keeps it across its execve through the ambient set (and
 # nothing more); the control is strict itself, the same uid with none.
-"$PY" -c 'import json, sys
-p = json.load(open(sys.argv[1])); p["name"] = "ambient"; p["identity"]["capabilities"] = ["CAP_NET_BIND_SERVICE"]
-json.dump(p, open(sys.argv[2], "w"))' "$ROOT/policy/profiles/strict.json" "$T/scratch/ambient.json"
-chmod a+r "$T/scratch/ambient.json"
+policy_variant strict "$T/scratch/ambient.json" ambient 'p["identity"]["capabilities"] = ["CAP_NET_BIND_SERVICE"]'
 amb() { tr -d ' \t' <<<"$OUT" | tr '\n' ' ' | sed 's/ $//'; }
 sb --policy "$T/scratch/ambient.json" -- /bin/sh -c 'id -u; grep -E "^Cap(Eff|Amb)" /proc/self/status'
 got=$(amb)
@@ -316,10 +313,7 @@ else ok "runbox binary not writable via /proc/<pid>/exe (sha256 unchanged)"; fi
 # namespace, and it is non-dumpable. The capability, granted in the sandbox's user namespace,
 # opens another uid's memory there (the control), never init's. Without it (default policy),
 # neither opens.
-"$PY" -c 'import json, sys
-p = json.load(open(sys.argv[1])); p["name"] = "ptrace"; p["identity"]["capabilities"].append("CAP_SYS_PTRACE")
-json.dump(p, open(sys.argv[2], "w"))' "$ROOT/policy/profiles/default.json" "$T/scratch/ptrace.json"
-chmod a+r "$T/scratch/ptrace.json"
+policy_variant default "$T/scratch/ptrace.json" ptrace 'p["identity"]["capabilities"].append("CAP_SYS_PTRACE")'
 memtry='/bin/probe exec-as 1000 1000 /bin/sleep 5 & s=$!; sleep 0.3
 	/bin/probe open /proc/$s/mem rw 2>/dev/null; a=$?; /bin/probe open /proc/1/mem rw 2>/dev/null; b=$?
 	kill $s; echo $a $b'

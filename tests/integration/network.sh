@@ -349,14 +349,7 @@ if [ "$vars" = "RUNBOX_API_URL RUNBOX_TOKEN " ]; then ok "RUNBOX_API_URL and RUN
 else not_ok "RUNBOX_API_URL and RUNBOX_TOKEN are the only RUNBOX_ variables" "got: $vars"; fi
 
 # --- 7. root inside, with CAP_NET_ADMIN from the policy, cannot touch the table ---
-"$PY" - "$ROOT/policy/profiles/default.json" "$T/netadmin.json" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-p["name"] = "netadmin"
-p["identity"]["capabilities"].append("CAP_NET_ADMIN")
-json.dump(p, open(sys.argv[2], "w"), indent=2)
-EOF
-chmod 0644 "$T/netadmin.json"
+policy_variant default "$T/netadmin.json" netadmin 'p["identity"]["capabilities"].append("CAP_NET_ADMIN")'
 # Control: host root rules nftables and links in a netns of its own.
 ip netns add "$NN" 2>/dev/null
 in_ns "$NN" sh -c 'ip link set lo up && nft add table inet rbxn && nft list ruleset | grep -q "table inet rbxn" &&

@@ -67,14 +67,7 @@ fi
 
 # ---------------------------------------------------------------------------------------
 # 3. A secret across the max_stdout cap: never cut before it is scrubbed.
-"$PY" - "$ROOT/policy/profiles/default.json" "$T/cap.json" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-p["name"] = "scrub-cap"
-p.setdefault("output", {})["max_stdout"] = "1000"
-json.dump(p, open(sys.argv[2], "w"))
-EOF
-chmod 644 "$T/cap.json"
+policy_variant default "$T/cap.json" scrub-cap 'p.setdefault("output", {})["max_stdout"] = "1000"'
 for case in token:900 token:979 aws:990; do
 	what=${case%:*} at=${case#*:}
 	# The secret starts $((1000 - at)) bytes before the cap; the other one follows it.
