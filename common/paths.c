@@ -106,3 +106,35 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 	}
 	return find_data_dir(p->data_dir, err);
 }
+
+static void add_own(struct rb_own_dirs *o, const char *a, const char *b)
+{
+	if (!a || !*a || o->n >= RB_PATHS_MAX_OWN)
+		return;
+	char d[PATH_MAX];
+	if (snprintf(d, sizeof d, "%s%s", a, b) >= (int)sizeof d)
+		return; /* longer than any path the kernel resolves: nothing can be below it */
+	for (unsigned i = 0; i < o->n; i++)
+		if (!strcmp(o->dir[i], d))
+			return;
+	memcpy(o->dir[o->n++], d, sizeof d);
+}
+
+void rb_paths_own_dirs(const struct rb_paths *p, struct rb_own_dirs *out)
+{
+	out->n = 0;
+	add_own(out, p->state_dir, "");
+	add_own(out, p->run_dir, "");
+	add_own(out, p->config_dir, "");
+	add_own(out, "/var/lib/runbox", "");
+	add_own(out, "/run/runbox", "");
+	add_own(out, "/etc/runbox", "");
+	const char *home = getenv("HOME");
+	add_own(out, getenv("XDG_STATE_HOME"), "/runbox");
+	add_own(out, home, "/.local/state/runbox");
+	add_own(out, getenv("XDG_RUNTIME_DIR"), "/runbox");
+	add_own(out, getenv("XDG_CONFIG_HOME"), "/runbox");
+	add_own(out, home, "/.config/runbox");
+	add_own(out, getenv("RUNBOX_STATE_DIR"), "");
+	add_own(out, getenv("RUNBOX_RUN_DIR"), "");
+}

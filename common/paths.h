@@ -19,4 +19,16 @@ struct rb_paths {
  * directory then lives beneath it unless RUNBOX_RUN_DIR is set. */
 int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err);
 
+/* Every directory that is, or by default would be, runbox's state, run or config: p's own,
+ * root's defaults (/var/lib/runbox, /run/runbox, /etc/runbox), the caller's XDG ones (from
+ * XDG_* and HOME, whatever overrides this invocation), and those RUNBOX_STATE_DIR and
+ * RUNBOX_RUN_DIR name. None of them is ever an input or an image. p->state_dir is first;
+ * empty and repeated entries are left out. */
+#define RB_PATHS_MAX_OWN 16
+struct rb_own_dirs {
+	unsigned n;
+	char dir[RB_PATHS_MAX_OWN][PATH_MAX];
+};
+void rb_paths_own_dirs(const struct rb_paths *p, struct rb_own_dirs *out);
+
 #endif

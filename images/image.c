@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,13 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/log.h"
+#include "common/never_input.h"
 #include "common/util.h"
+#include "images/digest.h"
+
+/* runbox's own minimal image is small; the bound only keeps a broken build from a long walk. */
+static const struct rb_digest_limits builtin_limits = {.max_entries = 100000, .max_bytes = 4ull << 30};
 
 /* Files of the host image's /etc: nothing of the host's except what the loader needs. */
 static const char host_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
@@ -138,82 +143,41 @@ static void host_digest(const char *dir, char out[72])
 		unlink(tmp);
 }
 
-/* A directory image's digest: sha256 over a sorted listing of path, mode, size and content
- * hash of every file. Cached beside the rootfs, keyed by the rootfs's .built stamp. */
-static char *listing;
-static size_t listing_len, listing_cap;
-static size_t root_len;
-
-static int list_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* The cache of a directory's digest walk: in the state directory (0700), one file per
+ * directory, named by the sha256 of its real path. */
+static int digest_of(const char *rootfs, const struct rb_paths *paths, const struct rb_digest_limits *lim, char out[72],
+                     struct rb_error *err)
 {
-	(void)flag;
-	(void)ftw;
-	char line[PATH_MAX + 160], hex[65] = "-";
-	if (S_ISREG(st->st_mode)) {
-		char *data = NULL;
-		size_t n = 0;
-		if (rb_read_file(path, 256u << 20, &data, &n, NULL) == 0)
-			rb_sha256_hex(data, n, hex);
-		free(data);
-	} else if (S_ISLNK(st->st_mode)) {
-		char t[PATH_MAX];
-		ssize_t n = readlink(path, t, sizeof t - 1);
-		t[n < 0 ? 0 : n] = '\0';
-		rb_sha256_hex(t, strlen(t), hex);
+	char dir[PATH_MAX + 32], cache[PATH_MAX + 128], hex[65];
+	snprintf(dir, sizeof dir, "%s/cache/images", paths->state_dir);
+	rb_sha256_hex(rootfs, strlen(rootfs), hex);
+	snprintf(cache, sizeof cache, "%s/%s", dir, hex);
+	struct rb_error cerr;
+	if (rb_mkdir_p(dir, 0700, &cerr) < 0) {
+		rb_debug("image digest: no cache: %s", cerr.msg);
+		return rb_tree_digest(rootfs, NULL, lim, out, NULL, err);
 	}
-	int n = snprintf(line, sizeof line, "%s %o %lld %s\n", path + root_len, (unsigned)st->st_mode,
-	                 (long long)st->st_size, hex);
-	if (listing_len + (size_t)n + 1 > listing_cap) {
-		listing_cap = (listing_cap + (size_t)n + 1) * 2;
-		char *nl = realloc(listing, listing_cap);
-		if (!nl)
-			return -1;
-		listing = nl;
-	}
-	memcpy(listing + listing_len, line, (size_t)n);
-	listing_len += (size_t)n;
-	return 0;
+	return rb_tree_digest(rootfs, cache, lim, out, NULL, err);
 }
 
-static int dir_digest(const char *rootfs, bool use_cache, char out[72], struct rb_error *err)
+/* A host directory as the image: allowed only where nothing in it is never an input and the
+ * operator's policy names it in images.allow. Checked on its real path, before any walk. */
+static int allow_dir(const char *rootfs, const struct rb_policy *pol, const struct rb_paths *paths,
+                     struct rb_error *err)
 {
-	char stamp[PATH_MAX + 16], cache[PATH_MAX + 16];
-	snprintf(stamp, sizeof stamp, "%s/../.built", rootfs);
-	snprintf(cache, sizeof cache, "%s.digest", rootfs);
-	struct stat s1, s2;
-	if (use_cache && stat(stamp, &s1) == 0 && stat(cache, &s2) == 0 && s2.st_mtim.tv_sec >= s1.st_mtim.tv_sec) {
-		char *text = NULL;
-		if (rb_read_file(cache, 128, &text, NULL, NULL) == 0 && strncmp(text, "sha256:", 7) == 0 &&
-		    strlen(text) >= 71) {
-			snprintf(out, 72, "%.71s", text);
-			free(text);
+	if (rb_never_input_check(paths, rootfs, true, "image", err) < 0)
+		return -1;
+	for (unsigned i = 0; i < pol->n_image_allow; i++)
+		if (rb_path_under(rootfs, pol->image_allow[i]))
 			return 0;
-		}
-		free(text);
-	}
-	/* nftw visits in directory order; the listing is hashed as visited, which is stable for
-	 * one directory tree that is not changed (the stamp says so). */
-	listing = NULL;
-	listing_len = listing_cap = 0;
-	root_len = strlen(rootfs);
-	if (nftw(rootfs, list_one, 16, FTW_PHYS) < 0) {
-		free(listing);
-		return rb_error_set(err, errno, "image digest of `%s`", rootfs);
-	}
-	char hex[65];
-	rb_sha256_hex(listing ? listing : "", listing_len, hex);
-	free(listing);
-	listing = NULL;
-	snprintf(out, 72, "sha256:%s", hex);
-	if (!use_cache)
-		return 0; /* a directory of the user's: nothing is written beside it */
-	_cleanup_close_ int fd = open(cache, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd >= 0 && write(fd, out, strlen(out)) < 0)
-		return 0; /* a cache that cannot be written costs time, not correctness */
-	return 0;
+	return rb_error_set(err, 0,
+	                    "image `%s`: policy `%s` allows no directory image there (a prefix of it in the "
+	                    "policy's images.allow would)",
+	                    rootfs, pol->name);
 }
 
-int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out, struct rb_error *err)
+int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct rb_paths *paths, struct rb_image *out,
+                     struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
@@ -223,7 +187,8 @@ int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_i
 		snprintf(stamp, sizeof stamp, "%s/../.built", out->rootfs);
 		if (access(stamp, F_OK) < 0)
 			return rb_error_set(err, 0, "image `minimal` is not built (run `make` in %s)", paths->data_dir);
-		return dir_digest(out->rootfs, true, out->digest, err);
+		out->owned_by_runbox = true;
+		return digest_of(out->rootfs, paths, &builtin_limits, out->digest, err);
 	}
 	if (!strcmp(name, "host")) {
 		char dir[PATH_MAX];
@@ -237,18 +202,23 @@ int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_i
 		add_bind(out, "/etc/ld.so.cache", "etc/ld.so.cache");
 		add_bind(out, "/etc/alternatives", "etc/alternatives");
 		host_digest(dir, out->digest);
+		out->owned_by_runbox = true;
 		return 0;
 	}
 	if (name[0] == '/') {
-		/* A directory as an image (its own root filesystem), read-only below the overlay,
-		 * as `runbox image import DIR` will make permanent. */
+		/* A directory as an image (its own root filesystem), read-only below the overlay and
+		 * never idmapped: its files keep the owners the host gave them. */
 		struct stat st;
 		if (stat(name, &st) < 0 || !S_ISDIR(st.st_mode))
 			return rb_error_set(err, errno ? errno : ENOTDIR, "image `%s`: not a directory", name);
 		if (!realpath(name, out->rootfs))
 			return rb_error_set(err, errno, "image `%s`", name);
+		if (allow_dir(out->rootfs, pol, paths, err) < 0)
+			return -1;
 		snprintf(out->name, sizeof out->name, "dir");
-		return dir_digest(out->rootfs, false, out->digest, err);
+		struct rb_digest_limits lim = {.max_entries = pol->image_max_entries,
+		                               .max_bytes = pol->image_max_bytes};
+		return digest_of(out->rootfs, paths, &lim, out->digest, err);
 	}
 	return rb_error_set(
 	    err, 0, "unknown image `%s` (known: minimal, host, or an absolute path to a root filesystem)", name);

@@ -1,6 +1,6 @@
-/* Images: a read-only root filesystem with a digest. For now two built-in images behind one
- * small interface that the image store will take over: `minimal` (busybox and the probe,
- * built by make) and `host` (the host's /usr and a minimal /etc, read-only). */
+/* Images: a read-only root filesystem with a digest. Two built-in images behind one small
+ * interface that the image store will take over, `minimal` (busybox and the probe, built by
+ * make) and `host` (the host's /usr and a minimal /etc, read-only), and directory images. */
 #ifndef RB_IMAGE_H
 #define RB_IMAGE_H
 
@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/paths.h"
+#include "policy/policy.h"
 
 #define RB_IMAGE_MAX_BINDS 8
 
@@ -26,8 +27,14 @@ struct rb_image {
 	char digest[72];       /* "sha256:<hex>" */
 	struct rb_image_bind binds[RB_IMAGE_MAX_BINDS];
 	unsigned n_binds;
+	/* runbox's own image (a built-in; the image store's later): only such an image is
+	 * idmapped to the sandbox's ids. A directory image keeps its host owners inside. */
+	bool owned_by_runbox;
 };
 
-int rb_image_resolve(const char *name, const struct rb_paths *paths, struct rb_image *out, struct rb_error *err);
+/* name is `minimal`, `host` or the absolute path of a directory, which pol's images.allow must
+ * cover and which must hold nothing that is never an input (common/never_input.h). */
+int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct rb_paths *paths, struct rb_image *out,
+                     struct rb_error *err);
 
 #endif

@@ -24,12 +24,14 @@
 #define SECCOMP_FILE_MAX (1u << 20)
 
 /* Defaults for absent keys; docs/policy.md lists them and must change with them. */
-#define DEFAULT_PATH       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define DEFAULT_OUTPUT_MAX (1ull << 20)
-#define DEFAULT_SHELL      "/bin/sh"
-#define DEFAULT_HOSTNAME   "runbox"
-#define DEFAULT_SECCOMP    "default"
-#define RLIMIT_KEEP        UINT64_MAX
+#define DEFAULT_PATH              "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DEFAULT_OUTPUT_MAX        (1ull << 20)
+#define DEFAULT_SHELL             "/bin/sh"
+#define DEFAULT_HOSTNAME          "runbox"
+#define DEFAULT_SECCOMP           "default"
+#define RLIMIT_KEEP               UINT64_MAX
+#define DEFAULT_IMAGE_MAX_ENTRIES 1000000u
+#define DEFAULT_IMAGE_MAX_BYTES   (16ull << 30)
 
 static const char *const cap_names[] = {
     "CAP_CHOWN",
@@ -236,10 +238,10 @@ static const char *check_env_name(const char *s)
 	return env_name_ok(s) ? NULL : "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)";
 }
 
-static const char *check_input_prefix(const char *s)
+static const char *check_prefix(const char *s)
 {
 	if (s[0] != '/')
-		return "an input prefix must be an absolute path";
+		return "a prefix must be an absolute path";
 	if (strlen(s) >= 4096)
 		return "longer than PATH_MAX";
 	/* Prefixes are compared textually against canonical paths, so "." and ".." would never
@@ -248,7 +250,7 @@ static const char *check_input_prefix(const char *s)
 		const char *q = p + 1;
 		size_t n = strcspn(q, "/");
 		if ((n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.'))
-			return "\".\" and \"..\" are not allowed in an input prefix";
+			return "\".\" and \"..\" are not allowed in a prefix";
 	}
 	return NULL;
 }
@@ -400,21 +402,44 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 	return 0;
 }
 
+/* "/usr/" and "/usr" mean the same prefix; keep one spelling for the matcher. */
+static void trim_slashes(char **list, unsigned n_list)
+{
+	for (unsigned i = 0; i < n_list; i++) {
+		char *s = list[i];
+		size_t n = strlen(s);
+		while (n > 1 && s[n - 1] == '/')
+			s[--n] = '\0';
+	}
+}
+
 static int parse_inputs(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
 	static const char *const keys[] = {"allow", NULL};
 	if (rb_jsonck_keys(c, "inputs", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "allow");
-	if (v && get_list(c, "inputs.allow", v, p->input_allow, &p->n_input_allow, check_input_prefix) < 0)
+	if (v && get_list(c, "inputs.allow", v, p->input_allow, &p->n_input_allow, check_prefix) < 0)
 		return -1;
-	/* "/usr/" and "/usr" mean the same prefix; keep one spelling for the matcher. */
-	for (unsigned i = 0; i < p->n_input_allow; i++) {
-		char *s = p->input_allow[i];
-		size_t n = strlen(s);
-		while (n > 1 && s[n - 1] == '/')
-			s[--n] = '\0';
-	}
+	trim_slashes(p->input_allow, p->n_input_allow);
+	return 0;
+}
+
+static int parse_images(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
+{
+	static const char *const keys[] = {"allow", "max_entries", "max_bytes", NULL};
+	if (rb_jsonck_keys(c, "images", sec, keys) < 0)
+		return -1;
+	json_t *v;
+	if ((v = json_object_get(sec, "allow")) &&
+	    get_list(c, "images.allow", v, p->image_allow, &p->n_image_allow, check_prefix) < 0)
+		return -1;
+	trim_slashes(p->image_allow, p->n_image_allow);
+	if ((v = json_object_get(sec, "max_entries")) &&
+	    get_uint(c, "images.max_entries", v, 1, UINT32_MAX, &p->image_max_entries) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "max_bytes")) && get_size(c, "images.max_bytes", v, 1, &p->image_max_bytes) < 0)
+		return -1;
 	return 0;
 }
 
@@ -489,8 +514,8 @@ static bool hostname_ok(const char *s)
 static int parse_top(const struct rb_jsonck *c, const json_t *root, struct rb_policy *p)
 {
 	static const char *const keys[] = {"name",    "description", "identity", "limits", "rlimits",
-	                                   "seccomp", "network",     "inputs",   "env",    "output",
-	                                   "shell",   "hostname",    NULL};
+	                                   "seccomp", "network",     "inputs",   "images", "env",
+	                                   "output",  "shell",       "hostname", NULL};
 	if (rb_jsonck_keys(c, "", root, keys) < 0)
 		return -1;
 
@@ -517,6 +542,8 @@ static int parse_top(const struct rb_jsonck *c, const json_t *root, struct rb_po
 	if (get_section(c, root, "network", &sec) < 0 || (sec && parse_network(c, sec, p) < 0))
 		return -1;
 	if (get_section(c, root, "inputs", &sec) < 0 || (sec && parse_inputs(c, sec, p) < 0))
+		return -1;
+	if (get_section(c, root, "images", &sec) < 0 || (sec && parse_images(c, sec, p) < 0))
 		return -1;
 	if (get_section(c, root, "env", &sec) < 0 || parse_env(c, sec, p) < 0)
 		return -1;
@@ -547,6 +574,8 @@ static void set_defaults(struct rb_policy *p)
 	p->rlimit_nofile = p->rlimit_nproc = p->rlimit_core = p->rlimit_fsize = RLIMIT_KEEP;
 	strcpy(p->seccomp_profile, DEFAULT_SECCOMP);
 	p->max_stdout = p->max_stderr = DEFAULT_OUTPUT_MAX;
+	p->image_max_entries = DEFAULT_IMAGE_MAX_ENTRIES;
+	p->image_max_bytes = DEFAULT_IMAGE_MAX_BYTES;
 	strcpy(p->shell, DEFAULT_SHELL);
 	strcpy(p->hostname, DEFAULT_HOSTNAME);
 }
@@ -685,6 +714,7 @@ void rb_policy_free(struct rb_policy *p)
 	free_list(p->seccomp_deny, &p->n_seccomp_deny);
 	free_list(p->seccomp_allow, &p->n_seccomp_allow);
 	free_list(p->input_allow, &p->n_input_allow);
+	free_list(p->image_allow, &p->n_image_allow);
 	free_list(p->env_pass, &p->n_env_pass);
 	free_list(p->env_set, &p->n_env_set);
 }

@@ -56,6 +56,13 @@ struct rb_policy {
 	char *input_allow[RB_POLICY_MAX_LIST];
 	unsigned n_input_allow;
 
+	/* images: host directory prefixes a directory image may come from, and the most the digest
+	 * walk of one may visit (entries) and read (bytes of regular files) */
+	char *image_allow[RB_POLICY_MAX_LIST];
+	unsigned n_image_allow;
+	uint64_t image_max_entries;
+	uint64_t image_max_bytes;
+
 	/* environment: names passed from the host, and fixed values */
 	char *env_pass[RB_POLICY_MAX_LIST];
 	unsigned n_env_pass;

@@ -202,8 +202,10 @@ static int mount_overlay(const char *staging, const struct rb_image *image, int 
 	char upper[PATH_MAX + 8], work[PATH_MAX + 8], merged[PATH_MAX + 8], lower[PATH_MAX + 8];
 	const char *lowerdir = image->rootfs;
 	if (lower_fd >= 0) {
-		/* The runner's idmapped clone of the image: the image's files owned by host ids
-		 * 0..65535 show as the sandbox's own, so root inside can change them (copy-up). */
+		/* The runner's clone of the image's mount. Idmapped when it is runbox's own image
+		 * (never a directory image, rb_image.owned_by_runbox): the image's files owned by
+		 * host ids 0..65535 show as the sandbox's own, so root inside can change them
+		 * (copy-up). */
 		snprintf(lower, sizeof lower, "%s/lower", staging);
 		if (mkdir(lower, 0755) < 0)
 			return rb_error_set(err, errno, "mkdir `%s`", lower);

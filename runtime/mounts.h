@@ -33,8 +33,9 @@ struct rb_rootfs_spec {
 	unsigned n_inputs;
 	const struct rb_input *skills; /* bundles: dest is the name under /workspace/skills */
 	unsigned n_skills;
-	int lower_fd; /* the image, idmapped to the sandbox's ids (a detached
-	               * mount made by the runner), or -1: use image->rootfs */
+	int lower_fd; /* the image's mount, read-only and detached, made by the runner
+	               * (idmapped to the sandbox's ids when runbox's own), or -1: use
+	               * image->rootfs */
 };
 
 /* Builds the root and pivots into it; on return the cwd is the new "/". */

@@ -22,6 +22,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/never_input.h"
 #include "common/util.h"
 #include "runtime/channel.h"
 #include "runtime/lifecycle.h"
@@ -32,61 +33,13 @@ extern char **environ;
 
 #define RB_CANCEL_GRACE_S 2
 
-/* Host paths that are never inputs, whatever the policy says, nor is anything that holds one;
- * runbox's own state, run and config directories join them (check_input). */
-static const char *const never_inputs[] = {"/proc",        "/sys",     "/dev",       "/run",    "/etc/shadow",
-                                           "/etc/gshadow", "/etc/ssh", "/root/.ssh", "/var/run"};
-
-static bool path_under(const char *path, const char *prefix)
-{
-	size_t n = strlen(prefix);
-	while (n > 1 && prefix[n - 1] == '/')
-		n--;
-	if (n == 1 && prefix[0] == '/')
-		return true;
-	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-/* in->host is a real path (rb_input_parse). Neither it nor anything below it may be a path that
- * is never an input: binding `/` (or /proc/self/root, which realpath makes `/`) would hand the
- * sandbox the host's /proc and /run, and binding a rootless caller's home would hand it the
- * token key in runbox's state directory. One thing in the state directory may be an input: a
- * single object of the artifact store (a manifest's {"artifact": digest} input is one). */
-static int check_never(const struct rb_paths *paths, const struct rb_input *in, const char *what, struct rb_error *err)
-{
-	/* Compared as real paths, as in->host is: a state directory named through a link. */
-	const char *own[] = {paths->state_dir, paths->run_dir, paths->config_dir};
-	char own_real[RB_ARRAY_SIZE(own)][PATH_MAX];
-	const char *never[RB_ARRAY_SIZE(never_inputs) + RB_ARRAY_SIZE(own)];
-	size_t n = 0;
-	for (size_t i = 0; i < RB_ARRAY_SIZE(never_inputs); i++)
-		never[n++] = never_inputs[i];
-	for (size_t i = 0; i < RB_ARRAY_SIZE(own); i++)
-		if (*own[i])
-			never[n++] = realpath(own[i], own_real[i]) ? own_real[i] : own[i];
-	char store[PATH_MAX + 16] = "";
-	if (*paths->state_dir)
-		snprintf(store, sizeof store, "%s/artifacts/", never[RB_ARRAY_SIZE(never_inputs)]);
-	bool stored_object = *store && !in->is_dir && !strncmp(in->host, store, strlen(store));
-	for (size_t i = 0; i < n; i++) {
-		if (stored_object && i == RB_ARRAY_SIZE(never_inputs))
-			continue; /* the state directory's rule, for one stored artifact */
-		if (path_under(in->host, never[i]))
-			return rb_error_set(err, 0, "%s `%s`: %s is never an input", what, in->host, never[i]);
-		if (path_under(never[i], in->host))
-			return rb_error_set(err, 0, "%s `%s`: it holds %s, which is never an input", what, in->host,
-			                    never[i]);
-	}
-	return 0;
-}
-
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
                        struct rb_error *err)
 {
-	if (check_never(paths, in, "--input", err) < 0)
+	if (rb_never_input_check(paths, in->host, in->is_dir, "--input", err) < 0)
 		return -1;
 	for (unsigned i = 0; i < pol->n_input_allow; i++)
-		if (path_under(in->host, pol->input_allow[i]))
+		if (rb_path_under(in->host, pol->input_allow[i]))
 			return 0;
 	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
 }
@@ -168,7 +121,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	                   &run->policy, err) < 0)
 		return -1;
 	struct rb_policy *pol = &run->policy;
-	if (rb_image_resolve(cfg->image ? cfg->image : "host", &run->paths, &run->image, err) < 0)
+	if (rb_image_resolve(cfg->image ? cfg->image : "host", pol, &run->paths, &run->image, err) < 0)
 		return -1;
 
 	run->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : pol->timeout_ms;
@@ -199,7 +152,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(arg, &run->skills[i], err) < 0)
 			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
 		run->n_skills = i + 1;
-		if (check_never(&run->paths, &run->skills[i], "skill", err) < 0)
+		if (rb_never_input_check(&run->paths, run->skills[i].host, run->skills[i].is_dir, "skill", err) < 0)
 			return -1;
 		if (!run->skills[i].is_dir)
 			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],

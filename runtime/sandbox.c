@@ -51,22 +51,32 @@ static pid_t clone_init(int cgroup_fd)
 	return (pid_t)syscall(SYS_clone3, &args, sizeof args);
 }
 
-/* As root in the initial user namespace: a detached clone of the image, idmapped with the
- * sandbox's user namespace, so files the image's host ids own are the sandbox's own. -1 when
- * not possible (rootless, or the filesystem cannot idmap): the image is then read-only for
- * the sandbox's root, which the result reports. */
-static int idmapped_image(const struct rb_sandbox_spec *spec, int userns)
+/* As root in the initial user namespace: a detached, read-only clone of the image's mount
+ * (without the mounts below it: the image is one filesystem, as its digest walk is). runbox's
+ * own image is idmapped with the sandbox's user namespace, so files the image's host ids own
+ * are the sandbox's own. A directory image never is: idmapped, host root's files there would
+ * be the sandbox root's. -1 when no clone is made (rootless, or the filesystem cannot idmap):
+ * init then mounts the image's path itself, and the image is read-only for the sandbox's
+ * root, as it is when not idmapped, which the result reports. */
+static int image_lower(const struct rb_sandbox_spec *spec, int userns, bool *idmapped)
 {
+	*idmapped = false;
 	if (spec->ids.outer || !spec->idmap_image)
 		return -1;
 	int tree = open_tree(AT_FDCWD, spec->rootfs.image->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return -1;
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY, .userns_fd = (uint64_t)userns};
+	bool idmap = spec->rootfs.image->owned_by_runbox;
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (idmap) {
+		attr.attr_set |= MOUNT_ATTR_IDMAP;
+		attr.userns_fd = (uint64_t)userns;
+	}
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) {
 		close(tree);
 		return -1;
 	}
+	*idmapped = idmap;
 	return tree;
 }
 
@@ -82,7 +92,8 @@ struct spawn {
 	int ctl_runner;   /* the runner's end: closed in init */
 	pid_t init_pid;   /* > 0 once cloned, even if a later step failed */
 	struct rb_net net;
-	int lower;     /* the idmapped image, or -1 */
+	int lower; /* the image's detached clone, or -1 */
+	bool lower_idmapped;
 	int userns_fd; /* init's user namespace */
 	bool failed;
 	struct rb_error err;
@@ -145,7 +156,7 @@ static int spawner(void *arg)
 		_exit(1);
 	}
 	rb_debug("spawner: maps written");
-	sp->lower = idmapped_image(spec, sp->userns_fd);
+	sp->lower = image_lower(spec, sp->userns_fd, &sp->lower_idmapped);
 	_exit(0);
 }
 
@@ -285,7 +296,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		goto fail;
 	}
 	rb_debug("spawner: done");
-	sb->idmapped = lower >= 0;
+	sb->idmapped = lower >= 0 && sp.lower_idmapped;
 	/* init is our child and not yet reaped, so its pid cannot have been reused. */
 	sb->pidfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
 	if (sb->pidfd < 0) {

@@ -38,7 +38,8 @@ struct rb_sandbox_spec {
 	struct rb_idplan ids;
 	enum rb_net_mode net_mode;
 	char hostname[64];
-	bool idmap_image; /* try an idmapped lower layer (root in the initial user namespace) */
+	bool idmap_image; /* clone the image's mount as the lower layer, idmapped when it is
+	                   * runbox's own (root in the initial user namespace) */
 };
 
 struct rb_sandbox {

@@ -283,7 +283,7 @@ static void test_env_seccomp_inputs(void **state)
 	parse_fails("{\"name\":\"x\",\"seccomp\":{\"deny\":[\"ptrace\"],\"allow\":[\"ptrace\"]}}",
 	            "\"ptrace\" is also in seccomp.deny");
 	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"data\"]}}",
-	            "inputs.allow[0]: \"data\": an input prefix must be an absolute path");
+	            "inputs.allow[0]: \"data\": a prefix must be an absolute path");
 	parse_fails("{\"name\":\"x\",\"inputs\":{\"allow\":[\"/srv/../etc\"]}}", "inputs.allow[0]");
 
 	struct rb_policy p;
