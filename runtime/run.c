@@ -80,15 +80,16 @@ static int check_never(const struct rb_paths *paths, const struct rb_input *in, 
 	return 0;
 }
 
+/* One check for every host path bound in, inputs and skill bundles alike (what names which). */
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
-                       struct rb_error *err)
+                       const char *what, struct rb_error *err)
 {
-	if (check_never(paths, in, "--input", err) < 0)
+	if (check_never(paths, in, what, err) < 0)
 		return -1;
 	for (unsigned i = 0; i < pol->n_input_allow; i++)
 		if (path_under(in->host, pol->input_allow[i]))
 			return 0;
-	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
+	return rb_error_set(err, 0, "%s `%s`: policy `%s` allows no input there", what, in->host, pol->name);
 }
 
 /* The host ids of the sandbox's root, when they differ from the caller's: as root, a
@@ -189,7 +190,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(cfg->inputs[i], &run->inputs[i], err) < 0)
 			return -1;
 		run->n_inputs = i + 1;
-		if (check_input(pol, &run->paths, &run->inputs[i], err) < 0)
+		if (check_input(pol, &run->paths, &run->inputs[i], "--input", err) < 0)
 			return -1;
 	}
 
@@ -199,7 +200,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(arg, &run->skills[i], err) < 0)
 			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
 		run->n_skills = i + 1;
-		if (check_never(&run->paths, &run->skills[i], "skill", err) < 0)
+		if (check_input(pol, &run->paths, &run->skills[i], "skill", err) < 0)
 			return -1;
 		if (!run->skills[i].is_dir)
 			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],
