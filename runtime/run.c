@@ -136,6 +136,11 @@ static int searchable_path(const char *dir, uid_t uid, gid_t gid, struct rb_erro
 	return 0;
 }
 
+bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid)
+{
+	return sandbox_root_ids(&run->spec.ids, uid, gid);
+}
+
 static bool setgroups_denied_here(void)
 {
 	char *text = NULL;
