@@ -214,6 +214,35 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	return ok && alive;
 }
 
+/* The tenant boundary of the artifact store: an artifact input must be one that a run of the
+ * manifest's tenant stored, which its ledger says. A digest that no run stored and one that
+ * another tenant's run stored get one message, so the store tells no tenant what exists. */
+static int check_artifacts(const struct rb_manifest *m, const struct rb_paths *paths, struct rb_error *err)
+{
+	const char *tenant = m->tenant; /* a manifest names its tenant (required) */
+	struct rb_ledger *l = NULL;
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < m->n_inputs; i++) {
+		const struct rb_manifest_input *in = &m->inputs[i];
+		if (in->kind != RB_MANIFEST_INPUT_ARTIFACT)
+			continue;
+		if (!l && rb_ledger_open(paths->state_dir, &l, err) < 0)
+			return rb_error_prefix(err, "manifest inputs[%zu]: the ledger", i);
+		char digest[80];
+		snprintf(digest, sizeof digest, "sha256:%s", in->artifact);
+		bool found = false;
+		if ((r = rb_ledger_tenant_has_artifact(l, tenant, digest, &found, err)) < 0)
+			rb_error_prefix(err, "manifest inputs[%zu]", i);
+		else if (!found)
+			r = rb_error_set(err, ENOENT,
+			                 "manifest inputs[%zu]: no artifact %s stored by a run of tenant `%s`", i,
+			                 digest, tenant);
+	}
+	if (l)
+		rb_ledger_close(l);
+	return r;
+}
+
 /* Re-points an input at its sealed copy (arg "COPY:/workspace/in/DEST"), keeping its dest. */
 static int repoint(struct rb_input *in, const char *copy, struct rb_error *err)
 {
@@ -282,6 +311,8 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return rb_error_set(err, ENOMEM, "manifest");
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, state_dir, err) < 0)
+		return -1;
+	if (check_artifacts(m, &paths, err) < 0)
 		return -1;
 	snprintf(rf->store, sizeof rf->store, "%s/artifacts", paths.state_dir);
 	for (size_t i = 0; i < m->n_inputs; i++) {
