@@ -59,7 +59,7 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
 			json_array_append_new(a, json_string(*c));
 		char *text = json_dumps(a, JSON_COMPACT);
 		json_decref(a);
-		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, err) : -1;
+		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, NULL, err) : -1;
 		free(text);
 		return r;
 	}

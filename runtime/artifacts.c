@@ -1,5 +1,8 @@
 /* The content-addressed artifact store: objects named by their sha256, written through a
- * temporary file and a rename so that a reader never sees half an object. */
+ * temporary file and a rename so that a reader never sees half an object. Objects are 0640
+ * with the store's group (0600 where that group cannot be given): readable by the store's
+ * owner (runbox, `artifact get`) and whom the operator puts in that group, never by others. A
+ * run gets its artifact inputs as copies (runtime/seal.h), never the object itself. */
 #define _GNU_SOURCE
 #include "runtime/artifacts.h"
 
@@ -59,7 +62,7 @@ static int write_all(int fd, const char *data, size_t len)
 }
 
 /* Writes one object under a temporary name in dir, then renames it to path. */
-static int write_object(const char *dir, const char *path, const char *hex, const char *data, size_t len,
+static int write_object(const char *dir, const char *path, const char *hex, const char *data, size_t len, gid_t group,
                         struct rb_error *err)
 {
 	char tmp[PATH_MAX];
@@ -69,19 +72,19 @@ static int write_object(const char *dir, const char *path, const char *hex, cons
 	int n = snprintf(tmp, sizeof tmp, "%s/.tmp-%.16s-%d-%08x", dir, hex, (int)getpid(), rnd);
 	if (n < 0 || n >= (int)sizeof tmp)
 		return rb_error_set(err, ENAMETOOLONG, "artifact store `%s`", dir);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == ENOENT) {
-		/* The shard directory is made on first use only, 0711: searchable, so that the
-		 * sandbox's ids reach an object bound in as a later step's input, but not
+		/* The shard directory is made on first use only, 0711: searchable but not
 		 * listable: an object is found by its digest, never by browsing the store. */
 		if (rb_mkdir_p(dir, 0711, err) < 0)
 			return -1;
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd < 0)
 		return rb_error_set(err, errno, "create `%s`", tmp);
-	/* 0644 whatever the umask: the next step's input is read through this file. */
-	if (write_all(fd, data, len) < 0 || fchmod(fd, 0644) < 0) {
+	/* Group-readable only once the group is the store's; else it stays 0600. */
+	mode_t mode = fchown(fd, (uid_t)-1, group) == 0 ? 0640 : 0600;
+	if (write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return rb_error_set(err, e, "write `%s`", tmp);
@@ -116,8 +119,14 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 	 * only ever appears there by rename of a complete write). */
 	struct stat st;
 	bool present = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len;
+	/* An object an older runbox left world-readable (0644) loses that when met again. */
+	if (present && (st.st_mode & 0007) && chmod(path, st.st_mode & 0770) < 0)
+		return rb_error_set(err, errno, "chmod `%s`", path);
 	if (!present) {
-		if (write_object(dir, path, hex, data, len, err) < 0)
+		/* A store made by this write (below) is ours, and so is its group. */
+		struct stat sd;
+		gid_t group = stat(store_dir, &sd) == 0 ? sd.st_gid : getegid();
+		if (write_object(dir, path, hex, data, len, group, err) < 0)
 			return -1;
 		if (created)
 			*created = true;

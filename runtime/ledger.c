@@ -170,6 +170,25 @@ int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *typ
 	return 0;
 }
 
+int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const char *digest, bool *found,
+                                  struct rb_error *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	/* instr() first: a cheap test of the text before json_extract parses it. */
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT 1 FROM events WHERE type = 'artifact' AND tenant = ?1 AND instr(data, ?2) > 0"
+	                       " AND json_extract(data, '$.digest') = ?2 LIMIT 1",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "look up an artifact");
+	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, digest, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_error(l, err, "look up an artifact");
+	*found = rc == SQLITE_ROW;
+	return 0;
+}
+
 static int schema_version(struct rb_ledger *l)
 {
 	sqlite3_stmt *st = NULL;

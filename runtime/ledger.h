@@ -69,6 +69,11 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
 /* How many events run_id has (of type, when not NULL). */
 int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err);
 
+/* *found: an `artifact` event of tenant records digest ("sha256:<hex>"), i.e. a run of that
+ * tenant stored the object. The artifact store answers any digest; this is its tenant boundary. */
+int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const char *digest, bool *found,
+                                  struct rb_error *err);
+
 /* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
  * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,
  * -1 when it could not read the ledger. *report (when not NULL) gets {"intact", "events",

@@ -346,9 +346,45 @@ static int build_proc(int rootfd, struct rb_error *err)
 	return 0;
 }
 
-static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, unsigned n, struct rb_error *err);
+/* The sources of inputs and skill bundles, opened in this mount namespace before anything is
+ * mounted: a sealed copy (runtime/seal.h) lives in the staging directory, which the scratch
+ * tmpfs then hides. */
+struct sources {
+	int in[RB_MAX_INPUTS], skills[RB_MAX_INPUTS];
+};
 
-static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct rb_error *err)
+static void close_sources(struct sources *s)
+{
+	for (unsigned i = 0; i < RB_MAX_INPUTS; i++) {
+		if (s->in[i] >= 0)
+			close(s->in[i]);
+		if (s->skills[i] >= 0)
+			close(s->skills[i]);
+	}
+}
+
+/* The runner's fd names a mount of the host's namespace, which open_tree cannot clone from
+ * here: the same path is opened in ours, and bind_tree requires the very same inode. */
+static int open_sources(const struct rb_rootfs_spec *spec, struct sources *s, struct rb_error *err)
+{
+	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
+		s->in[i] = s->skills[i] = -1;
+	if (spec->n_inputs > RB_MAX_INPUTS || spec->n_skills > RB_MAX_INPUTS)
+		return rb_error_set(err, E2BIG, "at most %d inputs and %d skills", RB_MAX_INPUTS, RB_MAX_INPUTS);
+	for (unsigned i = 0; i < spec->n_inputs; i++)
+		if ((s->in[i] = open(spec->inputs[i].host, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return rb_error_set(err, errno, "input `%s`", spec->inputs[i].host);
+	for (unsigned i = 0; i < spec->n_skills; i++)
+		if ((s->skills[i] = open(spec->skills[i].host, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return rb_error_set(err, errno, "input `%s`", spec->skills[i].host);
+	return 0;
+}
+
+static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
+                     struct rb_error *err);
+
+static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, const struct sources *src,
+                           struct rb_error *err)
 {
 	char size[48], uid[32], gid[32];
 	size_opt(size, sizeof size, spec->workspace_bytes, 1ULL << 30);
@@ -362,17 +398,18 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, struct
 	_cleanup_close_ int ws = openat2_beneath(rootfd, "workspace", O_PATH | O_DIRECTORY, err);
 	if (ws < 0 || fchownat(ws, "out", spec->uid, spec->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return rb_error_set(err, errno, "chown /workspace/out");
-	if (bind_tree(rootfd, "workspace/in", spec->inputs, spec->n_inputs, err) < 0)
+	if (bind_tree(rootfd, "workspace/in", spec->inputs, src->in, spec->n_inputs, err) < 0)
 		return -1;
 	if (!spec->n_skills)
 		return 0;
 	return make_dir(rootfd, "workspace/skills", 0755, err) < 0
 	           ? -1
-	           : bind_tree(rootfd, "workspace/skills", spec->skills, spec->n_skills, err);
+	           : bind_tree(rootfd, "workspace/skills", spec->skills, src->skills, spec->n_skills, err);
 }
 
 /* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles). */
-static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, unsigned n, struct rb_error *err)
+static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
+                     struct rb_error *err)
 {
 	static const char *const in_opts[] = {"mode=0755", "size=1048576", NULL};
 	if (mount_new(rootfd, dir, "tmpfs", in_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
@@ -387,17 +424,14 @@ static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, 
 			return -1;
 		if ((in->is_dir ? make_dir(rootfd, target, 0755, err) : make_file(rootfd, target, err)) < 0)
 			return -1;
-		/* The runner's fd names a mount of the host's namespace, which open_tree cannot
-		 * clone from here: open the same path in ours and require the very same inode. */
-		_cleanup_close_ int here = open(in->host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat a, b;
-		if (here < 0 || fstat(here, &a) < 0 || fstat(in->fd, &b) < 0)
+		if (fstat(here[i], &a) < 0 || fstat(in->fd, &b) < 0)
 			return rb_error_set(err, errno, "input `%s`", in->host);
 		if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
 		/* One mount, not the mounts below it: an input never carries another
 		 * filesystem (a host /proc, a user's FUSE mount) in with it. */
-		if (bind_ro_attrs(here, NULL, rootfd, target, in->is_dir,
+		if (bind_ro_attrs(here[i], NULL, rootfd, target, in->is_dir,
 		                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false, err) < 0)
 			return rb_error_prefix(err, "input `%s`", in->host);
 	}
@@ -411,6 +445,9 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 		return rb_error_set(err, errno, "make / private");
 	char size[48];
 	size_opt(size, sizeof size, spec->rootfs_bytes, 1ULL << 30);
+	__attribute__((cleanup(close_sources))) struct sources src;
+	if (open_sources(spec, &src, err) < 0)
+		return -1;
 	const char *scratch_opts[] = {"mode=0755", size, NULL};
 	if (mount_new(AT_FDCWD, spec->staging, "tmpfs", scratch_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;
@@ -437,7 +474,7 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	static const char *const sys_opts[] = {"mode=0555", "size=4096", NULL};
 	if (make_dir(rootfd, "tmp", 01777, err) < 0 ||
 	    mount_new(rootfd, "tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0 ||
-	    build_workspace(rootfd, spec, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 ||
+	    build_workspace(rootfd, spec, &src, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 ||
 	    build_dev(rootfd, err) < 0 || make_dir(rootfd, "proc", 0555, err) < 0 || build_proc(rootfd, err) < 0 ||
 	    make_dir(rootfd, "sys", 0555, err) < 0 ||
 	    /* sysfs belongs to the network namespace's owner, which the sandbox is not: an empty

@@ -143,7 +143,7 @@ int rb_record_run_start(struct rb_record *rec, const char *agent_version, const 
 }
 
 int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,
-                         size_t len, json_t *inputs, struct rb_error *err)
+                         size_t len, json_t *inputs, const char *bundle_digest, struct rb_error *err)
 {
 	char hex[65];
 	rb_sha256_hex(text, len, hex);
@@ -154,6 +154,8 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
 	                      t, "size", (json_int_t)len, "sha256", hex);
 	if (inputs)
 		json_object_set(d, "inputs", inputs);
+	if (bundle_digest)
+		json_object_set_new(d, "bundle_digest", json_string(bundle_digest));
 	rec->steps++;
 	return append(rec, "step_start", d, err);
 }

@@ -54,8 +54,10 @@ int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_er
 void rb_record_attach(struct rb_record *rec, struct rb_run *run);
 int rb_record_run_start(struct rb_record *rec, const char *agent_version, const char *manifest_hash,
                         struct rb_error *err);
+/* bundle_digest: a skill step's bundle as sealed for the run (runtime/seal.h), else NULL; the
+ * text alone (the entry's path) would not tell one bundle's code from another's. */
 int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name, const char *kind, const char *text,
-                         size_t len, json_t *inputs, struct rb_error *err);
+                         size_t len, json_t *inputs, const char *bundle_digest, struct rb_error *err);
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err);
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);

@@ -33,15 +33,16 @@ extern char **environ;
 
 #define RB_CANCEL_GRACE_S 2
 
+/* One check for every host path bound in, inputs and skill bundles alike (what names which). */
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
-                       struct rb_error *err)
+                       const char *what, struct rb_error *err)
 {
-	if (rb_never_input_check(paths, in->host, in->is_dir, "--input", err) < 0)
+	if (rb_never_input_check(paths, in->host, in->is_dir, what, err) < 0)
 		return -1;
 	for (unsigned i = 0; i < pol->n_input_allow; i++)
 		if (rb_path_under(in->host, pol->input_allow[i]))
 			return 0;
-	return rb_error_set(err, 0, "--input `%s`: policy `%s` allows no input there", in->host, pol->name);
+	return rb_error_set(err, 0, "%s `%s`: policy `%s` allows no input there", what, in->host, pol->name);
 }
 
 /* The host ids of the sandbox's root, when they differ from the caller's: as root, a
@@ -86,6 +87,11 @@ static int searchable_path(const char *dir, uid_t uid, gid_t gid, struct rb_erro
 			break;
 	}
 	return 0;
+}
+
+bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid)
+{
+	return sandbox_root_ids(&run->spec.ids, uid, gid);
 }
 
 static bool setgroups_denied_here(void)
@@ -142,7 +148,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(cfg->inputs[i], &run->inputs[i], err) < 0)
 			return -1;
 		run->n_inputs = i + 1;
-		if (check_input(pol, &run->paths, &run->inputs[i], err) < 0)
+		if (check_input(pol, &run->paths, &run->inputs[i], "--input", err) < 0)
 			return -1;
 	}
 
@@ -152,7 +158,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(arg, &run->skills[i], err) < 0)
 			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
 		run->n_skills = i + 1;
-		if (rb_never_input_check(&run->paths, run->skills[i].host, run->skills[i].is_dir, "skill", err) < 0)
+		if (check_input(pol, &run->paths, &run->skills[i], "skill", err) < 0)
 			return -1;
 		if (!run->skills[i].is_dir)
 			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],

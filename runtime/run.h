@@ -134,6 +134,9 @@ struct rb_run {
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err);
+/* The host ids of the sandbox's root where they are not the runner's (as root, a subordinate
+ * range): what a file made for the sandbox must be reachable by. */
+bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid);
 /* Writes the state file with what the ledger still lacks and leaves it behind at
  * rb_run_close, for `runbox gc` to commit: the ledger refused the run's last commit. */
 int rb_run_keep_state(struct rb_run *run, struct rb_error *err);

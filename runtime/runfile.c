@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "runtime/result.h"
 #include "runtime/run.h"
 #include "runtime/scrub.h"
+#include "runtime/seal.h"
 
 struct runfile {
 	struct rb_manifest m;
@@ -33,6 +35,7 @@ struct runfile {
 	char store[4200];
 	char **input_args;
 	const char **skill_dirs, **skill_names;
+	char (*skill_digest)[RB_SEAL_DIGEST_LEN]; /* each bundle's, as sealed in the run dir */
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
@@ -101,6 +104,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	char **env = NULL;
 	_cleanup_free_ char *inputs_text = NULL;
 	const struct rb_skill *skill = NULL;
+	const char *bundle = NULL;
 	const char *text;
 	size_t text_len;
 
@@ -116,8 +120,10 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 		env = calloc(rf->m.n_env + st->n_env + 1, sizeof *env);
 	} else {
 		for (size_t k = 0; k < rf->n_skills; k++)
-			if (!strcmp(rf->skills[k].name, st->skill))
+			if (!strcmp(rf->skills[k].name, st->skill)) {
 				skill = &rf->skills[k];
+				bundle = rf->skill_digest[k];
+			}
 		if (!skill)
 			return rb_error_set(err, 0, "steps[%u]: skill `%s` is not loaded", i, st->skill);
 		char **senv = NULL;
@@ -149,7 +155,7 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	req.env = env;
 
 	int r = rb_record_step_start(&rf->rec, i + 1, st->name, skill ? "skill" : "script", text, text_len,
-	                             skill ? st->inputs : NULL, err);
+	                             skill ? st->inputs : NULL, bundle, err);
 	struct rb_step_result res;
 	if (r == 0)
 		r = rb_run_exec(run, &req, &res, err); /* it writes the step ahead, then commits it */
@@ -159,8 +165,8 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	if (r < 0)
 		return -1;
 
-	json_t *sj =
-	    json_pack("{s:i, s:s?, s:s}", "step", (int)(i + 1), "name", st->name, "kind", skill ? "skill" : "script");
+	json_t *sj = json_pack("{s:i, s:s?, s:s, s:s?}", "step", (int)(i + 1), "name", st->name, "kind",
+	                       skill ? "skill" : "script", "bundle_digest", bundle);
 	json_object_set_new(sj, "status", json_string(rb_record_outcome(&res)));
 	json_object_set_new(sj, "exit", json_integer(rb_step_exit_code(&res)));
 	if (res.status == RB_STEP_EXITED)
@@ -208,6 +214,88 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	return ok && alive;
 }
 
+/* The tenant boundary of the artifact store: an artifact input must be one that a run of the
+ * manifest's tenant stored, which its ledger says. A digest that no run stored and one that
+ * another tenant's run stored get one message, so the store tells no tenant what exists. */
+static int check_artifacts(const struct rb_manifest *m, const struct rb_paths *paths, struct rb_error *err)
+{
+	const char *tenant = m->tenant; /* a manifest names its tenant (required) */
+	struct rb_ledger *l = NULL;
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < m->n_inputs; i++) {
+		const struct rb_manifest_input *in = &m->inputs[i];
+		if (in->kind != RB_MANIFEST_INPUT_ARTIFACT)
+			continue;
+		if (!l && rb_ledger_open(paths->state_dir, &l, err) < 0)
+			return rb_error_prefix(err, "manifest inputs[%zu]: the ledger", i);
+		char digest[80];
+		snprintf(digest, sizeof digest, "sha256:%s", in->artifact);
+		bool found = false;
+		if ((r = rb_ledger_tenant_has_artifact(l, tenant, digest, &found, err)) < 0)
+			rb_error_prefix(err, "manifest inputs[%zu]", i);
+		else if (!found)
+			r = rb_error_set(err, ENOENT,
+			                 "manifest inputs[%zu]: no artifact %s stored by a run of tenant `%s`", i,
+			                 digest, tenant);
+	}
+	if (l)
+		rb_ledger_close(l);
+	return r;
+}
+
+/* Re-points an input at its sealed copy (arg "COPY:/workspace/in/DEST"), keeping its dest. */
+static int repoint(struct rb_input *in, const char *copy, struct rb_error *err)
+{
+	char arg[2 * PATH_MAX + 32];
+	snprintf(arg, sizeof arg, "%s:/workspace/in/%s", copy, in->dest);
+	if (in->fd >= 0)
+		close(in->fd);
+	in->fd = -1;
+	return rb_input_parse(arg, in, err);
+}
+
+/* What the sandbox binds from the host, copied into <run dir>/sealed once the policy has
+ * allowed the originals: each skill bundle, digested as it is copied (the step runs those
+ * bytes, whatever happens to the host folder after), and each artifact input (the store's
+ * objects are private to its owner). The directory is the sandbox's root's, 0700: init opens
+ * the copies as that user (runtime/mounts.c), nobody else on the host reaches them. */
+static int seal(struct runfile *rf, struct rb_error *err)
+{
+	struct rb_run *run = &rf->run;
+	char dir[sizeof run->dir + 16];
+	snprintf(dir, sizeof dir, "%s/sealed", run->dir);
+	if (mkdir(dir, 0700) < 0)
+		return rb_error_set(err, errno, "mkdir `%s`", dir);
+	uid_t uid;
+	gid_t gid;
+	if (rb_run_sandbox_root_ids(run, &uid, &gid) && chown(dir, uid, gid) < 0)
+		return rb_error_set(err, errno, "chown `%s`", dir);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return rb_error_set(err, errno, "open `%s`", dir);
+	struct rb_seal_budget artifacts = RB_SEAL_ARTIFACT_BUDGET, bundles = RB_SEAL_BUNDLE_BUDGET;
+	for (size_t i = 0; i < rf->m.n_inputs && i < run->n_inputs; i++) {
+		if (rf->m.inputs[i].kind != RB_MANIFEST_INPUT_ARTIFACT)
+			continue;
+		char name[32], copy[sizeof dir + 32];
+		snprintf(name, sizeof name, "in-%zu", i);
+		snprintf(copy, sizeof copy, "%s/%s", dir, name);
+		if (rb_seal_file(run->inputs[i].fd, run->inputs[i].host, dfd, name, &artifacts, err) < 0 ||
+		    repoint(&run->inputs[i], copy, err) < 0)
+			return rb_error_prefix(err, "manifest inputs[%zu] (artifact sha256:%s)", i,
+			                       rf->m.inputs[i].artifact);
+	}
+	for (size_t k = 0; k < rf->n_skills && k < run->n_skills; k++) {
+		char name[32], copy[sizeof dir + 32];
+		snprintf(name, sizeof name, "skill-%zu", k);
+		snprintf(copy, sizeof copy, "%s/%s", dir, name);
+		if (rb_seal_tree(run->skills[k].fd, dfd, name, &bundles, rf->skill_digest[k], err) < 0 ||
+		    repoint(&run->skills[k], copy, err) < 0)
+			return rb_error_prefix(err, "skill `%s` (`%s`)", rf->skills[k].name, rf->skills[k].dir);
+	}
+	return 0;
+}
+
 static int prepare(struct runfile *rf, const char *path, const char *state_dir, struct rb_error *err)
 {
 	if (rb_manifest_load(path, &rf->m, err) < 0)
@@ -218,10 +306,13 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 	rf->input_args = calloc(m->n_inputs + 1, sizeof *rf->input_args);
 	rf->skill_dirs = calloc(rf->n_skills + 1, sizeof *rf->skill_dirs);
 	rf->skill_names = calloc(rf->n_skills + 1, sizeof *rf->skill_names);
-	if (!rf->input_args || !rf->skill_dirs || !rf->skill_names)
+	rf->skill_digest = calloc(rf->n_skills + 1, sizeof *rf->skill_digest);
+	if (!rf->input_args || !rf->skill_dirs || !rf->skill_names || !rf->skill_digest)
 		return rb_error_set(err, ENOMEM, "manifest");
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, state_dir, err) < 0)
+		return -1;
+	if (check_artifacts(m, &paths, err) < 0)
 		return -1;
 	snprintf(rf->store, sizeof rf->store, "%s/artifacts", paths.state_dir);
 	for (size_t i = 0; i < m->n_inputs; i++) {
@@ -264,6 +355,8 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return -1;
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
+	if (seal(rf, err) < 0)
+		return -1;
 	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
 		return -1;
 	if (m->run_id[0]) {
@@ -305,6 +398,7 @@ static void release(struct runfile *rf)
 	free(rf->input_args);
 	free(rf->skill_dirs);
 	free(rf->skill_names);
+	free(rf->skill_digest);
 	rb_manifest_free_skills(rf->skills, rf->n_skills);
 	rb_manifest_free(&rf->m);
 }
