@@ -1,4 +1,5 @@
-/* `runbox policy validate FILE` and `runbox policy show NAME`. */
+/* `runbox policy validate FILE` (the policy, its seccomp filter built, and what it leaves open)
+ * and `runbox policy show NAME`. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,13 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "runtime/seccomp.h"
+
+static void print_open(void *ctx, const char *text)
+{
+	(void)ctx;
+	printf("  open: %s\n", text);
+}
 
 int rb_cmd_policy(int argc, char **argv)
 {
@@ -30,7 +38,17 @@ int rb_cmd_policy(int argc, char **argv)
 		return 125;
 	}
 	if (!strcmp(argv[1], "validate")) {
+		/* The filter is built as a run builds it (no cache), so a syscall name that run would
+		 * refuse fails here too. */
+		struct rb_bpf bpf = {0};
+		if (rb_seccomp_prepare(&pol, paths.data_dir, NULL, &bpf, &err) < 0) {
+			rb_err("policy %s: %s", pol.source, err.msg);
+			rb_policy_free(&pol);
+			return 125;
+		}
+		rb_seccomp_free(&bpf);
 		printf("%s: valid policy `%s`, hash %s\n", pol.source, pol.name, pol.hash);
+		rb_policy_open_settings(&pol, print_open, NULL);
 	} else {
 		char *text = NULL;
 		if (rb_read_file(pol.source, 1 << 20, &text, NULL, &err) < 0) {

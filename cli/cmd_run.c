@@ -1,6 +1,9 @@
 /* `runbox run [OPTIONS] -- CMD ARGS...`: one step, one sandbox, the step's status as ours. */
 #define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,13 +36,26 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int run_manifest(const char *path, const char *state_dir)
+/* Every option given beside a manifest is a ceiling for it (runfile.h); --input is the manifest's
+ * own business, so it is refused rather than dropped. */
+static int run_manifest(const char *path, const struct rb_run_config *cfg)
 {
+	if (cfg->n_inputs) {
+		rb_err("run %s: --input does not combine with a manifest (list inputs in its `inputs`)", path);
+		return 125;
+	}
+	struct rb_runfile_opts opts = {
+	    .state_dir = cfg->state_dir,
+	    .ceilings = {.policy = cfg->policy,
+	                 .image = cfg->image,
+	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
+	    .net_mode = cfg->net_mode,
+	};
 	struct rb_error err;
 	rb_error_clear(&err);
 	json_t *result = NULL;
 	int code;
-	if (rb_runfile_execute(path, state_dir, &result, &code, &err) < 0) {
+	if (rb_runfile_execute(path, &opts, &result, &code, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
@@ -99,21 +115,25 @@ int rb_cmd_run(int argc, char **argv)
 		case 'h': usage(stdout); return 0;
 		case 't':
 			if (rb_parse_duration_ms(optarg, &cfg.timeout_ms) < 0 || cfg.timeout_ms == 0) {
-				rb_err("--timeout `%s`: expected a duration like 2.5s or 300ms", optarg);
+				rb_err("--timeout `%s`: expected a duration above 0 with a unit (ms, s, m or h), like "
+				       "2.5s or 300ms",
+				       optarg);
 				return 125;
 			}
 			break;
 		case 'm':
 			if (rb_parse_size(optarg, &cfg.memory_bytes) < 0 || cfg.memory_bytes == 0) {
-				rb_err("--memory `%s`: expected a size like 256M", optarg);
+				rb_err("--memory `%s`: expected a size above 0 like 256M (units K, M, G, T)", optarg);
 				return 125;
 			}
 			break;
 		case 'P': {
+			/* strtoull would take "-5" as 2^64-5 and " 5" as 5: digits only, in range. */
 			char *end;
+			errno = 0;
 			unsigned long long v = strtoull(optarg, &end, 10);
-			if (*end || !*optarg || v == 0) {
-				rb_err("--pids `%s`: expected a positive number", optarg);
+			if (!isdigit((unsigned char)optarg[0]) || *end || errno || v == 0 || v > UINT32_MAX) {
+				rb_err("--pids `%s`: expected a whole number from 1 to 4294967295", optarg);
 				return 125;
 			}
 			cfg.pids = v;
@@ -121,9 +141,11 @@ int rb_cmd_run(int argc, char **argv)
 		}
 		case 'c': {
 			char *end;
+			errno = 0;
 			double v = strtod(optarg, &end);
-			if (*end || !*optarg || !(v > 0) || v > 4096) {
-				rb_err("--cpus `%s`: expected a number of cores like 0.5", optarg);
+			if (!isdigit((unsigned char)optarg[0]) || *end || errno || !(v > 0) || v > 4096) {
+				rb_err("--cpus `%s`: expected a number of cores above 0 and at most 4096, like 0.5",
+				       optarg);
 				return 125;
 			}
 			cfg.cpus = v;
@@ -159,7 +181,7 @@ int rb_cmd_run(int argc, char **argv)
 	size_t alen = strlen(argv[optind]);
 	if (optind == argc - 1 && strcmp(argv[optind - 1], "--") != 0 && alen > 5 &&
 	    !strcmp(argv[optind] + alen - 5, ".json"))
-		return run_manifest(argv[optind], cfg.state_dir);
+		return run_manifest(argv[optind], &cfg);
 	cfg.inputs = inputs;
 	char **cmd = argv + optind;
 

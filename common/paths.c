@@ -95,7 +95,13 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 		}
 	}
 
-	if (root) {
+	/* RUNBOX_CONFIG_DIR names the operator's directory for whoever starts runbox: the caller
+	 * could equally give --policy PATH, so it widens nothing a manifest could not ask for. */
+	const char *config_env = getenv("RUNBOX_CONFIG_DIR");
+	if (config_env && *config_env) {
+		if (set(p->config_dir, "config", err, "%s%s", config_env, "") < 0)
+			return -1;
+	} else if (root) {
 		strcpy(p->config_dir, "/etc/runbox");
 	} else {
 		const char *x = getenv("XDG_CONFIG_HOME");

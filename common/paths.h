@@ -16,7 +16,8 @@ struct rb_paths {
 
 /* Fills paths for the caller: root uses /var/lib, /run, /etc; others the XDG directories.
  * state_override (--state-dir) or RUNBOX_STATE_DIR wins for the state directory; the run
- * directory then lives beneath it unless RUNBOX_RUN_DIR is set. */
+ * directory then lives beneath it unless RUNBOX_RUN_DIR is set. RUNBOX_CONFIG_DIR replaces
+ * the config directory (/etc/runbox, or $XDG_CONFIG_HOME/runbox). */
 int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err);
 
 /* Every directory that is, or by default would be, runbox's state, run or config: p's own,

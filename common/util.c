@@ -35,15 +35,20 @@ void rb_json_decrefp(void *p)
 
 int rb_parse_duration_ms(const char *s, uint64_t *out_ms)
 {
-	if (!s || !*s)
+	/* A digit first (strtod would skip spaces, take a sign, "inf" or hex) and a unit last: a
+	 * bare "10" could mean seconds or milliseconds, the confusion that makes a limit wrong. */
+	if (!s || !isdigit((unsigned char)*s))
 		return -1;
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
 	if (errno || end == s || v < 0 || !isfinite(v))
 		return -1;
+	for (const char *p = s; p < end; p++)
+		if (!isdigit((unsigned char)*p) && *p != '.')
+			return -1; /* no exponent, no hex: "1e3s" is not how anyone writes a duration */
 	double scale;
-	if (!*end || !strcmp(end, "s"))
+	if (!strcmp(end, "s"))
 		scale = 1000;
 	else if (!strcmp(end, "ms"))
 		scale = 1;

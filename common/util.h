@@ -9,8 +9,11 @@
 
 #include "common/error.h"
 
-/* "2.5s", "300ms", "1m", "2h", "150us"; a bare number means seconds. */
+/* "2.5s", "300ms", "1m", "2h", "150us": digits (and a point), then a unit; a bare number is
+ * refused, as are signs, exponents and spaces. */
 int rb_parse_duration_ms(const char *s, uint64_t *out_ms);
+/* How every message asks for one. */
+#define RB_DURATION_HINT "a duration like \"30s\" (a number, then us, ms, s, m or h)"
 /* "256M", "1G", "4096", "512k" (binary units, case-insensitive, optional "iB"/"B"). */
 int rb_parse_size(const char *s, uint64_t *out_bytes);
 

@@ -24,12 +24,26 @@
 #define SECCOMP_FILE_MAX (1u << 20)
 
 /* Defaults for absent keys; docs/policy.md lists them and must change with them. */
-#define DEFAULT_PATH              "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define DEFAULT_OUTPUT_MAX        (1ull << 20)
-#define DEFAULT_SHELL             "/bin/sh"
-#define DEFAULT_HOSTNAME          "runbox"
-#define DEFAULT_SECCOMP           "default"
-#define RLIMIT_KEEP               UINT64_MAX
+#define DEFAULT_PATH       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DEFAULT_OUTPUT_MAX (1ull << 20)
+#define DEFAULT_SHELL      "/bin/sh"
+#define DEFAULT_HOSTNAME   "runbox"
+#define DEFAULT_SECCOMP    "default"
+#define RLIMIT_KEEP        UINT64_MAX
+/* Absent is safe (SPEC "Who may say what"): a policy that names no limit gets the shipped
+ * `default` profile's value for it; no limit at all is written out as "unlimited". */
+#define DEFAULT_TIMEOUT_MS     (30ull * 60 * 1000)
+#define DEFAULT_MEMORY         (1ull << 30)
+#define DEFAULT_PIDS           1024
+#define DEFAULT_CPUS           2.0
+#define DEFAULT_ROOTFS_SIZE    (1ull << 30)
+#define DEFAULT_WORKSPACE_SIZE (1ull << 30)
+#define DEFAULT_TMP_SIZE       (256ull << 20)
+#define DEFAULT_NOFILE         1024
+#define DEFAULT_NPROC          4096
+#define DEFAULT_CORE           0
+#define DEFAULT_FSIZE          (1ull << 30)
+#define UNLIMITED              "unlimited"
 #define DEFAULT_IMAGE_MAX_ENTRIES 1000000u
 #define DEFAULT_IMAGE_MAX_BYTES   (16ull << 30)
 
@@ -150,7 +164,7 @@ static int get_size(const struct rb_jsonck *c, const char *path, const json_t *v
 		return rb_jsonck_expected(c, path, "a size like \"256M\" or a number of bytes", v);
 	}
 	if (b < min)
-		return rb_jsonck_bad(c, path, "must be at least %" PRIu64 " bytes (omit the key for no limit)", min);
+		return rb_jsonck_bad(c, path, "must be at least %" PRIu64 " bytes", min);
 	*out = b;
 	return 0;
 }
@@ -161,11 +175,48 @@ static int get_duration(const struct rb_jsonck *c, const char *path, const json_
 {
 	uint64_t ms;
 	if (!json_is_string(v) || rb_parse_duration_ms(json_string_value(v), &ms) < 0)
-		return rb_jsonck_expected(c, path, "a duration like \"30s\" or \"300ms\"", v);
+		return rb_jsonck_expected(c, path, RB_DURATION_HINT, v);
 	if (ms == 0)
-		return rb_jsonck_bad(c, path, "must be at least 1ms (omit the key for no limit)");
+		return rb_jsonck_bad(c, path, "must be at least 1ms (write \"unlimited\" for no limit)");
 	*out = ms;
 	return 0;
+}
+
+static bool is_unlimited(const json_t *v)
+{
+	return json_is_string(v) && !strcmp(json_string_value(v), UNLIMITED);
+}
+
+/* A limit: what its reader takes, or "unlimited" (stored as `none`). */
+static int get_limit_duration(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t *out)
+{
+	if (is_unlimited(v)) {
+		*out = 0;
+		return 0;
+	}
+	return get_duration(c, path, v, out);
+}
+
+static int get_limit_size(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t min, uint64_t none,
+                          uint64_t *out)
+{
+	if (is_unlimited(v)) {
+		*out = none;
+		return 0;
+	}
+	return get_size(c, path, v, min, out);
+}
+
+static int get_limit_uint(const struct rb_jsonck *c, const char *path, const json_t *v, uint64_t min, uint64_t max,
+                          uint64_t none, uint64_t *out)
+{
+	if (is_unlimited(v)) {
+		*out = none;
+		return 0;
+	}
+	if (!json_is_integer(v))
+		return rb_jsonck_expected(c, path, "an integer or \"unlimited\"", v);
+	return get_uint(c, path, v, min, max, out);
 }
 
 static bool all_chars(const char *s, const char *extra, bool upper, bool digits_first)
@@ -312,17 +363,21 @@ static int parse_limits(const struct rb_jsonck *c, const json_t *sec, struct rb_
 	if (rb_jsonck_keys(c, "limits", sec, keys) < 0)
 		return -1;
 	json_t *v;
-	if ((v = json_object_get(sec, "timeout")) && get_duration(c, "limits.timeout", v, &p->timeout_ms) < 0)
+	/* Zero is "unlimited" in struct rb_policy, so a number that is present must be real. */
+	if ((v = json_object_get(sec, "timeout")) && get_limit_duration(c, "limits.timeout", v, &p->timeout_ms) < 0)
 		return -1;
-	/* Zero is "not set" in struct rb_policy, so a limit that is present must be real. */
-	if ((v = json_object_get(sec, "memory")) && get_size(c, "limits.memory", v, 1, &p->memory_bytes) < 0)
+	if ((v = json_object_get(sec, "memory")) && get_limit_size(c, "limits.memory", v, 1, 0, &p->memory_bytes) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "pids")) && get_uint(c, "limits.pids", v, 1, UINT32_MAX, &p->pids) < 0)
+	if ((v = json_object_get(sec, "pids")) && get_limit_uint(c, "limits.pids", v, 1, UINT32_MAX, 0, &p->pids) < 0)
 		return -1;
 	if ((v = json_object_get(sec, "cpus"))) {
-		if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
-			return rb_jsonck_expected(c, "limits.cpus", "a number of cores greater than 0", v);
-		p->cpus = json_number_value(v);
+		if (is_unlimited(v))
+			p->cpus = 0;
+		else if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
+			return rb_jsonck_expected(c, "limits.cpus", "a number of cores greater than 0 or \"unlimited\"",
+			                          v);
+		else
+			p->cpus = json_number_value(v);
 	}
 	if ((v = json_object_get(sec, "cpu_weight")) &&
 	    get_uint(c, "limits.cpu_weight", v, 1, 10000, &p->cpu_weight) < 0)
@@ -343,15 +398,18 @@ static int parse_rlimits(const struct rb_jsonck *c, const json_t *sec, struct rb
 	if (rb_jsonck_keys(c, "rlimits", sec, keys) < 0)
 		return -1;
 	json_t *v;
-	/* UINT64_MAX is "leave as inherited", so the largest value a policy may set is below it. */
+	/* UINT64_MAX is "unlimited": runbox sets none, the step keeps the runner's own. */
 	if ((v = json_object_get(sec, "nofile")) &&
-	    get_uint(c, "rlimits.nofile", v, 0, UINT32_MAX, &p->rlimit_nofile) < 0)
+	    get_limit_uint(c, "rlimits.nofile", v, 0, UINT32_MAX, RLIMIT_KEEP, &p->rlimit_nofile) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "nproc")) && get_uint(c, "rlimits.nproc", v, 0, UINT32_MAX, &p->rlimit_nproc) < 0)
+	if ((v = json_object_get(sec, "nproc")) &&
+	    get_limit_uint(c, "rlimits.nproc", v, 0, UINT32_MAX, RLIMIT_KEEP, &p->rlimit_nproc) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "core")) && get_size(c, "rlimits.core", v, 0, &p->rlimit_core) < 0)
+	if ((v = json_object_get(sec, "core")) &&
+	    get_limit_size(c, "rlimits.core", v, 0, RLIMIT_KEEP, &p->rlimit_core) < 0)
 		return -1;
-	if ((v = json_object_get(sec, "fsize")) && get_size(c, "rlimits.fsize", v, 0, &p->rlimit_fsize) < 0)
+	if ((v = json_object_get(sec, "fsize")) &&
+	    get_limit_size(c, "rlimits.fsize", v, 0, RLIMIT_KEEP, &p->rlimit_fsize) < 0)
 		return -1;
 	return 0;
 }
@@ -571,7 +629,17 @@ static void set_defaults(struct rb_policy *p)
 	memset(p, 0, sizeof *p);
 	p->id_range = RB_ID_RANGE_AUTO;
 	p->net_mode = RB_NET_NONE;
-	p->rlimit_nofile = p->rlimit_nproc = p->rlimit_core = p->rlimit_fsize = RLIMIT_KEEP;
+	p->timeout_ms = DEFAULT_TIMEOUT_MS;
+	p->memory_bytes = DEFAULT_MEMORY;
+	p->pids = DEFAULT_PIDS;
+	p->cpus = DEFAULT_CPUS;
+	p->rootfs_bytes = DEFAULT_ROOTFS_SIZE;
+	p->workspace_bytes = DEFAULT_WORKSPACE_SIZE;
+	p->tmp_bytes = DEFAULT_TMP_SIZE;
+	p->rlimit_nofile = DEFAULT_NOFILE;
+	p->rlimit_nproc = DEFAULT_NPROC;
+	p->rlimit_core = DEFAULT_CORE;
+	p->rlimit_fsize = DEFAULT_FSIZE;
 	strcpy(p->seccomp_profile, DEFAULT_SECCOMP);
 	p->max_stdout = p->max_stderr = DEFAULT_OUTPUT_MAX;
 	p->image_max_entries = DEFAULT_IMAGE_MAX_ENTRIES;
@@ -717,4 +785,80 @@ void rb_policy_free(struct rb_policy *p)
 	free_list(p->image_allow, &p->n_image_allow);
 	free_list(p->env_pass, &p->n_env_pass);
 	free_list(p->env_set, &p->n_env_set);
+}
+
+/* One line per setting a policy leaves open, for `runbox policy validate`. */
+static void say(void (*line)(void *, const char *), void *ctx, unsigned *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void say(void (*line)(void *, const char *), void *ctx, unsigned *n, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	line(ctx, buf);
+	(*n)++;
+}
+
+static void join(char *buf, size_t len, char *const *list, unsigned n)
+{
+	buf[0] = '\0';
+	for (unsigned i = 0; i < n; i++) {
+		size_t u = strlen(buf);
+		snprintf(buf + u, len - u, "%s%s", i ? ", " : "", list[i]);
+	}
+}
+
+unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *ctx, const char *text), void *ctx)
+{
+	unsigned n = 0;
+	char buf[700];
+	if (!p->timeout_ms)
+		say(line, ctx, &n, "limits.timeout: unlimited (a step may run for ever)");
+	if (!p->memory_bytes)
+		say(line, ctx, &n, "limits.memory: unlimited (no memory limit on the sandbox)");
+	if (!p->pids)
+		say(line, ctx, &n, "limits.pids: unlimited (no bound on the sandbox's tasks)");
+	if (!(p->cpus > 0))
+		say(line, ctx, &n, "limits.cpus: unlimited (no cpu quota)");
+	const struct {
+		const char *key;
+		uint64_t v;
+	} rl[] = {{"nofile", p->rlimit_nofile},
+	          {"nproc", p->rlimit_nproc},
+	          {"core", p->rlimit_core},
+	          {"fsize", p->rlimit_fsize}};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(rl); i++)
+		if (rl[i].v == RLIMIT_KEEP)
+			say(line, ctx, &n, "rlimits.%s: unlimited (the step keeps runbox's own limit)", rl[i].key);
+	if (p->caps) {
+		buf[0] = '\0';
+		for (unsigned b = 0; b < RB_ARRAY_SIZE(cap_names); b++)
+			if (p->caps & (1ull << b)) {
+				size_t u = strlen(buf);
+				snprintf(buf + u, sizeof buf - u, "%s%s", u ? ", " : "", cap_names[b]);
+			}
+		say(line, ctx, &n, "identity.capabilities: %s (kept, in the sandbox's user namespace)", buf);
+	}
+	if (p->n_seccomp_allow) {
+		join(buf, sizeof buf, p->seccomp_allow, p->n_seccomp_allow);
+		say(line, ctx, &n, "seccomp.allow: %s (allowed on top of profile `%s`)", buf, p->seccomp_profile);
+	}
+	if (p->net_mode == RB_NET_GATEWAY)
+		say(line, ctx, &n, "network.mode: gateway (the run token and the gateway's URL enter the sandbox)");
+	bool any_path = false;
+	for (unsigned i = 0; i < p->n_input_allow; i++)
+		any_path = any_path || !strcmp(p->input_allow[i], "/");
+	if (any_path) {
+		say(line, ctx, &n, "inputs.allow: / (any host path may be an input, but those that never are)");
+	} else if (p->n_input_allow) {
+		join(buf, sizeof buf, p->input_allow, p->n_input_allow);
+		say(line, ctx, &n, "inputs.allow: %s (host paths that may be inputs)", buf);
+	}
+	if (p->n_env_pass) {
+		join(buf, sizeof buf, p->env_pass, p->n_env_pass);
+		say(line, ctx, &n, "env.pass: %s (copied from runbox's own environment)", buf);
+	}
+	return n;
 }

@@ -26,7 +26,7 @@ struct rb_policy {
 	enum rb_id_range id_range;
 	uint64_t caps; /* bit n = capability n (linux/capability.h numbering) */
 
-	/* limits; 0 means "not set" */
+	/* limits; an absent key takes the shipped default profile's value, 0 means "unlimited" */
 	uint64_t timeout_ms;
 	uint64_t memory_bytes;
 	uint64_t pids;
@@ -36,7 +36,7 @@ struct rb_policy {
 	uint64_t workspace_bytes; /* size cap of the /workspace tmpfs */
 	uint64_t tmp_bytes;       /* size cap of /tmp */
 
-	/* rlimits; RLIM_INFINITY-like UINT64_MAX means "leave as is" */
+	/* rlimits; absent: the default profile's; UINT64_MAX ("unlimited"): leave as inherited */
 	uint64_t rlimit_nofile;
 	uint64_t rlimit_nproc;
 	uint64_t rlimit_core;
@@ -85,6 +85,10 @@ int rb_policy_load(const char *name_or_path, const char *data_dir, const char *c
 int rb_policy_parse(const char *text, const char *origin, const char *data_dir, struct rb_policy *out,
                     struct rb_error *err);
 void rb_policy_free(struct rb_policy *p);
+
+/* Calls line once for each setting p leaves unlimited or permissive ("limits.memory: unlimited
+ * (...)"), in the order of docs/policy.md; returns how many. */
+unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *ctx, const char *text), void *ctx);
 
 /* The capability name for bit n ("CAP_CHOWN"), or NULL. */
 const char *rb_cap_name(unsigned n);

@@ -192,7 +192,7 @@ static int fm_set(const struct fm_ctx *c, unsigned line, const char *key, const 
 	case 3: return set_inputs(c, line, v, s);
 	case 4:
 		if (rb_parse_duration_ms(v, &s->timeout_ms) < 0 || s->timeout_ms == 0)
-			return fm_bad(c, line, "timeout: expected a duration like \"30s\", got \"%.40s\"", v);
+			return fm_bad(c, line, "timeout: expected " RB_DURATION_HINT ", got \"%.40s\"", v);
 		return 0;
 	}
 	if ((k == 1 && !s->description) || (k == 2 && !s->entry))

@@ -22,7 +22,7 @@
 #define MAX_ITEMS         1024 /* inputs, skills, steps, env entries: bounds the work a file can ask */
 #define TEXT_MAX          255  /* image, agent_version, step names */
 #define DEST_MAX          1024
-#define DURATION_HINT     "a duration like \"30s\""
+#define DURATION_HINT     RB_DURATION_HINT
 #define SIZE_HINT         "a size like \"512M\" or a number of bytes"
 
 typedef struct rb_jsonck ctx;
@@ -491,7 +491,10 @@ static int parse_policy_ref(const ctx *c, const json_t *v, const char *base, str
 		return -1;
 	size_t n = strlen(s);
 	/* The same test as rb_policy_load: a '/' or ".json" makes it a file, else a name. */
+	m->policy_given = true;
 	if (strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json"))) {
+		/* Kept, to be refused by the runner unless the operator's config allows paths. */
+		m->policy_is_path = true;
 		if (!(m->policy = abs_path(base, s)))
 			return oom(c, "policy");
 		return 0;
@@ -528,6 +531,7 @@ static int parse_top(const ctx *c, const json_t *root, const char *base, struct 
 	if ((v = json_object_get(root, "image"))) {
 		if (dup_text(c, "image", v, TEXT_MAX, &m->image) < 0)
 			return -1;
+		m->image_given = true;
 	} else if (!(m->image = strdup("host"))) {
 		return oom(c, "image");
 	}
@@ -713,6 +717,46 @@ int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy
 			snprintf(path, sizeof path, "steps[%zu].timeout", i);
 			return rb_jsonck_bad(&c, path, "%s is above policy `%s`'s limits.timeout (%s)",
 			                     fmt_ms(t, a, sizeof a), pol, fmt_ms(p->timeout_ms, b, sizeof b));
+		}
+	}
+	return 0;
+}
+
+int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_manifest_ceilings *cl, struct rb_error *err)
+{
+	ctx c = {.what = "manifest", .origin = m->origin ? m->origin : "(text)", .err = err};
+	/* The command line's policy and image are the run's: a manifest naming others would have
+	 * its author's choice silently replaced, or the caller's. Either way it is said. */
+	if (cl->policy && m->policy_given && strcmp(cl->policy, m->policy))
+		return rb_jsonck_bad(&c, "policy",
+		                     "`%.200s` is not --policy `%.200s`; the command line's policy applies (name the "
+		                     "same one, or leave `policy` out)",
+		                     m->policy, cl->policy);
+	if (cl->image && m->image_given && strcmp(cl->image, m->image))
+		return rb_jsonck_bad(&c, "image",
+		                     "`%.200s` is not --image `%.200s`; the command line's image applies (name the "
+		                     "same one, or leave `image` out)",
+		                     m->image, cl->image);
+	char a[32], b[32];
+	const struct rb_manifest_limits *l = &m->limits, *top = &cl->limits;
+	if (l->timeout_ms && top->timeout_ms && l->timeout_ms > top->timeout_ms)
+		return rb_jsonck_bad(&c, "limits.timeout", "%s is above --timeout %s",
+		                     fmt_ms(l->timeout_ms, a, sizeof a), fmt_ms(top->timeout_ms, b, sizeof b));
+	if (l->memory_bytes && top->memory_bytes && l->memory_bytes > top->memory_bytes)
+		return rb_jsonck_bad(&c, "limits.memory", "%s is above --memory %s",
+		                     fmt_bytes(l->memory_bytes, a, sizeof a),
+		                     fmt_bytes(top->memory_bytes, b, sizeof b));
+	if (l->pids && top->pids && l->pids > top->pids)
+		return rb_jsonck_bad(&c, "limits.pids", "%" PRIu64 " is above --pids %" PRIu64, l->pids, top->pids);
+	if (l->cpus > 0 && top->cpus > 0 && l->cpus > top->cpus)
+		return rb_jsonck_bad(&c, "limits.cpus", "%g is above --cpus %g", l->cpus, top->cpus);
+	for (size_t i = 0; i < m->n_steps; i++) {
+		uint64_t t = m->steps[i].timeout_ms;
+		if (t && top->timeout_ms && t > top->timeout_ms) {
+			char path[64];
+			snprintf(path, sizeof path, "steps[%zu].timeout", i);
+			return rb_jsonck_bad(&c, path, "%s is above --timeout %s", fmt_ms(t, a, sizeof a),
+			                     fmt_ms(top->timeout_ms, b, sizeof b));
 		}
 	}
 	return 0;

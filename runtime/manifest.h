@@ -5,6 +5,7 @@
 #define RB_MANIFEST_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,8 +57,11 @@ struct rb_manifest {
 	char *agent_version;                 /* NULL when absent */
 	char run_id[RB_MANIFEST_ID_MAX + 1]; /* "" when absent: the runner makes one */
 	char *image;                         /* default "host" */
+	bool image_given;                    /* `image` was written (else "host") */
 	char *policy;                        /* a profile name, or an absolute path when it names a file
 	                                      * (contains '/' or ends in ".json"); default "default" */
+	bool policy_given;                   /* `policy` was written */
+	bool policy_is_path;                 /* ... as a file: only where the operator allows it */
 	struct rb_manifest_input *inputs;
 	size_t n_inputs;
 	char **skills; /* bundle folders, absolute (resolved like inputs' `from`) */
@@ -79,8 +83,20 @@ int rb_manifest_parse(const char *text, const char *origin, const char *base_dir
 void rb_manifest_free(struct rb_manifest *m);
 
 /* Fails when an override (limits.* or a step's timeout) is above the policy's value, naming
- * both; a limit the policy leaves unset may be set to anything. */
+ * both; a limit the policy leaves unlimited may be set to anything. */
 int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy *p, struct rb_error *err);
+
+/* What the command line said beside a manifest: each value is a ceiling for it. */
+struct rb_manifest_ceilings {
+	const char *policy;               /* --policy: the run's policy; NULL: the manifest's */
+	const char *image;                /* --image: the run's image; NULL: the manifest's */
+	struct rb_manifest_limits limits; /* --timeout, --memory, --pids, --cpus; 0: none given */
+};
+
+/* Fails, naming both values, when the manifest names another policy or image than the command
+ * line, or asks for a limit (or a step timeout) above a command-line ceiling. */
+int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_manifest_ceilings *cl,
+                               struct rb_error *err);
 
 /* Loads every bundle in m->skills (rb_skill_load), refuses two bundles with one name, and
  * checks that each skill step names a loaded skill and gives exactly its declared inputs.

@@ -495,25 +495,23 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	return 0;
 }
 
-int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err)
+int rb_input_open(const struct rb_input_req *req, struct rb_input *out, struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	out->fd = -1;
-	char src[PATH_MAX];
-	const char *colon = strchr(arg, ':');
-	snprintf(src, sizeof src, "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg);
-	if (!*src)
-		return rb_error_set(err, 0, "--input `%s`: empty source", arg);
+	const char *what = req->what;
+	if (!req->from || !*req->from)
+		return rb_error_set(err, 0, "%s: empty source", what);
 	char real[PATH_MAX];
-	if (!realpath(src, real))
-		return rb_error_set(err, errno, "--input `%s`", src);
+	if (!realpath(req->from, real))
+		return rb_error_set(err, errno, "%s: `%s`", what, req->from);
 	const char *dest;
 	char base[PATH_MAX];
-	if (colon) {
-		dest = colon + 1;
+	if (req->to) {
+		dest = req->to;
 		static const char prefix[] = "/workspace/in/";
 		if (strncmp(dest, prefix, sizeof prefix - 1) != 0)
-			return rb_error_set(err, 0, "--input `%s`: destination must be under /workspace/in/", arg);
+			return rb_error_set(err, 0, "%s: destination must be under /workspace/in/", what);
 		dest += sizeof prefix - 1;
 	} else {
 		snprintf(base, sizeof base, "%s", real);
@@ -523,13 +521,13 @@ int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err)
 	char check[PATH_MAX];
 	snprintf(check, sizeof check, "%s", dest);
 	if (!*check)
-		return rb_error_set(err, 0, "--input `%s`: empty destination", arg);
+		return rb_error_set(err, 0, "%s: empty destination", what);
 	char *save = NULL;
 	for (char *c = strtok_r(check, "/", &save); c; c = strtok_r(NULL, "/", &save))
 		if (!strcmp(c, "..") || !strcmp(c, "."))
-			return rb_error_set(err, 0, "--input `%s`: destination may not contain `.` or `..`", arg);
+			return rb_error_set(err, 0, "%s: destination may not contain `.` or `..`", what);
 	if (dest[0] == '/' || strstr(dest, "//") || dest[strlen(dest) - 1] == '/')
-		return rb_error_set(err, 0, "--input `%s`: malformed destination", arg);
+		return rb_error_set(err, 0, "%s: malformed destination", what);
 	snprintf(out->dest, sizeof out->dest, "%s", dest);
 	snprintf(out->host, sizeof out->host, "%s", real);
 	/* real has no links left in it: one met now was put there since realpath, and would
@@ -538,12 +536,22 @@ int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err)
 	out->fd = (int)syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof how);
 	struct stat st;
 	if (out->fd < 0 || fstat(out->fd, &st) < 0)
-		return rb_error_set(err, errno, "--input `%s`", real);
+		return rb_error_set(err, errno, "%s: `%s`", what, real);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
 		close(out->fd);
 		out->fd = -1;
-		return rb_error_set(err, 0, "--input `%s`: only files and directories can be inputs", real);
+		return rb_error_set(err, 0, "%s: `%s`: only files and directories can be inputs", what, real);
 	}
 	out->is_dir = S_ISDIR(st.st_mode);
 	return 0;
+}
+
+int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err)
+{
+	char src[PATH_MAX], what[PATH_MAX + 16];
+	const char *colon = strchr(arg, ':');
+	snprintf(src, sizeof src, "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg);
+	snprintf(what, sizeof what, "--input `%.*s`", PATH_MAX - 1, arg);
+	struct rb_input_req req = {.from = src, .to = colon ? colon + 1 : NULL, .what = what};
+	return rb_input_open(&req, out, err);
 }

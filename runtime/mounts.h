@@ -41,8 +41,16 @@ struct rb_rootfs_spec {
 /* Builds the root and pivots into it; on return the cwd is the new "/". */
 int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err);
 
-/* Parses "SRC[:DEST]" and opens SRC (O_PATH, resolved once, no trailing symlink). DEST must be
- * under /workspace/in; the default is /workspace/in/<basename of SRC>. */
+/* One input as asked for: a source, where it goes, and how messages name it. */
+struct rb_input_req {
+	const char *from; /* the host path */
+	const char *to;   /* under /workspace/in/; NULL: /workspace/in/<basename of from> */
+	const char *what; /* "--input `a:b`", "manifest run.json: inputs[2]" */
+};
+
+/* Opens req->from (O_PATH, resolved once, no trailing symlink) and checks req->to. */
+int rb_input_open(const struct rb_input_req *req, struct rb_input *out, struct rb_error *err);
+/* rb_input_open of a command line's "SRC[:DEST]" (split at the first ':'). */
 int rb_input_parse(const char *arg, struct rb_input *out, struct rb_error *err);
 
 #endif

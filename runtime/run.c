@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +44,123 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 		if (rb_path_under(in->host, pol->input_allow[i]))
 			return 0;
 	return rb_error_set(err, 0, "%s `%s`: policy `%s` allows no input there", what, in->host, pol->name);
+}
+
+/* Two inputs on one place (or one inside the other) would stack a bind on a read-only bind:
+ * said here, naming both, rather than as the mount's EACCES inside the sandbox. */
+static int check_dests(const struct rb_input *ins, unsigned n, const char *const *what, struct rb_error *err)
+{
+	const struct rb_input *b = &ins[n];
+	for (unsigned i = 0; i < n; i++) {
+		const struct rb_input *a = &ins[i];
+		if (!strcmp(a->dest, b->dest))
+			return rb_error_set(err, 0, "%s and %s: both go to /workspace/in/%s", what[i], what[n],
+			                    a->dest);
+		if (rb_path_under(a->dest, b->dest) || rb_path_under(b->dest, a->dest))
+			return rb_error_set(
+			    err, 0, "%s and %s: /workspace/in/%s and /workspace/in/%s: one lies inside the other",
+			    what[i], what[n], a->dest, b->dest);
+	}
+	return 0;
+}
+
+static const char *fmt_ms(uint64_t ms, char *buf, size_t len)
+{
+	if (ms % 60000 == 0)
+		snprintf(buf, len, "%" PRIu64 "m", ms / 60000);
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%" PRIu64 "s", ms / 1000);
+	else
+		snprintf(buf, len, "%" PRIu64 "ms", ms);
+	return buf;
+}
+
+/* What the caller asked for (the command line's flags, a manifest's ceilings) may only narrow
+ * the policy (SPEC "Who may say what"); a policy's 0 is "unlimited". */
+static int check_requested(const struct rb_run_config *cfg, const struct rb_policy *pol, struct rb_error *err)
+{
+	char a[32], b[32];
+	if (cfg->timeout_ms && pol->timeout_ms && cfg->timeout_ms > pol->timeout_ms)
+		return rb_error_set(err, 0, "--timeout %s is above policy `%s`'s limits.timeout (%s)",
+		                    fmt_ms(cfg->timeout_ms, a, sizeof a), pol->name,
+		                    fmt_ms(pol->timeout_ms, b, sizeof b));
+	if (cfg->memory_bytes && pol->memory_bytes && cfg->memory_bytes > pol->memory_bytes)
+		return rb_error_set(
+		    err, 0, "--memory %" PRIu64 " bytes is above policy `%s`'s limits.memory (%" PRIu64 " bytes)",
+		    cfg->memory_bytes, pol->name, pol->memory_bytes);
+	if (cfg->pids && pol->pids && cfg->pids > pol->pids)
+		return rb_error_set(err, 0, "--pids %" PRIu64 " is above policy `%s`'s limits.pids (%" PRIu64 ")",
+		                    cfg->pids, pol->name, pol->pids);
+	if (cfg->cpus > 0 && pol->cpus > 0 && cfg->cpus > pol->cpus)
+		return rb_error_set(err, 0, "--cpus %g is above policy `%s`'s limits.cpus (%g)", cfg->cpus, pol->name,
+		                    pol->cpus);
+	if (cfg->net_mode == RB_NET_GATEWAY && pol->net_mode == RB_NET_NONE)
+		return rb_error_set(err, 0, "--net gateway: policy `%s` has network mode none", pol->name);
+	return 0;
+}
+
+/* One --input "SRC[:DEST]" (split at the first ':'), or a manifest's input, opened and checked:
+ * never-inputs, the policy's inputs.allow, and no two on one place. *what names it. */
+static int open_input(const struct rb_run_config *cfg, struct rb_run *run, unsigned i, char **what,
+                      struct rb_error *err)
+{
+	if (cfg->input_reqs) {
+		if (!(*what = strdup(cfg->input_reqs[i].what)))
+			return rb_error_set(err, ENOMEM, "run");
+		return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
+	}
+	_cleanup_free_ char *src = strdup(cfg->inputs[i]);
+	if (!src || asprintf(what, "--input `%s`", cfg->inputs[i]) < 0) {
+		*what = NULL;
+		return rb_error_set(err, ENOMEM, "run");
+	}
+	char *colon = strchr(src, ':');
+	if (colon)
+		*colon = '\0';
+	struct rb_input_req req = {src, colon ? colon + 1 : NULL, *what};
+	return rb_input_open(&req, &run->inputs[i], err);
+}
+
+static int open_inputs(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
+{
+	char **what = calloc(cfg->n_inputs + 1, sizeof *what);
+	if (!what)
+		return rb_error_set(err, ENOMEM, "run");
+	int r = 0;
+	for (unsigned i = 0; r == 0 && i < cfg->n_inputs; i++) {
+		r = open_input(cfg, run, i, &what[i], err);
+		run->n_inputs = i + 1; /* its fd, if opened, is closed with the run */
+		if (r == 0)
+			r = check_input(&run->policy, &run->paths, &run->inputs[i], what[i], err);
+		if (r == 0)
+			r = check_dests(run->inputs, i, (const char *const *)what, err);
+	}
+	for (unsigned i = 0; i < cfg->n_inputs; i++)
+		free(what[i]);
+	free(what);
+	return r;
+}
+
+int rb_run_narrow(struct rb_run *run, uint64_t timeout_ms, uint64_t memory_bytes, uint64_t pids, double cpus,
+                  struct rb_error *err)
+{
+	const struct rb_policy *pol = &run->policy;
+	if (run->started)
+		return rb_error_set(err, EBUSY, "limits can only narrow before the sandbox starts");
+	if ((timeout_ms && run->timeout_ms && timeout_ms > run->timeout_ms) ||
+	    (memory_bytes && run->limits.memory_bytes && memory_bytes > run->limits.memory_bytes) ||
+	    (pids && run->limits.pids && pids > run->limits.pids) ||
+	    (cpus > 0 && run->limits.cpus > 0 && cpus > run->limits.cpus))
+		return rb_error_set(err, 0, "a limit above the run's own (policy `%s` or the command line)", pol->name);
+	if (timeout_ms)
+		run->timeout_ms = timeout_ms;
+	if (memory_bytes)
+		run->limits.memory_bytes = memory_bytes;
+	if (pids)
+		run->limits.pids = pids;
+	if (cpus > 0)
+		run->limits.cpus = cpus;
+	return 0;
 }
 
 /* The host ids of the sandbox's root, when they differ from the caller's: as root, a
@@ -130,6 +248,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	if (rb_image_resolve(cfg->image ? cfg->image : "host", pol, &run->paths, &run->image, err) < 0)
 		return -1;
 
+	if (check_requested(cfg, pol, err) < 0)
+		return -1;
 	run->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : pol->timeout_ms;
 	run->limits.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes : pol->memory_bytes;
 	run->limits.pids = cfg->pids ? cfg->pids : pol->pids;
@@ -144,13 +264,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->skills = calloc(cfg->n_skills + 1, sizeof *run->skills);
 	if (!run->inputs || !run->skills)
 		return rb_error_set(err, ENOMEM, "run");
-	for (unsigned i = 0; i < cfg->n_inputs; i++) {
-		if (rb_input_parse(cfg->inputs[i], &run->inputs[i], err) < 0)
-			return -1;
-		run->n_inputs = i + 1;
-		if (check_input(pol, &run->paths, &run->inputs[i], "--input", err) < 0)
-			return -1;
-	}
+	if (open_inputs(cfg, run, err) < 0)
+		return -1;
 
 	for (unsigned i = 0; i < cfg->n_skills; i++) {
 		char arg[8192];

@@ -33,8 +33,9 @@ struct rb_run_config {
 	uint64_t memory_bytes; /* 0: the policy's */
 	uint64_t pids;
 	double cpus;
-	int net_mode;              /* -1: the policy's */
-	const char *const *inputs; /* "SRC[:DEST]" */
+	int net_mode;                          /* -1: the policy's */
+	const char *const *inputs;             /* "SRC[:DEST]" (the command line's --input) */
+	const struct rb_input_req *input_reqs; /* instead of inputs: each with its own name */
 	unsigned n_inputs;
 	const char *const *skill_dirs; /* bundle folders, mounted at /workspace/skills/<name> */
 	const char *const *skill_names;
@@ -137,6 +138,10 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 /* The host ids of the sandbox's root where they are not the runner's (as root, a subordinate
  * range): what a file made for the sandbox must be reachable by. */
 bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid);
+/* Lowers the run's timeout and cgroup limits to those given (0: keep), before rb_run_start.
+ * Raising one, or lifting none into one above the policy's, is an error: only narrowing. */
+int rb_run_narrow(struct rb_run *run, uint64_t timeout_ms, uint64_t memory_bytes, uint64_t pids, double cpus,
+                  struct rb_error *err);
 /* Writes the state file with what the ledger still lacks and leaves it behind at
  * rb_run_close, for `runbox gc` to commit: the ledger refused the run's last commit. */
 int rb_run_keep_state(struct rb_run *run, struct rb_error *err);

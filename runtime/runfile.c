@@ -14,6 +14,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "policy/operator.h"
 #include "policy/skill.h"
 #include "runtime/artifacts.h"
 #include "runtime/harvest.h"
@@ -33,7 +34,8 @@ struct runfile {
 	struct rb_record rec;
 	struct rb_scrubber *scrubber;
 	char store[4200];
-	char **input_args;
+	struct rb_input_req *input_reqs;
+	char **input_from, **input_what;
 	const char **skill_dirs, **skill_names;
 	char (*skill_digest)[RB_SEAL_DIGEST_LEN]; /* each bundle's, as sealed in the run dir */
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
@@ -243,15 +245,16 @@ static int check_artifacts(const struct rb_manifest *m, const struct rb_paths *p
 	return r;
 }
 
-/* Re-points an input at its sealed copy (arg "COPY:/workspace/in/DEST"), keeping its dest. */
+/* Re-points an input at its sealed copy, keeping its dest. */
 static int repoint(struct rb_input *in, const char *copy, struct rb_error *err)
 {
-	char arg[2 * PATH_MAX + 32];
-	snprintf(arg, sizeof arg, "%s:/workspace/in/%s", copy, in->dest);
+	char dest[sizeof in->dest + 16];
+	snprintf(dest, sizeof dest, "/workspace/in/%s", in->dest);
+	struct rb_input_req req = {copy, dest, copy};
 	if (in->fd >= 0)
 		close(in->fd);
 	in->fd = -1;
-	return rb_input_parse(arg, in, err);
+	return rb_input_open(&req, in, err);
 }
 
 /* What the sandbox binds from the host, copied into <run dir>/sealed once the policy has
@@ -296,18 +299,44 @@ static int seal(struct runfile *rf, struct rb_error *err)
 	return 0;
 }
 
-static int prepare(struct runfile *rf, const char *path, const char *state_dir, struct rb_error *err)
+/* The policy a manifest run gets: the command line's, else the manifest's by name (by path only
+ * where the operator's config.json allows it), else "default". */
+static int choose_policy(const struct rb_manifest *m, const struct rb_runfile_opts *o, const struct rb_paths *paths,
+                         const char **out, struct rb_error *err)
 {
+	*out = o->ceilings.policy ? o->ceilings.policy : m->policy;
+	if (o->ceilings.policy || !m->policy_is_path)
+		return 0;
+	struct rb_operator_config oc;
+	if (rb_operator_config_load(paths->config_dir, &oc, err) < 0)
+		return -1;
+	if (!oc.manifest_policy_paths)
+		return rb_error_set(err, 0,
+		                    "manifest %s: policy: `%s` is a path; a manifest names a policy by name (from "
+		                    "%s/policies or the shipped profiles), unless the operator's %s/config.json sets "
+		                    "\"manifest_policy_paths\": true",
+		                    m->origin, m->policy, paths->config_dir, paths->config_dir);
+	return 0;
+}
+
+static int prepare(struct runfile *rf, const char *path, const struct rb_runfile_opts *o, struct rb_error *err)
+{
+	const char *state_dir = o->state_dir;
 	if (rb_manifest_load(path, &rf->m, err) < 0)
+		return -1;
+	if (rb_manifest_check_ceilings(&rf->m, &o->ceilings, err) < 0)
 		return -1;
 	if (rb_manifest_load_skills(&rf->m, &rf->skills, &rf->n_skills, err) < 0)
 		return -1;
 	struct rb_manifest *m = &rf->m;
-	rf->input_args = calloc(m->n_inputs + 1, sizeof *rf->input_args);
+	rf->input_reqs = calloc(m->n_inputs + 1, sizeof *rf->input_reqs);
+	rf->input_from = calloc(m->n_inputs + 1, sizeof *rf->input_from);
+	rf->input_what = calloc(m->n_inputs + 1, sizeof *rf->input_what);
 	rf->skill_dirs = calloc(rf->n_skills + 1, sizeof *rf->skill_dirs);
 	rf->skill_names = calloc(rf->n_skills + 1, sizeof *rf->skill_names);
 	rf->skill_digest = calloc(rf->n_skills + 1, sizeof *rf->skill_digest);
-	if (!rf->input_args || !rf->skill_dirs || !rf->skill_names || !rf->skill_digest)
+	if (!rf->input_reqs || !rf->input_from || !rf->input_what || !rf->skill_dirs || !rf->skill_names ||
+	    !rf->skill_digest)
 		return rb_error_set(err, ENOMEM, "manifest");
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, state_dir, err) < 0)
@@ -326,23 +355,35 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		} else {
 			snprintf(from, sizeof from, "%s", in->from);
 		}
-		if (asprintf(&rf->input_args[i], "%s:%s", from, in->to) < 0)
+		/* Messages name the manifest's own key, never a --input the user did not type. */
+		if (!(rf->input_from[i] = strdup(from)) ||
+		    asprintf(&rf->input_what[i], "manifest %s: inputs[%zu].%s", m->origin, i,
+		             in->kind == RB_MANIFEST_INPUT_ARTIFACT ? "artifact" : "from") < 0) {
+			rf->input_what[i] = NULL;
 			return rb_error_set(err, ENOMEM, "manifest");
+		}
+		rf->input_reqs[i] = (struct rb_input_req){rf->input_from[i], in->to, rf->input_what[i]};
 	}
 	for (size_t i = 0; i < rf->n_skills; i++) {
 		rf->skill_dirs[i] = rf->skills[i].dir;
 		rf->skill_names[i] = rf->skills[i].name;
 	}
+	const char *policy;
+	if (choose_policy(m, o, &paths, &policy, err) < 0)
+		return -1;
+	/* The run opens with the command line's limits (rb_run_open holds them to the policy's),
+	 * then the manifest's, checked against both, narrow them further. */
+	const struct rb_manifest_limits *top = &o->ceilings.limits;
 	struct rb_run_config cfg = {
-	    .image = m->image,
-	    .policy = m->policy,
+	    .image = o->ceilings.image ? o->ceilings.image : m->image,
+	    .policy = policy,
 	    .state_dir = state_dir,
-	    .timeout_ms = m->limits.timeout_ms,
-	    .memory_bytes = m->limits.memory_bytes,
-	    .pids = m->limits.pids,
-	    .cpus = m->limits.cpus,
-	    .net_mode = -1,
-	    .inputs = (const char *const *)rf->input_args,
+	    .timeout_ms = top->timeout_ms,
+	    .memory_bytes = top->memory_bytes,
+	    .pids = top->pids,
+	    .cpus = top->cpus,
+	    .net_mode = o->net_mode,
+	    .input_reqs = rf->input_reqs,
 	    .n_inputs = (unsigned)m->n_inputs,
 	    .skill_dirs = rf->skill_dirs,
 	    .skill_names = rf->skill_names,
@@ -355,6 +396,9 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 		return -1;
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
+	const struct rb_manifest_limits *l = &m->limits;
+	if (rb_run_narrow(&rf->run, l->timeout_ms, l->memory_bytes, l->pids, l->cpus, err) < 0)
+		return rb_error_prefix(err, "manifest %s: limits", m->origin);
 	if (seal(rf, err) < 0)
 		return -1;
 	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
@@ -393,9 +437,13 @@ static void release(struct runfile *rf)
 	rb_record_close(&rf->rec);
 	rb_run_close(&rf->run);
 	rb_scrub_free(rf->scrubber);
-	for (size_t i = 0; rf->input_args && i < rf->m.n_inputs; i++)
-		free(rf->input_args[i]);
-	free(rf->input_args);
+	for (size_t i = 0; i < rf->m.n_inputs; i++) {
+		free(rf->input_from ? rf->input_from[i] : NULL);
+		free(rf->input_what ? rf->input_what[i] : NULL);
+	}
+	free(rf->input_from);
+	free(rf->input_what);
+	free(rf->input_reqs);
 	free(rf->skill_dirs);
 	free(rf->skill_names);
 	free(rf->skill_digest);
@@ -403,14 +451,15 @@ static void release(struct runfile *rf)
 	rb_manifest_free(&rf->m);
 }
 
-int rb_runfile_execute(const char *path, const char *state_dir, json_t **result, int *exit_code, struct rb_error *err)
+int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, json_t **result, int *exit_code,
+                       struct rb_error *err)
 {
 	struct runfile *rf = calloc(1, sizeof *rf);
 	if (!rf)
 		return rb_error_set(err, ENOMEM, "manifest");
 	*result = NULL;
 	*exit_code = 125;
-	int r = prepare(rf, path, state_dir, err);
+	int r = prepare(rf, path, opts, err);
 	if (r == 0)
 		r = rb_record_run_start(&rf->rec, rf->m.agent_version, rf->m.hash, err);
 	if (r < 0) {
@@ -459,6 +508,17 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	                    json_pack("{s:s, s:s}", "name", rf->run.image.name, "digest", rf->run.image.digest));
 	json_object_set_new(res, "policy",
 	                    json_pack("{s:s, s:s}", "name", rf->run.policy.name, "hash", rf->run.policy.hash));
+	/* What the run was held to, after the policy, the command line and the manifest had their
+	 * say (null: unlimited); each step's own timeout is its own. */
+	const struct rb_run *run = &rf->run;
+	json_object_set_new(
+	    res, "limits",
+	    json_pack("{s:o, s:o, s:o, s:o, s:s}", "timeout_ms",
+	              run->timeout_ms ? json_integer((json_int_t)run->timeout_ms) : json_null(), "memory_bytes",
+	              run->limits.memory_bytes ? json_integer((json_int_t)run->limits.memory_bytes) : json_null(),
+	              "pids", run->limits.pids ? json_integer((json_int_t)run->limits.pids) : json_null(), "cpus",
+	              run->limits.cpus > 0 ? json_real(run->limits.cpus) : json_null(), "network",
+	              run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none"));
 	json_object_set_new(res, "cost",
 	                    json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds, "memory_gib_seconds",
 	                              rf->rec.memory_gib_seconds, "stored_bytes", (json_int_t)rf->rec.stored_bytes));

@@ -6,10 +6,19 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "runtime/manifest.h"
+
+/* What the command line gave beside the manifest (SPEC "Who may say what": ceilings). */
+struct rb_runfile_opts {
+	const char *state_dir;                /* NULL: the default location */
+	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
+	int net_mode;                         /* --net: -1 when not given */
+};
 
 /* Runs the manifest at path. *result is the run's JSON result (also on step failures);
  * *exit_code is 0 when every step succeeded, else the failed step's code (125 for runbox's
  * own failure). Returns -1 only when runbox could not run at all (bad manifest, policy...). */
-int rb_runfile_execute(const char *path, const char *state_dir, json_t **result, int *exit_code, struct rb_error *err);
+int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, json_t **result, int *exit_code,
+                       struct rb_error *err);
 
 #endif

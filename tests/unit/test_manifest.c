@@ -191,11 +191,19 @@ static void test_error_paths(void **state)
 {
 	/* The brief's own example, word for word. */
 	FAILS("{" HEAD "\"steps\": [{\"script\": \"a\"}, {\"script\": \"b\"}, {\"script\": \"c\", \"timeout\": true}]}",
-	      "manifest run.json: steps[2].timeout: expected a duration like \"30s\", got true");
+	      "manifest run.json: steps[2].timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or "
+	      "h), got true");
 	FAILS("{" HEAD
-	      "\"steps\": [{\"script\": \"a\"}, {\"script\": \"b\"}, {\"script\": \"c\", \"timeout\": \"30\"}, "
+	      "\"steps\": [{\"script\": \"a\"}, {\"script\": \"b\"}, {\"script\": \"c\", \"timeout\": \"30s\"}, "
 	      "{\"script\": \"d\", \"timeout\": \"soon\"}]}",
-	      "manifest run.json: steps[3].timeout: expected a duration like \"30s\", got \"soon\"");
+	      "manifest run.json: steps[3].timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or "
+	      "h), got \"soon\"");
+
+	/* A number in a string has no unit: refused, the message saying which units there are. */
+	FAILS(
+	    "{" HEAD "\"steps\": [{\"script\": \"c\", \"timeout\": \"30\"}]}",
+	    "manifest run.json: steps[0].timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or h), "
+	    "got \"30\"");
 
 	/* Unknown keys, at the top and inside a step. */
 	FAILS("{" HEAD ONE_STEP ", \"tenent\": \"x\"}",
@@ -332,6 +340,13 @@ static void test_relative_paths(void **state)
 	/* A policy given as a file name only is a path too (rb_policy_load's rule). */
 	parse_ok("{" HEAD ONE_STEP ", \"policy\": \"ci.json\"}", "/srv", &m);
 	assert_string_equal(m.policy, "/srv/ci.json");
+	/* ... flagged, so the runner refuses it unless the operator's config allows paths. */
+	assert_true(m.policy_given);
+	assert_true(m.policy_is_path);
+	rb_manifest_free(&m);
+	parse_ok("{" HEAD ONE_STEP ", \"policy\": \"ci\"}", "/srv", &m);
+	assert_true(m.policy_given);
+	assert_false(m.policy_is_path);
 	rb_manifest_free(&m);
 	FAILS_SUB("{" HEAD ONE_STEP ", \"skills\": [\"s\", \"./s\"]}",
 	          "skills[1]: \"/srv/runs/s\" is already skills[0]");
@@ -361,7 +376,9 @@ static void test_relative_paths(void **state)
 	write_file(path, "{" HEAD "\"steps\": [{\"script\": \"a\", \"timeout\": 30}]}");
 	assert_int_not_equal(rb_manifest_load(path, &m, &err), 0);
 	char want_msg[PATH_MAX + 200];
-	snprintf(want_msg, sizeof want_msg, "manifest %s: steps[0].timeout: expected a duration like \"30s\", got 30",
+	snprintf(want_msg, sizeof want_msg,
+	         "manifest %s: steps[0].timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or h), "
+	         "got 30",
 	         path);
 	assert_string_equal(err.msg, want_msg);
 	snprintf(path, sizeof path, "%s/missing.json", dir);
@@ -432,6 +449,66 @@ static void test_limits_within_policy(void **state)
 	/* ... and the same manifest against the real limits fails: the control has teeth. */
 	assert_int_not_equal(rb_manifest_check_limits(&m, &p, &err), 0);
 	rb_manifest_free(&m);
+}
+
+static void ceiling_fails(const char *body, const struct rb_manifest_ceilings *cl, const char *want)
+{
+	char text[1024];
+	snprintf(text, sizeof text, "{" HEAD "%s}", body);
+	struct rb_manifest m;
+	parse_ok(text, "/", &m);
+	struct rb_error err = {0};
+	int r = rb_manifest_check_ceilings(&m, cl, &err);
+	rb_manifest_free(&m);
+	if (r == 0 || strcmp(err.msg, want))
+		fail_msg("ceilings for %s: r=%d, message \"%s\", wanted \"%s\"", body, r, err.msg, want);
+}
+
+static void ceiling_ok(const char *body, const struct rb_manifest_ceilings *cl)
+{
+	char text[1024];
+	snprintf(text, sizeof text, "{" HEAD "%s}", body);
+	struct rb_manifest m;
+	parse_ok(text, "/", &m);
+	struct rb_error err = {0};
+	int r = rb_manifest_check_ceilings(&m, cl, &err);
+	rb_manifest_free(&m);
+	if (r != 0)
+		fail_msg("ceilings for %s: %s", body, err.msg);
+}
+
+/* Command-line options beside a manifest are ceilings: above one is an error naming both. */
+static void test_ceilings(void **state)
+{
+	struct rb_manifest_ceilings cl = {.policy = "strict", .limits = {1000, 64ull << 20, 32, 1}};
+	ceiling_fails("\"policy\": \"default\", " ONE_STEP, &cl,
+	              "manifest run.json: policy: `default` is not --policy `strict`; the command line's policy "
+	              "applies (name the same one, or leave `policy` out)");
+	ceiling_fails("\"limits\": {\"timeout\": \"10s\"}, " ONE_STEP, &cl,
+	              "manifest run.json: limits.timeout: 10s is above --timeout 1s");
+	ceiling_fails("\"limits\": {\"memory\": \"256M\"}, " ONE_STEP, &cl,
+	              "manifest run.json: limits.memory: 256M is above --memory 64M");
+	ceiling_fails("\"limits\": {\"pids\": 33}, " ONE_STEP, &cl,
+	              "manifest run.json: limits.pids: 33 is above --pids 32");
+	ceiling_fails("\"limits\": {\"cpus\": 1.5}, " ONE_STEP, &cl,
+	              "manifest run.json: limits.cpus: 1.5 is above --cpus 1");
+	ceiling_fails("\"steps\": [{\"script\": \"a\", \"timeout\": \"2s\"}]", &cl,
+	              "manifest run.json: steps[0].timeout: 2s is above --timeout 1s");
+	struct rb_manifest_ceilings img = {.image = "minimal"};
+	ceiling_fails("\"image\": \"host\", " ONE_STEP, &img,
+	              "manifest run.json: image: `host` is not --image `minimal`; the command line's image applies "
+	              "(name the same one, or leave `image` out)");
+
+	/* Controls: at or below every ceiling, the same policy, none named, no ceilings at all. */
+	ceiling_ok("\"policy\": \"strict\", \"limits\": {\"timeout\": \"1s\", \"memory\": \"32M\", \"pids\": 32, "
+	           "\"cpus\": 0.5}, \"steps\": [{\"script\": \"a\", \"timeout\": \"500ms\"}]",
+	           &cl);
+	ceiling_ok(ONE_STEP, &cl);
+	ceiling_ok("\"image\": \"minimal\", " ONE_STEP, &img);
+	struct rb_manifest_ceilings none = {0};
+	ceiling_ok("\"policy\": \"default\", \"image\": \"host\", \"limits\": {\"timeout\": \"10s\", \"memory\": "
+	           "\"256M\"}, " ONE_STEP,
+	           &none);
 }
 
 static void test_hash(void **state)
@@ -558,8 +635,8 @@ int main(void)
 	    cmocka_unit_test(test_full_manifest),  cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_error_paths),    cmocka_unit_test(test_input_destinations),
 	    cmocka_unit_test(test_relative_paths), cmocka_unit_test(test_limits_within_policy),
-	    cmocka_unit_test(test_hash),           cmocka_unit_test(test_load_skills),
-	    cmocka_unit_test(test_docs_example),
+	    cmocka_unit_test(test_ceilings),       cmocka_unit_test(test_hash),
+	    cmocka_unit_test(test_load_skills),    cmocka_unit_test(test_docs_example),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/util.h"
+#include "policy/operator.h"
 #include "policy/policy.h"
 
 #include "fs_fixture.h"
@@ -150,7 +151,8 @@ static void test_wrong_types(void **state)
 	parse_fails("{\"name\":\"x\",\"limits\":[]}", "limits: expected an object, got an array");
 	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":\"0\"}}", "identity.uid: expected an integer, got \"0\"");
 	parse_fails("{\"name\":\"x\",\"identity\":{\"uid\":-1}}", "identity.uid: -1 is out of range");
-	parse_fails("{\"name\":\"x\",\"limits\":{\"pids\":1.5}}", "limits.pids: expected an integer, got 1.5");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"pids\":1.5}}",
+	            "limits.pids: expected an integer or \"unlimited\", got 1.5");
 	parse_fails("{\"name\":\"x\",\"limits\":{\"cpus\":0}}", "limits.cpus: expected a number of cores");
 	parse_fails("{\"name\":\"x\",\"limits\":{\"cpu_weight\":10001}}", "limits.cpu_weight: 10001 is out of range");
 	parse_fails("{\"name\":\"x\",\"network\":{\"mode\":\"host\"}}", "network.mode: expected one of");
@@ -238,6 +240,20 @@ static void test_durations(void **state)
 	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":30}}", "limits.timeout: expected a duration like \"30s\"");
 	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"30x\"}}", "got \"30x\"");
 	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"0s\"}}", "limits.timeout: must be at least 1ms");
+	/* A number in a string is as ambiguous as a bare one: the message says which units exist. */
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"10\"}}",
+	            "limits.timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or h), got \"10\"");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\" 10s\"}}", "limits.timeout: expected a duration");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"-1s\"}}", "limits.timeout: expected a duration");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"timeout\":\"1e3s\"}}", "limits.timeout: expected a duration");
+	/* Controls: the same digits with a unit are fine. */
+	parse_ok("{\"name\":\"x\",\"limits\":{\"timeout\":\"10s\"}}", &p);
+	assert_int_equal(p.timeout_ms, 10000);
+	rb_policy_free(&p);
+	uint64_t ms = 0;
+	assert_int_equal(rb_parse_duration_ms("10", &ms), -1);
+	assert_int_equal(rb_parse_duration_ms("10m", &ms), 0);
+	assert_int_equal(ms, 600000);
 }
 
 static void test_defaults(void **state)
@@ -248,10 +264,18 @@ static void test_defaults(void **state)
 	assert_int_equal(p.uid, 0);
 	assert_int_equal(p.caps, 0);
 	assert_int_equal(p.id_range, RB_ID_RANGE_AUTO);
-	assert_int_equal(p.timeout_ms, 0);
-	assert_int_equal(p.memory_bytes, 0);
-	assert_int_equal(p.rlimit_nofile, UINT64_MAX);
-	assert_int_equal(p.rlimit_fsize, UINT64_MAX);
+	/* Absent is safe: no limit named means the shipped default profile's, not none. */
+	assert_int_equal(p.timeout_ms, 30 * 60 * 1000);
+	assert_int_equal(p.memory_bytes, 1ull << 30);
+	assert_int_equal(p.pids, 1024);
+	assert_true(p.cpus == 2.0);
+	assert_int_equal(p.rootfs_bytes, 1ull << 30);
+	assert_int_equal(p.workspace_bytes, 1ull << 30);
+	assert_int_equal(p.tmp_bytes, 256ull << 20);
+	assert_int_equal(p.rlimit_nofile, 1024);
+	assert_int_equal(p.rlimit_nproc, 4096);
+	assert_int_equal(p.rlimit_core, 0);
+	assert_int_equal(p.rlimit_fsize, 1ull << 30);
 	assert_string_equal(p.seccomp_profile, "default");
 	assert_int_equal(p.net_mode, RB_NET_NONE);
 	assert_int_equal(p.n_input_allow, 0);
@@ -269,6 +293,61 @@ static void test_defaults(void **state)
 	assert_int_equal(p.n_env_set, 1);
 	assert_string_equal(p.env_set[0], "PATH=");
 	rb_policy_free(&p);
+}
+
+static void count_line(void *ctx, const char *text)
+{
+	char *buf = ctx;
+	size_t n = strlen(buf);
+	snprintf(buf + n, 4096 - n, "%s\n", text);
+}
+
+/* "unlimited" must be written to get no limit, and validate's report says so, line by line. */
+static void test_unlimited(void **state)
+{
+	struct rb_policy p;
+	parse_ok(
+	    "{\"name\":\"u\",\"limits\":{\"timeout\":\"unlimited\",\"memory\":\"unlimited\",\"pids\":"
+	    "\"unlimited\",\"cpus\":\"unlimited\"},\"rlimits\":{\"nofile\":\"unlimited\",\"fsize\":\"unlimited\"}}",
+	    &p);
+	assert_int_equal(p.timeout_ms, 0);
+	assert_int_equal(p.memory_bytes, 0);
+	assert_int_equal(p.pids, 0);
+	assert_true(p.cpus == 0);
+	assert_int_equal(p.rlimit_nofile, UINT64_MAX);
+	assert_int_equal(p.rlimit_fsize, UINT64_MAX);
+	assert_int_equal(p.rlimit_nproc, 4096); /* not written: the default */
+	char buf[4096] = "";
+	assert_int_equal(rb_policy_open_settings(&p, count_line, buf), 6);
+	assert_non_null(strstr(buf, "limits.timeout: unlimited"));
+	assert_non_null(strstr(buf, "limits.memory: unlimited"));
+	assert_non_null(strstr(buf, "limits.pids: unlimited"));
+	assert_non_null(strstr(buf, "limits.cpus: unlimited"));
+	assert_non_null(strstr(buf, "rlimits.nofile: unlimited"));
+	assert_non_null(strstr(buf, "rlimits.fsize: unlimited"));
+	rb_policy_free(&p);
+
+	/* Control: a bare policy leaves nothing unlimited and nothing permissive open. */
+	parse_ok("{\"name\":\"bare\"}", &p);
+	buf[0] = '\0';
+	assert_int_equal(rb_policy_open_settings(&p, count_line, buf), 0);
+	rb_policy_free(&p);
+	/* ... and what widens is named: capabilities, allowed syscalls, gateway, inputs, env.pass. */
+	parse_ok("{\"name\":\"w\",\"identity\":{\"capabilities\":[\"CAP_SYS_ADMIN\"]},\"seccomp\":{\"allow\":"
+	         "[\"ptrace\"]},\"network\":{\"mode\":\"gateway\"},\"inputs\":{\"allow\":[\"/\"]},\"env\":{\"pass\":"
+	         "[\"HOME\"]}}",
+	         &p);
+	assert_int_equal(rb_policy_open_settings(&p, count_line, buf), 5);
+	assert_non_null(strstr(buf, "identity.capabilities: CAP_SYS_ADMIN"));
+	assert_non_null(strstr(buf, "seccomp.allow: ptrace"));
+	assert_non_null(strstr(buf, "network.mode: gateway"));
+	assert_non_null(strstr(buf, "inputs.allow: /"));
+	assert_non_null(strstr(buf, "env.pass: HOME"));
+	rb_policy_free(&p);
+
+	/* "unlimited" is a word, not any string; and a size limit of the tmpfs has no such value. */
+	parse_fails("{\"name\":\"x\",\"limits\":{\"memory\":\"Unlimited\"}}", "limits.memory: expected a size");
+	parse_fails("{\"name\":\"x\",\"limits\":{\"tmp_size\":\"unlimited\"}}", "limits.tmp_size: expected a size");
 }
 
 static void test_env_seccomp_inputs(void **state)
@@ -452,6 +531,32 @@ static void test_missing_name_lists_places(void **state)
 	assert_non_null(strstr(err.msg, "a name is"));
 }
 
+/* The operator's config.json: absent is every default; present is strict. */
+static void test_operator_config(void **state)
+{
+	struct rb_operator_config oc;
+	struct rb_error err = {0};
+	oc.manifest_policy_paths = true;
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), 0);
+	assert_false(oc.manifest_policy_paths);
+	put_file(tmpdir, "config.json", "{\"manifest_policy_paths\": true}", 0644);
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), 0);
+	assert_true(oc.manifest_policy_paths);
+	put_file(tmpdir, "config.json", "{\"manifest_policy_paths\": false}", 0644);
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), 0);
+	assert_false(oc.manifest_policy_paths);
+	/* A misspelt key or a wrong type never leaves the setting silently on or off. */
+	put_file(tmpdir, "config.json", "{\"manifest_policy_path\": true}", 0644);
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), -1);
+	assert_non_null(strstr(err.msg, "manifest_policy_path: unknown key"));
+	put_file(tmpdir, "config.json", "{\"manifest_policy_paths\": \"yes\"}", 0644);
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), -1);
+	assert_non_null(strstr(err.msg, "manifest_policy_paths: expected true or false, got \"yes\""));
+	put_file(tmpdir, "config.json", "[true]", 0644);
+	assert_int_equal(rb_operator_config_load(tmpdir, &oc, &err), -1);
+	assert_int_equal(rb_operator_config_load(NULL, &oc, &err), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +570,7 @@ int main(void)
 	    cmocka_unit_test(test_sizes),
 	    cmocka_unit_test(test_durations),
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_unlimited),
 	    cmocka_unit_test(test_env_seccomp_inputs),
 	    cmocka_unit_test(test_list_cap),
 	    cmocka_unit_test(test_hash),
@@ -473,6 +579,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_file_cap, make_tmp, remove_tmp),
 	    cmocka_unit_test_setup_teardown(test_load_by_name_search_order, make_tmp, remove_tmp),
 	    cmocka_unit_test_setup_teardown(test_missing_name_lists_places, make_tmp, remove_tmp),
+	    cmocka_unit_test_setup_teardown(test_operator_config, make_tmp, remove_tmp),
 	};
 	return cmocka_run_group_tests(tests, find_repo, NULL);
 }

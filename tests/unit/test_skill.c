@@ -212,7 +212,7 @@ static void test_front_matter_errors(void **state)
 	    {"---\nname: x\ndescription: d\nentry: run.sh\ninputs: a, a\n---\n", "inputs: `a` is declared twice"},
 	    {"---\nname: x\ndescription: d\nentry: run.sh\ninputs: [a, b]\n---\n", "YAML structures are not supported"},
 	    {"---\nname: x\ndescription: d\nentry: run.sh\ntimeout: soon\n---\n",
-	     "line 5: timeout: expected a duration like \"30s\", got \"soon\""},
+	     "line 5: timeout: expected a duration like \"30s\" (a number, then us, ms, s, m or h), got \"soon\""},
 	    {"---\nname: x\ndescription: \"d\nentry: run.sh\n---\n", "unterminated double quote"},
 	    {"---\nname:x\ndescription: d\nentry: run.sh\n---\n", "expected a space after `name:`"},
 	    {"---\nname x\ndescription: d\nentry: run.sh\n---\n", "line 2: expected `key: value`"},

@@ -1,0 +1,58 @@
+/* The operator's settings file (operator.h): absent means every default, anything present is
+ * validated strictly, since a misspelt key must never leave a setting silently off or on. */
+#define _GNU_SOURCE
+#include "policy/operator.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/cleanup.h"
+#include "common/jsoncheck.h"
+#include "common/util.h"
+
+#define OPERATOR_FILE_MAX (64u << 10)
+
+int rb_operator_config_load(const char *config_dir, struct rb_operator_config *out, struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
+	if (!config_dir || !*config_dir)
+		return 0;
+	char path[4200];
+	if (snprintf(path, sizeof path, "%s/config.json", config_dir) >= (int)sizeof path)
+		return rb_error_set(err, ENAMETOOLONG, "operator config in `%s`", config_dir);
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		/* No file, or a directory we may not search (another user's): the defaults. */
+		if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
+			return 0;
+		return rb_error_set(err, errno, "operator config `%s`", path);
+	}
+	if (!S_ISREG(st.st_mode))
+		return rb_error_set(err, 0, "operator config `%s`: not a regular file", path);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (rb_read_file(path, OPERATOR_FILE_MAX, &text, &len, err) < 0)
+		return rb_error_prefix(err, "operator config");
+	struct rb_jsonck c = {.what = "operator config", .origin = path, .err = err};
+	if (strlen(text) != len)
+		return rb_jsonck_bad(&c, NULL, "contains a NUL byte");
+	json_error_t jerr;
+	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root))
+		return rb_jsonck_expected(&c, "(top level)", "an object", root);
+	static const char *const keys[] = {"manifest_policy_paths", NULL};
+	if (rb_jsonck_keys(&c, "", root, keys) < 0)
+		return -1;
+	json_t *v = json_object_get(root, "manifest_policy_paths");
+	if (v) {
+		if (!json_is_boolean(v))
+			return rb_jsonck_expected(&c, "manifest_policy_paths", "true or false", v);
+		out->manifest_policy_paths = json_is_true(v);
+	}
+	return 0;
+}
