@@ -1,6 +1,7 @@
 /* `runbox ps`, `runbox kill RUN`, `runbox gc`: live runs, stopping one, cleaning up after a crash. */
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,10 +12,62 @@
 #include "common/cleanup.h"
 #include "runtime/lifecycle.h"
 
-static int paths_or_fail(struct rb_paths *p)
+/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies,
+ * and `positional` plain arguments; anything else is refused, naming it. Returns 0, 1 after
+ * --help (printed), or -1 after a usage error (printed). */
+struct lc_args {
+	const char *state_dir;
+	bool json;
+	const char *pos[1];
+	int npos;
+};
+
+static int parse(int argc, char **argv, const char *usage, bool takes_json, int positional, struct lc_args *a)
+{
+	bool options = true;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (options && (!strcmp(arg, "--help") || !strcmp(arg, "-h"))) {
+			printf("%s", usage);
+			return 1;
+		}
+		if (options && !strcmp(arg, "--")) {
+			options = false;
+		} else if (options && !strcmp(arg, "--state-dir")) {
+			if (i + 1 >= argc) {
+				rb_err("%s: option `--state-dir` needs a value", argv[0]);
+				return -1;
+			}
+			a->state_dir = argv[++i];
+		} else if (options && !strncmp(arg, "--state-dir=", 12)) {
+			a->state_dir = arg + 12;
+		} else if (options && takes_json && !strcmp(arg, "--json")) {
+			a->json = true;
+		} else if (options && arg[0] == '-' && arg[1]) {
+			rb_err("%s: unknown option `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
+			return -1;
+		} else if (a->npos < positional) {
+			a->pos[a->npos++] = arg;
+		} else {
+			rb_err("%s: unexpected argument `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
+			return -1;
+		}
+	}
+	if (a->state_dir && !*a->state_dir) {
+		rb_err("%s: --state-dir needs a directory", argv[0]);
+		return -1;
+	}
+	if (a->npos < positional) {
+		fputs(usage, stderr);
+		return -1;
+	}
+	return 0;
+}
+
+static int paths_or_fail(const struct lc_args *a, struct rb_paths *p)
 {
 	struct rb_error err;
-	if (rb_paths_init(p, NULL, &err) < 0) {
+	if (rb_paths_init(p, a->state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return -1;
 	}
@@ -23,11 +76,15 @@ static int paths_or_fail(struct rb_paths *p)
 
 int rb_cmd_ps(int argc, char **argv)
 {
-	bool json = argc > 1 && !strcmp(argv[1], "--json");
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox ps [--state-dir DIR] [--json]\n", true, 0, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
+	bool json = a.json;
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *runs = NULL;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
 	if (rb_lifecycle_list(&p, &runs, &err) < 0) {
 		rb_err("%s", err.msg);
@@ -59,15 +116,15 @@ int rb_cmd_ps(int argc, char **argv)
 
 int rb_cmd_kill(int argc, char **argv)
 {
-	if (argc != 2 || argv[1][0] == '-') {
-		fputs("usage: runbox kill RUN_ID\n", stderr);
-		return 125;
-	}
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox kill [--state-dir DIR] RUN_ID\n", false, 1, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
 	struct rb_paths p;
 	struct rb_error err;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
-	if (rb_lifecycle_kill(&p, argv[1], SIGTERM, &err) < 0) {
+	if (rb_lifecycle_kill(&p, a.pos[0], SIGTERM, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
@@ -76,15 +133,14 @@ int rb_cmd_kill(int argc, char **argv)
 
 int rb_cmd_gc(int argc, char **argv)
 {
-	(void)argv;
-	if (argc != 1) {
-		fputs("usage: runbox gc\n", stderr);
-		return 125;
-	}
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox gc [--state-dir DIR]\n", false, 0, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *report = NULL;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
 	int r = rb_lifecycle_gc(&p, &report, &err);
 	size_t i, acted = 0;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The command line as a new user meets it: ps, kill and gc take --state-dir, and every command
+# refuses an option it does not know, naming it.
+# modes: root user subids
+. "$(dirname "$0")/../lib.sh"
+lib_init cli
+
+# A second state directory, the mode's user's own.
+OTHER=$T/other
+mkdir -p "$OTHER"
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$OTHER"
+
+# start_bg_in DIR MARKER: runbox running `probe sleep-forever MARKER` with --state-dir DIR in
+# the background; BG is its pid.
+start_bg_in() {
+	rbx_cmd run --state-dir "$1" --image minimal --timeout 60s -- /bin/probe sleep-forever "$2"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/bg.err" </dev/null &
+	BG=$!
+	wait_for has_marker --prefix "/bin/probe sleep-forever $2"
+}
+run_id_in() { find "$1/run" -maxdepth 1 -name '*.state' 2>/dev/null | head -1 | xargs -r basename | sed 's/\.state$//'; }
+
+# ps and kill with --state-dir see the runs of that directory; without it (the default state
+# directory, RUNBOX_STATE_DIR here) they do not: the control.
+m=$(new_marker)
+if ! start_bg_in "$OTHER" "$m"; then
+	not_ok "ps --state-dir lists the runs of that directory" "the step never started: $(first_line "$(cat "$T/bg.err")")"
+else
+	id=$(run_id_in "$OTHER")
+	run_rbx ps --state-dir "$OTHER"
+	in_other=$OUT
+	run_rbx ps
+	in_default=$OUT
+	if [ -z "$id" ]; then not_ok "ps --state-dir lists the runs of that directory" "no state file in $OTHER/run"
+	elif grep -q "$id.*running" <<<"$in_other" && ! grep -q "$id" <<<"$in_default"; then
+		ok "ps --state-dir lists the runs of that directory (control: ps without it does not)"
+	else not_ok "ps --state-dir lists the runs of that directory" "with: $(first_line "$in_other" | tr '\n' ' ') / without: $(printf '%s' "$in_default" | tr '\n' ' ')"; fi
+	run_rbx ps --state-dir="$OTHER" --json
+	if [ "$RC" = 0 ] && [ "$(rj "[x['run_id'] for x in r]")" = "[\"$id\"]" ]; then ok "ps --state-dir=DIR --json lists the run"
+	else not_ok "ps --state-dir=DIR --json lists the run" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+	run_rbx kill "$id"
+	if [ "$RC" = 125 ] && grep -q "no live run" <<<"$ERR" && has_marker "$m"; then
+		ok "control: kill without --state-dir does not find the run"
+	else not_ok "control: kill without --state-dir does not find the run" "exit $RC: $(first_line "$ERR")"; fi
+	run_rbx kill --state-dir "$OTHER" "$id"
+	krc=$RC
+	wait "$BG"
+	if [ "$krc" = 0 ] && wait_for no_marker "$m"; then ok "kill --state-dir stops the run of that directory"
+	else not_ok "kill --state-dir stops the run of that directory" "kill exit $krc: $(first_line "$ERR")"; fi
+fi
+
+# gc --state-dir cleans up after a killed runbox of that directory; gc without it leaves it.
+m=$(new_marker)
+if ! start_bg_in "$OTHER" "$m"; then not_ok "gc --state-dir cleans up that directory" "the step never started"
+else
+	id=$(run_id_in "$OTHER")
+	kill -KILL "$BG"
+	wait "$BG" 2>/dev/null
+	wait_for no_marker "$m"
+	run_rbx gc
+	if [ -e "$OTHER/run/$id.state" ] && ! grep -q "$id" <<<"$OUT"; then ok "control: gc without --state-dir leaves the other directory's run"
+	else not_ok "control: gc without --state-dir leaves the other directory's run" "exit $RC: $(first_line "$OUT$ERR")"; fi
+	run_rbx gc --state-dir "$OTHER"
+	left=$(find "$OTHER/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+	if [ "$RC" = 0 ] && grep -q "$id: cleaned up" <<<"$OUT" && [ "$left" = 0 ]; then ok "gc --state-dir cleans up the killed run of that directory"
+	else not_ok "gc --state-dir cleans up the killed run of that directory" "exit $RC, $left left: $(first_line "$OUT$ERR")"; fi
+fi
+
+# Every command refuses an option it does not know (125, naming it); the control is the same
+# command without it, which succeeds.
+for cmd in "ps" "gc" "kill RUNID" "ledger verify" "policy validate default" "check" "run --image minimal -- true"; do
+	read -ra words <<<"$cmd"
+	run_rbx "${words[@]}"
+	ctl=$RC
+	[ "${words[0]}" = kill ] && ctl=0 # no such run: the control is that the option is named
+	run_rbx "${words[0]}" --no-such-option "${words[@]:1}"
+	if [ "$RC" = 125 ] && grep -q -- "--no-such-option" <<<"$ERR"; then
+		if [ "$ctl" = 0 ] || { [ "${words[0]}" = check ] && [ "$ctl" = 125 ]; }; then ok "\`runbox ${words[0]}\` refuses an unknown option, naming it"
+		else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "control: without the option it exits $ctl"; fi
+	else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "exit $RC: $(first_line "$ERR")"; fi
+done
