@@ -1,5 +1,6 @@
 /* `runbox run [OPTIONS] -- CMD ARGS...`: one step, one sandbox, the step's status as ours. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -54,12 +55,14 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
                        struct rb_error *err)
 {
 	if (!started) {
-		json_t *a = json_array();
-		for (char **c = cmd; *c; c++)
-			json_array_append_new(a, json_string(*c));
+		size_t bad;
+		json_t *a = rb_json_strv(cmd, &bad);
+		if (!a)
+			return rb_error_set(err, EINVAL, "argv[%zu] of the command is not valid UTF-8", bad);
 		char *text = json_dumps(a, JSON_COMPACT);
 		json_decref(a);
-		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, err) : -1;
+		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, err)
+		             : rb_error_set(err, ENOMEM, "the command's record");
 		free(text);
 		return r;
 	}
@@ -162,6 +165,17 @@ int rb_cmd_run(int argc, char **argv)
 		return run_manifest(argv[optind], cfg.state_dir);
 	cfg.inputs = inputs;
 	char **cmd = argv + optind;
+	/* The command travels as JSON text (to init, into the ledger): bytes that are not UTF-8
+	 * cannot be carried exactly, and are refused before anything runs or is recorded. */
+	size_t bad;
+	json_t *text = rb_json_strv(cmd, &bad);
+	if (!text) {
+		rb_err("run: command argument %zu (the command itself is 1) is not valid UTF-8: runbox carries "
+		       "commands as text; nothing was run",
+		       bad + 1);
+		return 125;
+	}
+	json_decref(text);
 
 	struct rb_error err;
 	rb_error_clear(&err);

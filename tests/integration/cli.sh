@@ -80,3 +80,20 @@ for cmd in "ps" "gc" "kill RUNID" "ledger verify" "policy validate default" "che
 		else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "control: without the option it exits $ctl"; fi
 	else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "exit $RC: $(first_line "$ERR")"; fi
 done
+
+# A command argument that is not UTF-8 cannot be carried as text: refused (125, naming its
+# index) before anything runs or is recorded, never dropped with the later ones shifted (which
+# ran `sh -c B`). Control: the same command with valid text runs exactly, and is recorded.
+events() { run_rbx ledger query --json; rj "len(r)" 2>/dev/null || echo 0; }
+before=$(events)
+sb -- /bin/sh -c $'echo A\xff' -c 'echo B'
+after=$(events)
+if [ "$RC" = 125 ] && grep -q "argument 3 .*not valid UTF-8" <<<"$ERR" && [ -z "$OUT" ] && [ "$before" = "$after" ]; then
+	ok "a non-UTF-8 argument is refused (125, its index named), nothing run or recorded"
+else not_ok "a non-UTF-8 argument is refused (125, its index named), nothing run or recorded" "exit $RC, out '$OUT', events $before -> $after: $(first_line "$ERR")"; fi
+sb -- /bin/sh -c 'echo A' -c 'echo B'
+if [ "$RC" = 0 ] && [ "$OUT" = A ]; then
+	run_rbx ledger query --type step_start --json
+	if [ "$(rj "r[-1]['data']['text']")" = '["/bin/sh","-c","echo A","-c","echo B"]' ]; then ok "control: a valid command runs and is recorded exactly"
+	else not_ok "control: a valid command runs and is recorded exactly" "$(rj "r[-1]['data']" | cut -c 1-200)"; fi
+else not_ok "control: a valid command runs and is recorded exactly" "exit $RC, out '$OUT': $(first_line "$ERR")"; fi
