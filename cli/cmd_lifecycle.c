@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/cleanup.h"
+#include "common/jsonout.h"
 #include "runtime/lifecycle.h"
 
 /* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies,
@@ -92,8 +93,7 @@ int rb_cmd_ps(int argc, char **argv)
 		return 125;
 	}
 	if (json) {
-		json_dumpf(runs, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
+		rb_json_print(stdout, runs, JSON_INDENT(2));
 	} else {
 		printf("%-22s %-12s %-14s %-8s %-10s %s\n", "RUN", "TENANT", "AGENT", "PID", "STATE", "STARTED (UTC)");
 		size_t i;

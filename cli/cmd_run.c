@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/record.h"
@@ -44,8 +45,7 @@ static int run_manifest(const char *path, const char *state_dir)
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	json_dumpf(result, stdout, JSON_INDENT(2));
-	fputc('\n', stdout);
+	rb_json_print(stdout, result, JSON_INDENT(2));
 	json_decref(result);
 	return code;
 }
@@ -227,8 +227,7 @@ int rb_cmd_run(int argc, char **argv)
 		rb_record_close(&rec);
 	}
 	if (result) {
-		json_dumpf(result, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
+		rb_json_print(stdout, result, JSON_INDENT(2));
 		json_decref(result);
 	} else if (res.status == RB_STEP_SETUP_FAILED || res.status == RB_STEP_EXEC_FAILED) {
 		rb_err("%s", res.error);

@@ -97,3 +97,18 @@ if [ "$RC" = 0 ] && [ "$OUT" = A ]; then
 	if [ "$(rj "r[-1]['data']['text']")" = '["/bin/sh","-c","echo A","-c","echo B"]' ]; then ok "control: a valid command runs and is recorded exactly"
 	else not_ok "control: a valid command runs and is recorded exactly" "$(rj "r[-1]['data']" | cut -c 1-200)"; fi
 else not_ok "control: a valid command runs and is recorded exactly" "exit $RC, out '$OUT': $(first_line "$ERR")"; fi
+
+# Printed JSON never carries DEL or a C1 control (U+0085 NEL, U+009B CSI) raw: a step's output
+# in the result and a command in the ledger's export come escaped (\u0085, \u007f) and decode
+# to the same text. Control: ordinary UTF-8 (é) is printed as it is.
+raw_controls() { LC_ALL=C grep -c $'\x7f\|\xc2[\x80-\x9f]' "$1"; }
+sb --json -- printf $'a\302\205b\177c\302\233d'
+if [ "$RC" = 0 ] && [ "$(raw_controls "$T/out")" = 0 ] && grep -qF '\u0085' "$T/out" && grep -qF '\u007f' "$T/out" &&
+	[ "$(rj "r['stdout'] == 'a\x85b\x7fc\x9bd'")" = true ]; then ok "C1 controls and DEL in a step's output are escaped in the JSON result"
+else not_ok "C1 controls and DEL in a step's output are escaped in the JSON result" "exit $RC: $(LC_ALL=C grep -a stdout "$T/out" | od -c | head -3 | tr '\n' ' ')"; fi
+run_rbx ledger export --jsonl
+if [ "$RC" = 0 ] && grep -qF 'printf' "$T/out" && [ "$(raw_controls "$T/out")" = 0 ] && grep -qF '\u0085' "$T/out"; then ok "the ledger's export escapes them too"
+else not_ok "the ledger's export escapes them too" "exit $RC, $(raw_controls "$T/out") raw lines"; fi
+sb --json -- printf 'caf\303\251'
+if [ "$RC" = 0 ] && grep -q $'caf\xc3\xa9' "$T/out" && [ "$(rj "r['stdout']")" = $'caf\xc3\xa9' ]; then ok "control: UTF-8 text (é) stays as it is in the JSON result"
+else not_ok "control: UTF-8 text (é) stays as it is in the JSON result" "exit $RC: $(grep stdout "$T/out")"; fi
