@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/ttysafe.h"
 #include "common/cleanup.h"
 #include "common/jsonout.h"
 #include "runtime/lifecycle.h"
@@ -65,6 +66,17 @@ static int parse(int argc, char **argv, const char *usage, bool takes_json, int 
 	return 0;
 }
 
+/* A field of a state file or of gc's report, for the terminal: a tenant's or agent's name
+ * comes from a manifest, an error may name a file the sandbox made. */
+struct shown {
+	char s[1024];
+};
+static const char *shown(const char *text, struct shown *b)
+{
+	rb_ttysafe_line(text ? text : "", b->s, sizeof b->s);
+	return b->s;
+}
+
 static int paths_or_fail(const struct lc_args *a, struct rb_paths *p)
 {
 	struct rb_error err;
@@ -103,11 +115,13 @@ int rb_cmd_ps(int argc, char **argv)
 			time_t t = (time_t)json_integer_value(json_object_get(r, "started"));
 			char when[32];
 			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", gmtime(&t));
-			printf("%-22s %-12s %-14s %-8d %-10s %s\n", json_string_value(json_object_get(r, "run_id")),
-			       json_string_value(json_object_get(r, "tenant")),
-			       json_string_value(json_object_get(r, "agent")),
+			struct shown id, tenant, agent, state;
+			printf("%-22s %-12s %-14s %-8d %-10s %s\n",
+			       shown(json_string_value(json_object_get(r, "run_id")), &id),
+			       shown(json_string_value(json_object_get(r, "tenant")), &tenant),
+			       shown(json_string_value(json_object_get(r, "agent")), &agent),
 			       (int)json_integer_value(json_object_get(r, "runner_pid")),
-			       json_string_value(json_object_get(r, "state")), when);
+			       shown(json_string_value(json_object_get(r, "state")), &state), when);
 		}
 	}
 	json_decref(runs);
@@ -157,16 +171,18 @@ int rb_cmd_gc(int argc, char **argv)
 			continue;
 		}
 		acted++;
+		struct shown sid, sas;
 		if (json_is_true(json_object_get(o, "removed"))) {
-			printf("%s: cleaned up, %s%s\n", id, as ? "recorded as " : "already recorded", as ? as : "");
+			printf("%s: cleaned up, %s%s\n", shown(id, &sid), as ? "recorded as " : "already recorded",
+			       as ? shown(as, &sas) : "");
 			continue;
 		}
 		/* Its state file stays: the next gc tries again. */
 		const char *why[] = {"cgroup_error", "dir_error", "ledger_error"};
-		printf("%s: not finished, kept for the next gc:", id);
+		printf("%s: not finished, kept for the next gc:", shown(id, &sid));
 		for (size_t k = 0; k < RB_ARRAY_SIZE(why); k++)
 			if (json_object_get(o, why[k]))
-				printf(" %s", json_string_value(json_object_get(o, why[k])));
+				printf(" %s", shown(json_string_value(json_object_get(o, why[k])), &sas));
 		putchar('\n');
 	}
 	if (!acted)

@@ -22,11 +22,11 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/ttysafe.h"
 #include "common/util.h"
 #include "runtime/channel.h"
 #include "runtime/lifecycle.h"
 #include "runtime/scrub.h"
-#include "runtime/ttysafe.h"
 
 extern char **environ;
 

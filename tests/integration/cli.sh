@@ -112,3 +112,28 @@ else not_ok "the ledger's export escapes them too" "exit $RC, $(raw_controls "$T
 sb --json -- printf 'caf\303\251'
 if [ "$RC" = 0 ] && grep -q $'caf\xc3\xa9' "$T/out" && [ "$(rj "r['stdout']")" = $'caf\xc3\xa9' ]; then ok "control: UTF-8 text (é) stays as it is in the JSON result"
 else not_ok "control: UTF-8 text (é) stays as it is in the JSON result" "exit $RC: $(grep stdout "$T/out")"; fi
+
+# A message naming something the sandbox chose is shown, never obeyed: a harvested file named
+# with terminal escapes, in the store's write error (the store is a file here, so every store
+# fails), reaches stderr as \x1b[31m text, on one line. Control: the same failure with a plain
+# name prints the name as it is.
+store_fail_run() { # NAME: harvest a file called NAME into a broken store; $T/err holds stderr
+	local st=$T/st-$RANDOM
+	mkdir -p "$st" && : >"$st/artifacts"
+	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$st"
+	"$PY" - "$T/scratch/name.json" "$1" <<'PYEOF'
+import json, sys
+json.dump({"tenant": "t", "agent": "a", "image": "minimal",
+           "steps": [{"name": "s", "script": "mkdir -p /workspace/out; printf x > \"/workspace/out/$N\"",
+                      "env": {"N": sys.argv[2]}}]}, open(sys.argv[1], "w"))
+PYEOF
+	chmod a+r "$T/scratch/name.json"
+	run_rbx run --state-dir "$st" "$T/scratch/name.json"
+}
+store_fail_run $'a\e[31mred\e]0;title\a'
+if grep -qF 'harvest `a\x1b[31mred\x1b]0;title\x07`' "$T/err" && ! LC_ALL=C grep -q $'\e\|\a' "$T/err"; then
+	ok "a sandbox-chosen file name in a store error reaches stderr escaped"
+else not_ok "a sandbox-chosen file name in a store error reaches stderr escaped" "exit $RC: $(od -c "$T/err" | head -4 | tr '\n' ' ')"; fi
+store_fail_run plain-name
+if grep -q '^runbox: .*harvest `plain-name`: create .*: Not a directory$' "$T/err"; then ok "control: the same store error with a plain name is unchanged"
+else not_ok "control: the same store error with a plain name is unchanged" "exit $RC: $(first_line "$ERR")"; fi
