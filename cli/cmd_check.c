@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "common/cleanup.h"
+#include "common/jsonout.h"
 #include "runtime/hostcheck.h"
 
 static const char usage[] = "usage: runbox check [--json]\n"
@@ -47,10 +48,7 @@ static int print_json(const struct rb_hostcheck *hc, bool runnable, const size_t
 	                    json_pack("{s:I, s:I, s:I}", "ok", (json_int_t)counts[0], "degraded", (json_int_t)counts[1],
 	                              "missing", (json_int_t)counts[2]));
 	json_object_set_new(root, "checks", checks);
-	if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
-		return -1;
-	fputc('\n', stdout);
-	return 0;
+	return rb_json_print(stdout, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 }
 
 static void print_table(const struct rb_hostcheck *hc, bool runnable, const size_t counts[3])

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "common/cleanup.h"
+#include "common/jsonout.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "runtime/ledger.h"
@@ -363,9 +364,7 @@ static void summary(json_t *ev, struct sb *b)
 
 static int print_json(json_t *v, size_t flags)
 {
-	if (json_dumpf(v, stdout, flags) < 0 || fputc('\n', stdout) == EOF)
-		return -1;
-	return 0;
+	return rb_json_print(stdout, v, flags);
 }
 
 static void print_show(const char *run_id, json_t *events)

@@ -1,6 +1,7 @@
 /* `runbox ps`, `runbox kill RUN`, `runbox gc`: live runs, stopping one, cleaning up after a crash. */
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,13 +9,78 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/ttysafe.h"
 #include "common/cleanup.h"
+#include "common/jsonout.h"
 #include "runtime/lifecycle.h"
 
-static int paths_or_fail(struct rb_paths *p)
+/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies,
+ * and `positional` plain arguments; anything else is refused, naming it. Returns 0, 1 after
+ * --help (printed), or -1 after a usage error (printed). */
+struct lc_args {
+	const char *state_dir;
+	bool json;
+	const char *pos[1];
+	int npos;
+};
+
+static int parse(int argc, char **argv, const char *usage, bool takes_json, int positional, struct lc_args *a)
+{
+	bool options = true;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (options && (!strcmp(arg, "--help") || !strcmp(arg, "-h"))) {
+			printf("%s", usage);
+			return 1;
+		}
+		if (options && !strcmp(arg, "--")) {
+			options = false;
+		} else if (options && !strcmp(arg, "--state-dir")) {
+			if (i + 1 >= argc) {
+				rb_err("%s: option `--state-dir` needs a value", argv[0]);
+				return -1;
+			}
+			a->state_dir = argv[++i];
+		} else if (options && !strncmp(arg, "--state-dir=", 12)) {
+			a->state_dir = arg + 12;
+		} else if (options && takes_json && !strcmp(arg, "--json")) {
+			a->json = true;
+		} else if (options && arg[0] == '-' && arg[1]) {
+			rb_err("%s: unknown option `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
+			return -1;
+		} else if (a->npos < positional) {
+			a->pos[a->npos++] = arg;
+		} else {
+			rb_err("%s: unexpected argument `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
+			return -1;
+		}
+	}
+	if (a->state_dir && !*a->state_dir) {
+		rb_err("%s: --state-dir needs a directory", argv[0]);
+		return -1;
+	}
+	if (a->npos < positional) {
+		fputs(usage, stderr);
+		return -1;
+	}
+	return 0;
+}
+
+/* A field of a state file or of gc's report, for the terminal: a tenant's or agent's name
+ * comes from a manifest, an error may name a file the sandbox made. */
+struct shown {
+	char s[1024];
+};
+static const char *shown(const char *text, struct shown *b)
+{
+	rb_ttysafe_line(text ? text : "", b->s, sizeof b->s);
+	return b->s;
+}
+
+static int paths_or_fail(const struct lc_args *a, struct rb_paths *p)
 {
 	struct rb_error err;
-	if (rb_paths_init(p, NULL, &err) < 0) {
+	if (rb_paths_init(p, a->state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return -1;
 	}
@@ -23,11 +89,15 @@ static int paths_or_fail(struct rb_paths *p)
 
 int rb_cmd_ps(int argc, char **argv)
 {
-	bool json = argc > 1 && !strcmp(argv[1], "--json");
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox ps [--state-dir DIR] [--json]\n", true, 0, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
+	bool json = a.json;
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *runs = NULL;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
 	if (rb_lifecycle_list(&p, &runs, &err) < 0) {
 		rb_err("%s", err.msg);
@@ -35,8 +105,7 @@ int rb_cmd_ps(int argc, char **argv)
 		return 125;
 	}
 	if (json) {
-		json_dumpf(runs, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
+		rb_json_print(stdout, runs, JSON_INDENT(2));
 	} else {
 		printf("%-22s %-12s %-14s %-8s %-10s %s\n", "RUN", "TENANT", "AGENT", "PID", "STATE", "STARTED (UTC)");
 		size_t i;
@@ -46,11 +115,13 @@ int rb_cmd_ps(int argc, char **argv)
 			time_t t = (time_t)json_integer_value(json_object_get(r, "started"));
 			char when[32];
 			strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", gmtime(&t));
-			printf("%-22s %-12s %-14s %-8d %-10s %s\n", json_string_value(json_object_get(r, "run_id")),
-			       json_string_value(json_object_get(r, "tenant")),
-			       json_string_value(json_object_get(r, "agent")),
+			struct shown id, tenant, agent, state;
+			printf("%-22s %-12s %-14s %-8d %-10s %s\n",
+			       shown(json_string_value(json_object_get(r, "run_id")), &id),
+			       shown(json_string_value(json_object_get(r, "tenant")), &tenant),
+			       shown(json_string_value(json_object_get(r, "agent")), &agent),
 			       (int)json_integer_value(json_object_get(r, "runner_pid")),
-			       json_string_value(json_object_get(r, "state")), when);
+			       shown(json_string_value(json_object_get(r, "state")), &state), when);
 		}
 	}
 	json_decref(runs);
@@ -59,15 +130,15 @@ int rb_cmd_ps(int argc, char **argv)
 
 int rb_cmd_kill(int argc, char **argv)
 {
-	if (argc != 2 || argv[1][0] == '-') {
-		fputs("usage: runbox kill RUN_ID\n", stderr);
-		return 125;
-	}
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox kill [--state-dir DIR] RUN_ID\n", false, 1, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
 	struct rb_paths p;
 	struct rb_error err;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
-	if (rb_lifecycle_kill(&p, argv[1], SIGTERM, &err) < 0) {
+	if (rb_lifecycle_kill(&p, a.pos[0], SIGTERM, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
@@ -76,15 +147,14 @@ int rb_cmd_kill(int argc, char **argv)
 
 int rb_cmd_gc(int argc, char **argv)
 {
-	(void)argv;
-	if (argc != 1) {
-		fputs("usage: runbox gc\n", stderr);
-		return 125;
-	}
+	struct lc_args a = {0};
+	int pr = parse(argc, argv, "usage: runbox gc [--state-dir DIR]\n", false, 0, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *report = NULL;
-	if (paths_or_fail(&p) < 0)
+	if (paths_or_fail(&a, &p) < 0)
 		return 125;
 	int r = rb_lifecycle_gc(&p, &report, &err);
 	size_t i, acted = 0;
@@ -101,16 +171,18 @@ int rb_cmd_gc(int argc, char **argv)
 			continue;
 		}
 		acted++;
+		struct shown sid, sas;
 		if (json_is_true(json_object_get(o, "removed"))) {
-			printf("%s: cleaned up, %s%s\n", id, as ? "recorded as " : "already recorded", as ? as : "");
+			printf("%s: cleaned up, %s%s\n", shown(id, &sid), as ? "recorded as " : "already recorded",
+			       as ? shown(as, &sas) : "");
 			continue;
 		}
 		/* Its state file stays: the next gc tries again. */
 		const char *why[] = {"cgroup_error", "dir_error", "ledger_error"};
-		printf("%s: not finished, kept for the next gc:", id);
+		printf("%s: not finished, kept for the next gc:", shown(id, &sid));
 		for (size_t k = 0; k < RB_ARRAY_SIZE(why); k++)
 			if (json_object_get(o, why[k]))
-				printf(" %s", json_string_value(json_object_get(o, why[k])));
+				printf(" %s", shown(json_string_value(json_object_get(o, why[k])), &sas));
 		putchar('\n');
 	}
 	if (!acted)

@@ -20,10 +20,25 @@ static void print_open(void *ctx, const char *text)
 
 int rb_cmd_policy(int argc, char **argv)
 {
+	static const char usage[] = "usage: runbox policy validate FILE | runbox policy show NAME|FILE\n";
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		/* No option applies here: one is refused by name, never taken as a file. */
+		if (argv[i][0] == '-' && argv[i][1]) {
+			rb_err("policy: unknown option `%s` (see `runbox policy --help`)", argv[i]);
+			return 125;
+		}
+	}
+	if (argc > 3) {
+		rb_err("policy: unexpected argument `%s` (see `runbox policy --help`)", argv[3]);
+		return 125;
+	}
 	if (argc != 3 || (strcmp(argv[1], "validate") != 0 && strcmp(argv[1], "show") != 0)) {
-		fputs("usage: runbox policy validate FILE | runbox policy show NAME|FILE\n",
-		      argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 125;
+		fputs(usage, stderr);
+		return 125;
 	}
 	struct rb_error err;
 	struct rb_paths paths;

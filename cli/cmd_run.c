@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/record.h"
@@ -59,8 +60,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	json_dumpf(result, stdout, JSON_INDENT(2));
-	fputc('\n', stdout);
+	rb_json_print(stdout, result, JSON_INDENT(2));
 	json_decref(result);
 	return code;
 }
@@ -70,12 +70,14 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
                        struct rb_error *err)
 {
 	if (!started) {
-		json_t *a = json_array();
-		for (char **c = cmd; *c; c++)
-			json_array_append_new(a, json_string(*c));
+		size_t bad;
+		json_t *a = rb_json_strv(cmd, &bad);
+		if (!a)
+			return rb_error_set(err, EINVAL, "argv[%zu] of the command is not valid UTF-8", bad);
 		char *text = json_dumps(a, JSON_COMPACT);
 		json_decref(a);
-		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, NULL, err) : -1;
+		int r = text ? rb_record_step_start(rec, 1, NULL, "command", text, strlen(text), NULL, NULL, err)
+		             : rb_error_set(err, ENOMEM, "the command's record");
 		free(text);
 		return r;
 	}
@@ -184,6 +186,17 @@ int rb_cmd_run(int argc, char **argv)
 		return run_manifest(argv[optind], &cfg);
 	cfg.inputs = inputs;
 	char **cmd = argv + optind;
+	/* The command travels as JSON text (to init, into the ledger): bytes that are not UTF-8
+	 * cannot be carried exactly, and are refused before anything runs or is recorded. */
+	size_t bad;
+	json_t *text = rb_json_strv(cmd, &bad);
+	if (!text) {
+		rb_err("run: command argument %zu (the command itself is 1) is not valid UTF-8: runbox carries "
+		       "commands as text; nothing was run",
+		       bad + 1);
+		return 125;
+	}
+	json_decref(text);
 
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -235,8 +248,7 @@ int rb_cmd_run(int argc, char **argv)
 		rb_record_close(&rec);
 	}
 	if (result) {
-		json_dumpf(result, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
+		rb_json_print(stdout, result, JSON_INDENT(2));
 		json_decref(result);
 	} else if (res.status == RB_STEP_SETUP_FAILED || res.status == RB_STEP_EXEC_FAILED) {
 		rb_err("%s", res.error);

@@ -1,4 +1,5 @@
-/* Logger: level filter and one formatted line per call, written with a single write(2). */
+/* Logger: level filter and one formatted line per call, control characters shown escaped,
+ * written with a single write(2). */
 #define _GNU_SOURCE
 #include "common/log.h"
 
@@ -7,6 +8,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/ttysafe.h"
 
 static enum rb_log_level current = RB_LOG_WARN;
 
@@ -20,7 +23,7 @@ void rb_log(enum rb_log_level level, const char *fmt, ...)
 	if (level > current)
 		return;
 	static const char *const names[] = {"error", "warning", "info", "debug"};
-	char line[1024];
+	char line[2048];
 	int n;
 	if (level == RB_LOG_DEBUG) {
 		/* Debug lines carry the monotonic clock, so phases of the runner, the spawner and
@@ -35,15 +38,14 @@ void rb_log(enum rb_log_level level, const char *fmt, ...)
 	} else {
 		n = snprintf(line, sizeof line, "runbox: %s: ", names[level]);
 	}
+	/* The message may carry text chosen inside a sandbox (a harvested file's name in a store
+	 * error, a step's output, a path): it is shown, never obeyed, and stays one line. */
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (m < 0)
-		m = 0;
-	size_t len = (size_t)n + (size_t)m;
-	if (len > sizeof line - 2)
-		len = sizeof line - 2;
+	size_t len = (size_t)n + rb_ttysafe_line(msg, line + n, sizeof line - (size_t)n - 1);
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;

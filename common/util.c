@@ -33,6 +33,20 @@ void rb_json_decrefp(void *p)
 		json_decref(*j);
 }
 
+json_t *rb_json_strv(char *const *v, size_t *bad)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && v && v[i]; i++) {
+		json_t *s = json_string(v[i]);
+		if (!s || json_array_append_new(a, s) < 0) {
+			*bad = i;
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 int rb_parse_duration_ms(const char *s, uint64_t *out_ms)
 {
 	/* A digit first (strtod would skip spaces, take a sign, "inf" or hex) and a unit last: a

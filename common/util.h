@@ -52,6 +52,11 @@ void rb_sha256_hex(const void *data, size_t len, char out[65]);
 void *rb_stack_alloc(size_t size);
 void rb_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len, unsigned char out[32]);
 
+/* The strings of a NULL-terminated vector as a JSON array, each one exactly; NULL when one is
+ * not valid UTF-8 (JSON carries only text) or memory ran out, with its index in *bad. Never a
+ * shorter array: dropping one would shift the rest (argv[2] would become argv[1]). */
+struct json_t *rb_json_strv(char *const *v, size_t *bad);
+
 /* Monotonic clock in microseconds. */
 uint64_t rb_now_us(void);
 

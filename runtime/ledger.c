@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -953,7 +954,7 @@ int rb_ledger_export_jsonl(struct rb_ledger *l, FILE *out, struct rb_error *err)
 	int rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		_cleanup_json_ json_t *ev = row_json(s);
-		if (json_dumpf(ev, out, JSON_COMPACT) < 0 || fputc('\n', out) == EOF) {
+		if (rb_json_print(out, ev, JSON_COMPACT) < 0) {
 			rollback_stmt(l, s);
 			return rb_error_set(err, errno, "export: write");
 		}

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 static const char *status_name(enum rb_step_status s)
 {
 	static const char *const names[] = {"exited",    "signaled",     "timeout",
@@ -58,10 +60,8 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	json_object_set_new(o, "seccomp_killed", json_boolean(res->seccomp_killed));
 	if (res->error[0])
 		json_object_set_new(o, "error", json_string(res->error));
-	json_t *cmd = json_array();
-	for (char *const *a = argv; *a; a++)
-		json_array_append_new(cmd, json_string(*a));
-	json_object_set_new(o, "command", cmd);
+	size_t bad;
+	json_object_set_new(o, "command", rb_json_strv(argv, &bad)); /* null if one could not be text */
 	json_object_set_new(o, "wall_ms", json_real((double)res->wall_us / 1000.0));
 	json_object_set_new(o, "cpu",
 	                    json_pack("{s:f, s:f}", "user_ms", (double)res->user_us / 1000.0, "system_ms",

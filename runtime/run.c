@@ -24,11 +24,11 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/never_input.h"
+#include "common/ttysafe.h"
 #include "common/util.h"
 #include "runtime/channel.h"
 #include "runtime/lifecycle.h"
 #include "runtime/scrub.h"
-#include "runtime/ttysafe.h"
 
 extern char **environ;
 
@@ -790,16 +790,21 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	fcntl(out_r, F_SETFL, O_NONBLOCK);
 	fcntl(err_r, F_SETFL, O_NONBLOCK);
 
-	json_t *args = json_array();
-	for (char *const *a = argv; *a; a++)
-		json_array_append_new(args, json_string(*a));
+	size_t bad = 0;
+	json_t *args = rb_json_strv(argv, &bad);
 	json_t *env = step_env(run);
-	for (char *const *e = req->env; e && *e; e++)
-		json_array_append_new(env, json_string(*e));
+	int r = 0;
+	if (!args)
+		r = rb_error_set(err, EINVAL, "argv[%zu] of the command is not valid UTF-8", bad);
+	for (char *const *e = req->env; r == 0 && e && *e; e++) {
+		json_t *s = json_string(*e);
+		if (!s || json_array_append_new(env, s) < 0)
+			r = rb_error_set(err, EINVAL, "environment entry %zu is not valid UTF-8",
+			                 (size_t)(e - req->env));
+	}
 	json_t *files = json_array();
 	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
 	unsigned n_fds = 2;
-	int r = 0;
 	_Static_assert(2 + RB_STEP_MAX_FILES + 1 + 1 <= RB_CHAN_MAX_FDS,
 	               "stdout, stderr, files, cgroup and a long request's body in one message");
 	if (req->n_files > RB_STEP_MAX_FILES)

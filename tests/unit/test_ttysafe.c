@@ -1,5 +1,6 @@
-/* runtime/ttysafe.c: control bytes reach a terminal as visible text; \n, \t, \r, printable
- * ASCII and UTF-8 text (é, €) pass unchanged, also when a chunk ends inside a character. */
+/* common/ttysafe.c: control bytes reach a terminal as visible text; \n, \t, \r, printable
+ * ASCII and UTF-8 text (é, €) pass unchanged, also when a chunk ends inside a character; a
+ * message line also escapes \n, \r and bytes that are not UTF-8. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +9,7 @@
 
 #include <string.h>
 
-#include "runtime/ttysafe.h"
+#include "common/ttysafe.h"
 
 static char *safe(struct rb_ttysafe *st, const char *in, size_t len, char *out)
 {
@@ -24,7 +25,11 @@ static void test_controls_shown(void **state)
 	const char osc[] = "a\033]0;title\007b\033[2J\x7f\x01";
 	assert_string_equal(safe(&st, osc, sizeof osc - 1, out), "a\\x1b]0;title\\x07b\\x1b[2J\\x7f\\x01");
 	/* C1 CSI as UTF-8 (U+009B) */
-	assert_string_equal(safe(&st, "x\xc2\x9b" "31m", 6, out), "x\\u009b31m");
+	assert_string_equal(safe(&st,
+	                         "x\xc2\x9b"
+	                         "31m",
+	                         6, out),
+	                    "x\\u009b31m");
 	/* control: text, \n, \t, \r and UTF-8 pass unchanged */
 	const char text[] = "line\tone\r\nna\xc3\xafve \xe2\x82\xac \xc2\xa9\n";
 	assert_string_equal(safe(&st, text, sizeof text - 1, out), text);
@@ -44,11 +49,43 @@ static void test_split_lead_byte(void **state)
 	assert_int_equal((unsigned char)out[0], 0xc2);
 }
 
+static void test_line_escapes(void **state)
+{
+	char out[256];
+	/* a harvested file's name in a store error: ESC, OSC, BEL, a forged second line, CR */
+	rb_ttysafe_line("harvest `a\033[31mred\033]0;t\007`\nrunbox: error: fake\rok", out, sizeof out);
+	assert_string_equal(out, "harvest `a\\x1b[31mred\\x1b]0;t\\x07`\\x0arunbox: error: fake\\x0dok");
+	/* C1 CSI as UTF-8, DEL, and bytes that are not UTF-8 (a lone C1 byte, a cut sequence,
+	 * an overlong NUL, a surrogate) */
+	rb_ttysafe_line("x\xc2\x9b"
+	                "1m\x7f \x9b \xe2\x82 \xc0\x80 \xed\xa0\x80",
+	                out, sizeof out);
+	assert_string_equal(out, "x\\u009b1m\\x7f \\x9b \\xe2\\x82 \\xc0\\x80 \\xed\\xa0\\x80");
+	/* control: text, \t and UTF-8 (é, €, U+00A0, an emoji) pass unchanged */
+	const char text[] = "plain name\tcaf\xc3\xa9 \xe2\x82\xac \xc2\xa0 \xf0\x9f\x98\x80";
+	assert_int_equal(rb_ttysafe_line(text, out, sizeof out), sizeof text - 1);
+	assert_string_equal(out, text);
+}
+
+static void test_line_cut(void **state)
+{
+	char out[8];
+	/* an escape or a character that does not fit is left out whole, never cut */
+	assert_int_equal(rb_ttysafe_line("abcd\033", out, sizeof out), 4);
+	assert_string_equal(out, "abcd");
+	assert_int_equal(rb_ttysafe_line("abcdef\xc3\xa9", out, sizeof out), 6);
+	assert_string_equal(out, "abcdef");
+	assert_int_equal(rb_ttysafe_line("abc\033", out, sizeof out), 7);
+	assert_string_equal(out, "abc\\x1b");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_controls_shown),
 	    cmocka_unit_test(test_split_lead_byte),
+	    cmocka_unit_test(test_line_escapes),
+	    cmocka_unit_test(test_line_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

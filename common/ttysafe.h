@@ -20,4 +20,12 @@ size_t rb_ttysafe(struct rb_ttysafe *st, const char *in, size_t len, char *out);
 /* The end of the stream: a held lead byte, as it was. Returns the bytes written (0 or 1). */
 size_t rb_ttysafe_end(struct rb_ttysafe *st, char *out);
 
+/* One line of a message (the logger's, a listing's field), which may hold text chosen inside a
+ * sandbox (a file's name, a step's output, a path): as rb_ttysafe, and \n and \r as \x0a and
+ * \x0d, and every byte that is not part of valid UTF-8 as \xNN, so the text can neither start
+ * a line of its own, nor overwrite this one, nor be a control in another encoding. \t and
+ * valid UTF-8 (é, €) stay. Writes at most out_size - 1 bytes and a NUL, never a cut escape or
+ * character; returns the length written. */
+size_t rb_ttysafe_line(const char *in, char *out, size_t out_size);
+
 #endif

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The command line as a new user meets it: ps, kill and gc take --state-dir, and every command
+# refuses an option it does not know, naming it.
+# modes: root user subids
+. "$(dirname "$0")/../lib.sh"
+lib_init cli
+
+# A second state directory, the mode's user's own.
+OTHER=$T/other
+mkdir -p "$OTHER"
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$OTHER"
+
+# start_bg_in DIR MARKER: runbox running `probe sleep-forever MARKER` with --state-dir DIR in
+# the background; BG is its pid.
+start_bg_in() {
+	rbx_cmd run --state-dir "$1" --image minimal --timeout 60s -- /bin/probe sleep-forever "$2"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/bg.err" </dev/null &
+	BG=$!
+	wait_for has_marker --prefix "/bin/probe sleep-forever $2"
+}
+run_id_in() { find "$1/run" -maxdepth 1 -name '*.state' 2>/dev/null | head -1 | xargs -r basename | sed 's/\.state$//'; }
+
+# ps and kill with --state-dir see the runs of that directory; without it (the default state
+# directory, RUNBOX_STATE_DIR here) they do not: the control.
+m=$(new_marker)
+if ! start_bg_in "$OTHER" "$m"; then
+	not_ok "ps --state-dir lists the runs of that directory" "the step never started: $(first_line "$(cat "$T/bg.err")")"
+else
+	id=$(run_id_in "$OTHER")
+	run_rbx ps --state-dir "$OTHER"
+	in_other=$OUT
+	run_rbx ps
+	in_default=$OUT
+	if [ -z "$id" ]; then not_ok "ps --state-dir lists the runs of that directory" "no state file in $OTHER/run"
+	elif grep -q "$id.*running" <<<"$in_other" && ! grep -q "$id" <<<"$in_default"; then
+		ok "ps --state-dir lists the runs of that directory (control: ps without it does not)"
+	else not_ok "ps --state-dir lists the runs of that directory" "with: $(first_line "$in_other" | tr '\n' ' ') / without: $(printf '%s' "$in_default" | tr '\n' ' ')"; fi
+	run_rbx ps --state-dir="$OTHER" --json
+	if [ "$RC" = 0 ] && [ "$(rj "[x['run_id'] for x in r]")" = "[\"$id\"]" ]; then ok "ps --state-dir=DIR --json lists the run"
+	else not_ok "ps --state-dir=DIR --json lists the run" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+	run_rbx kill "$id"
+	if [ "$RC" = 125 ] && grep -q "no live run" <<<"$ERR" && has_marker "$m"; then
+		ok "control: kill without --state-dir does not find the run"
+	else not_ok "control: kill without --state-dir does not find the run" "exit $RC: $(first_line "$ERR")"; fi
+	run_rbx kill --state-dir "$OTHER" "$id"
+	krc=$RC
+	wait "$BG"
+	if [ "$krc" = 0 ] && wait_for no_marker "$m"; then ok "kill --state-dir stops the run of that directory"
+	else not_ok "kill --state-dir stops the run of that directory" "kill exit $krc: $(first_line "$ERR")"; fi
+fi
+
+# gc --state-dir cleans up after a killed runbox of that directory; gc without it leaves it.
+m=$(new_marker)
+if ! start_bg_in "$OTHER" "$m"; then not_ok "gc --state-dir cleans up that directory" "the step never started"
+else
+	id=$(run_id_in "$OTHER")
+	kill -KILL "$BG"
+	wait "$BG" 2>/dev/null
+	wait_for no_marker "$m"
+	run_rbx gc
+	if [ -e "$OTHER/run/$id.state" ] && ! grep -q "$id" <<<"$OUT"; then ok "control: gc without --state-dir leaves the other directory's run"
+	else not_ok "control: gc without --state-dir leaves the other directory's run" "exit $RC: $(first_line "$OUT$ERR")"; fi
+	run_rbx gc --state-dir "$OTHER"
+	left=$(find "$OTHER/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+	if [ "$RC" = 0 ] && grep -q "$id: cleaned up" <<<"$OUT" && [ "$left" = 0 ]; then ok "gc --state-dir cleans up the killed run of that directory"
+	else not_ok "gc --state-dir cleans up the killed run of that directory" "exit $RC, $left left: $(first_line "$OUT$ERR")"; fi
+fi
+
+# Every command refuses an option it does not know (125, naming it); the control is the same
+# command without it, which succeeds.
+for cmd in "ps" "gc" "kill RUNID" "ledger verify" "policy validate default" "check" "run --image minimal -- true"; do
+	read -ra words <<<"$cmd"
+	run_rbx "${words[@]}"
+	ctl=$RC
+	[ "${words[0]}" = kill ] && ctl=0 # no such run: the control is that the option is named
+	run_rbx "${words[0]}" --no-such-option "${words[@]:1}"
+	if [ "$RC" = 125 ] && grep -q -- "--no-such-option" <<<"$ERR"; then
+		if [ "$ctl" = 0 ] || { [ "${words[0]}" = check ] && [ "$ctl" = 125 ]; }; then ok "\`runbox ${words[0]}\` refuses an unknown option, naming it"
+		else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "control: without the option it exits $ctl"; fi
+	else not_ok "\`runbox ${words[0]}\` refuses an unknown option, naming it" "exit $RC: $(first_line "$ERR")"; fi
+done
+
+# A command argument that is not UTF-8 cannot be carried as text: refused (125, naming its
+# index) before anything runs or is recorded, never dropped with the later ones shifted (which
+# ran `sh -c B`). Control: the same command with valid text runs exactly, and is recorded.
+events() { run_rbx ledger query --json; rj "len(r)" 2>/dev/null || echo 0; }
+before=$(events)
+sb -- /bin/sh -c $'echo A\xff' -c 'echo B'
+after=$(events)
+if [ "$RC" = 125 ] && grep -q "argument 3 .*not valid UTF-8" <<<"$ERR" && [ -z "$OUT" ] && [ "$before" = "$after" ]; then
+	ok "a non-UTF-8 argument is refused (125, its index named), nothing run or recorded"
+else not_ok "a non-UTF-8 argument is refused (125, its index named), nothing run or recorded" "exit $RC, out '$OUT', events $before -> $after: $(first_line "$ERR")"; fi
+sb -- /bin/sh -c 'echo A' -c 'echo B'
+if [ "$RC" = 0 ] && [ "$OUT" = A ]; then
+	run_rbx ledger query --type step_start --json
+	if [ "$(rj "r[-1]['data']['text']")" = '["/bin/sh","-c","echo A","-c","echo B"]' ]; then ok "control: a valid command runs and is recorded exactly"
+	else not_ok "control: a valid command runs and is recorded exactly" "$(rj "r[-1]['data']" | cut -c 1-200)"; fi
+else not_ok "control: a valid command runs and is recorded exactly" "exit $RC, out '$OUT': $(first_line "$ERR")"; fi
+
+# Printed JSON never carries DEL or a C1 control (U+0085 NEL, U+009B CSI) raw: a step's output
+# in the result and a command in the ledger's export come escaped (\u0085, \u007f) and decode
+# to the same text. Control: ordinary UTF-8 (é) is printed as it is.
+raw_controls() { LC_ALL=C grep -c $'\x7f\|\xc2[\x80-\x9f]' "$1"; }
+sb --json -- printf $'a\302\205b\177c\302\233d'
+if [ "$RC" = 0 ] && [ "$(raw_controls "$T/out")" = 0 ] && grep -qF '\u0085' "$T/out" && grep -qF '\u007f' "$T/out" &&
+	[ "$(rj "r['stdout'] == 'a\x85b\x7fc\x9bd'")" = true ]; then ok "C1 controls and DEL in a step's output are escaped in the JSON result"
+else not_ok "C1 controls and DEL in a step's output are escaped in the JSON result" "exit $RC: $(LC_ALL=C grep -a stdout "$T/out" | od -c | head -3 | tr '\n' ' ')"; fi
+run_rbx ledger export --jsonl
+if [ "$RC" = 0 ] && grep -qF 'printf' "$T/out" && [ "$(raw_controls "$T/out")" = 0 ] && grep -qF '\u0085' "$T/out"; then ok "the ledger's export escapes them too"
+else not_ok "the ledger's export escapes them too" "exit $RC, $(raw_controls "$T/out") raw lines"; fi
+sb --json -- printf 'caf\303\251'
+if [ "$RC" = 0 ] && grep -q $'caf\xc3\xa9' "$T/out" && [ "$(rj "r['stdout']")" = $'caf\xc3\xa9' ]; then ok "control: UTF-8 text (é) stays as it is in the JSON result"
+else not_ok "control: UTF-8 text (é) stays as it is in the JSON result" "exit $RC: $(grep stdout "$T/out")"; fi
+
+# A message naming something the sandbox chose is shown, never obeyed: a harvested file named
+# with terminal escapes, in the store's write error (the store is a file here, so every store
+# fails), reaches stderr as \x1b[31m text, on one line. Control: the same failure with a plain
+# name prints the name as it is.
+store_fail_run() { # NAME: harvest a file called NAME into a broken store; $T/err holds stderr
+	local st=$T/st-$RANDOM
+	mkdir -p "$st" && : >"$st/artifacts"
+	[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$st"
+	"$PY" - "$T/scratch/name.json" "$1" <<'PYEOF'
+import json, sys
+json.dump({"tenant": "t", "agent": "a", "image": "minimal",
+           "steps": [{"name": "s", "script": "mkdir -p /workspace/out; printf x > \"/workspace/out/$N\"",
+                      "env": {"N": sys.argv[2]}}]}, open(sys.argv[1], "w"))
+PYEOF
+	chmod a+r "$T/scratch/name.json"
+	run_rbx run --state-dir "$st" "$T/scratch/name.json"
+}
+store_fail_run $'a\e[31mred\e]0;title\a'
+if grep -qF 'harvest `a\x1b[31mred\x1b]0;title\x07`' "$T/err" && ! LC_ALL=C grep -q $'\e\|\a' "$T/err"; then
+	ok "a sandbox-chosen file name in a store error reaches stderr escaped"
+else not_ok "a sandbox-chosen file name in a store error reaches stderr escaped" "exit $RC: $(od -c "$T/err" | head -4 | tr '\n' ' ')"; fi
+store_fail_run plain-name
+if grep -q '^runbox: .*harvest `plain-name`: create .*: Not a directory$' "$T/err"; then ok "control: the same store error with a plain name is unchanged"
+else not_ok "control: the same store error with a plain name is unchanged" "exit $RC: $(first_line "$ERR")"; fi
