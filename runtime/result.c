@@ -38,7 +38,9 @@ static json_t *limit_json(const struct rb_limit_status *ls, json_t *requested)
 	json_t *o = json_pack("{s:o, s:b}", "requested", requested, "enforced", ls->enforced);
 	if (ls->enforced)
 		json_object_set_new(o, "mechanism", json_string(ls->mechanism));
-	else
+	if (ls->enforced && ls->partial)
+		json_object_set_new(o, "partly", json_string(ls->reason));
+	else if (!ls->enforced)
 		json_object_set_new(o, "reason", json_string(ls->reason[0] ? ls->reason : "not requested"));
 	return o;
 }
