@@ -19,6 +19,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "gateway/ratelimit.h"
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
@@ -30,7 +31,16 @@ struct rb_gateway {
 	unsigned n;
 	uint64_t requests; /* updated with __atomic builtins from the daemons' threads */
 	uint64_t unauthorized;
+	uint64_t rate_limited;
+	struct rb_ratelimit rate; /* one bucket for the run, over all its listening sockets */
 };
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 /* ---- the handler
  * -----------------------------------------------------------------------------
@@ -95,6 +105,8 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, jso
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == 401)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"runbox\"");
+	if (status == 429)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	enum MHD_Result ret = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -114,10 +126,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	__atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
+	/* Before any work on the request (the token's HMAC included). */
+	if (!rb_ratelimit_take(&gw->rate, mono_us())) {
+		__atomic_add_fetch(&gw->rate_limited, 1, __ATOMIC_RELAXED);
+		return respond(conn, 429,
+		               json_pack("{s:s, s:s}", "error", "rate limited", "hint",
+		                         "the run's gateway requests are over its rate; retry after a second"));
+	}
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
 	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
-	__atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
 	if (status == 401)
 		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
 	return respond(conn, status, body);
@@ -147,6 +166,8 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	memcpy(gw->scope.key, cfg->key, cfg->keylen);
 	gw->scope.keylen = cfg->keylen;
 	snprintf(gw->scope.run_id, sizeof gw->scope.run_id, "%s", cfg->run_id);
+	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
+	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
 	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
 		/* A dup: libmicrohttpd closes its socket on stop; the caller's stays for
 		 * its owner. */
@@ -177,12 +198,13 @@ void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *
 {
 	out->requests = __atomic_load_n(&gw->requests, __ATOMIC_RELAXED);
 	out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
+	out->rate_limited = __atomic_load_n(&gw->rate_limited, __ATOMIC_RELAXED);
 }
 
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s)
 {
-	return json_pack("{s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
-	                 (json_int_t)s->unauthorized);
+	return json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
+	                 (json_int_t)s->unauthorized, "rate_limited", (json_int_t)s->rate_limited);
 }
 
 void rb_gateway_stop(struct rb_gateway *gw)
@@ -191,6 +213,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 		return;
 	for (unsigned i = 0; i < gw->n; i++)
 		MHD_stop_daemon(gw->daemons[i]); /* joins the thread, closes the dup */
+	rb_ratelimit_destroy(&gw->rate);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);
 }

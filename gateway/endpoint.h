@@ -15,13 +15,18 @@
 
 #define RB_GATEWAY_MAX_FDS 4
 #define RB_GATEWAY_KEY_MAX 64
+/* A run's request rate: a sandbox flooding its endpoint gets 429 beyond it, so the host's
+ * work for the run's requests is bounded (token bucket, gateway/ratelimit.h). */
+#define RB_GATEWAY_RATE  50  /* requests per second, sustained */
+#define RB_GATEWAY_BURST 100 /* at once, from a full bucket */
 
 struct rb_gateway_config {
 	const int *listen_fds; /* listening TCP sockets; the gateway serves dups, the caller keeps its fds */
 	unsigned n_listen_fds; /* 1..RB_GATEWAY_MAX_FDS */
 	const uint8_t *key;    /* the run instance's token key, rb_token_run_key (copied) */
 	size_t keylen;
-	const char *run_id; /* the one run whose tokens are accepted (copied) */
+	const char *run_id;   /* the one run whose tokens are accepted (copied) */
+	uint64_t rate, burst; /* 0: RB_GATEWAY_RATE, RB_GATEWAY_BURST */
 };
 
 /* What one run's endpoint knows: enough to answer any request without other state. */
@@ -34,6 +39,7 @@ struct rb_gateway_scope {
 struct rb_gateway_stats {
 	uint64_t requests;     /* every request answered */
 	uint64_t unauthorized; /* answered 401: missing, bad, expired or other run's token */
+	uint64_t rate_limited; /* answered 429: over the run's request rate */
 };
 
 struct rb_gateway;
@@ -41,7 +47,7 @@ struct rb_gateway;
 int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err);
 /* A consistent-enough snapshot (each count is read atomically); safe while serving. */
 void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *out);
-/* {"requests": n, "unauthorized": n} for the result. */
+/* {"requests": n, "unauthorized": n, "rate_limited": n} for the result. */
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s);
 /* Stops the daemons (joins their threads) and closes the gateway's dups. NULL is fine. */
 void rb_gateway_stop(struct rb_gateway *gw);

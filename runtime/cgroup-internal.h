@@ -101,6 +101,9 @@ int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n);
 int rb_cg_parent_rel(const struct rb_cgroup *cg, const char *self_rel, char *out, size_t n);
 
 void rb_cg_limit_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *mechanism);
+/* After rb_cg_limit_enforced: the limit holds, but not over what fmt names. */
+void rb_cg_limit_partial(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void rb_cg_limit_not_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

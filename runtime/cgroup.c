@@ -278,8 +278,19 @@ void rb_cg_limit_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char
 {
 	struct rb_limit_status *s = &cg->limits[k];
 	s->enforced = true;
+	s->partial = false;
 	snprintf(s->mechanism, sizeof s->mechanism, "%s", mechanism);
 	s->reason[0] = '\0';
+}
+
+void rb_cg_limit_partial(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)
+{
+	struct rb_limit_status *s = &cg->limits[k];
+	s->partial = true;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->reason, sizeof s->reason, fmt, ap);
+	va_end(ap);
 }
 
 void rb_cg_limit_not_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)

@@ -22,8 +22,9 @@ enum rb_limit_kind { RB_LIMIT_MEMORY, RB_LIMIT_PIDS, RB_LIMIT_CPUS, RB_LIMIT_CPU
 struct rb_limit_status {
 	bool requested;
 	bool enforced;
+	bool partial;       /* enforced, but not over everything it names: reason says what not */
 	char mechanism[64]; /* "cgroup v2 memory.max", "cgroup v1 memory.limit_in_bytes" */
-	char reason[192];   /* why not enforced */
+	char reason[192];   /* why not enforced, or (partial) what it does not cover */
 };
 
 struct rb_cgroup_stats {

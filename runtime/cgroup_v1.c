@@ -121,9 +121,20 @@ static int v1_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 			bool memsw = rb_cg_exists(d, "memory.memsw.limit_in_bytes");
 			if (memsw && rb_cg_write(d, "memory.memsw.limit_in_bytes", v, err) < 0)
 				return -1;
-			rb_cg_limit_enforced(cg, RB_LIMIT_MEMORY,
-			                     memsw ? "cgroup v1 memory.limit_in_bytes, memsw"
-			                           : "cgroup v1 memory.limit_in_bytes");
+			/* v1 charges socket buffers to the cgroup only once its TCP limit is set (v2
+			 * always does): without it a step holds as much loopback TCP buffer as the host's
+			 * tcp_mem allows, whatever its memory limit. */
+			struct rb_error terr;
+			rb_error_clear(&terr);
+			bool tcp = rb_cg_exists(d, "memory.kmem.tcp.limit_in_bytes") &&
+			           rb_cg_write(d, "memory.kmem.tcp.limit_in_bytes", v, &terr) == 0;
+			char mech[64];
+			snprintf(mech, sizeof mech, "cgroup v1 memory.limit_in_bytes%s%s", memsw ? ", memsw" : "",
+			         tcp ? ", kmem.tcp" : "");
+			rb_cg_limit_enforced(cg, RB_LIMIT_MEMORY, mech);
+			if (!tcp)
+				rb_cg_limit_partial(cg, RB_LIMIT_MEMORY, "socket buffers are not charged (%s)",
+				                    terr.msg[0] ? terr.msg : "no memory.kmem.tcp.limit_in_bytes here");
 		}
 	}
 	if (cg->limits[RB_LIMIT_PIDS].requested) {

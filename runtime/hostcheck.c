@@ -1186,11 +1186,28 @@ static void check_cgroup_v1(struct ctx *c)
 			snprintf(miss + ml, sizeof(miss) - ml, "%s%s (%s)", ml ? ", " : "", v1_ctrls[i], lose[i]);
 		}
 	}
+	/* v1 charges socket buffers only to a cgroup whose TCP limit is set; runbox sets it to the
+	 * memory limit where the file exists (runtime/cgroup_v1.c). */
+	if (c->v1[0].mounted) {
+		char tcp[PATH_MAX + 64];
+		snprintf(tcp, sizeof tcp, "%s/memory.kmem.tcp.limit_in_bytes", c->v1[0].mount);
+		if (access(tcp, F_OK) == 0) {
+			detail(it, "; socket buffers count against the memory limit (memory.kmem.tcp.limit_in_bytes)");
+		} else {
+			it->state = RB_CHECK_DEGRADED;
+			detail(it, "; memory is partly enforced: socket buffers are not charged (no "
+			           "memory.kmem.tcp.limit_in_bytes: a kernel without v1 kmem accounting)");
+			fix(it,
+			    "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1), which charges socket buffers");
+		}
+	}
 	if (miss[0]) {
 		it->state = RB_CHECK_DEGRADED;
 		detail(it, "%snot mounted: %s", it->detail[0] ? "; " : "", miss);
-		fix(it, "mount the controller (`mount -t cgroup -o <ctrl> cgroup /sys/fs/cgroup/<ctrl>`), or boot "
-		        "with cgroup v2 (systemd.unified_cgroup_hierarchy=1)");
+		fix(it,
+		    "%smount the controller (`mount -t cgroup -o <ctrl> cgroup /sys/fs/cgroup/<ctrl>`), or boot "
+		    "with cgroup v2 (systemd.unified_cgroup_hierarchy=1)",
+		    it->fix[0] ? "; " : "");
 	}
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "common/log.h"
 
@@ -88,11 +89,22 @@ static int append(struct rb_record *rec, const char *type, json_t *data, struct 
 	return 0;
 }
 
+/* The runner's own CPU, every thread, user and system. */
+static uint64_t runner_cpu_us(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 int rb_record_open(struct rb_record *rec, const struct rb_run *run, struct rb_error *err)
 {
 	(void)err;
 	memset(rec, 0, sizeof *rec);
 	rec->run = run;
+	rec->host_cpu_us0 = runner_cpu_us();
 	return 0;
 }
 
@@ -180,6 +192,9 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 		json_object_set_new(d, "signal", json_integer(res->signal));
 	if (res->cgroup.have_pids_peak)
 		json_object_set_new(d, "pids_peak", json_integer((json_int_t)res->cgroup.pids_peak));
+	json_object_set_new(d, "host_cpu_ms", json_real((double)(res->host.cpu_user_us + res->host.cpu_sys_us) / 1000));
+	json_object_set_new(d, "output_dropped_bytes",
+	                    json_integer((json_int_t)(res->host.stdout_dropped + res->host.stderr_dropped)));
 	if (append(rec, "step_end", d, err) < 0)
 		return -1;
 	json_t *blocked = res->egress ? json_object_get(res->egress, "blocked_packets") : NULL;
@@ -223,9 +238,14 @@ int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct r
 
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
-	json_t *d = json_pack("{s:s, s:i, s:f, s:f, s:I}", "result", result, "steps", (int)rec->steps, "cpu_seconds",
-	                      rec->cpu_seconds, "memory_gib_seconds", rec->memory_gib_seconds, "stored_bytes",
-	                      (json_int_t)rec->stored_bytes);
+	/* The host's side of the run: the runner's CPU since the record opened (its steps' output,
+	 * harvests, the ledger) and the gateway's, once it stopped (rb_gwproc_stop). */
+	uint64_t now = runner_cpu_us();
+	double gw_ms = json_number_value(json_object_get(rec->run->gw.stats, "cpu_ms"));
+	rec->host_cpu_seconds = (double)(now > rec->host_cpu_us0 ? now - rec->host_cpu_us0 : 0) / 1e6 + gw_ms / 1000;
+	json_t *d = json_pack("{s:s, s:i, s:f, s:f, s:I, s:f}", "result", result, "steps", (int)rec->steps,
+	                      "cpu_seconds", rec->cpu_seconds, "memory_gib_seconds", rec->memory_gib_seconds,
+	                      "stored_bytes", (json_int_t)rec->stored_bytes, "host_cpu_seconds", rec->host_cpu_seconds);
 	if (rec->run->gw.stats)
 		json_object_set(d, "gateway", rec->run->gw.stats);
 	return append(rec, "run_end", d, err);

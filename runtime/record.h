@@ -41,6 +41,8 @@ struct rb_record {
 	double cpu_seconds;        /* summed over steps */
 	double memory_gib_seconds; /* peak memory x wall time, summed over steps */
 	uint64_t stored_bytes;     /* bytes the run added to the artifact store */
+	uint64_t host_cpu_us0;     /* the runner's own CPU (getrusage RUSAGE_SELF) at rb_record_open */
+	double host_cpu_seconds;   /* at run_end: the runner's since then, and the gateway's */
 	unsigned steps;
 	int64_t committed;     /* the run's events in the ledger so far */
 	struct rb_run *keeper; /* rb_record_attach's run: it keeps what could not be committed */

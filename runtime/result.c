@@ -40,7 +40,9 @@ static json_t *limit_json(const struct rb_limit_status *ls, json_t *requested)
 	json_t *o = json_pack("{s:o, s:b}", "requested", requested, "enforced", ls->enforced);
 	if (ls->enforced)
 		json_object_set_new(o, "mechanism", json_string(ls->mechanism));
-	else
+	if (ls->enforced && ls->partial)
+		json_object_set_new(o, "partly", json_string(ls->reason));
+	else if (!ls->enforced)
 		json_object_set_new(o, "reason", json_string(ls->reason[0] ? ls->reason : "not requested"));
 	return o;
 }
@@ -113,6 +115,13 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 			json_object_update(gw, run->gw.stats);
 		json_object_set_new(o, "gateway", gw);
 	}
+	const struct rb_host_cost *h = &res->host;
+	json_object_set_new(o, "host_cost",
+	                    json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "cpu_user_ms", (double)h->cpu_user_us / 1000.0,
+	                              "cpu_system_ms", (double)h->cpu_sys_us / 1000.0, "stdout_read_bytes",
+	                              (json_int_t)h->stdout_read, "stdout_dropped_bytes", (json_int_t)h->stdout_dropped,
+	                              "stderr_read_bytes", (json_int_t)h->stderr_read, "stderr_dropped_bytes",
+	                              (json_int_t)h->stderr_dropped));
 	put_output(o, "stdout", &res->out);
 	json_object_set_new(o, "stdout_truncated", json_boolean(res->out.truncated));
 	put_output(o, "stderr", &res->err);

@@ -496,7 +496,9 @@ struct step_scrub {
  * their scrub stream first (made from the step's scrubber at the first byte), so the buffer,
  * the copy and the log only ever see scrubbed bytes, and the buffer's cap cuts scrubbed text;
  * a copy to a terminal shows control bytes instead of obeying them (tty). Background output
- * (drain_linger, no scrubber) goes only to its log. */
+ * (drain_linger, no scrubber) goes only to its log. Once the buffer and the log are full and
+ * nothing is copied, the rest of the stream is spliced to null_fd, unread and unscrubbed
+ * (saturated): a step flooding its output costs the host no more than its caps. */
 struct sink {
 	struct rb_buf *buf;
 	int copy_to;
@@ -506,6 +508,8 @@ struct sink {
 	struct step_scrub *scrubber;
 	struct rb_scrub_stream **scrub;
 	struct rb_ttysafe *tty;
+	int null_fd;              /* /dev/null, or -1: dropped bytes are then read and discarded */
+	uint64_t *read, *dropped; /* counts, or NULL */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -580,16 +584,51 @@ static void scrub_emit(const struct sink *s, const char *chunk, size_t n)
 	free(o.data);
 }
 
+/* Nothing more of the stream can reach anyone: the buffer is full (or absent), the log too,
+ * and no copy goes out. */
+static bool saturated(const struct sink *s)
+{
+	return s->copy_to < 0 && (!s->buf || s->buf->truncated) && (s->log < 0 || *s->log_bytes >= s->log_cap);
+}
+
+static void count(uint64_t *c, ssize_t n)
+{
+	if (c)
+		*c += (uint64_t)n;
+}
+
+/* Empties what is there now without bringing it into the runner, so the writer never blocks
+ * on a full pipe (a step that prints much and exits still exits). Returns as pump does. */
+static bool drop(int fd, const struct sink *s)
+{
+	char chunk[4096];
+	for (;;) {
+		ssize_t n = -1;
+		if (s->null_fd >= 0)
+			n = splice(fd, NULL, s->null_fd, NULL, 1 << 20, SPLICE_F_NONBLOCK);
+		if (s->null_fd < 0 || (n < 0 && errno == EINVAL)) /* no splice to /dev/null here */
+			n = read(fd, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 && errno == EAGAIN;
+		count(s->dropped, n);
+	}
+}
+
 /* Reads what is there now; returns false at EOF or error. */
 static bool pump(int fd, const struct sink *s)
 {
 	char chunk[16384];
 	for (;;) {
+		if (saturated(s))
+			return drop(fd, s);
 		ssize_t n = read(fd, chunk, sizeof chunk);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return n < 0 && errno == EAGAIN;
+		count(s->read, n);
 		scrub_emit(s, chunk, (size_t)n);
 	}
 }
@@ -617,7 +656,12 @@ static void drain_linger(struct rb_run *run, bool close_all)
 		return;
 	if (run->bg_log < 0)
 		run->bg_log = open_log(run, "background.log");
-	struct sink s = {.copy_to = -1, .log = run->bg_log, .log_bytes = &run->bg_log_bytes, .log_cap = RB_BG_LOG_CAP};
+	_cleanup_close_ int null_fd = run->bg_log_bytes >= RB_BG_LOG_CAP ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+	struct sink s = {.copy_to = -1,
+	                 .log = run->bg_log,
+	                 .log_bytes = &run->bg_log_bytes,
+	                 .log_cap = RB_BG_LOG_CAP,
+	                 .null_fd = null_fd};
 	unsigned kept = 0;
 	for (unsigned i = 0; i < run->n_linger; i++) {
 		if (pump(run->linger[i], &s) && !close_all)
@@ -741,6 +785,21 @@ static void not_started(struct rb_step_result *res, json_t *ev)
 	         res->exec_errno ? strerror(res->exec_errno) : "");
 }
 
+static uint64_t tv_us(const struct timeval *tv)
+{
+	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
+}
+
+/* The runner's own CPU since ru0: every thread of it (the ledger's commit, the scrub). */
+static void host_cpu(const struct rusage *ru0, struct rb_host_cost *h)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return;
+	h->cpu_user_us = tv_us(&ru.ru_utime) - tv_us(&ru0->ru_utime);
+	h->cpu_sys_us = tv_us(&ru.ru_stime) - tv_us(&ru0->ru_stime);
+}
+
 static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0)
 {
 	res->status = RB_STEP_SETUP_FAILED;
@@ -758,6 +817,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
 	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
 	uint64_t t0 = rb_now_us();
+	struct rusage ru0;
+	getrusage(RUSAGE_SELF, &ru0);
 	/* A run's first step is requested while init still builds the root: the request waits
 	 * in the control socket, which init reads only once it said `ready`, and the runner
 	 * sends it only after the cgroup is joined and the network ruled (begin). */
@@ -882,14 +943,29 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	bool started = false;
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
-	const struct sink out_sink = {&res->out,       passthrough ? STDOUT_FILENO : -1,
-	                              out_log,         &run->step_log_bytes,
-	                              RB_STEP_LOG_CAP, &scrubber,
-	                              &out_scrub,      passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL};
-	const struct sink err_sink = {&res->err,       passthrough ? STDERR_FILENO : -1,
-	                              err_log,         &run->step_log_bytes,
-	                              RB_STEP_LOG_CAP, &scrubber,
-	                              &err_scrub,      passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL};
+	_cleanup_close_ int null_fd = passthrough ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC);
+	const struct sink out_sink = {&res->out,
+	                              passthrough ? STDOUT_FILENO : -1,
+	                              out_log,
+	                              &run->step_log_bytes,
+	                              RB_STEP_LOG_CAP,
+	                              &scrubber,
+	                              &out_scrub,
+	                              passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL,
+	                              null_fd,
+	                              &res->host.stdout_read,
+	                              &res->host.stdout_dropped};
+	const struct sink err_sink = {&res->err,
+	                              passthrough ? STDERR_FILENO : -1,
+	                              err_log,
+	                              &run->step_log_bytes,
+	                              RB_STEP_LOG_CAP,
+	                              &scrubber,
+	                              &err_scrub,
+	                              passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL,
+	                              null_fd,
+	                              &res->host.stderr_read,
+	                              &res->host.stderr_dropped};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
@@ -1012,6 +1088,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	res->wall_us = rb_now_us() - t0;
+	host_cpu(&ru0, &res->host);
 	rb_debug("step %u: ended", step_no);
 	if (run->sb.net.nft_fd >= 0) {
 		struct rb_net_counters c;

@@ -51,6 +51,15 @@ struct rb_buf {
 	bool truncated;
 };
 
+/* What the runner itself spent on a step, beside what the sandbox spent (docs/result.md). */
+struct rb_host_cost {
+	uint64_t cpu_user_us, cpu_sys_us;  /* the runner's own CPU over the step (getrusage RUSAGE_SELF) */
+	uint64_t stdout_read, stderr_read; /* bytes read and scrubbed */
+	/* Bytes drained past every cap (the result's buffer and the run's logs full, no copy to a
+	 * terminal): spliced to /dev/null, never read into the runner nor scrubbed. */
+	uint64_t stdout_dropped, stderr_dropped;
+};
+
 enum rb_step_status {
 	RB_STEP_EXITED,
 	RB_STEP_SIGNALED,
@@ -71,6 +80,7 @@ struct rb_step_result {
 	struct rb_buf out, err; /* scrubbed as they came, then capped (never cut before the scrub) */
 	struct rb_cgroup_stats cgroup;
 	json_t *egress; /* the drop counters after the step (rb_net_counters_json), or NULL */
+	struct rb_host_cost host;
 };
 
 /* The ledger's part in a run (rb_record_attach fills it in), placed where the runner would

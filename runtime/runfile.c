@@ -520,8 +520,9 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 	              run->limits.cpus > 0 ? json_real(run->limits.cpus) : json_null(), "network",
 	              run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none"));
 	json_object_set_new(res, "cost",
-	                    json_pack("{s:f, s:f, s:I}", "cpu_seconds", rf->rec.cpu_seconds, "memory_gib_seconds",
-	                              rf->rec.memory_gib_seconds, "stored_bytes", (json_int_t)rf->rec.stored_bytes));
+	                    json_pack("{s:f, s:f, s:I, s:f}", "cpu_seconds", rf->rec.cpu_seconds, "memory_gib_seconds",
+	                              rf->rec.memory_gib_seconds, "stored_bytes", (json_int_t)rf->rec.stored_bytes,
+	                              "host_cpu_seconds", rf->rec.host_cpu_seconds));
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
 	release(rf);

@@ -199,6 +199,17 @@ static void test_limits_written(void **state)
 		assert_int_equal(v, 64u << 20);
 		if (read_u64(p, "memory.memsw.limit_in_bytes", &v) == 0)
 			assert_int_equal(v, 64u << 20);
+		/* Socket buffers are charged only under a TCP limit: set to the memory limit where
+		 * the kernel has the file, else the limit says it is partial. */
+		const struct rb_limit_status *mem = rb_cgroup_limit(cg, RB_LIMIT_MEMORY);
+		if (read_u64(p, "memory.kmem.tcp.limit_in_bytes", &v) == 0) {
+			assert_int_equal(v, 64u << 20);
+			assert_non_null(strstr(mem->mechanism, "kmem.tcp"));
+			assert_false(mem->partial);
+		} else {
+			assert_true(mem->partial);
+			assert_non_null(strstr(mem->reason, "socket buffers"));
+		}
 		v1_dir(cg, "pids", d, sizeof d);
 		assert_int_equal(read_u64(d, "pids.max", &v), 0);
 		assert_int_equal(v, 32);
@@ -221,6 +232,8 @@ static void test_limits_written(void **state)
 	} else {
 		assert_int_equal(read_u64(fp, "memory.limit_in_bytes", &v), 0);
 		assert_true(v > (64u << 20));
+		if (read_u64(fp, "memory.kmem.tcp.limit_in_bytes", &v) == 0)
+			assert_true(v > (64u << 20));
 	}
 	finish(free_cg);
 	finish(cg);

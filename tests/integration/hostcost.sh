@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# What a run costs the host: the runner stops reading a stream once it is past its caps (the
+# rest is drained unread), reports its own CPU, and the gateway answers a flood with 429.
+# modes: root user subids
+. "$(dirname "$0")/../lib.sh"
+lib_init hostcost
+
+# --- output past its caps is not read (RB_STEP_LOG_CAP: the run's logs keep 64 MiB) ---
+LOG_CAP=$((64 << 20))
+# Control: 2 MiB of stdout (past the result's 1 MiB cap, under the logs' cap) is all read and
+# scrubbed; none of it dropped.
+sb --json --cpus 0.2 -- /bin/sh -c 'head -c 2097152 /dev/zero'
+check "under the caps every byte is read" \
+	"r['host_cost']['stdout_read_bytes'] == 2097152 and r['host_cost']['stdout_dropped_bytes'] == 0" "r['host_cost']"
+check "the result's copy is capped" "r['stdout_truncated'] is True"
+# The flood: 160 MiB. The runner reads up to the caps and drains the rest without reading it.
+sb --json --cpus 0.2 -- /bin/sh -c 'head -c 167772160 /dev/zero; echo after >&2'
+check "a flood step still ends and exits 0" "r['status'] == 'exited' and r['exit_code'] == 0" "[r['status'], r.get('error')]"
+# At most one read's worth (16 KiB) past the cap: the read that filled it.
+check "bytes the runner read stop at the caps" "r['host_cost']['stdout_read_bytes'] <= $LOG_CAP + 16384" "r['host_cost']"
+check "the rest is counted as dropped" \
+	"r['host_cost']['stdout_read_bytes'] + r['host_cost']['stdout_dropped_bytes'] == 167772160" "r['host_cost']"
+check "the other stream is still read" "r['stderr'] == 'after\n'" "r['stderr']"
+check "the runner's CPU is reported" \
+	"r['host_cost']['cpu_user_ms'] >= 0 and r['host_cost']['cpu_system_ms'] > 0" "r['host_cost']"
+
+# The ledger's step_end and run_end carry the host's side.
+dropped=$(rj "r['host_cost']['stdout_dropped_bytes'] + r['host_cost']['stderr_dropped_bytes']")
+rbx ledger query --run "$(rj "r['run_id']")" --json >"$T/ledger" 2>"$T/err"
+if "$PY" - "$T/ledger" "$dropped" <<'PYEOF'; then ok "the ledger records the runner's CPU and the dropped bytes"; else not_ok "the ledger records the runner's CPU and the dropped bytes" "$(head -c 300 "$T/ledger")"; fi
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    rows = json.loads(text)
+except ValueError:
+    rows = [json.loads(l) for l in text.splitlines() if l.strip()]
+if isinstance(rows, dict):
+    rows = rows.get("events", [])
+def data(t):
+    return [r.get("data", r) for r in rows if r.get("type", r.get("event")) == t]
+end, run_end = data("step_end"), data("run_end")
+ok = end and run_end and end[0]["output_dropped_bytes"] == int(sys.argv[2]) > 0 \
+    and end[0]["host_cpu_ms"] > 0 and run_end[0]["host_cpu_seconds"] > 0
+sys.exit(0 if ok else 1)
+PYEOF
+
+# --- the gateway's per-run rate (50/s, a burst of 100): a flood gets 429, counted ---
+flood() { # flood N: N requests on one keep-alive connection; prints "<n 200> <n 429> <a 429 body>"
+	sb --json --net gateway --image host -- python3 -c '
+import http.client, os, sys, urllib.parse
+u = urllib.parse.urlparse(os.environ["RUNBOX_API_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+n = {200: 0, 429: 0}; body = ""
+for i in range(int(sys.argv[1])):
+    c.request("GET", "/v1/health")
+    r = c.getresponse(); b = r.read().decode()
+    n[r.status] = n.get(r.status, 0) + 1
+    if r.status == 429: body = b
+print(n[200], n[429], body)' "$1"
+}
+flood 20
+check "control: 20 requests are all answered" \
+	"r['stdout'].split()[:2] == ['20', '0'] and r['gateway']['rate_limited'] == 0" "[r['stdout'], r.get('gateway'), r.get('stderr')]"
+flood 600
+check "a flood of 600 requests meets 429" "int(r['stdout'].split()[1]) > 0" "[r['stdout'], r.get('stderr')[:300]]"
+check "the 429 answer is JSON naming the limit" \
+	"json.loads(r['stdout'].split(' ', 2)[2])['error'] == 'rate limited'" "r['stdout']"
+check "the result counts the refused requests" \
+	"r['gateway']['rate_limited'] == int(r['stdout'].split()[1]) and r['gateway']['requests'] == 600" "[r['stdout'], r['gateway']]"
+check "the gateway's CPU is in the result" "r['gateway']['cpu_ms'] > 0" "r['gateway']"
+
+# --- cgroup v1: socket buffers count against the memory limit (memory.kmem.tcp) ---
+# The step queues loopback TCP data it never reads: 96 connections, up to 400 MiB in all, then
+# prints how many MiB it queued and sleeps, so the test can read its cgroup's TCP usage.
+TCPFILL='
+import socket, sys, time
+limit = int(sys.argv[1]) << 20
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(128)
+pairs, total, buf = [], 0, b"x" * 65536
+for i in range(96):
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    c.connect(ls.getsockname()); s, _ = ls.accept()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    c.setblocking(False); pairs.append((c, s))
+    while total < limit:
+        try:
+            total += c.send(buf)
+        except BlockingIOError:
+            break
+    if total >= limit:
+        break
+print("queued", total >> 20, flush=True)
+time.sleep(float(sys.argv[2]))'
+# tcp_step MEM: the step under --memory MEM (root: its cgroup under a parent of this test's),
+# sets QUEUED (MiB) and TCP_MAX (the cgroup's memory.kmem.tcp.max_usage_in_bytes, or "").
+tcp_step() {
+	QUEUED="" TCP_MAX=""
+	local parent=rbx-hostcost-$$ line d
+	rbx_cmd run --image host --memory "$1" -- python3 -c "$TCPFILL" 400 5
+	[ "$MODE" = root ] && RBX_CMD=("${RBX_CMD[@]:0:2}" "RUNBOX_CGROUP_PARENT=/$parent" "${RBX_CMD[@]:2}")
+	coproc TCP { "${RBX_CMD[@]}" 2>&1 </dev/null; }
+	local pid=$TCP_PID
+	read -r -t 60 line <&"${TCP[0]}"
+	QUEUED=${line#queued }
+	for d in /sys/fs/cgroup/memory/$parent/*/; do
+		[ -r "$d/memory.kmem.tcp.max_usage_in_bytes" ] && TCP_MAX=$(cat "$d/memory.kmem.tcp.max_usage_in_bytes")
+	done
+	cat <&"${TCP[0]}" >/dev/null
+	wait "$pid"
+	rmdir /sys/fs/cgroup/*/$parent 2>/dev/null
+	return 0
+}
+sb --json --memory 64M -- /bin/true
+v1=$(rj "r['sandbox']['cgroup'] == 'v1' and 'memory' in r['limits'] and r['limits']['memory']['enforced']")
+if [ "$v1" != true ]; then
+	skip "v1: socket buffers count against the memory limit" "not a cgroup v1 memory limit here (sandbox: $(rj "r['sandbox']['cgroup']"))"
+else
+	check "v1: the memory limit names kmem.tcp, not partly enforced" \
+		"'kmem.tcp' in r['limits']['memory']['mechanism'] and 'partly' not in r['limits']['memory']" "r['limits']['memory']"
+	run_rbx check
+	if grep -q "socket buffers count against the memory limit" <<<"$OUT"; then ok "v1: runbox check says socket buffers count against the memory limit"
+	else not_ok "v1: runbox check says socket buffers count against the memory limit" "$(grep -i 'cgroup v1' <<<"$OUT" | cut -c 1-300)"; fi
+	tcp_step 1G # control: above 64 MiB of socket buffers fit under a 1G limit
+	if [ "${QUEUED:-0}" -gt 64 ] 2>/dev/null; then ok "control: under --memory 1G the step queues ${QUEUED} MiB of TCP"
+	else not_ok "control: under --memory 1G the step queues more than 64 MiB of TCP" "queued '${QUEUED}'"; fi
+	if [ "$MODE" = root ]; then
+		if [ "${TCP_MAX:-0}" -gt $((64 << 20)) ]; then ok "control: under --memory 1G the cgroup's TCP usage passes 64 MiB ($TCP_MAX)"
+		else not_ok "control: under --memory 1G the cgroup's TCP usage passes 64 MiB" "memory.kmem.tcp.max_usage_in_bytes '$TCP_MAX'"; fi
+	fi
+	tcp_step 64M
+	if [ -n "$QUEUED" ] && [ "$QUEUED" -le 64 ] 2>/dev/null; then ok "v1: under --memory 64M the step queues at most 64 MiB of TCP ($QUEUED)"
+	else not_ok "v1: under --memory 64M the step queues at most 64 MiB of TCP" "queued '${QUEUED}'"; fi
+	if [ "$MODE" = root ]; then
+		# The kernel forces a few charges past the limit (an skb already received): 1 MiB slack
+		# on 64, against the 400 MiB the control queues.
+		if [ -n "$TCP_MAX" ] && [ "$TCP_MAX" -le $((65 << 20)) ]; then ok "v1: the cgroup's TCP usage stays under the limit ($TCP_MAX)"
+		else not_ok "v1: the cgroup's TCP usage stays under the limit" "memory.kmem.tcp.max_usage_in_bytes '$TCP_MAX'"; fi
+	fi
+fi
