@@ -1,5 +1,5 @@
 /* Seccomp: reads and validates a seccomp profile (policy/seccomp/<name>.json), adds runbox's
- * argument filters (clone, ioctl, personality, socket, socketpair), compiles the filter with
+ * argument filters (clone, ioctl, personality, socket family and type, socketpair), compiles the filter with
  * libseccomp for native x86_64, caches the raw BPF by key, and installs it in the step child. */
 #define _GNU_SOURCE
 #include "runtime/seccomp.h"
@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/capability.h>
 #include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -26,7 +27,7 @@
 #include "common/util.h"
 
 /* Bump when the C rules below change: the cache key must change with them. */
-#define RULES_VERSION "runbox-seccomp-rules-1"
+#define RULES_VERSION "runbox-seccomp-rules-2"
 #define ARCH_NAME     "x86_64"
 #define NR_LIMIT      1024 /* x86_64 numbers are < 512; x32 ones carry bit 30 and are killed */
 #define NEWER_LAST    511  /* "newer_errno" covers known-max+1 .. this */
@@ -37,11 +38,18 @@
  * mask. clone3 hides its flags in memory, so it answers ENOSYS and libc falls back to clone. */
 #define CLONE_NS_MASK 0x7E020000ULL
 #define LOW32         0xffffffffULL
+/* socket(2)'s type: the kernel takes type & SOCK_TYPE_MASK (0xf); the bits above are
+ * SOCK_NONBLOCK | SOCK_CLOEXEC (anything else is EINVAL), so they decide nothing. */
+#define SOCK_TYPE_BITS 0xfULL
+#ifndef SOCK_PACKET
+#define SOCK_PACKET 10
+#endif
 
 /* What the filter does for one syscall number. */
 enum { ACT_DEFAULT = 0, ACT_ALLOW = 1, ACT_FILTERED = 2, ACT_ERRNO = 0x10000 /* | errno */ };
 
 struct plan {
+	bool net_raw; /* the policy grants CAP_NET_RAW: SOCK_RAW passes for AF_INET and AF_INET6 */
 	int default_errno;
 	int newer_errno; /* 0: numbers libseccomp does not know get the default */
 	int act[NR_LIMIT];
@@ -286,7 +294,27 @@ static int allow_low32_except(scmp_filter_ctx ctx, int nr, unsigned arg, const u
 	return allow_low32_except(ctx, nr, arg, excl, n, prefix | bit, depth + 1, err);
 }
 
-static int add_filtered(scmp_filter_ctx ctx, const char *name, int nr, struct rb_error *err)
+/* socket(fam, type) for an IP family: every one of the 16 type values gets its own rule
+ * (disjoint, so libseccomp never has to rank overlapping ones). Stream and datagram pass
+ * (TCP, UDP, ICMP ping sockets); SOCK_RAW passes only with CAP_NET_RAW granted; the rest
+ * answer ESOCKTNOSUPPORT: SOCK_PACKET, which the kernel turns into an AF_PACKET socket, and
+ * SOCK_SEQPACKET and SOCK_DCCP, whose first use loads the SCTP and DCCP modules. The errno
+ * is not EPERM, so a probe can tell this rule from the kernel's own refusal. */
+static int inet_types(scmp_filter_ctx ctx, int nr, uint32_t fam, bool net_raw, struct rb_error *err)
+{
+	for (uint32_t type = 0; type <= SOCK_TYPE_BITS; type++) {
+		bool ok = type == SOCK_STREAM || type == SOCK_DGRAM || (type == SOCK_RAW && net_raw);
+		struct scmp_arg_cmp c[2] = {{0, SCMP_CMP_MASKED_EQ, LOW32, fam},
+		                            {1, SCMP_CMP_MASKED_EQ, SOCK_TYPE_BITS, type}};
+		uint32_t action = ok ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(ESOCKTNOSUPPORT);
+		int r = seccomp_rule_add_array(ctx, action, nr, 2, c);
+		if (r < 0)
+			return rb_error_set(err, -r, "seccomp: add socket type rule (family %u, type %u)", fam, type);
+	}
+	return 0;
+}
+
+static int add_filtered(scmp_filter_ctx ctx, const struct plan *p, const char *name, int nr, struct rb_error *err)
 {
 	if (strcmp(name, "clone") == 0) {
 		/* Threads and fork pass; any namespace flag falls to EPERM. */
@@ -301,8 +329,11 @@ static int add_filtered(scmp_filter_ctx ctx, const char *name, int nr, struct rb
 	if (strcmp(name, "socket") == 0) {
 		/* No AF_PACKET (raw frames), AF_ALG (kernel crypto attack surface), AF_VSOCK
 		 * (host channel), nor netlink beyond NETLINK_ROUTE (getifaddrs needs it). */
-		static const uint32_t fam[] = {AF_UNIX, AF_INET, AF_INET6};
+		static const uint32_t fam[] = {AF_UNIX};
 		if (allow_low32_in(ctx, nr, 0, fam, RB_ARRAY_SIZE(fam), err) < 0)
+			return -1;
+		if (inet_types(ctx, nr, AF_INET, p->net_raw, err) < 0 ||
+		    inet_types(ctx, nr, AF_INET6, p->net_raw, err) < 0)
 			return -1;
 		struct scmp_arg_cmp nl[2] = {{0, SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK},
 		                             {2, SCMP_CMP_MASKED_EQ, LOW32, NETLINK_ROUTE}};
@@ -364,7 +395,7 @@ static int compile(const struct plan *p, struct rb_bpf *out, struct rb_error *er
 			continue;
 		if (act == ACT_FILTERED) {
 			_cleanup_free_ char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
-			if (!name || add_filtered(ctx, name, nr, err) < 0)
+			if (!name || add_filtered(ctx, p, name, nr, err) < 0)
 				return name ? -1 : rb_error_set(err, 0, "seccomp: syscall %d has no name", nr);
 			continue;
 		}
@@ -428,6 +459,7 @@ static int cache_key(const struct rb_policy *pol, const char *profile, size_t pr
 		fprintf(f, "%cdeny:%s", 0, pol->seccomp_deny[i]);
 	for (unsigned i = 0; i < pol->n_seccomp_allow; i++)
 		fprintf(f, "%callow:%s", 0, pol->seccomp_allow[i]);
+	fprintf(f, "%cnet_raw:%d", 0, (pol->caps & (1ULL << CAP_NET_RAW)) ? 1 : 0);
 	if (fclose(f) != 0) {
 		free(buf);
 		return rb_error_set(err, ENOMEM, "seccomp: cache key");
@@ -559,6 +591,7 @@ int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const 
 	struct plan *p = calloc(1, sizeof *p);
 	if (!p)
 		return rb_error_set(err, ENOMEM, "seccomp: plan");
+	p->net_raw = pol->caps & (1ULL << CAP_NET_RAW);
 	json_t *root = NULL;
 	int r = parse_profile(text, len, path, p, &root, err);
 	if (r == 0)

@@ -215,6 +215,18 @@ pair "NETLINK_AUDIT socket denied" "$EPERM|$EAFNOSUPPORT|93" -- socket netlink-a
 allowed "NETLINK_ROUTE socket allowed" -- socket netlink-route
 allowed "AF_INET socket allowed" -- socket inet
 allowed "AF_UNIX socket allowed" -- socket unix
+# The socket type, for the allowed IP families: the filter answers ESOCKTNOSUPPORT, which the
+# kernel never gives these calls, so a pass cannot come from the netns refusing them (EPERM).
+# Controls: as root on the host every one of these calls succeeds.
+ESOCKTNOSUPPORT=94
+pair "socket(AF_INET, SOCK_PACKET) refused by the filter" "$ESOCKTNOSUPPORT" -- socket inet-packet
+pair "socket(AF_INET, SOCK_PACKET) refused by the filter (strict)" "$ESOCKTNOSUPPORT" --policy strict -- socket inet-packet
+# SOCK_RAW passes only where the policy grants CAP_NET_RAW: strict grants nothing; default
+# grants Docker's set, which has it, so there the call meets the kernel, which refuses it
+# because the netns belongs to the runner's user namespace.
+pair "socket(AF_INET, SOCK_RAW) refused by the filter without CAP_NET_RAW" "$ESOCKTNOSUPPORT" --policy strict -- socket raw
+pair "socket(AF_INET6, SOCK_RAW) refused by the filter without CAP_NET_RAW" "$ESOCKTNOSUPPORT" --policy strict -- socket raw6
+pair "socket(AF_INET, SOCK_RAW) with CAP_NET_RAW reaches the kernel (netns refuses)" "$EPERM" -- socket raw
 pair "personality(ADDR_NO_RANDOMIZE) denied" "$EPERM" -- personality 0x0040000
 allowed "personality(0) allowed" -- personality 0
 # Killed by SIGSYS (159) or refused; the controls need a kernel with the compat entries.

@@ -504,6 +504,8 @@ static const struct sockname socknames[] = {
 	{"inet6", AF_INET6, SOCK_STREAM, 0},
 	{"unix", AF_UNIX, SOCK_STREAM, 0},
 	{"raw", AF_INET, SOCK_RAW, IPPROTO_ICMP},
+	{"raw6", AF_INET6, SOCK_RAW, IPPROTO_ICMPV6},
+	{"inet-packet", AF_INET, SOCK_PACKET, 0}, /* the kernel makes it an AF_PACKET socket */
 };
 
 static int op_socket(int argc, char **argv)
@@ -1183,7 +1185,7 @@ static const struct op ops[] = {
 	{"name-to-handle-at", 1, "PATH", op_name_to_handle_at, false},
 	{"open-by-handle-at", 0, "[PATH]", op_open_by_handle_at, false},
 	{"socket", 1, "FAMILY [TYPE [PROTO]] | packet|alg|vsock|netlink-route|netlink-audit|inet|"
-		      "inet6|unix|raw",
+		      "inet6|unix|raw|raw6|inet-packet",
 	 op_socket, false},
 	{"connect", 2, "HOST PORT [tcp|udp]", op_connect, false},
 	{"listen-connect", 0, "", op_listen_connect, false},

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -346,6 +347,44 @@ static void test_socket_families(void **s)
 	assert_int_equal(in_child(&dflt, p_socket, &route), 0);
 }
 
+/* The socket type, for AF_INET and AF_INET6: SOCK_PACKET makes an AF_PACKET socket through
+ * the allowed family; SOCK_RAW needs CAP_NET_RAW granted. Controls: without the filter both
+ * succeed here (root, or root of the child's own user and network namespaces). */
+static void test_socket_types(void **s)
+{
+	struct sock_args pkt = {AF_INET, SOCK_PACKET, 0, false};
+	struct sock_args pkt_flags = {AF_INET, SOCK_PACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, false};
+	struct sock_args pkt6 = {AF_INET6, SOCK_PACKET, 0, false};
+	struct sock_args raw = {AF_INET, SOCK_RAW, IPPROTO_ICMP, false};
+	struct sock_args raw6 = {AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6, false};
+	expect_denied("socket(AF_INET, SOCK_PACKET)", p_socket, &pkt, ESOCKTNOSUPPORT);
+	expect_denied("socket(AF_INET, SOCK_PACKET | NONBLOCK | CLOEXEC)", p_socket, &pkt_flags, ESOCKTNOSUPPORT);
+	expect_denied("socket(AF_INET, SOCK_RAW)", p_socket, &raw, ESOCKTNOSUPPORT);
+	expect_denied("socket(AF_INET6, SOCK_RAW)", p_socket, &raw6, ESOCKTNOSUPPORT);
+	/* The kernel maps only AF_INET's SOCK_PACKET; for AF_INET6 it is refused anyway. */
+	assert_int_equal(in_child(&dflt, p_socket, &pkt6), ESOCKTNOSUPPORT);
+
+	struct sock_args tcp = {AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0, false};
+	struct sock_args udp6 = {AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0, false};
+	expect_allowed("socket(AF_INET, SOCK_STREAM | NONBLOCK)", p_socket, &tcp);
+	expect_allowed("socket(AF_INET6, SOCK_DGRAM | CLOEXEC)", p_socket, &udp6);
+
+	/* Granted CAP_NET_RAW, the filter lets SOCK_RAW through (the kernel then decides);
+	 * SOCK_PACKET stays refused. */
+	struct rb_policy p;
+	struct rb_bpf b;
+	struct rb_error e = {0};
+	policy_init(&p, "cafe"); /* the default's hash: only the capability tells them apart */
+	p.caps = 1ULL << 13;     /* CAP_NET_RAW */
+	assert_int_equal(rb_seccomp_prepare(&p, data_dir, NULL, &b, &e), 0);
+	assert_int_equal(in_child(&b, p_socket, &raw), in_child(NULL, p_socket, &raw));
+	assert_int_equal(in_child(&b, p_socket, &raw), 0);
+	assert_int_equal(in_child(&b, p_socket, &raw6), 0);
+	assert_int_equal(in_child(&b, p_socket, &pkt), ESOCKTNOSUPPORT);
+	assert_int_equal(in_child(&b, p_socket, &pkt_flags), ESOCKTNOSUPPORT);
+	rb_seccomp_free(&b);
+}
+
 static void test_tty_ioctls(void **s)
 {
 	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -624,6 +663,13 @@ static void test_filter_logic(void **s)
 		          (f32 == AF_NETLINK && proto == NETLINK_ROUTE);
 		assert_int_equal(eval(AUDIT_ARCH_X86_64, SYS_socket, fam, SOCK_STREAM, proto),
 		                 ok ? SECCOMP_RET_ALLOW : RET_EPERM);
+		/* socket type for the IP families: only type & 0xf counts (the flags and the
+		 * high half are ignored); stream and datagram pass, every other type is refused. */
+		uint64_t ipfam = (r & 0xffffffff00000000ULL) | (i % 3 ? AF_INET : AF_INET6);
+		uint64_t type = (r >> 5) & (i % 5 ? 0xfULL | SOCK_NONBLOCK | SOCK_CLOEXEC : ~0ULL);
+		uint32_t t = (uint32_t)type & 0xf;
+		want = t == SOCK_STREAM || t == SOCK_DGRAM ? SECCOMP_RET_ALLOW : SECCOMP_RET_ERRNO | ESOCKTNOSUPPORT;
+		assert_int_equal(eval(AUDIT_ARCH_X86_64, SYS_socket, ipfam, type, r >> 40), want);
 	}
 }
 
@@ -974,13 +1020,21 @@ static int teardown(void **s)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_normal_userland_runs), cmocka_unit_test(test_namespaces_denied),
-	    cmocka_unit_test(test_socket_families),      cmocka_unit_test(test_tty_ioctls),
-	    cmocka_unit_test(test_ioctl_sweep),          cmocka_unit_test(test_personality),
-	    cmocka_unit_test(test_must_deny_list),       cmocka_unit_test(test_named_exploit_primitives),
-	    cmocka_unit_test(test_compat_arches_killed), cmocka_unit_test(test_filter_logic),
-	    cmocka_unit_test(test_policy_unknown_names), cmocka_unit_test(test_policy_deny_overrides_allow),
-	    cmocka_unit_test(test_profile_validation),   cmocka_unit_test(test_cache),
+	    cmocka_unit_test(test_normal_userland_runs),
+	    cmocka_unit_test(test_namespaces_denied),
+	    cmocka_unit_test(test_socket_families),
+	    cmocka_unit_test(test_socket_types),
+	    cmocka_unit_test(test_tty_ioctls),
+	    cmocka_unit_test(test_ioctl_sweep),
+	    cmocka_unit_test(test_personality),
+	    cmocka_unit_test(test_must_deny_list),
+	    cmocka_unit_test(test_named_exploit_primitives),
+	    cmocka_unit_test(test_compat_arches_killed),
+	    cmocka_unit_test(test_filter_logic),
+	    cmocka_unit_test(test_policy_unknown_names),
+	    cmocka_unit_test(test_policy_deny_overrides_allow),
+	    cmocka_unit_test(test_profile_validation),
+	    cmocka_unit_test(test_cache),
 	    cmocka_unit_test(test_apply_rejects_empty),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
