@@ -38,6 +38,8 @@ PROBE    := $(B)/probe
 MINIMAL  := $(B)/images/minimal/rootfs
 
 .PHONY: all deps test unit integration vmtest demo bench lint clean
+# The sanitizer objects are intermediates of the unit binaries: kept, so they are not rebuilt.
+.SECONDARY:
 all: runbox runbox-gateway $(PROBE) $(B)/images/minimal/.built
 
 deps:
