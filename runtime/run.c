@@ -143,6 +143,8 @@ static bool setgroups_denied_here(void)
 	return deny;
 }
 
+static int save_state(struct rb_run *run, struct rb_error *err);
+
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
 {
 	memset(run, 0, sizeof *run);
@@ -230,18 +232,29 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	char dir[sizeof run->dir];
 	if (snprintf(dir, sizeof dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
+	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
+	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
+	/* The state file comes before anything of the run exists, and is rewritten as the run
+	 * makes more (its cgroup, its sandbox) and removed last: whatever a runbox killed at any
+	 * point left, gc finds through it. Made only where none exists, it claims the run id. */
+	int claimed = rb_lifecycle_claim(run, err);
+	if (claimed != 0)
+		return claimed < 0
+		           ? -1
+		           : rb_error_set(err, EEXIST, "run id `%s` is in use by a live run (`%s.state` exists)",
+		                          run->id, dir);
 	/* run->dir names it only once this run made it: rb_run_close removes run->dir, and a
-	 * directory that was there already is another live run's with the same id. */
-	if (mkdir(dir, 0711) < 0)
-		return errno == EEXIST ? rb_error_set(err, EEXIST, "run id `%s` is in use by a live run (`%s` exists)",
-		                                      run->id, dir)
-		                       : rb_error_set(err, errno, "mkdir `%s`", dir);
+	 * directory that was there already is another run's with the same id. */
+	if (mkdir(dir, 0711) < 0) {
+		int e = errno;
+		rb_lifecycle_unregister(run);
+		return e == EEXIST ? rb_error_set(err, EEXIST, "run id `%s` is in use (`%s` exists)", run->id, dir)
+		                   : rb_error_set(err, e, "mkdir `%s`", dir);
+	}
 	memcpy(run->dir, dir, sizeof dir);
 	chmod(run->dir, 0711);
 
 	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
-	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
-	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
 
 	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
 	spec->rootfs = (struct rb_rootfs_spec){
@@ -317,6 +330,9 @@ static int begin(struct rb_run *run, struct rb_error *err)
 	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
+	run->state_saved = false; /* it names the cgroup now */
+	if (save_state(run, err) < 0)
+		return -1;
 	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
@@ -346,6 +362,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
+	run->state_saved = false; /* and init */
 	if (save_state(run, err) < 0)
 		return -1;
 	run->begun = true;
@@ -422,7 +439,9 @@ struct step_scrub {
  * their scrub stream first (made from the step's scrubber at the first byte), so the buffer,
  * the copy and the log only ever see scrubbed bytes, and the buffer's cap cuts scrubbed text;
  * a copy to a terminal shows control bytes instead of obeying them (tty). Background output
- * (drain_linger, no scrubber) goes only to its log. */
+ * (drain_linger, no scrubber) goes only to its log. A copy whose reader went away (EPIPE:
+ * `runbox run ... | head -1`) sets *closed: the step's stream is then closed as the reader's
+ * was, so the step meets EPIPE or SIGPIPE as in a pipeline and the run goes on to its end. */
 struct sink {
 	struct rb_buf *buf;
 	int copy_to;
@@ -432,19 +451,31 @@ struct sink {
 	struct step_scrub *scrubber;
 	struct rb_scrub_stream **scrub;
 	struct rb_ttysafe *tty;
+	bool *closed;
 };
 
-static void write_all(int fd, const char *p, size_t n)
+/* false when the reader is gone (EPIPE); other failures drop the copy, the step's output
+ * still goes to buf and log. */
+static bool write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return; /* the reader went away: the step's output still goes to buf and log */
+			return !(w < 0 && errno == EPIPE);
 		p += w;
 		n -= (size_t)w;
 	}
+	return true;
+}
+
+static void copy_out(const struct sink *s, const char *p, size_t n)
+{
+	if (s->closed && *s->closed)
+		return;
+	if (!write_all(s->copy_to, p, n) && s->closed)
+		*s->closed = true;
 }
 
 static void emit(const struct sink *s, const char *data, size_t n)
@@ -454,9 +485,9 @@ static void emit(const struct sink *s, const char *data, size_t n)
 	if (s->copy_to >= 0 && s->tty) {
 		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(n));
 		if (safe)
-			write_all(s->copy_to, safe, rb_ttysafe(s->tty, data, n, safe));
+			copy_out(s, safe, rb_ttysafe(s->tty, data, n, safe));
 	} else if (s->copy_to >= 0) {
-		write_all(s->copy_to, data, n);
+		copy_out(s, data, n);
 	}
 	if (s->log >= 0 && *s->log_bytes < s->log_cap) {
 		size_t room = (size_t)(s->log_cap - *s->log_bytes);
@@ -506,11 +537,13 @@ static void scrub_emit(const struct sink *s, const char *chunk, size_t n)
 	free(o.data);
 }
 
-/* Reads what is there now; returns false at EOF or error. */
+/* Reads what is there now; returns false at EOF or error, and once the copy's reader is gone. */
 static bool pump(int fd, const struct sink *s)
 {
 	char chunk[16384];
 	for (;;) {
+		if (s->closed && *s->closed)
+			return false;
 		ssize_t n = read(fd, chunk, sizeof chunk);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -526,7 +559,7 @@ static void finish(const struct sink *s)
 	scrub_emit(s, NULL, 0);
 	char tail[8];
 	if (s->copy_to >= 0 && s->tty)
-		write_all(s->copy_to, tail, rb_ttysafe_end(s->tty, tail));
+		copy_out(s, tail, rb_ttysafe_end(s->tty, tail));
 }
 
 static int open_log(const struct rb_run *run, const char *name)
@@ -808,14 +841,17 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	bool started = false;
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
+	bool out_closed = false, err_closed = false;
 	const struct sink out_sink = {&res->out,       passthrough ? STDOUT_FILENO : -1,
 	                              out_log,         &run->step_log_bytes,
 	                              RB_STEP_LOG_CAP, &scrubber,
-	                              &out_scrub,      passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL};
+	                              &out_scrub,      passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL,
+	                              &out_closed};
 	const struct sink err_sink = {&res->err,       passthrough ? STDERR_FILENO : -1,
 	                              err_log,         &run->step_log_bytes,
 	                              RB_STEP_LOG_CAP, &scrubber,
-	                              &err_scrub,      passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL};
+	                              &err_scrub,      passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL,
+	                              &err_closed};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
@@ -853,6 +889,12 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			out_open = pump(out_r, &out_sink);
 		if (p[2].revents)
 			err_open = pump(err_r, &err_sink);
+		/* Our reader closed its end: the step's is closed too, so it is not left blocked
+		 * on a full pipe nobody reads. */
+		if (out_closed && out_r >= 0)
+			close(rb_steal_fd(&out_r));
+		if (err_closed && err_r >= 0)
+			close(rb_steal_fd(&err_r));
 		if (p[8].revents)
 			drain_linger(run, false);
 		if (p[3].revents & POLLIN) {
@@ -981,6 +1023,7 @@ void rb_run_stop(struct rb_run *run)
 void rb_run_close(struct rb_run *run)
 {
 	struct rb_error err;
+	bool own_dir = run->dir[0] != '\0'; /* made after the claim: the state file is ours */
 	rb_run_stop(run);
 	if (run->started)
 		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
@@ -989,8 +1032,10 @@ void rb_run_close(struct rb_run *run)
 	run->gw.stats = NULL;
 	memset(run->token_key, 0, sizeof run->token_key);
 	if (run->cg) {
-		if (rb_cgroup_destroy(run->cg, &err) < 0)
-			rb_warn("%s", err.msg);
+		if (rb_cgroup_destroy(run->cg, &err) < 0) {
+			rb_warn("%s (its state file stays: `runbox gc` removes it later)", err.msg);
+			run->keep_state = true;
+		}
 		run->cg = NULL;
 	}
 	for (unsigned i = 0; i < run->n_inputs; i++)
@@ -1003,16 +1048,19 @@ void rb_run_close(struct rb_run *run)
 	free(run->inputs);
 	free(run->skills);
 	run->inputs = run->skills = NULL;
-	if ((run->started || run->sb.init_pid > 0) && !run->keep_state)
-		rb_lifecycle_unregister(run);
 	json_decref(run->saved_write_ahead);
 	run->saved_write_ahead = NULL;
 	if (run->dir[0]) {
 		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
-		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)
+		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0) {
 			rb_warn("%s", err.msg);
+			run->keep_state = true; /* gc finds what is left through it */
+		}
 		run->dir[0] = '\0';
 	}
+	/* Last: until everything above is gone, the state file is how gc would find it. */
+	if (own_dir && !run->keep_state)
+		rb_lifecycle_unregister(run);
 	rb_seccomp_free(&run->bpf);
 	rb_policy_free(&run->policy);
 	run->started = false;
