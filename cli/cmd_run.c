@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,31 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
 		return r;
 	}
 	return rb_record_step_end(rec, 1, res, err);
+}
+
+/* Text mode says on stderr what the JSON result would: each limit that was asked for and not
+ * enforced, and a step the OOM killer or seccomp killed, one line each. */
+static void report_limits(const struct rb_run *run, const struct rb_step_result *res)
+{
+	if (!run->cg || res->status == RB_STEP_SETUP_FAILED)
+		return;
+	for (int k = 0; k < RB_LIMIT_COUNT; k++) {
+		const struct rb_limit_status *ls = rb_cgroup_limit(run->cg, (enum rb_limit_kind)k);
+		char v[48];
+		switch (k) {
+		case RB_LIMIT_MEMORY: snprintf(v, sizeof v, "%" PRIu64 " bytes", run->limits.memory_bytes); break;
+		case RB_LIMIT_PIDS: snprintf(v, sizeof v, "%" PRIu64, run->limits.pids); break;
+		case RB_LIMIT_CPUS: snprintf(v, sizeof v, "%g", run->limits.cpus); break;
+		default: snprintf(v, sizeof v, "%" PRIu64, run->limits.cpu_weight); break;
+		}
+		if (ls->requested && !ls->enforced)
+			rb_warn("the %s limit (%s) was not enforced: %s", rb_limit_name((enum rb_limit_kind)k), v,
+			        ls->reason[0] ? ls->reason : "no cgroup controller for it");
+	}
+	if (res->oom_killed)
+		rb_err("the OOM killer killed the step (or a process it waited for): it reached the memory limit");
+	if (res->seccomp_killed)
+		rb_err("seccomp killed the step (SIGSYS): it made a system call the policy does not allow");
 }
 
 int rb_cmd_run(int argc, char **argv)
@@ -217,6 +243,8 @@ int rb_cmd_run(int argc, char **argv)
 		rb_record_close(&rec); /* before the run's close: it keeps the state file */
 	}
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
+	if (!json)
+		report_limits(&run, &res);
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);
 	if (recorded) {

@@ -322,6 +322,23 @@ int rb_run_keep_state(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
+/* limits.require_enforced: a limit the run asked for that the host cannot enforce fails the
+ * run before anything runs without it, naming the limit and why. */
+static int check_enforced(const struct rb_run *run, struct rb_error *err)
+{
+	for (int k = 0; k < RB_LIMIT_COUNT; k++) {
+		const struct rb_limit_status *ls = rb_cgroup_limit(run->cg, (enum rb_limit_kind)k);
+		if (ls->requested && !ls->enforced)
+			return rb_error_set(
+			    err, 0,
+			    "policy `%s` requires enforced limits (limits.require_enforced), and the %s "
+			    "limit cannot be enforced here: %s",
+			    run->policy.name, rb_limit_name((enum rb_limit_kind)k),
+			    ls->reason[0] ? ls->reason : "no cgroup controller for it");
+	}
+	return 0;
+}
+
 /* The sandbox up to init's root build: the cgroup, the spawner (init is cloned and released),
  * the cgroup joined and the network ruled, the ledger opened, the run token, the state file.
  * init builds the root meanwhile; await_ready waits for it. */
@@ -332,6 +349,8 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		return -1;
 	run->state_saved = false; /* it names the cgroup now */
 	if (save_state(run, err) < 0)
+		return -1;
+	if (run->policy.require_enforced && check_enforced(run, err) < 0)
 		return -1;
 	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)

@@ -206,3 +206,55 @@ else
 	else not_ok "gc removes the run dir and cgroups of a runbox killed during setup, records it abandoned" "gc exit $RC: $(first_line "$OUT$ERR"); $after entries, ${cg_after:-?} cgroups left"; fi
 fi
 
+# Text mode says what the JSON result would: one stderr line per requested limit that was not
+# enforced, and one for an OOM kill. Memory is enforced as root here (cgroup v1 or v2) and not
+# rootless (no writable cgroup for uid 65534): each mode checks the line where it belongs and
+# its absence where it does not (the other mode's run is the control).
+not_enforced_lines() { grep -c '^runbox: warning: the memory limit (67108864 bytes) was not enforced: ' <<<"$ERR"; }
+sb --memory 64M -- /bin/probe exit 0
+n=$(not_enforced_lines)
+if [ "$MODE" = root ]; then
+	if [ "$RC" = 0 ] && [ "$n" = 0 ] && [ -z "$ERR" ]; then ok "root: an enforced --memory says nothing on stderr"
+	else not_ok "root: an enforced --memory says nothing on stderr" "exit $RC: $(first_line "$ERR")"; fi
+else
+	# The policy's own pids and cpus limits are not enforced either: one line each, no more.
+	all=$(grep -c '' <<<"$ERR") limits=$(grep -o '^runbox: warning: the [a-z_]* limit' <<<"$ERR" | sort -u | wc -l)
+	if [ "$RC" = 0 ] && [ "$n" = 1 ] && [ "$all" = "$limits" ]; then ok "rootless: an unenforced --memory is one line on stderr (of $all, one per limit)"
+	else not_ok "rootless: an unenforced --memory is one line on stderr" "exit $RC, $n memory lines, $all lines for $limits limits: $(first_line "$ERR")"; fi
+fi
+# limits.require_enforced fails the run (125, naming the limit) where memory cannot be enforced,
+# and changes nothing where it can; control: the same run with the switch off.
+policy_variant default "$T/scratch/enforced.json" enforced "p.setdefault('limits', {})['require_enforced'] = True"
+sb --policy "$T/scratch/enforced.json" --memory 64M -- /bin/probe exit 0
+if [ "$MODE" = root ]; then
+	if [ "$RC" = 0 ]; then ok "root: limits.require_enforced runs where memory is enforced"
+	else not_ok "root: limits.require_enforced runs where memory is enforced" "exit $RC: $(first_line "$ERR")"; fi
+else
+	if [ "$RC" = 125 ] && grep -q 'require_enforced.*memory limit cannot be enforced' <<<"$ERR"; then
+		ok "rootless: limits.require_enforced fails the run (125) when memory cannot be enforced"
+	else not_ok "rootless: limits.require_enforced fails the run (125) when memory cannot be enforced" "exit $RC: $(first_line "$ERR")"; fi
+	sb --memory 64M -- /bin/probe exit 0
+	if [ "$RC" = 0 ]; then ok "control: without require_enforced the same run goes on"
+	else not_ok "control: without require_enforced the same run goes on" "exit $RC: $(first_line "$ERR")"; fi
+fi
+policy_variant default "$T/scratch/badswitch.json" badswitch "p.setdefault('limits', {})['require_enforced'] = 'yes'"
+run_rbx policy validate "$T/scratch/badswitch.json"
+if [ "$RC" = 125 ] && grep -q 'limits.require_enforced' <<<"$ERR"; then ok "limits.require_enforced must be true or false"
+else not_ok "limits.require_enforced must be true or false" "exit $RC: $(first_line "$ERR")"; fi
+# An OOM kill as root is one line on stderr (exit 137); control: a step under the limit, none.
+if [ "$MODE" = root ]; then
+	sb --memory 64M -- /bin/sh -c '/bin/probe alloc 256; exit $?'
+	if [ "$RC" = 137 ] && [ "$(grep -c 'OOM killer killed the step' <<<"$ERR")" = 1 ]; then ok "an OOM kill is one line on stderr"
+	else not_ok "an OOM kill is one line on stderr" "exit $RC: $(first_line "$ERR")"; fi
+	sb --memory 64M -- /bin/sh -c '/bin/probe alloc 16; exit $?'
+	if [ "$RC" = 0 ] && [ -z "$ERR" ]; then ok "control: a step under the memory limit says nothing"
+	else not_ok "control: a step under the memory limit says nothing" "exit $RC: $(first_line "$ERR")"; fi
+fi
+# A seccomp kill (the x32 entry is killed with SIGSYS) is one line on stderr; control: the same
+# probe's ordinary getpid, none.
+sb -- /bin/probe x32-getpid
+if [ "$RC" = 159 ] && [ "$(grep -c 'seccomp killed the step' <<<"$ERR")" = 1 ]; then ok "a seccomp kill is one line on stderr"
+else not_ok "a seccomp kill is one line on stderr" "exit $RC: $(first_line "$ERR")"; fi
+sb -- /bin/probe exit 0
+if [ "$RC" = 0 ] && ! grep -q 'seccomp killed' <<<"$ERR"; then ok "control: an ordinary step has no seccomp line"
+else not_ok "control: an ordinary step has no seccomp line" "exit $RC: $(first_line "$ERR")"; fi
