@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +140,13 @@ int rb_cmd_run(int argc, char **argv)
 			}
 			break;
 		case 'P': {
+			/* Digits only: strtoull takes "-5" as 2^64 - 5, which reached pids.max. The range
+			 * is the policy's limits.pids. */
 			char *end;
+			errno = 0;
 			unsigned long long v = strtoull(optarg, &end, 10);
-			if (*end || !*optarg || v == 0) {
-				rb_err("--pids `%s`: expected a positive number", optarg);
+			if (*end || optarg[0] < '0' || optarg[0] > '9' || errno || v == 0 || v > UINT32_MAX) {
+				rb_err("--pids `%s`: expected a number from 1 to 4294967295", optarg);
 				return 125;
 			}
 			cfg.pids = v;

@@ -69,7 +69,7 @@ fi
 
 # Every command refuses an option it does not know (125, naming it); the control is the same
 # command without it, which succeeds.
-for cmd in "ps" "gc" "kill RUNID" "ledger verify" "policy validate default" "check" "run --image minimal -- true"; do
+for cmd in "ps" "gc" "kill RUNID" "ledger query" "policy validate default" "check" "run --image minimal -- true"; do
 	read -ra words <<<"$cmd"
 	run_rbx "${words[@]}"
 	ctl=$RC
@@ -258,3 +258,13 @@ else not_ok "a seccomp kill is one line on stderr" "exit $RC: $(first_line "$ERR
 sb -- /bin/probe exit 0
 if [ "$RC" = 0 ] && ! grep -q 'seccomp killed' <<<"$ERR"; then ok "control: an ordinary step has no seccomp line"
 else not_ok "control: an ordinary step has no seccomp line" "exit $RC: $(first_line "$ERR")"; fi
+
+# --pids takes digits only, 1 to 2^32 - 1 (the policy's range): "-5" was read as 2^64 - 5 and
+# reached the kernel's pids.max. Control: --pids 64 runs.
+for v in -5 0 4294967296 5x; do
+	sb --pids "$v" -- /bin/probe exit 0
+	if [ "$RC" = 125 ] && grep -q -- "--pids \`$v\`: expected a number" <<<"$ERR" && [ "$(grep -c '' <<<"$ERR")" = 1 ]; then ok "--pids $v is refused as bad input"
+	else not_ok "--pids $v is refused as bad input" "exit $RC: $(first_line "$ERR")"; fi
+done
+sb --pids 64 -- /bin/probe exit 0
+if [ "$RC" = 0 ]; then ok "control: --pids 64 runs"; else not_ok "control: --pids 64 runs" "exit $RC: $(first_line "$ERR")"; fi
