@@ -471,10 +471,18 @@ int rb_cmd_ledger(int argc, char **argv)
 		return 125;
 	}
 	/* Reading never creates a state directory: a mistyped --state-dir must not look like an
-	 * empty, intact ledger. An existing state directory without a ledger yet gets an empty one. */
+	 * empty, intact ledger. An existing state directory without a ledger yet gets an empty one
+	 * for show, query and export. */
 	struct stat st;
 	if (stat(paths.state_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		rb_err("ledger: no state directory `%s` (no runs recorded there)", paths.state_dir);
+		return 125;
+	}
+	/* Nor does verify make the ledger it is asked about: "intact" would then say nothing. */
+	char db[sizeof paths.state_dir + 16];
+	snprintf(db, sizeof db, "%s/ledger.db", paths.state_dir);
+	if (!strcmp(sub, "verify") && lstat(db, &st) < 0 && errno == ENOENT) {
+		rb_err("ledger: no ledger in `%s` (no runs recorded there); nothing to verify", paths.state_dir);
 		return 125;
 	}
 	__attribute__((cleanup(ledger_closep))) struct rb_ledger *l = NULL;

@@ -3,8 +3,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <stdint.h>
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,31 @@ static int record_step(struct rb_record *rec, char **cmd, const struct rb_step_r
 	return rb_record_step_end(rec, 1, res, err);
 }
 
+/* Text mode says on stderr what the JSON result would: each limit that was asked for and not
+ * enforced, and a step the OOM killer or seccomp killed, one line each. */
+static void report_limits(const struct rb_run *run, const struct rb_step_result *res)
+{
+	if (!run->cg || res->status == RB_STEP_SETUP_FAILED)
+		return;
+	for (int k = 0; k < RB_LIMIT_COUNT; k++) {
+		const struct rb_limit_status *ls = rb_cgroup_limit(run->cg, (enum rb_limit_kind)k);
+		char v[48];
+		switch (k) {
+		case RB_LIMIT_MEMORY: snprintf(v, sizeof v, "%" PRIu64 " bytes", run->limits.memory_bytes); break;
+		case RB_LIMIT_PIDS: snprintf(v, sizeof v, "%" PRIu64, run->limits.pids); break;
+		case RB_LIMIT_CPUS: snprintf(v, sizeof v, "%g", run->limits.cpus); break;
+		default: snprintf(v, sizeof v, "%" PRIu64, run->limits.cpu_weight); break;
+		}
+		if (ls->requested && !ls->enforced)
+			rb_warn("the %s limit (%s) was not enforced: %s", rb_limit_name((enum rb_limit_kind)k), v,
+			        ls->reason[0] ? ls->reason : "no cgroup controller for it");
+	}
+	if (res->oom_killed)
+		rb_err("the OOM killer killed the step (or a process it waited for): it reached the memory limit");
+	if (res->seccomp_killed)
+		rb_err("seccomp killed the step (SIGSYS): it made a system call the policy does not allow");
+}
+
 int rb_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -130,12 +156,13 @@ int rb_cmd_run(int argc, char **argv)
 			}
 			break;
 		case 'P': {
-			/* strtoull would take "-5" as 2^64-5 and " 5" as 5: digits only, in range. */
+			/* Digits only: strtoull takes "-5" as 2^64 - 5, which reached pids.max. The range
+			 * is the policy's limits.pids. */
 			char *end;
 			errno = 0;
 			unsigned long long v = strtoull(optarg, &end, 10);
-			if (!isdigit((unsigned char)optarg[0]) || *end || errno || v == 0 || v > UINT32_MAX) {
-				rb_err("--pids `%s`: expected a whole number from 1 to 4294967295", optarg);
+			if (*end || optarg[0] < '0' || optarg[0] > '9' || errno || v == 0 || v > UINT32_MAX) {
+				rb_err("--pids `%s`: expected a number from 1 to 4294967295", optarg);
 				return 125;
 			}
 			cfg.pids = v;
@@ -238,6 +265,8 @@ int rb_cmd_run(int argc, char **argv)
 		rb_record_close(&rec); /* before the run's close: it keeps the state file */
 	}
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
+	if (!json)
+		report_limits(&run, &res);
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);
 	if (recorded) {

@@ -1,4 +1,5 @@
 /* runbox: one binary, subcommands. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +22,19 @@ static void usage(FILE *f)
 	      f);
 }
 
+/* Caught, not ignored: a write to a closed pipe then fails with EPIPE instead of killing
+ * runbox mid-run (`runbox run ... | head -1`), and every program runbox execs (a step, the
+ * gateway) starts with SIGPIPE at its default again, which an ignored signal would not. */
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+}
+
 int main(int argc, char **argv)
 {
+	struct sigaction sa = {.sa_handler = on_sigpipe, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
 	if (argc < 2) {
 		usage(stderr);
 		return 125;

@@ -358,8 +358,9 @@ static int parse_identity(const struct rb_jsonck *c, const json_t *sec, struct r
 
 static int parse_limits(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"timeout",     "memory",         "pids",     "cpus", "cpu_weight",
-	                                   "rootfs_size", "workspace_size", "tmp_size", NULL};
+	static const char *const keys[] = {"timeout",          "memory",      "pids",           "cpus",
+	                                   "cpu_weight",       "rootfs_size", "workspace_size", "tmp_size",
+	                                   "require_enforced", NULL};
 	if (rb_jsonck_keys(c, "limits", sec, keys) < 0)
 		return -1;
 	json_t *v;
@@ -389,6 +390,11 @@ static int parse_limits(const struct rb_jsonck *c, const json_t *sec, struct rb_
 		return -1;
 	if ((v = json_object_get(sec, "tmp_size")) && get_size(c, "limits.tmp_size", v, 1, &p->tmp_bytes) < 0)
 		return -1;
+	if ((v = json_object_get(sec, "require_enforced"))) {
+		if (!json_is_boolean(v))
+			return rb_jsonck_expected(c, "limits.require_enforced", "true or false", v);
+		p->require_enforced = json_is_true(v);
+	}
 	return 0;
 }
 

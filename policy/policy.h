@@ -35,6 +35,7 @@ struct rb_policy {
 	uint64_t rootfs_bytes;    /* size cap of the overlay upper tmpfs */
 	uint64_t workspace_bytes; /* size cap of the /workspace tmpfs */
 	uint64_t tmp_bytes;       /* size cap of /tmp */
+	bool require_enforced;    /* a requested limit the host cannot enforce fails the run */
 
 	/* rlimits; absent: the default profile's; UINT64_MAX ("unlimited"): leave as inherited */
 	uint64_t rlimit_nofile;

@@ -45,7 +45,9 @@ static void state_path(const char *run_dir, const char *id, char *out, size_t le
 	snprintf(out, len, "%s/%s.state", run_dir, id);
 }
 
-int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err)
+/* Written whole to a private temporary file, then put in place: by rename, or by link where
+ * the file must not exist yet (exclusive: 1 when it does). */
+static int write_state(const struct rb_run *run, json_t *write_ahead, bool exclusive, struct rb_error *err)
 {
 	json_t *cgs = json_array();
 	if (run->cg) {
@@ -72,12 +74,30 @@ int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct 
 	int r = fd < 0 || write(fd, text, len) != (ssize_t)len ? -1 : 0;
 	if (fd >= 0 && close(fd) < 0)
 		r = -1;
+	if (r == 0 && exclusive) {
+		r = link(tmp, path);
+		int e = errno;
+		unlink(tmp);
+		if (r < 0)
+			return e == EEXIST ? 1 : rb_error_set(err, e, "write run state `%s`", path);
+		return 0;
+	}
 	if (r < 0 || rename(tmp, path) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return rb_error_set(err, e, "write run state `%s`", path);
 	}
 	return 0;
+}
+
+int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err)
+{
+	return write_state(run, write_ahead, false, err);
+}
+
+int rb_lifecycle_claim(const struct rb_run *run, struct rb_error *err)
+{
+	return write_state(run, NULL, true, err);
 }
 
 void rb_lifecycle_unregister(const struct rb_run *run)

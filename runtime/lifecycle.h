@@ -12,6 +12,10 @@
 /* Writes the run's state file (atomically) once the sandbox exists, and again when the
  * ledger's write-ahead changes (struct rb_run_ledger); write_ahead may be NULL. */
 int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err);
+/* The run's first state file, before anything of the run exists (its run directory, its
+ * cgroup): made only if there is none, so it also claims the run id. 0, 1 when a state file
+ * of that id exists (a live run's, or one gc has yet to clean up), -1 with err. */
+int rb_lifecycle_claim(const struct rb_run *run, struct rb_error *err);
 void rb_lifecycle_unregister(const struct rb_run *run);
 
 /* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned}. */

@@ -220,6 +220,8 @@ static bool setgroups_denied_here(void)
 	return deny;
 }
 
+static int save_state(struct rb_run *run, struct rb_error *err);
+
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
 {
 	memset(run, 0, sizeof *run);
@@ -304,18 +306,29 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	char dir[sizeof run->dir];
 	if (snprintf(dir, sizeof dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
+	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
+	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
+	/* The state file comes before anything of the run exists, and is rewritten as the run
+	 * makes more (its cgroup, its sandbox) and removed last: whatever a runbox killed at any
+	 * point left, gc finds through it. Made only where none exists, it claims the run id. */
+	int claimed = rb_lifecycle_claim(run, err);
+	if (claimed != 0)
+		return claimed < 0
+		           ? -1
+		           : rb_error_set(err, EEXIST, "run id `%s` is in use by a live run (`%s.state` exists)",
+		                          run->id, dir);
 	/* run->dir names it only once this run made it: rb_run_close removes run->dir, and a
-	 * directory that was there already is another live run's with the same id. */
-	if (mkdir(dir, 0711) < 0)
-		return errno == EEXIST ? rb_error_set(err, EEXIST, "run id `%s` is in use by a live run (`%s` exists)",
-		                                      run->id, dir)
-		                       : rb_error_set(err, errno, "mkdir `%s`", dir);
+	 * directory that was there already is another run's with the same id. */
+	if (mkdir(dir, 0711) < 0) {
+		int e = errno;
+		rb_lifecycle_unregister(run);
+		return e == EEXIST ? rb_error_set(err, EEXIST, "run id `%s` is in use (`%s` exists)", run->id, dir)
+		                   : rb_error_set(err, e, "mkdir `%s`", dir);
+	}
 	memcpy(run->dir, dir, sizeof dir);
 	chmod(run->dir, 0711);
 
 	spec->net_mode = cfg->net_mode >= 0 ? (enum rb_net_mode)cfg->net_mode : pol->net_mode;
-	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
-	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
 
 	snprintf(spec->hostname, sizeof spec->hostname, "%s", pol->hostname[0] ? pol->hostname : "runbox");
 	spec->rootfs = (struct rb_rootfs_spec){
@@ -383,6 +396,23 @@ int rb_run_keep_state(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
+/* limits.require_enforced: a limit the run asked for that the host cannot enforce fails the
+ * run before anything runs without it, naming the limit and why. */
+static int check_enforced(const struct rb_run *run, struct rb_error *err)
+{
+	for (int k = 0; k < RB_LIMIT_COUNT; k++) {
+		const struct rb_limit_status *ls = rb_cgroup_limit(run->cg, (enum rb_limit_kind)k);
+		if (ls->requested && !ls->enforced)
+			return rb_error_set(
+			    err, 0,
+			    "policy `%s` requires enforced limits (limits.require_enforced), and the %s "
+			    "limit cannot be enforced here: %s",
+			    run->policy.name, rb_limit_name((enum rb_limit_kind)k),
+			    ls->reason[0] ? ls->reason : "no cgroup controller for it");
+	}
+	return 0;
+}
+
 /* The sandbox up to init's root build: the cgroup, the spawner (init is cloned and released),
  * the cgroup joined and the network ruled, the ledger opened, the run token, the state file.
  * init builds the root meanwhile; await_ready waits for it. */
@@ -390,6 +420,11 @@ static int begin(struct rb_run *run, struct rb_error *err)
 {
 	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
+		return -1;
+	run->state_saved = false; /* it names the cgroup now */
+	if (save_state(run, err) < 0)
+		return -1;
+	if (run->policy.require_enforced && check_enforced(run, err) < 0)
 		return -1;
 	rb_debug("sandbox: create");
 	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
@@ -420,6 +455,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 	}
+	run->state_saved = false; /* and init */
 	if (save_state(run, err) < 0)
 		return -1;
 	run->begun = true;
@@ -498,7 +534,10 @@ struct step_scrub {
  * a copy to a terminal shows control bytes instead of obeying them (tty). Background output
  * (drain_linger, no scrubber) goes only to its log. Once the buffer and the log are full and
  * nothing is copied, the rest of the stream is spliced to null_fd, unread and unscrubbed
- * (saturated): a step flooding its output costs the host no more than its caps. */
+ * (saturated): a step flooding its output costs the host no more than its caps. A copy whose
+ * reader went away (EPIPE: `runbox run ... | head -1`) sets *closed: the step's stream is then
+ * closed as the reader's was, so the step meets EPIPE or SIGPIPE as in a pipeline and the run
+ * goes on to its end. */
 struct sink {
 	struct rb_buf *buf;
 	int copy_to;
@@ -510,19 +549,31 @@ struct sink {
 	struct rb_ttysafe *tty;
 	int null_fd;              /* /dev/null, or -1: dropped bytes are then read and discarded */
 	uint64_t *read, *dropped; /* counts, or NULL */
+	bool *closed;             /* set when the copy's reader is gone, or NULL */
 };
 
-static void write_all(int fd, const char *p, size_t n)
+/* false when the reader is gone (EPIPE); other failures drop the copy, the step's output
+ * still goes to buf and log. */
+static bool write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return; /* the reader went away: the step's output still goes to buf and log */
+			return !(w < 0 && errno == EPIPE);
 		p += w;
 		n -= (size_t)w;
 	}
+	return true;
+}
+
+static void copy_out(const struct sink *s, const char *p, size_t n)
+{
+	if (s->closed && *s->closed)
+		return;
+	if (!write_all(s->copy_to, p, n) && s->closed)
+		*s->closed = true;
 }
 
 static void emit(const struct sink *s, const char *data, size_t n)
@@ -532,9 +583,9 @@ static void emit(const struct sink *s, const char *data, size_t n)
 	if (s->copy_to >= 0 && s->tty) {
 		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(n));
 		if (safe)
-			write_all(s->copy_to, safe, rb_ttysafe(s->tty, data, n, safe));
+			copy_out(s, safe, rb_ttysafe(s->tty, data, n, safe));
 	} else if (s->copy_to >= 0) {
-		write_all(s->copy_to, data, n);
+		copy_out(s, data, n);
 	}
 	if (s->log >= 0 && *s->log_bytes < s->log_cap) {
 		size_t room = (size_t)(s->log_cap - *s->log_bytes);
@@ -616,11 +667,13 @@ static bool drop(int fd, const struct sink *s)
 	}
 }
 
-/* Reads what is there now; returns false at EOF or error. */
+/* Reads what is there now; returns false at EOF or error, and once the copy's reader is gone. */
 static bool pump(int fd, const struct sink *s)
 {
 	char chunk[16384];
 	for (;;) {
+		if (s->closed && *s->closed)
+			return false;
 		if (saturated(s))
 			return drop(fd, s);
 		ssize_t n = read(fd, chunk, sizeof chunk);
@@ -639,7 +692,7 @@ static void finish(const struct sink *s)
 	scrub_emit(s, NULL, 0);
 	char tail[8];
 	if (s->copy_to >= 0 && s->tty)
-		write_all(s->copy_to, tail, rb_ttysafe_end(s->tty, tail));
+		copy_out(s, tail, rb_ttysafe_end(s->tty, tail));
 }
 
 static int open_log(const struct rb_run *run, const char *name)
@@ -944,28 +997,31 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	bool out_open = true, err_open = true, done = false;
 	int cancel_sig = 0;
 	_cleanup_close_ int null_fd = passthrough ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC);
-	const struct sink out_sink = {&res->out,
-	                              passthrough ? STDOUT_FILENO : -1,
-	                              out_log,
-	                              &run->step_log_bytes,
-	                              RB_STEP_LOG_CAP,
-	                              &scrubber,
-	                              &out_scrub,
-	                              passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL,
-	                              null_fd,
-	                              &res->host.stdout_read,
-	                              &res->host.stdout_dropped};
-	const struct sink err_sink = {&res->err,
-	                              passthrough ? STDERR_FILENO : -1,
-	                              err_log,
-	                              &run->step_log_bytes,
-	                              RB_STEP_LOG_CAP,
-	                              &scrubber,
-	                              &err_scrub,
-	                              passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL,
-	                              null_fd,
-	                              &res->host.stderr_read,
-	                              &res->host.stderr_dropped};
+	bool out_closed = false, err_closed = false;
+	const struct sink out_sink = {.buf = &res->out,
+	                              .copy_to = passthrough ? STDOUT_FILENO : -1,
+	                              .log = out_log,
+	                              .log_bytes = &run->step_log_bytes,
+	                              .log_cap = RB_STEP_LOG_CAP,
+	                              .scrubber = &scrubber,
+	                              .scrub = &out_scrub,
+	                              .tty = passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL,
+	                              .null_fd = null_fd,
+	                              .read = &res->host.stdout_read,
+	                              .dropped = &res->host.stdout_dropped,
+	                              .closed = &out_closed};
+	const struct sink err_sink = {.buf = &res->err,
+	                              .copy_to = passthrough ? STDERR_FILENO : -1,
+	                              .log = err_log,
+	                              .log_bytes = &run->step_log_bytes,
+	                              .log_cap = RB_STEP_LOG_CAP,
+	                              .scrubber = &scrubber,
+	                              .scrub = &err_scrub,
+	                              .tty = passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL,
+	                              .null_fd = null_fd,
+	                              .read = &res->host.stderr_read,
+	                              .dropped = &res->host.stderr_dropped,
+	                              .closed = &err_closed};
 	while (!done) {
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
@@ -1003,6 +1059,12 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			out_open = pump(out_r, &out_sink);
 		if (p[2].revents)
 			err_open = pump(err_r, &err_sink);
+		/* Our reader closed its end: the step's is closed too, so it is not left blocked
+		 * on a full pipe nobody reads. */
+		if (out_closed && out_r >= 0)
+			close(rb_steal_fd(&out_r));
+		if (err_closed && err_r >= 0)
+			close(rb_steal_fd(&err_r));
 		if (p[8].revents)
 			drain_linger(run, false);
 		if (p[3].revents & POLLIN) {
@@ -1132,6 +1194,7 @@ void rb_run_stop(struct rb_run *run)
 void rb_run_close(struct rb_run *run)
 {
 	struct rb_error err;
+	bool own_dir = run->dir[0] != '\0'; /* made after the claim: the state file is ours */
 	rb_run_stop(run);
 	if (run->started)
 		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
@@ -1140,8 +1203,10 @@ void rb_run_close(struct rb_run *run)
 	run->gw.stats = NULL;
 	memset(run->token_key, 0, sizeof run->token_key);
 	if (run->cg) {
-		if (rb_cgroup_destroy(run->cg, &err) < 0)
-			rb_warn("%s", err.msg);
+		if (rb_cgroup_destroy(run->cg, &err) < 0) {
+			rb_warn("%s (its state file stays: `runbox gc` removes it later)", err.msg);
+			run->keep_state = true;
+		}
 		run->cg = NULL;
 	}
 	for (unsigned i = 0; i < run->n_inputs; i++)
@@ -1154,16 +1219,19 @@ void rb_run_close(struct rb_run *run)
 	free(run->inputs);
 	free(run->skills);
 	run->inputs = run->skills = NULL;
-	if ((run->started || run->sb.init_pid > 0) && !run->keep_state)
-		rb_lifecycle_unregister(run);
 	json_decref(run->saved_write_ahead);
 	run->saved_write_ahead = NULL;
 	if (run->dir[0]) {
 		/* Mounts live only in the sandbox's namespace, which is gone: this is a plain dir. */
-		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0)
+		if (rmdir(run->dir) < 0 && errno != ENOENT && rb_rm_rf(run->dir, &err) < 0) {
 			rb_warn("%s", err.msg);
+			run->keep_state = true; /* gc finds what is left through it */
+		}
 		run->dir[0] = '\0';
 	}
+	/* Last: until everything above is gone, the state file is how gc would find it. */
+	if (own_dir && !run->keep_state)
+		rb_lifecycle_unregister(run);
 	rb_seccomp_free(&run->bpf);
 	rb_policy_free(&run->policy);
 	run->started = false;

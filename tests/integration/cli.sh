@@ -69,7 +69,7 @@ fi
 
 # Every command refuses an option it does not know (125, naming it); the control is the same
 # command without it, which succeeds.
-for cmd in "ps" "gc" "kill RUNID" "ledger verify" "policy validate default" "check" "run --image minimal -- true"; do
+for cmd in "ps" "gc" "kill RUNID" "ledger query" "policy validate default" "check" "run --image minimal -- true"; do
 	read -ra words <<<"$cmd"
 	run_rbx "${words[@]}"
 	ctl=$RC
@@ -137,3 +137,134 @@ else not_ok "a sandbox-chosen file name in a store error reaches stderr escaped"
 store_fail_run plain-name
 if grep -q '^runbox: .*harvest `plain-name`: create .*: Not a directory$' "$T/err"; then ok "control: the same store error with a plain name is unchanged"
 else not_ok "control: the same store error with a plain name is unchanged" "exit $RC: $(first_line "$ERR")"; fi
+
+# A closed stdout never abandons a run: `runbox run -- yes | head -1` ends as a pipeline does
+# (the step meets its closed stdout: SIGPIPE), recorded in the ledger, nothing left behind; so
+# with -v and stderr into the pipe too, and with --json printed into a pipe already closed.
+run_ends() { run_rbx ledger query --type run_end --json; rj "len(r)" 2>/dev/null || echo 0; }
+leftovers() { # ID: what of run ID is left: its state file, run dir, cgroups
+	find "$STATE/run" -maxdepth 1 -name "$1*" 2>/dev/null
+	find /sys/fs/cgroup -maxdepth 8 -type d -name "$1" 2>/dev/null
+}
+# closed_stdout NAME HEAD-ARGS -- RUN-ARGS...: the run's output piped into `head HEAD-ARGS`;
+# sets st to the step's end ("failure 13": the signal that ended it).
+closed_stdout() {
+	local name=$1 hargs=$2
+	shift 3
+	local before
+	before=$(run_ends)
+	rbx_cmd run --image minimal "$@"
+	timeout -k 5 60 "${RBX_CMD[@]}" </dev/null 2>&1 | head $hargs >"$T/head.out"
+	local rcs=("${PIPESTATUS[@]}")
+	local after id
+	after=$(run_ends)
+	run_rbx ledger query --type step_end --json
+	id=$(rj "r[-1]['run_id']")
+	st=$(rj "r[-1]['data']['status'] + ' ' + str(r[-1]['data'].get('signal'))")
+	if [ "${rcs[0]}" = 124 ] || [ "${rcs[0]}" = 137 ]; then not_ok "$name" "runbox hung (timeout exit ${rcs[0]})"
+	elif [ "${rcs[1]}" != 0 ] || { [ "$hargs" = -1 ] && [ ! -s "$T/head.out" ]; }; then not_ok "$name" "head exit ${rcs[1]}, read '$(cat "$T/head.out")'"
+	elif [ "$after" != $((before + 1)) ]; then not_ok "$name" "the run's end is not in the ledger ($before -> $after run_end events; runbox exit ${rcs[0]})"
+	elif [ -n "$(leftovers "$id")" ]; then not_ok "$name" "left: $(leftovers "$id" | tr '\n' ' ')"
+	else ok "$name (runbox exit ${rcs[0]}, step $st)"; fi
+}
+closed_stdout "runbox run -- yes | head -1: the run ends recorded, nothing left" -1 -- -- yes
+if [ "$st" = "failure 13" ]; then ok "the step met its closed stdout as in a pipeline (SIGPIPE)"
+else not_ok "the step met its closed stdout as in a pipeline (SIGPIPE)" "step_end: $st"; fi
+closed_stdout "runbox run -v -- yes 2>&1 | head -1: the run ends recorded, nothing left" -1 -- -v -- yes
+closed_stdout "runbox run --json into a closed pipe: the run ends recorded, nothing left" -c0 -- --json -- sh -c 'sleep 0.2; echo hi'
+# Control: a run whose stdout stays open prints all of its output.
+sb -- sh -c 'yes | head -3'
+if [ "$RC" = 0 ] && [ "$OUT" = $'y\ny\ny' ]; then ok "control: with stdout open the step's output is all there"
+else not_ok "control: with stdout open the step's output is all there" "exit $RC: $OUT"; fi
+
+# gc finds whatever a run left, wherever runbox was killed: here at its first clone (the
+# sandbox's), after its run directory and cgroups exist and before the sandbox does. Before the
+# kill the state file names them; gc removes them and records the run as abandoned.
+if [ "$MODE" = subids ]; then
+	note "gc after a kill at the first clone: root and user modes (subids' wrapper forks itself)"
+elif ! command -v strace >/dev/null; then not_ok "gc cleans up after a runbox killed during setup" "strace missing (scripts/install-deps.sh test)"
+else
+	rbx_cmd run --image minimal -- true
+	before=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+	# Through sh, so the kill is reported there, not by this shell.
+	krc=$(sh -c '"$@" </dev/null >/dev/null 2>&1; echo $?' sh \
+		strace -f -qq -o /dev/null -e trace=clone -e inject=clone:signal=SIGKILL:when=1 "${RBX_CMD[@]}")
+	id=$(find "$STATE/run" -maxdepth 1 -name '*.state' | head -1 | xargs -r basename | sed 's/\.state$//')
+	dir_left=$(find "$STATE/run" -mindepth 1 -maxdepth 1 -type d | wc -l)
+	cg_left=$( [ -n "$id" ] && find /sys/fs/cgroup -maxdepth 8 -type d -name "$id" | wc -l)
+	# Every cgroup of the run that exists is named in its state file (as root there are some;
+	# rootless here, none can be made).
+	listed=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cgroups"]))' "$STATE/run/$id.state" 2>/dev/null)
+	if [ -n "$id" ] && [ "$dir_left" = 1 ] && [ "${listed:-x}" = "${cg_left:-0}" ] && { [ "$MODE" != root ] || [ "$listed" -gt 0 ]; }; then
+		ok "a runbox killed during setup leaves a state file naming its run dir and cgroups"
+	else not_ok "a runbox killed during setup leaves a state file naming its run dir and cgroups" "exit $krc, id '$id', dirs $dir_left, cgroups ${cg_left:-0} (${listed:-?} listed)"; fi
+	run_rbx gc
+	after=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+	cg_after=$( [ -n "$id" ] && find /sys/fs/cgroup -maxdepth 8 -type d -name "$id" | wc -l)
+	if [ -n "$id" ] && [ "$RC" = 0 ] && grep -q "$id: cleaned up, recorded as abandoned" <<<"$OUT" && [ "$after" = 0 ] && [ "${cg_after:-0}" = 0 ]; then
+		ok "gc removes the run dir and cgroups of a runbox killed during setup, records it abandoned"
+	else not_ok "gc removes the run dir and cgroups of a runbox killed during setup, records it abandoned" "gc exit $RC: $(first_line "$OUT$ERR"); $after entries, ${cg_after:-?} cgroups left"; fi
+fi
+
+# Text mode says what the JSON result would: one stderr line per requested limit that was not
+# enforced, and one for an OOM kill. Memory is enforced as root here (cgroup v1 or v2) and not
+# rootless (no writable cgroup for uid 65534): each mode checks the line where it belongs and
+# its absence where it does not (the other mode's run is the control).
+not_enforced_lines() { grep -c '^runbox: warning: the memory limit (67108864 bytes) was not enforced: ' <<<"$ERR"; }
+sb --memory 64M -- /bin/probe exit 0
+n=$(not_enforced_lines)
+if [ "$MODE" = root ]; then
+	if [ "$RC" = 0 ] && [ "$n" = 0 ] && [ -z "$ERR" ]; then ok "root: an enforced --memory says nothing on stderr"
+	else not_ok "root: an enforced --memory says nothing on stderr" "exit $RC: $(first_line "$ERR")"; fi
+else
+	# The policy's own pids and cpus limits are not enforced either: one line each, no more.
+	all=$(grep -c '' <<<"$ERR") limits=$(grep -o '^runbox: warning: the [a-z_]* limit' <<<"$ERR" | sort -u | wc -l)
+	if [ "$RC" = 0 ] && [ "$n" = 1 ] && [ "$all" = "$limits" ]; then ok "rootless: an unenforced --memory is one line on stderr (of $all, one per limit)"
+	else not_ok "rootless: an unenforced --memory is one line on stderr" "exit $RC, $n memory lines, $all lines for $limits limits: $(first_line "$ERR")"; fi
+fi
+# limits.require_enforced fails the run (125, naming the limit) where memory cannot be enforced,
+# and changes nothing where it can; control: the same run with the switch off.
+policy_variant default "$T/scratch/enforced.json" enforced "p.setdefault('limits', {})['require_enforced'] = True"
+sb --policy "$T/scratch/enforced.json" --memory 64M -- /bin/probe exit 0
+if [ "$MODE" = root ]; then
+	if [ "$RC" = 0 ]; then ok "root: limits.require_enforced runs where memory is enforced"
+	else not_ok "root: limits.require_enforced runs where memory is enforced" "exit $RC: $(first_line "$ERR")"; fi
+else
+	if [ "$RC" = 125 ] && grep -q 'require_enforced.*memory limit cannot be enforced' <<<"$ERR"; then
+		ok "rootless: limits.require_enforced fails the run (125) when memory cannot be enforced"
+	else not_ok "rootless: limits.require_enforced fails the run (125) when memory cannot be enforced" "exit $RC: $(first_line "$ERR")"; fi
+	sb --memory 64M -- /bin/probe exit 0
+	if [ "$RC" = 0 ]; then ok "control: without require_enforced the same run goes on"
+	else not_ok "control: without require_enforced the same run goes on" "exit $RC: $(first_line "$ERR")"; fi
+fi
+policy_variant default "$T/scratch/badswitch.json" badswitch "p.setdefault('limits', {})['require_enforced'] = 'yes'"
+run_rbx policy validate "$T/scratch/badswitch.json"
+if [ "$RC" = 125 ] && grep -q 'limits.require_enforced' <<<"$ERR"; then ok "limits.require_enforced must be true or false"
+else not_ok "limits.require_enforced must be true or false" "exit $RC: $(first_line "$ERR")"; fi
+# An OOM kill as root is one line on stderr (exit 137); control: a step under the limit, none.
+if [ "$MODE" = root ]; then
+	sb --memory 64M -- /bin/sh -c '/bin/probe alloc 256; exit $?'
+	if [ "$RC" = 137 ] && [ "$(grep -c 'OOM killer killed the step' <<<"$ERR")" = 1 ]; then ok "an OOM kill is one line on stderr"
+	else not_ok "an OOM kill is one line on stderr" "exit $RC: $(first_line "$ERR")"; fi
+	sb --memory 64M -- /bin/sh -c '/bin/probe alloc 16; exit $?'
+	if [ "$RC" = 0 ] && [ -z "$ERR" ]; then ok "control: a step under the memory limit says nothing"
+	else not_ok "control: a step under the memory limit says nothing" "exit $RC: $(first_line "$ERR")"; fi
+fi
+# A seccomp kill (the x32 entry is killed with SIGSYS) is one line on stderr; control: the same
+# probe's ordinary getpid, none.
+sb -- /bin/probe x32-getpid
+if [ "$RC" = 159 ] && [ "$(grep -c 'seccomp killed the step' <<<"$ERR")" = 1 ]; then ok "a seccomp kill is one line on stderr"
+else not_ok "a seccomp kill is one line on stderr" "exit $RC: $(first_line "$ERR")"; fi
+sb -- /bin/probe exit 0
+if [ "$RC" = 0 ] && ! grep -q 'seccomp killed' <<<"$ERR"; then ok "control: an ordinary step has no seccomp line"
+else not_ok "control: an ordinary step has no seccomp line" "exit $RC: $(first_line "$ERR")"; fi
+
+# --pids takes digits only, 1 to 2^32 - 1 (the policy's range): "-5" was read as 2^64 - 5 and
+# reached the kernel's pids.max. Control: --pids 64 runs.
+for v in -5 0 4294967296 5x; do
+	sb --pids "$v" -- /bin/probe exit 0
+	if [ "$RC" = 125 ] && grep -q -- "--pids \`$v\`: expected a number" <<<"$ERR" && [ "$(grep -c '' <<<"$ERR")" = 1 ]; then ok "--pids $v is refused as bad input"
+	else not_ok "--pids $v is refused as bad input" "exit $RC: $(first_line "$ERR")"; fi
+done
+sb --pids 64 -- /bin/probe exit 0
+if [ "$RC" = 0 ]; then ok "control: --pids 64 runs"; else not_ok "control: --pids 64 runs" "exit $RC: $(first_line "$ERR")"; fi

@@ -78,6 +78,13 @@ expect_seqs() {
 run_rbx ledger --state-dir "$T/no-such-state" verify
 if [ "$RC" = 125 ] && [ ! -e "$T/no-such-state" ]; then ok "a missing state directory is an error, not an empty ledger"
 else not_ok "a missing state directory is an error, not an empty ledger" "exit $RC, exists: $([ -e "$T/no-such-state" ] && echo yes || echo no)"; fi
+# verify in a state directory that holds no ledger fails, naming it, and makes none: "intact"
+# would say nothing. Control: once a ledger exists (query makes an empty one), it verifies.
+run_rbx ledger verify
+if [ "$RC" != 0 ] && grep -qF "no ledger in \`$STATE\`" <<<"$ERR" && [ -z "$(ls -A "$STATE")" ]; then
+	ok "verify where there is no ledger fails and creates nothing"
+else not_ok "verify where there is no ledger fails and creates nothing" "exit $RC, left: $(ls -A "$STATE" | tr '\n' ' '): $(first_line "$OUT$ERR")"; fi
+run_rbx ledger query
 run_rbx ledger verify
 if [ "$RC" = 0 ] && [ "$OUT" = "ledger intact: 0 events, head $ZERO" ]; then ok "an empty ledger verifies"
 else not_ok "an empty ledger verifies" "exit $RC: $(first_line "$OUT$ERR")"; fi
@@ -381,7 +388,7 @@ sp_rbx() {
 	"${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
 	RC=$?
 }
-sp_rbx ledger verify # an empty ledger to append to
+sp_rbx ledger query # an empty ledger to append to
 pad=$(printf '%170s' '')
 as_mode "$PY" -c "$PY_APPEND" "$SP" >/dev/null <<EOF
 ["2026-11-24T18:03:59.999Z", "sp1", "acme", "agent-7", "artifact", {"step": 1, "path": "report.pdf, 12.1 KiB, sha256:5f2e8a1b0c3d$pad", "size": 1000000, "digest": "sha256:dead000000000000000000000000000000000000000000000000000000000000", "redactions": {}}]
