@@ -135,7 +135,8 @@ static void cache_load(struct walk *w, const char *path)
 		}
 		w->old[w->n_old++] = c;
 	}
-	qsort(w->old, w->n_old, sizeof *w->old, by_inode);
+	if (w->n_old)
+		qsort(w->old, w->n_old, sizeof *w->old, by_inode);
 	return;
 drop:
 	free(w->old);
@@ -148,7 +149,8 @@ static void cache_store(struct walk *w, const char *path)
 	char tmp[PATH_MAX + 32];
 	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
 		return;
-	qsort(w->seen, w->n_seen, sizeof *w->seen, by_inode);
+	if (w->n_seen)
+		qsort(w->seen, w->n_seen, sizeof *w->seen, by_inode);
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rb_debug("image digest: cache `%s` not written: %s", tmp, strerror(errno));
@@ -178,6 +180,8 @@ static void cache_store(struct walk *w, const char *path)
 
 static const struct cached *cache_find(const struct walk *w, const struct stat *st)
 {
+	if (!w->n_old)
+		return NULL;
 	struct cached key = {.dev = st->st_dev, .ino = st->st_ino};
 	const struct cached *c = bsearch(&key, w->old, w->n_old, sizeof key, by_inode);
 	if (c && c->size == (uint64_t)st->st_size && c->mtime_ns == ns_of(&st->st_mtim) &&
@@ -386,7 +390,8 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, unsigned depth)
 		goto out;
 	}
 	w->st.entries += n;
-	qsort(names, n, sizeof *names, by_name);
+	if (n)
+		qsort(names, n, sizeof *names, by_name);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		size_t len = strlen(names[i]);
 		if (plen + 1 + len >= sizeof w->path) {
