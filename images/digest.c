@@ -77,16 +77,16 @@ static int by_name(const void *a, const void *b)
 
 static void to_hex(const unsigned char md[SHA256_DIGEST_LENGTH], char hex[65])
 {
-	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
+	for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
 		sprintf(hex + 2 * i, "%02x", md[i]);
 	hex[64] = '\0';
 }
 
 static bool from_hex(const char *hex, unsigned char md[SHA256_DIGEST_LENGTH])
 {
-	if (strlen(hex) != 2 * SHA256_DIGEST_LENGTH)
+	if (strlen(hex) != 2 * (size_t)SHA256_DIGEST_LENGTH)
 		return false;
-	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+	for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++) {
 		unsigned v;
 		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
 			return false;
@@ -294,7 +294,7 @@ static int visit(struct walk *w, int dfd, const char *name, size_t plen, unsigne
 			                    "image `%s`: its files hold more than %" PRIu64
 			                    " bytes (at `%s`), the most policy images.max_bytes lets runbox digest",
 			                    w->root, w->lim->max_bytes, w->path);
-		unsigned char md[SHA256_DIGEST_LENGTH];
+		unsigned char md[SHA256_DIGEST_LENGTH] = {0};
 		bool unreadable = false;
 		const struct cached *c = cache_find(w, &st);
 		if (c) {
