@@ -77,16 +77,16 @@ static int by_name(const void *a, const void *b)
 
 static void to_hex(const unsigned char md[SHA256_DIGEST_LENGTH], char hex[65])
 {
-	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
+	for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
 		sprintf(hex + 2 * i, "%02x", md[i]);
 	hex[64] = '\0';
 }
 
 static bool from_hex(const char *hex, unsigned char md[SHA256_DIGEST_LENGTH])
 {
-	if (strlen(hex) != 2 * SHA256_DIGEST_LENGTH)
+	if (strlen(hex) != 2 * (size_t)SHA256_DIGEST_LENGTH)
 		return false;
-	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+	for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++) {
 		unsigned v;
 		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
 			return false;
@@ -135,7 +135,8 @@ static void cache_load(struct walk *w, const char *path)
 		}
 		w->old[w->n_old++] = c;
 	}
-	qsort(w->old, w->n_old, sizeof *w->old, by_inode);
+	if (w->n_old)
+		qsort(w->old, w->n_old, sizeof *w->old, by_inode);
 	return;
 drop:
 	free(w->old);
@@ -148,7 +149,8 @@ static void cache_store(struct walk *w, const char *path)
 	char tmp[PATH_MAX + 32];
 	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
 		return;
-	qsort(w->seen, w->n_seen, sizeof *w->seen, by_inode);
+	if (w->n_seen)
+		qsort(w->seen, w->n_seen, sizeof *w->seen, by_inode);
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rb_debug("image digest: cache `%s` not written: %s", tmp, strerror(errno));
@@ -178,6 +180,8 @@ static void cache_store(struct walk *w, const char *path)
 
 static const struct cached *cache_find(const struct walk *w, const struct stat *st)
 {
+	if (!w->n_old)
+		return NULL;
 	struct cached key = {.dev = st->st_dev, .ino = st->st_ino};
 	const struct cached *c = bsearch(&key, w->old, w->n_old, sizeof key, by_inode);
 	if (c && c->size == (uint64_t)st->st_size && c->mtime_ns == ns_of(&st->st_mtim) &&
@@ -290,7 +294,7 @@ static int visit(struct walk *w, int dfd, const char *name, size_t plen, unsigne
 			                    "image `%s`: its files hold more than %" PRIu64
 			                    " bytes (at `%s`), the most policy images.max_bytes lets runbox digest",
 			                    w->root, w->lim->max_bytes, w->path);
-		unsigned char md[SHA256_DIGEST_LENGTH];
+		unsigned char md[SHA256_DIGEST_LENGTH] = {0};
 		bool unreadable = false;
 		const struct cached *c = cache_find(w, &st);
 		if (c) {
@@ -386,7 +390,8 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, unsigned depth)
 		goto out;
 	}
 	w->st.entries += n;
-	qsort(names, n, sizeof *names, by_name);
+	if (n)
+		qsort(names, n, sizeof *names, by_name);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		size_t len = strlen(names[i]);
 		if (plen + 1 + len >= sizeof w->path) {

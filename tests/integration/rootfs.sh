@@ -210,15 +210,22 @@ for d in /etc / "${own_dirs[@]}"; do
 		else not_ok "$name" "exit $RC: $(first_line "$ERR")"; fi
 	done
 done
-# A manifest's "image" goes through the same check. Control: the same manifest with "minimal".
-for img in /etc minimal; do
-	printf '{"tenant": "t", "agent": "a", "image": "%s", "steps": [{"script": "true"}]}\n' "$img" >"$T/img-$$.json"
+# A manifest's "image" goes through the same checks: what is never an input, and the policy's
+# images.allow (the manifest's policy is default). Control: the same manifest with "minimal".
+manifest_img() {
+	printf '{"tenant": "t", "agent": "a", "image": "%s", "steps": [{"script": "true"}]}\n' "$1" >"$T/img-$$.json"
 	run_manifest "$T/img-$$.json"
-	eval "m_rc_${img#/}=\$RC m_err_${img#/}=\$ERR"
+}
+manifest_img minimal
+m_rc=$RC m_err=$ERR
+for want in "/etc:it holds /etc/shadow" "$imgdir/rootfs:images.allow"; do
+	img=${want%%:*}
+	manifest_img "$img"
+	name="a manifest's \"image\": \"$img\" refused (${want#*:})"
+	if [ "$m_rc" != 0 ]; then not_ok "$name" "control: minimal fails, exit $m_rc: $(first_line "$m_err")"
+	elif [ "$RC" = 125 ] && grep -qF "image \`$img\`" <<<"$ERR" && grep -qF "${want#*:}" <<<"$ERR"; then ok "$name"
+	else not_ok "$name" "exit $RC: $(first_line "$ERR")"; fi
 done
-if [ "$m_rc_minimal" != 0 ]; then not_ok "a manifest's \"image\": \"/etc\" refused" "control: minimal fails, exit $m_rc_minimal: $(first_line "$m_err_minimal")"
-elif [ "$m_rc_etc" = 125 ] && grep -q "image \`/etc\`: it holds /etc/shadow" <<<"$m_err_etc"; then ok "a manifest's \"image\": \"/etc\" refused"
-else not_ok "a manifest's \"image\": \"/etc\" refused" "exit $m_rc_etc: $(first_line "$m_err_etc")"; fi
 
 # A directory image keeps its host owners: host root's 0600 file is unreadable inside, in
 # every mode. Controls: root reads it on the host; a world-readable file beside it reads.

@@ -557,6 +557,46 @@ static void test_operator_config(void **state)
 	assert_int_equal(rb_operator_config_load(NULL, &oc, &err), 0);
 }
 
+/* images: host directory prefixes for directory images (none by default) and the bounds of
+ * their digest walk, validated like inputs.allow. */
+static void test_images_section(void **state)
+{
+	struct rb_policy p;
+	parse_ok("{\"name\":\"x\"}", &p);
+	assert_int_equal(p.n_image_allow, 0);
+	assert_int_equal(p.image_max_entries, 1000000);
+	assert_int_equal(p.image_max_bytes, 16ull << 30);
+	rb_policy_free(&p);
+	for (const char *const *name = (const char *const[]){"default", "strict", NULL}; *name; name++) {
+		struct rb_error err = {0};
+		if (rb_policy_load(*name, repo, NULL, &p, &err) != 0)
+			fail_msg("%s", err.msg);
+		assert_int_equal(p.n_image_allow, 0); /* a shipped profile allows no directory image */
+		rb_policy_free(&p);
+	}
+
+	parse_ok("{\"name\":\"x\",\"images\":{\"allow\":[\"/srv/img//\",\"/\"],\"max_entries\":5,"
+	         "\"max_bytes\":\"1M\"}}",
+	         &p);
+	assert_int_equal(p.n_image_allow, 2);
+	assert_string_equal(p.image_allow[0], "/srv/img");
+	assert_string_equal(p.image_allow[1], "/");
+	assert_int_equal(p.image_max_entries, 5);
+	assert_int_equal(p.image_max_bytes, 1u << 20);
+	rb_policy_free(&p);
+
+	parse_fails("{\"name\":\"x\",\"images\":[]}", "images: expected an object");
+	parse_fails("{\"name\":\"x\",\"images\":{\"allowed\":[]}}", "images.allowed: unknown key");
+	parse_fails("{\"name\":\"x\",\"images\":{\"allow\":[\"img\"]}}",
+	            "images.allow[0]: \"img\": a prefix must be an absolute path");
+	parse_fails("{\"name\":\"x\",\"images\":{\"allow\":[\"/srv/./img\"]}}", "images.allow[0]");
+	parse_fails("{\"name\":\"x\",\"images\":{\"allow\":\"/srv\"}}", "images.allow: expected an array");
+	parse_fails("{\"name\":\"x\",\"images\":{\"max_entries\":0}}", "images.max_entries: 0 is out of range");
+	parse_fails("{\"name\":\"x\",\"images\":{\"max_entries\":\"5\"}}", "images.max_entries: expected an integer");
+	parse_fails("{\"name\":\"x\",\"images\":{\"max_bytes\":true}}", "images.max_bytes: expected a size");
+	parse_fails("{\"name\":\"x\",\"images\":{\"max_bytes\":0}}", "images.max_bytes: must be at least 1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +612,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_unlimited),
 	    cmocka_unit_test(test_env_seccomp_inputs),
+	    cmocka_unit_test(test_images_section),
 	    cmocka_unit_test(test_list_cap),
 	    cmocka_unit_test(test_hash),
 	    cmocka_unit_test_setup_teardown(test_hash_covers_seccomp_profile, make_tmp, remove_tmp),
