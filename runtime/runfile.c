@@ -36,7 +36,7 @@ struct runfile {
 	char **input_args;
 	const char **skill_dirs, **skill_names;
 	char (*skill_digest)[RB_SEAL_DIGEST_LEN]; /* each bundle's, as sealed in the run dir */
-	char (*sealed_skill)[32];                 /* "skill-<i>": its placeholder and copy's name */
+	char (*sealed_skill)[32];                 /* "skills[<i>]": its placeholder and copy's name */
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
@@ -346,7 +346,7 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 	 * until then each is bound under a placeholder name, its skill's name once loaded. */
 	for (size_t i = 0; i < n_skills; i++) {
 		rf->skill_dirs[i] = m->skills[i];
-		snprintf(rf->sealed_skill[i], sizeof rf->sealed_skill[i], "skill-%zu", i);
+		snprintf(rf->sealed_skill[i], sizeof rf->sealed_skill[i], "skills[%zu]", i);
 		rf->skill_names[i] = rf->sealed_skill[i];
 	}
 	struct rb_run_config cfg = {
