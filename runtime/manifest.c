@@ -773,6 +773,12 @@ void rb_manifest_free_skills(struct rb_skill *skills, size_t n)
 
 int rb_manifest_load_skills(const struct rb_manifest *m, struct rb_skill **out, size_t *n_out, struct rb_error *err)
 {
+	return rb_manifest_load_skills_from(m, (const char *const *)m->skills, out, n_out, err);
+}
+
+int rb_manifest_load_skills_from(const struct rb_manifest *m, const char *const *dirs, struct rb_skill **out,
+                                 size_t *n_out, struct rb_error *err)
+{
 	ctx c = {.what = "manifest", .origin = m->origin ? m->origin : "(text)", .err = err};
 	*out = NULL;
 	*n_out = 0;
@@ -781,8 +787,12 @@ int rb_manifest_load_skills(const struct rb_manifest *m, struct rb_skill **out, 
 		return oom(&c, "skills");
 	size_t n = 0;
 	for (; n < m->n_skills; n++) {
-		if (rb_skill_load(m->skills[n], &sk[n], err) < 0) {
-			rb_error_prefix(err, "manifest %s: skills[%zu]", c.origin, n);
+		if (rb_skill_load(dirs[n], &sk[n], err) < 0) {
+			if (dirs[n] != m->skills[n])
+				rb_error_prefix(err, "manifest %s: skills[%zu] (`%s`, as copied for the run)", c.origin,
+				                n, m->skills[n]);
+			else
+				rb_error_prefix(err, "manifest %s: skills[%zu]", c.origin, n);
 			goto fail;
 		}
 		for (size_t j = 0; j < n; j++)

@@ -102,6 +102,10 @@ int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_mani
  * checks that each skill step names a loaded skill and gives exactly its declared inputs.
  * *out is an array of *n_out skills; free it with rb_manifest_free_skills. */
 int rb_manifest_load_skills(const struct rb_manifest *m, struct rb_skill **out, size_t *n_out, struct rb_error *err);
+/* The same from dirs[i] in place of m->skills[i] (a run's sealed copies of them): what is
+ * loaded and checked is what runs. Errors name m->skills[i]. */
+int rb_manifest_load_skills_from(const struct rb_manifest *m, const char *const *dirs, struct rb_skill **out,
+                                 size_t *n_out, struct rb_error *err);
 void rb_manifest_free_skills(struct rb_skill *skills, size_t n);
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "policy/operator.h"
+#include "common/util.h"
 #include "policy/skill.h"
 #include "runtime/artifacts.h"
 #include "runtime/harvest.h"
@@ -38,6 +39,7 @@ struct runfile {
 	char **input_from, **input_what;
 	const char **skill_dirs, **skill_names;
 	char (*skill_digest)[RB_SEAL_DIGEST_LEN]; /* each bundle's, as sealed in the run dir */
+	char (*sealed_skill)[32];                 /* "skills[<i>]": its placeholder and copy's name */
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
@@ -228,7 +230,10 @@ static int check_artifacts(const struct rb_manifest *m, const struct rb_paths *p
 		const struct rb_manifest_input *in = &m->inputs[i];
 		if (in->kind != RB_MANIFEST_INPUT_ARTIFACT)
 			continue;
-		if (!l && rb_ledger_open(paths->state_dir, &l, err) < 0)
+		/* The state directory 0711 first, as rb_run_open makes it: opened first, the ledger
+		 * would make it 0700, which the sandbox's ids could not search. */
+		if (!l &&
+		    (rb_mkdir_p(paths->state_dir, 0711, err) < 0 || rb_ledger_open(paths->state_dir, &l, err) < 0))
 			return rb_error_prefix(err, "manifest inputs[%zu]: the ledger", i);
 		char digest[80];
 		snprintf(digest, sizeof digest, "sha256:%s", in->artifact);
@@ -288,15 +293,27 @@ static int seal(struct runfile *rf, struct rb_error *err)
 			return rb_error_prefix(err, "manifest inputs[%zu] (artifact sha256:%s)", i,
 			                       rf->m.inputs[i].artifact);
 	}
-	for (size_t k = 0; k < rf->n_skills && k < run->n_skills; k++) {
-		char name[32], copy[sizeof dir + 32];
-		snprintf(name, sizeof name, "skill-%zu", k);
-		snprintf(copy, sizeof copy, "%s/%s", dir, name);
-		if (rb_seal_tree(run->skills[k].fd, dfd, name, &bundles, rf->skill_digest[k], err) < 0 ||
-		    repoint(&run->skills[k], copy, err) < 0)
-			return rb_error_prefix(err, "skill `%s` (`%s`)", rf->skills[k].name, rf->skills[k].dir);
+	char *copies[RB_MAX_INPUTS + 1] = {NULL};
+	size_t n = rf->m.n_skills < run->n_skills ? rf->m.n_skills : run->n_skills;
+	int r = 0;
+	for (size_t k = 0; r == 0 && k < n; k++) {
+		const char *name = rf->sealed_skill[k];
+		if (asprintf(&copies[k], "%s/%s", dir, name) < 0) {
+			copies[k] = NULL;
+			r = rb_error_set(err, ENOMEM, "skill copy");
+		} else if (rb_seal_tree(run->skills[k].fd, dfd, name, &bundles, rf->skill_digest[k], err) < 0 ||
+		           repoint(&run->skills[k], copies[k], err) < 0) {
+			r = rb_error_prefix(err, "manifest skills[%zu] (`%s`)", k, rf->m.skills[k]);
+		}
 	}
-	return 0;
+	/* What is loaded and checked (SKILL.md, the entry) is the copy, which is what runs. */
+	if (r == 0)
+		r = rb_manifest_load_skills_from(&rf->m, (const char *const *)copies, &rf->skills, &rf->n_skills, err);
+	for (size_t k = 0; r == 0 && k < rf->n_skills; k++)
+		snprintf(run->skills[k].dest, sizeof run->skills[k].dest, "%s", rf->skills[k].name);
+	for (size_t k = 0; k < n; k++)
+		free(copies[k]);
+	return r;
 }
 
 /* The policy a manifest run gets: the command line's, else the manifest's by name (by path only
@@ -326,17 +343,17 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 		return -1;
 	if (rb_manifest_check_ceilings(&rf->m, &o->ceilings, err) < 0)
 		return -1;
-	if (rb_manifest_load_skills(&rf->m, &rf->skills, &rf->n_skills, err) < 0)
-		return -1;
 	struct rb_manifest *m = &rf->m;
+	size_t n_skills = m->n_skills;
 	rf->input_reqs = calloc(m->n_inputs + 1, sizeof *rf->input_reqs);
 	rf->input_from = calloc(m->n_inputs + 1, sizeof *rf->input_from);
 	rf->input_what = calloc(m->n_inputs + 1, sizeof *rf->input_what);
-	rf->skill_dirs = calloc(rf->n_skills + 1, sizeof *rf->skill_dirs);
-	rf->skill_names = calloc(rf->n_skills + 1, sizeof *rf->skill_names);
-	rf->skill_digest = calloc(rf->n_skills + 1, sizeof *rf->skill_digest);
+	rf->skill_dirs = calloc(n_skills + 1, sizeof *rf->skill_dirs);
+	rf->skill_names = calloc(n_skills + 1, sizeof *rf->skill_names);
+	rf->skill_digest = calloc(n_skills + 1, sizeof *rf->skill_digest);
+	rf->sealed_skill = calloc(n_skills + 1, sizeof *rf->sealed_skill);
 	if (!rf->input_reqs || !rf->input_from || !rf->input_what || !rf->skill_dirs || !rf->skill_names ||
-	    !rf->skill_digest)
+	    !rf->skill_digest || !rf->sealed_skill)
 		return rb_error_set(err, ENOMEM, "manifest");
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, state_dir, err) < 0)
@@ -364,9 +381,12 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 		}
 		rf->input_reqs[i] = (struct rb_input_req){rf->input_from[i], in->to, rf->input_what[i]};
 	}
-	for (size_t i = 0; i < rf->n_skills; i++) {
-		rf->skill_dirs[i] = rf->skills[i].dir;
-		rf->skill_names[i] = rf->skills[i].name;
+	/* The bundles are read only once the policy allowed their folders and they are sealed:
+	 * until then each is bound under a placeholder name, its skill's name once loaded. */
+	for (size_t i = 0; i < n_skills; i++) {
+		rf->skill_dirs[i] = m->skills[i];
+		snprintf(rf->sealed_skill[i], sizeof rf->sealed_skill[i], "skills[%zu]", i);
+		rf->skill_names[i] = rf->sealed_skill[i];
 	}
 	const char *policy;
 	if (choose_policy(m, o, &paths, &policy, err) < 0)
@@ -387,7 +407,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .n_inputs = (unsigned)m->n_inputs,
 	    .skill_dirs = rf->skill_dirs,
 	    .skill_names = rf->skill_names,
-	    .n_skills = (unsigned)rf->n_skills,
+	    .n_skills = (unsigned)n_skills,
 	    .tenant = m->tenant,
 	    .agent = m->agent,
 	    .run_id = m->run_id[0] ? m->run_id : NULL,
@@ -447,6 +467,7 @@ static void release(struct runfile *rf)
 	free(rf->skill_dirs);
 	free(rf->skill_names);
 	free(rf->skill_digest);
+	free(rf->sealed_skill);
 	rb_manifest_free_skills(rf->skills, rf->n_skills);
 	rb_manifest_free(&rf->m);
 }

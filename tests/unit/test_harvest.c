@@ -225,7 +225,8 @@ static void test_regular_files(void **state)
 	assert_non_null(a);
 	assert_string_equal(a->digest, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 
-	/* read back by digest, byte for byte; files 0644, directories 0755 */
+	/* read back by digest, byte for byte; objects 0640 with the store's group (never
+	 * world-readable), shard directories 0711 */
 	char *data;
 	size_t len;
 	read_object(f, artifact(&res, "sub/data.bin")->digest, &data, &len);
@@ -237,8 +238,11 @@ static void test_regular_files(void **state)
 	assert_int_equal(rb_artifact_path(f->store, artifact(&res, "hello.txt")->digest, p, &err), 0);
 	struct stat st;
 	assert_int_equal(stat(p, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0644);
-	/* the shard: searchable (inputs bound from the store), not listable */
+	assert_int_equal(st.st_mode & 07777, 0640);
+	struct stat store;
+	assert_int_equal(stat(f->store, &store), 0);
+	assert_int_equal(st.st_gid, store.st_gid);
+	/* the shard: searchable, not listable */
 	*strrchr(p, '/') = '\0';
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0711);

@@ -691,6 +691,36 @@ static void test_busy_without_wait(void **state)
 	json_decref(report);
 }
 
+/* The store's tenant boundary: only an `artifact` event of that tenant with that digest counts;
+ * the digest in another tenant's artifact event or in another event type's data does not. */
+static void test_tenant_has_artifact(void **state)
+{
+	struct fx *f = *state;
+	const char *d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+	const char *d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+	append(f, "r1", "acme", "a", "artifact",
+	       "{\"step\": 1, \"path\": \"a.txt\", \"size\": 1, "
+	       "\"digest\": \"sha256:1111111111111111111111111111111111111111111111111111111111111111\"}");
+	append(f, "r2", "other", "a", "step_start",
+	       "{\"text\": \"cat sha256:2222222222222222222222222222222222222222222222222222222222222222\"}");
+	append(f, "r3", "acme", "a", "step_start",
+	       "{\"digest\": \"sha256:2222222222222222222222222222222222222222222222222222222222222222\"}");
+	struct rb_error err = {0};
+	bool found = false;
+	assert_int_equal(rb_ledger_tenant_has_artifact(f->l, "acme", d1, &found, &err), 0);
+	assert_true(found);
+	found = true;
+	assert_int_equal(rb_ledger_tenant_has_artifact(f->l, "other", d1, &found, &err), 0);
+	assert_false(found);
+	found = true;
+	assert_int_equal(rb_ledger_tenant_has_artifact(f->l, "acme", d2, &found, &err), 0);
+	assert_false(found);
+	/* A prefix of a stored digest is not that digest. */
+	found = true;
+	assert_int_equal(rb_ledger_tenant_has_artifact(f->l, "acme", "sha256:1111", &found, &err), 0);
+	assert_false(found);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +739,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_run_id_taken, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_without_wait, setup, teardown),
 	    cmocka_unit_test(test_parse_time),
+	    cmocka_unit_test_setup_teardown(test_tenant_has_artifact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export_jsonl, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_appenders, setup, teardown),
 	};
