@@ -48,8 +48,9 @@ run_unit() {
 		# A crash (sanitizer abort) leaves no summary: count the binary as one failure.
 		if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
 		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-		# Each skipped test by name (cmocka lists them after the count).
-		sed -n 's/^\[  SKIPPED \] \([A-Za-z_][A-Za-z0-9_]*\)$/skip - unit '"${b##*\/}"' \1/p' <<<"$out"
+		# Each skipped test by name, from the list cmocka prints after the count.
+		awk -v bin="${b##*/}" '/^\[  SKIPPED \] [0-9]+ test/ { list = 1; next }
+			list && /^\[  SKIPPED \] / { print "skip - unit " bin ": " $4 " (cmocka skip())" }' <<<"$out"
 		if [ "$f" = 0 ]; then
 			if [ "$s" = 0 ]; then echo "ok - unit ${b##*/} ($p tests)"
 			else echo "ok - unit ${b##*/} ($p tests, $s skipped)"; fi
@@ -78,8 +79,10 @@ run_file() {
 # The fuzz targets' kept inputs (tests/fuzz/corpus, tests/fuzz/regressions), each run once
 # through its target built as a plain binary (build/fuzz-replay, `make test` builds them).
 run_fuzz() {
-	local t bin out rc files f
-	for t in $(sed -n 's/^FUZZ_TARGETS *:= *//p' Makefile); do
+	local t bin out rc files f targets
+	targets=$(sed -n 's/^FUZZ_TARGETS *:= *//p' Makefile 2>/dev/null)
+	[ -n "$targets" ] || gap fuzz "no FUZZ_TARGETS line in the Makefile"
+	for t in $targets; do
 		bin=build/fuzz-replay/fuzz_$t
 		if [ ! -x "$bin" ]; then
 			gap "fuzz $t" "$bin missing (make $bin)"
