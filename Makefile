@@ -37,7 +37,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/unit/%)
 PROBE    := $(B)/probe
 MINIMAL  := $(B)/images/minimal/rootfs
 
-.PHONY: all deps test unit integration vmtest demo bench lint clean
+.PHONY: all deps test unit integration vmtest demo bench lint clean fuzz
 # The sanitizer objects are intermediates of the unit binaries: kept, so they are not rebuilt.
 .SECONDARY:
 all: runbox runbox-gateway $(PROBE) $(B)/images/minimal/.built
@@ -78,7 +78,7 @@ $(B)/images/minimal/.built: images/minimal/build.sh $(PROBE)
 
 test:
 	@scripts/install-deps.sh build test vm
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
 	@tests/run-all.sh
 
 unit: $(UNIT_BINS)
@@ -105,6 +105,36 @@ lint:
 	clang-format --dry-run --Werror $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h)
 	clang-tidy --quiet $(LIB_SRCS) $(MAIN_SRC) -- -std=gnu17 -I. $(PKG_CFLAGS)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LIB_SRCS) $(MAIN_SRC)
+
+# Fuzz targets (tests/fuzz, docs/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
+# and the sanitizers and runs it FUZZ_SECONDS; `make test` replays every kept corpus and
+# regression input once through the same targets, built with gcc and a plain main.
+FUZZ_TARGETS := policy manifest skill token scrub
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_CFLAGS  := -std=gnu17 -I. -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=undefined
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(B)/fuzz-replay/fuzz_%)
+
+fuzz:
+	@scripts/install-deps.sh build fuzz
+	@$(MAKE) --no-print-directory -j$$(nproc) $(FUZZ_BINS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(B)/fuzz/librunbox.a: $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(B)/fuzz/librunbox.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< $(B)/fuzz/librunbox.a $(PKG_LIBS)
+
+$(B)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c tests/fuzz/fuzz.h $(SAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS)
 
 clean:
 	rm -rf $(B) runbox runbox-gateway

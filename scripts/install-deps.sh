@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages runbox needs to build, test, lint and benchmark, but only
 # those that are missing, so a second run costs one dpkg query. Usage: install-deps.sh [GROUP...]
-# Groups: build (default), test, vm, bench, lint.
+# Groups: build (default), test, vm, bench, lint, fuzz.
 set -eu
 build="gcc make pkg-config libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libjansson-dev
   libcmocka-dev libmicrohttpd-dev libssl-dev libsqlite3-dev libarchive-dev libcurl4-openssl-dev
@@ -10,6 +10,8 @@ test="uidmap iproute2 nftables util-linux procps python3 sqlite3 psmisc strace"
 vm="qemu-system-x86 cpio xz-utils zstd"
 bench="bubblewrap runc hyperfine time nftables"
 lint="clang-format clang-tidy cppcheck"
+# libFuzzer and the sanitizer runtimes that clang links with -fsanitize=fuzzer.
+fuzz="clang libclang-rt-dev"
 groups="${*:-build}"
 want=""
 for g in $groups; do

@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Runs the test suites and ends with one line: `N passed, M failed[, K skipped]`; exits 1 if
-# anything failed. Usage: run-all.sh [unit|integration|vm|tests/integration/FILE.sh]...
-# (default: unit integration, and vm when tests/vm/run.sh exists). Each integration file
-# names its modes in a `# modes: root user unshare` line; RBX_MODES overrides them.
+# anything failed. Usage: run-all.sh [unit|fuzz|integration|vm|tests/integration/FILE.sh]...
+# (default: unit fuzz integration, and vm when tests/vm/run.sh exists). Each integration file
+# names its modes in a `# modes: root user unshare` line; RBX_MODES overrides them. In CI
+# (CI=true) a suite that cannot run, a mode that cannot run, and an isolation check that
+# skips without a host limit count as failures (tests/lib.sh), each with its reason.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
 passed=0 failed=0 skipped=0
+
+# gap NAME REASON: something that could not run: a skip, or in CI a failure.
+gap() {
+	if [ "${CI:-}" = true ]; then
+		echo "not ok - $1: $2, which fails in CI (CI=true)"
+		failed=$((failed + 1))
+	else
+		echo "skip - $1: $2"
+		skipped=$((skipped + 1))
+	fi
+}
 
 count() { # count OUTPUT: adds the file's ok / not ok / skip lines to the totals
 	local p f s
@@ -18,10 +31,9 @@ count() { # count OUTPUT: adds the file's ok / not ok / skip lines to the totals
 }
 
 run_unit() {
-	local bins=(build/unit/test_*) b out rc p f
+	local bins=(build/unit/test_*) b out rc p f s
 	if [ ! -e "${bins[0]}" ]; then
-		echo "skip - unit: no unit test binaries in build/unit (make unit)"
-		skipped=$((skipped + 1))
+		gap unit "no unit test binaries in build/unit (make unit)"
 		return
 	fi
 	for b in "${bins[@]}"; do
@@ -31,12 +43,17 @@ run_unit() {
 		rc=$?
 		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' <<<"$out" | tail -n 1)
 		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' <<<"$out" | tail -n 1)
-		p=${p:-0} f=${f:-0}
+		s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' <<<"$out" | tail -n 1)
+		p=${p:-0} f=${f:-0} s=${s:-0}
 		# A crash (sanitizer abort) leaves no summary: count the binary as one failure.
 		if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
-		passed=$((passed + p)) failed=$((failed + f))
+		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+		# Each skipped test by name, from the list cmocka prints after the count.
+		awk -v bin="${b##*/}" '/^\[  SKIPPED \] [0-9]+ test/ { list = 1; next }
+			list && /^\[  SKIPPED \] / { print "skip - unit " bin ": " $4 " (cmocka skip())" }' <<<"$out"
 		if [ "$f" = 0 ]; then
-			echo "ok - unit ${b##*/} ($p tests)"
+			if [ "$s" = 0 ]; then echo "ok - unit ${b##*/} ($p tests)"
+			else echo "ok - unit ${b##*/} ($p tests, $s skipped)"; fi
 		else
 			printf '%s\n' "$out" | sed 's/^/# /'
 			echo "not ok - unit ${b##*/}: $f failed, exit $rc"
@@ -55,6 +72,36 @@ run_file() {
 		if [ "$rc" != 0 ] && [ "$LAST_FAILED" = 0 ]; then
 			echo "not ok - ${file##*/} [$mode]: exited $rc"
 			failed=$((failed + 1))
+		fi
+	done
+}
+
+# The fuzz targets' kept inputs (tests/fuzz/corpus, tests/fuzz/regressions), each run once
+# through its target built as a plain binary (build/fuzz-replay, `make test` builds them).
+run_fuzz() {
+	local t bin out rc files f targets
+	targets=$(sed -n 's/^FUZZ_TARGETS *:= *//p' Makefile 2>/dev/null)
+	[ -n "$targets" ] || gap fuzz "no FUZZ_TARGETS line in the Makefile"
+	for t in $targets; do
+		bin=build/fuzz-replay/fuzz_$t
+		if [ ! -x "$bin" ]; then
+			gap "fuzz $t" "$bin missing (make $bin)"
+			continue
+		fi
+		files=()
+		for f in tests/fuzz/corpus/"$t"/* tests/fuzz/regressions/"$t"/*; do
+			[ -f "$f" ] && files+=("$f")
+		done
+		out=$(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+			UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$bin" ${files[@]+"${files[@]}"} 2>&1)
+		rc=$?
+		if [ "$rc" = 0 ]; then
+			passed=$((passed + 1))
+			echo "ok - fuzz $t: ${out##*$'\n'}"
+		else
+			failed=$((failed + 1))
+			printf '%s\n' "$out" | tail -n 40 | sed 's/^/# /'
+			echo "not ok - fuzz $t: exit $rc replaying its corpus and regressions"
 		fi
 	done
 }
@@ -85,22 +132,20 @@ run_vm() {
 
 suites=("$@")
 if [ ${#suites[@]} = 0 ]; then
-	suites=(unit integration)
+	suites=(unit fuzz integration)
 	[ -x tests/vm/run.sh ] && suites+=(vm)
 fi
 for s in "${suites[@]}"; do
 	case $s in
 	unit) run_unit ;;
+	fuzz) run_fuzz ;;
 	integration) run_integration ;;
 	vm)
-		if [ -x tests/vm/run.sh ]; then run_vm; else
-			echo "skip - vm: tests/vm/run.sh missing"
-			skipped=$((skipped + 1))
-		fi
+		if [ -x tests/vm/run.sh ]; then run_vm; else gap vm "tests/vm/run.sh missing"; fi
 		;;
 	*.sh) run_file "$s" ;;
 	*)
-		echo "run-all: unknown suite $s (unit|integration|vm|FILE.sh)" >&2
+		echo "run-all: unknown suite $s (unit|fuzz|integration|vm|FILE.sh)" >&2
 		exit 2
 		;;
 	esac
