@@ -22,13 +22,14 @@
 static void usage(FILE *f)
 {
 	fputs("usage: runbox run [OPTIONS] -- CMD [ARGS...]\n"
+	      "       runbox run [OPTIONS] SPEC.json   (the options are ceilings for the manifest)\n"
 	      "  --image NAME|DIR      minimal | host (default host) | an absolute path to a root filesystem\n"
 	      "  --policy NAME|FILE    a shipped profile (default, strict) or a policy file\n"
-	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m (default: the policy's)\n"
+	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m: at most the policy's (default: the policy's)\n"
 	      "  --input SRC[:DEST]    bind SRC read-only at DEST under /workspace/in (repeatable)\n"
-	      "  --memory SIZE         memory limit, e.g. 256M\n"
-	      "  --pids N              process limit\n"
-	      "  --cpus X              cpu quota in cores, e.g. 0.5\n"
+	      "  --memory SIZE         memory limit, e.g. 256M (at most the policy's)\n"
+	      "  --pids N              process limit (at most the policy's)\n"
+	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
 	      "  --net none|gateway    network mode (default: the policy's)\n"
 	      "  --json                print the result as one JSON object\n"
 	      "  --state-dir DIR       where runbox keeps state (also RUNBOX_STATE_DIR)\n"

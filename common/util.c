@@ -116,6 +116,33 @@ int rb_parse_size(const char *s, uint64_t *out_bytes)
 	return 0;
 }
 
+const char *rb_fmt_duration(uint64_t ms, char *buf, size_t len)
+{
+	if (ms % 3600000 == 0)
+		snprintf(buf, len, "%" PRIu64 "h", ms / 3600000);
+	else if (ms % 60000 == 0)
+		snprintf(buf, len, "%" PRIu64 "m", ms / 60000);
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%" PRIu64 "s", ms / 1000);
+	else
+		snprintf(buf, len, "%" PRIu64 "ms", ms);
+	return buf;
+}
+
+const char *rb_fmt_size(uint64_t b, char *buf, size_t len)
+{
+	static const char units[] = "TGMK";
+	for (int i = 0; b && i < 4; i++) {
+		uint64_t u = 1ull << (10 * (4 - i));
+		if (b % u == 0) {
+			snprintf(buf, len, "%" PRIu64 "%c", b / u, units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%" PRIu64, b);
+	return buf;
+}
+
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -16,6 +16,10 @@ int rb_parse_duration_ms(const char *s, uint64_t *out_ms);
 #define RB_DURATION_HINT "a duration like \"30s\" (a number, then us, ms, s, m or h)"
 /* "256M", "1G", "4096", "512k" (binary units, case-insensitive, optional "iB"/"B"). */
 int rb_parse_size(const char *s, uint64_t *out_bytes);
+/* How messages show a duration ("30m", "1801s", "300ms") and a size ("1G", "1073741825"): the
+ * largest unit that divides the value exactly, so the text parses back to the same value. */
+const char *rb_fmt_duration(uint64_t ms, char *buf, size_t len);
+const char *rb_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* Reads a whole file (at most max bytes) into a NUL-terminated buffer. */
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);

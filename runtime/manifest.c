@@ -664,33 +664,6 @@ int rb_manifest_load(const char *path, struct rb_manifest *out, struct rb_error 
 
 /* ---- against the policy and the skills ---------------------------------------------------- */
 
-static const char *fmt_ms(uint64_t ms, char *buf, size_t len)
-{
-	if (ms % 3600000 == 0)
-		snprintf(buf, len, "%" PRIu64 "h", ms / 3600000);
-	else if (ms % 60000 == 0)
-		snprintf(buf, len, "%" PRIu64 "m", ms / 60000);
-	else if (ms % 1000 == 0)
-		snprintf(buf, len, "%" PRIu64 "s", ms / 1000);
-	else
-		snprintf(buf, len, "%" PRIu64 "ms", ms);
-	return buf;
-}
-
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-	static const char units[] = "TGMK";
-	for (int i = 0; i < 4; i++) {
-		uint64_t u = 1ull << (10 * (4 - i));
-		if (b % u == 0) {
-			snprintf(buf, len, "%" PRIu64 "%c", b / u, units[i]);
-			return buf;
-		}
-	}
-	snprintf(buf, len, "%" PRIu64, b);
-	return buf;
-}
-
 int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy *p, struct rb_error *err)
 {
 	ctx c = {.what = "manifest", .origin = m->origin ? m->origin : "(text)", .err = err};
@@ -699,11 +672,12 @@ int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy
 	const struct rb_manifest_limits *l = &m->limits;
 	if (l->timeout_ms && p->timeout_ms && l->timeout_ms > p->timeout_ms)
 		return rb_jsonck_bad(&c, "limits.timeout", "%s is above policy `%s`'s limits.timeout (%s)",
-		                     fmt_ms(l->timeout_ms, a, sizeof a), pol, fmt_ms(p->timeout_ms, b, sizeof b));
+		                     rb_fmt_duration(l->timeout_ms, a, sizeof a), pol,
+		                     rb_fmt_duration(p->timeout_ms, b, sizeof b));
 	if (l->memory_bytes && p->memory_bytes && l->memory_bytes > p->memory_bytes)
 		return rb_jsonck_bad(&c, "limits.memory", "%s is above policy `%s`'s limits.memory (%s)",
-		                     fmt_bytes(l->memory_bytes, a, sizeof a), pol,
-		                     fmt_bytes(p->memory_bytes, b, sizeof b));
+		                     rb_fmt_size(l->memory_bytes, a, sizeof a), pol,
+		                     rb_fmt_size(p->memory_bytes, b, sizeof b));
 	if (l->pids && p->pids && l->pids > p->pids)
 		return rb_jsonck_bad(&c, "limits.pids", "%" PRIu64 " is above policy `%s`'s limits.pids (%" PRIu64 ")",
 		                     l->pids, pol, p->pids);
@@ -716,7 +690,8 @@ int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy
 			char path[64];
 			snprintf(path, sizeof path, "steps[%zu].timeout", i);
 			return rb_jsonck_bad(&c, path, "%s is above policy `%s`'s limits.timeout (%s)",
-			                     fmt_ms(t, a, sizeof a), pol, fmt_ms(p->timeout_ms, b, sizeof b));
+			                     rb_fmt_duration(t, a, sizeof a), pol,
+			                     rb_fmt_duration(p->timeout_ms, b, sizeof b));
 		}
 	}
 	return 0;
@@ -741,11 +716,12 @@ int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_mani
 	const struct rb_manifest_limits *l = &m->limits, *top = &cl->limits;
 	if (l->timeout_ms && top->timeout_ms && l->timeout_ms > top->timeout_ms)
 		return rb_jsonck_bad(&c, "limits.timeout", "%s is above --timeout %s",
-		                     fmt_ms(l->timeout_ms, a, sizeof a), fmt_ms(top->timeout_ms, b, sizeof b));
+		                     rb_fmt_duration(l->timeout_ms, a, sizeof a),
+		                     rb_fmt_duration(top->timeout_ms, b, sizeof b));
 	if (l->memory_bytes && top->memory_bytes && l->memory_bytes > top->memory_bytes)
 		return rb_jsonck_bad(&c, "limits.memory", "%s is above --memory %s",
-		                     fmt_bytes(l->memory_bytes, a, sizeof a),
-		                     fmt_bytes(top->memory_bytes, b, sizeof b));
+		                     rb_fmt_size(l->memory_bytes, a, sizeof a),
+		                     rb_fmt_size(top->memory_bytes, b, sizeof b));
 	if (l->pids && top->pids && l->pids > top->pids)
 		return rb_jsonck_bad(&c, "limits.pids", "%" PRIu64 " is above --pids %" PRIu64, l->pids, top->pids);
 	if (l->cpus > 0 && top->cpus > 0 && l->cpus > top->cpus)
@@ -755,8 +731,8 @@ int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_mani
 		if (t && top->timeout_ms && t > top->timeout_ms) {
 			char path[64];
 			snprintf(path, sizeof path, "steps[%zu].timeout", i);
-			return rb_jsonck_bad(&c, path, "%s is above --timeout %s", fmt_ms(t, a, sizeof a),
-			                     fmt_ms(top->timeout_ms, b, sizeof b));
+			return rb_jsonck_bad(&c, path, "%s is above --timeout %s", rb_fmt_duration(t, a, sizeof a),
+			                     rb_fmt_duration(top->timeout_ms, b, sizeof b));
 		}
 	}
 	return 0;

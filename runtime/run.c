@@ -64,17 +64,6 @@ static int check_dests(const struct rb_input *ins, unsigned n, const char *const
 	return 0;
 }
 
-static const char *fmt_ms(uint64_t ms, char *buf, size_t len)
-{
-	if (ms % 60000 == 0)
-		snprintf(buf, len, "%" PRIu64 "m", ms / 60000);
-	else if (ms % 1000 == 0)
-		snprintf(buf, len, "%" PRIu64 "s", ms / 1000);
-	else
-		snprintf(buf, len, "%" PRIu64 "ms", ms);
-	return buf;
-}
-
 /* What the caller asked for (the command line's flags, a manifest's ceilings) may only narrow
  * the policy (SPEC "Who may say what"); a policy's 0 is "unlimited". */
 static int check_requested(const struct rb_run_config *cfg, const struct rb_policy *pol, struct rb_error *err)
@@ -82,12 +71,12 @@ static int check_requested(const struct rb_run_config *cfg, const struct rb_poli
 	char a[32], b[32];
 	if (cfg->timeout_ms && pol->timeout_ms && cfg->timeout_ms > pol->timeout_ms)
 		return rb_error_set(err, 0, "--timeout %s is above policy `%s`'s limits.timeout (%s)",
-		                    fmt_ms(cfg->timeout_ms, a, sizeof a), pol->name,
-		                    fmt_ms(pol->timeout_ms, b, sizeof b));
+		                    rb_fmt_duration(cfg->timeout_ms, a, sizeof a), pol->name,
+		                    rb_fmt_duration(pol->timeout_ms, b, sizeof b));
 	if (cfg->memory_bytes && pol->memory_bytes && cfg->memory_bytes > pol->memory_bytes)
-		return rb_error_set(
-		    err, 0, "--memory %" PRIu64 " bytes is above policy `%s`'s limits.memory (%" PRIu64 " bytes)",
-		    cfg->memory_bytes, pol->name, pol->memory_bytes);
+		return rb_error_set(err, 0, "--memory %s is above policy `%s`'s limits.memory (%s)",
+		                    rb_fmt_size(cfg->memory_bytes, a, sizeof a), pol->name,
+		                    rb_fmt_size(pol->memory_bytes, b, sizeof b));
 	if (cfg->pids && pol->pids && cfg->pids > pol->pids)
 		return rb_error_set(err, 0, "--pids %" PRIu64 " is above policy `%s`'s limits.pids (%" PRIu64 ")",
 		                    cfg->pids, pol->name, pol->pids);

@@ -101,10 +101,11 @@ lib_init() {
 }
 
 # rbx_cmd ARGS...: sets RBX_CMD to the command line that runs runbox in the current mode
-# with a small, known environment; rbx ARGS... runs it.
+# with a small, known environment (plus the NAME=value words in the array RBX_ENV, when set);
+# rbx ARGS... runs it.
 rbx_cmd() {
 	RBX_CMD=(env -i "PATH=$SAFE_PATH" "HOME=$T/home" "RUNBOX_STATE_DIR=$STATE"
-		"XDG_RUNTIME_DIR=$T/xdg")
+		"XDG_RUNTIME_DIR=$T/xdg" ${RBX_ENV[@]+"${RBX_ENV[@]}"})
 	case $MODE in
 	root) RBX_CMD+=("$RUNBOX" "$@") ;;
 	user) RBX_CMD=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all

@@ -331,10 +331,18 @@ if hostile "hostile 100000 files" "$FIX/hostile-many.json" 300; then
 	else not_ok "hostile 100000 files: the store grew by at most max_files objects" "$before -> $after objects, max_files $max"; fi
 fi
 
-# 3e. A 2 GB sparse file (the policy raises RLIMIT_FSIZE so the step can make it).
+# 3e. A 2 GB sparse file (the policy raises RLIMIT_FSIZE so the step can make it). A manifest
+# names its policy by name: this one is in a config dir of the test's own.
+mkdir -p "$T/cfg/policies"
+cp "$FIX/policy-bigfile.json" "$T/cfg/policies/runs-bigfile.json"
+chmod -R a+rX "$T/cfg"
 bytes() { du -sb "$STATE/artifacts" 2>/dev/null | cut -f 1; }
 before=$(bytes)
-if hostile "hostile sparse 2G" "$FIX/hostile-sparse.json" 120; then
+RBX_ENV=("RUNBOX_CONFIG_DIR=$T/cfg")
+hostile "hostile sparse 2G" "$FIX/hostile-sparse.json" 120
+sparse_ok=$?
+RBX_ENV=()
+if [ "$sparse_ok" = 0 ]; then
 	H='r["steps"][0]["harvest"]'
 	check "hostile sparse 2G control: the step made a 2 GiB file" 'r["steps"][0]["stdout"].strip() == "2147483648"' 'r["steps"][0]["stdout"]'
 	check "hostile sparse 2G: skipped over_file_cap with its size, never read" \
