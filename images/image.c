@@ -215,6 +215,8 @@ int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct
 			return rb_error_set(err, errno, "image `%s`", name);
 		if (allow_dir(out->rootfs, pol, paths, err) < 0)
 			return -1;
+		out->dev = st.st_dev;
+		out->ino = st.st_ino;
 		snprintf(out->name, sizeof out->name, "dir");
 		struct rb_digest_limits lim = {.max_entries = pol->image_max_entries,
 		                               .max_bytes = pol->image_max_bytes};

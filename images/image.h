@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 #include "common/paths.h"
@@ -30,6 +31,10 @@ struct rb_image {
 	/* runbox's own image (a built-in; the image store's later): only such an image is
 	 * idmapped to the sandbox's ids. A directory image keeps its host owners inside. */
 	bool owned_by_runbox;
+	/* A directory image's root as it was checked and digested (0 for the built-ins): what is
+	 * mounted must still be it. */
+	dev_t dev;
+	ino_t ino;
 };
 
 /* name is `minimal`, `host` or the absolute path of a directory, which pol's images.allow must

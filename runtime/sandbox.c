@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,16 +58,23 @@ static pid_t clone_init(int cgroup_fd)
  * are the sandbox's own. A directory image never is: idmapped, host root's files there would
  * be the sandbox root's. -1 when no clone is made (rootless, or the filesystem cannot idmap):
  * init then mounts the image's path itself, and the image is read-only for the sandbox's
- * root, as it is when not idmapped, which the result reports. */
+ * root, as it is when not idmapped, which the result reports. -2 when the clone is not the
+ * directory image that was checked. */
 static int image_lower(const struct rb_sandbox_spec *spec, int userns, bool *idmapped)
 {
 	*idmapped = false;
 	if (spec->ids.outer || !spec->idmap_image)
 		return -1;
-	int tree = open_tree(AT_FDCWD, spec->rootfs.image->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	const struct rb_image *image = spec->rootfs.image;
+	int tree = open_tree(AT_FDCWD, image->rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return -1;
-	bool idmap = spec->rootfs.image->owned_by_runbox;
+	struct stat st;
+	if (image->ino && (fstat(tree, &st) < 0 || st.st_dev != image->dev || st.st_ino != image->ino)) {
+		close(tree);
+		return -2; /* another directory than the one checked (a path component swapped) */
+	}
+	bool idmap = image->owned_by_runbox;
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
 	if (idmap) {
 		attr.attr_set |= MOUNT_ATTR_IDMAP;
@@ -157,6 +165,8 @@ static int spawner(void *arg)
 	}
 	rb_debug("spawner: maps written");
 	sp->lower = image_lower(spec, sp->userns_fd, &sp->lower_idmapped);
+	if (sp->lower == -2)
+		spawner_fail(sp, 0, "the directory image is not the directory that was checked: it changed since");
 	_exit(0);
 }
 
