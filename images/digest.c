@@ -22,6 +22,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 
 #define MAX_DEPTH   256
 #define READ_CHUNK  (1u << 20)
@@ -318,9 +319,8 @@ static int visit(struct walk *w, int dfd, const char *name, size_t plen, unsigne
 		ssize_t n = readlinkat(dfd, name, target, sizeof target);
 		if (n < 0 || n >= (ssize_t)sizeof target)
 			return n < 0 ? failed(w, errno, "readlink") : changed(w);
-		unsigned char md[SHA256_DIGEST_LENGTH];
-		SHA256((const unsigned char *)target, (size_t)n, md);
-		to_hex(md, content);
+		/* rb_sha256_hex, not SHA256(): the one-shot call goes through EVP's provider layer. */
+		rb_sha256_hex(target, (size_t)n, content);
 	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
 		snprintf(content, sizeof content, "%u:%u", major(st.st_rdev), minor(st.st_rdev));
 	}
