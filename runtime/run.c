@@ -98,14 +98,14 @@ static int open_input(const struct rb_run_config *cfg, struct rb_run *run, unsig
 			return rb_error_set(err, ENOMEM, "run");
 		return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
 	}
-	_cleanup_free_ char *src = strdup(cfg->inputs[i]);
-	if (!src || asprintf(what, "--input `%s`", cfg->inputs[i]) < 0) {
+	if (asprintf(what, "--input `%s`", cfg->inputs[i]) < 0) {
 		*what = NULL;
 		return rb_error_set(err, ENOMEM, "run");
 	}
-	char *colon = strchr(src, ':');
-	if (colon)
-		*colon = '\0';
+	const char *arg = cfg->inputs[i], *colon = strchr(arg, ':');
+	char src[PATH_MAX];
+	if (snprintf(src, sizeof src, "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg) >= (int)sizeof src)
+		return rb_error_set(err, ENAMETOOLONG, "%s", *what);
 	struct rb_input_req req = {src, colon ? colon + 1 : NULL, *what};
 	return rb_input_open(&req, &run->inputs[i], err);
 }

@@ -175,6 +175,12 @@ run_rbx run --image minimal --input "$S/in-a:/workspace/in/x" --input "$S/in-b:/
 if [ "$RC" = 125 ] && err_has "--input \`$S/in-a:/workspace/in/x\` and --input \`$S/in-b:/workspace/in/x\`: both go to /workspace/in/x"; then
 	ok "a duplicate --input destination is refused, naming both"
 else not_ok "a duplicate --input destination is refused, naming both" "exit $RC: $(first_line "$ERR")"; fi
+mkdir -p "$S/in-d"
+chmod a+rx "$S/in-d"
+run_rbx run --image minimal --input "$S/in-d:/workspace/in/d" --input "$S/in-b:/workspace/in/d/b" -- true
+if [ "$RC" = 125 ] && err_has "/workspace/in/d and /workspace/in/d/b: one lies inside the other"; then
+	ok "an --input inside another's destination is refused, naming both"
+else not_ok "an --input inside another's destination is refused, naming both" "exit $RC: $(first_line "$ERR")"; fi
 run_rbx run --image minimal --input "$S/in-a:/workspace/in/x" --input "$S/in-b:/workspace/in/y" -- cat /workspace/in/x /workspace/in/y
 if [ "$RC" = 0 ] && [ "$OUT" = "$(printf 'a\nb')" ]; then ok "control: two destinations run"
 else not_ok "control: two destinations run" "exit $RC: $(first_line "$ERR$OUT")"; fi
