@@ -78,20 +78,25 @@ EOF
 # policy (finding 11). Control: the same bundle inside inputs.allow runs.
 mkdir -p "$T/allowed" "$T/outside"
 readable "$T/allowed" "$T/outside"
-policy_variant default "$T/narrow.json" narrow-inputs "p['inputs']['allow'] = ['$T/allowed']"
+# A manifest names its policy by name: this one is in a config dir of the test's own.
+mkdir -p "$T/cfg/policies"
+policy_variant default "$T/cfg/policies/narrow-inputs.json" narrow-inputs "p['inputs']['allow'] = ['$T/allowed']"
+chmod -R a+rX "$T/cfg"
+RBX_ENV=("RUNBOX_CONFIG_DIR=$T/cfg")
 ok_body='echo "{\"ran\": true}"'
 bundle "$T/outside/sk" "$ok_body"
 bundle "$T/allowed/sk" "$ok_body"
-skill_manifest "$T/out-allow.json" "ia$$r$RANDOM" "$T/outside/sk" "{\"policy\": \"$T/narrow.json\"}"
+skill_manifest "$T/out-allow.json" "ia$$r$RANDOM" "$T/outside/sk" "{\"policy\": \"narrow-inputs\"}"
 run_manifest "$T/out-allow.json"
 if [ "$RC" = 125 ] && grep -qF "skill \`$T/outside/sk\`: policy \`narrow-inputs\` allows no input there" <<<"$ERR"; then
 	ok "a skill folder outside inputs.allow is refused (125), naming it and the policy"
 else not_ok "a skill folder outside inputs.allow is refused" "exit $RC: $(first_line "$ERR")"; fi
-skill_manifest "$T/in-allow.json" "ib$$r$RANDOM" "$T/allowed/sk" "{\"policy\": \"$T/narrow.json\"}"
+skill_manifest "$T/in-allow.json" "ib$$r$RANDOM" "$T/allowed/sk" "{\"policy\": \"narrow-inputs\"}"
 run_manifest "$T/in-allow.json"
 if [ "$RC" = 0 ] && [ "$(rj 'r["steps"][0]["result"] == {"ran": True}')" = true ]; then
 	ok "control: the same bundle inside inputs.allow runs"
 else not_ok "control: the same bundle inside inputs.allow runs" "exit $RC: $(first_line "$ERR") $(head -c 300 "$T/out")"; fi
+RBX_ENV=()
 # The never-an-input rules hold for skill folders as for inputs, whatever the policy allows.
 skill_manifest "$T/never.json" "ic$$r$RANDOM" "/proc/self"
 run_manifest "$T/never.json"
