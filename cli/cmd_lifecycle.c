@@ -10,6 +10,8 @@
 #include "common/paths.h"
 #include "common/cleanup.h"
 #include "runtime/lifecycle.h"
+#include "runtime/storegc.h"
+#include "common/util.h"
 
 static int paths_or_fail(struct rb_paths *p)
 {
@@ -74,18 +76,59 @@ int rb_cmd_kill(int argc, char **argv)
 	return 0;
 }
 
+/* The artifact store's retention: objects no ledger artifact event within it names go. */
+static int gc_store(const struct rb_paths *p, uint64_t retention_s, bool dry_run, size_t *acted)
+{
+	struct rb_error err;
+	json_t *report = NULL;
+	int r = rb_store_gc(p, retention_s, dry_run, &report, &err);
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(report, "removed"), i, o)
+	{
+		const char *d = json_string_value(json_object_get(o, "digest"));
+		const char *t = json_string_value(json_object_get(o, "temporary"));
+		(*acted)++;
+		printf("%s %s%s (%" JSON_INTEGER_FORMAT " bytes)\n", dry_run ? "would remove" : "removed",
+		       d ? "artifact " : "unfinished write ", d ? d : t,
+		       json_integer_value(json_object_get(o, "size")));
+	}
+	json_decref(report);
+	if (r < 0)
+		rb_err("gc: %s", err.msg);
+	return r;
+}
+
 int rb_cmd_gc(int argc, char **argv)
 {
-	(void)argv;
-	if (argc != 1) {
-		fputs("usage: runbox gc\n", stderr);
-		return 125;
+	uint64_t retention_ms = (uint64_t)RB_STORE_RETENTION_S * 1000;
+	bool dry_run = false;
+	for (int a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "--dry-run")) {
+			dry_run = true;
+		} else if (!strcmp(argv[a], "--retention") && a + 1 < argc) {
+			if (rb_parse_duration_ms(argv[++a], &retention_ms) < 0) {
+				rb_err("gc: --retention `%s`: expected a duration like 720h, 12h or 0s", argv[a]);
+				return 125;
+			}
+		} else {
+			fputs("usage: runbox gc [--retention DUR] [--dry-run]\n", stderr);
+			return 125;
+		}
 	}
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *report = NULL;
 	if (paths_or_fail(&p) < 0)
 		return 125;
+	/* A dry run lists what the store's retention would remove and touches nothing else. */
+	if (dry_run) {
+		size_t listed = 0;
+		int sr = gc_store(&p, retention_ms / 1000, true, &listed);
+		if (!listed && sr == 0)
+			printf("nothing to remove\n");
+		return sr < 0 ? 125 : 0;
+	}
 	int r = rb_lifecycle_gc(&p, &report, &err);
 	size_t i, acted = 0;
 	json_t *o;
@@ -113,6 +156,7 @@ int rb_cmd_gc(int argc, char **argv)
 				printf(" %s", json_string_value(json_object_get(o, why[k])));
 		putchar('\n');
 	}
+	int sr = gc_store(&p, retention_ms / 1000, false, &acted);
 	if (!acted)
 		printf("nothing to clean up\n");
 	json_decref(report);
@@ -120,5 +164,5 @@ int rb_cmd_gc(int argc, char **argv)
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	return 0;
+	return sr < 0 ? 125 : 0;
 }

@@ -116,6 +116,11 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 	 * only ever appears there by rename of a complete write). */
 	struct stat st;
 	bool present = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len;
+	/* Reused: its mtime says so, for `runbox gc`, which leaves objects touched within its
+	 * grace time, as the ledger may not have this run's artifact event yet (storegc.c). One
+	 * it removed meanwhile is written again. */
+	if (present && utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		present = false;
 	if (!present) {
 		if (write_object(dir, path, hex, data, len, err) < 0)
 			return -1;

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "policy/skill.h"
 #include "runtime/artifacts.h"
+#include "runtime/budget.h"
 #include "runtime/harvest.h"
 #include "runtime/nsopen.h"
 #include "runtime/manifest.h"
@@ -36,6 +37,8 @@ struct runfile {
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
+	struct rb_budget budget; /* what the run's harvests may still store */
+	bool budget_loaded;      /* the tenant's use of the store is read (first harvest) */
 };
 
 /* A captured stream for the result: scrubbed already, as it came (rb_run_exec). */
@@ -62,6 +65,13 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 	}
 	struct rb_harvest_caps caps;
 	rb_harvest_caps_default(&caps);
+	if (!rf->budget_loaded) {
+		if ((!rf->rec.ledger && rb_ledger_open(run->paths.state_dir, &rf->rec.ledger, err) < 0) ||
+		    rb_budget_load_tenant(&rf->budget, rf->rec.ledger, run->tenant, err) < 0)
+			return rb_error_prefix(err, "harvest: the tenant's use of the store");
+		rf->budget_loaded = true;
+	}
+	rb_budget_caps(&rf->budget, run->paths.state_dir, (uint64_t)rf->rec.committed + rf->rec.n_pending, &caps);
 	struct rb_harvest_result h;
 	memset(&h, 0, sizeof h);
 	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
@@ -84,8 +94,13 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 		return -1;
 	}
 	json_t *hj = rb_harvest_json(&h);
+	const char *cut = rb_budget_account(&rf->budget, step, &h);
+	if (cut)
+		json_object_set_new(hj, "budget", json_string(cut)); /* the run's budget, not the harvest's caps */
 	json_object_set_new(out_json, "harvest", hj);
 	int r = rb_record_harvest(&rf->rec, step, &h, err);
+	if (r == 0 && cut && rf->budget.stopped_step == step)
+		r = rb_record_storage_stopped(&rf->rec, step, cut, err);
 	rb_harvest_result_free(&h);
 	return r;
 }
@@ -262,6 +277,7 @@ static int prepare(struct runfile *rf, const char *path, const char *state_dir, 
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;
+	rb_budget_init(&rf->budget, &rf->run.policy);
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
 	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
@@ -371,6 +387,7 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	                              "host_cpu_seconds", rf->rec.host_cpu_seconds));
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
+	json_object_set_new(res, "storage", rb_budget_json(&rf->budget));
 	release(rf);
 	free(rf);
 	*result = res;
