@@ -88,7 +88,12 @@ static int gc_store(const struct rb_paths *p, uint64_t retention_s, bool dry_run
 	{
 		const char *d = json_string_value(json_object_get(o, "digest"));
 		const char *t = json_string_value(json_object_get(o, "temporary"));
+		const char *res = json_string_value(json_object_get(o, "results"));
 		(*acted)++;
+		if (res) {
+			printf("%s run results %s\n", dry_run ? "would remove" : "removed", res);
+			continue;
+		}
 		printf("%s %s%s (%" JSON_INTEGER_FORMAT " bytes)\n", dry_run ? "would remove" : "removed",
 		       d ? "artifact " : "unfinished write ", d ? d : t,
 		       json_integer_value(json_object_get(o, "size")));

@@ -37,15 +37,11 @@ static int run_manifest(const char *path, const char *state_dir)
 {
 	struct rb_error err;
 	rb_error_clear(&err);
-	json_t *result = NULL;
 	int code;
-	if (rb_runfile_execute(path, state_dir, &result, &code, &err) < 0) {
+	if (rb_runfile_execute(path, state_dir, stdout, &code, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	json_dumpf(result, stdout, JSON_INDENT(2));
-	fputc('\n', stdout);
-	json_decref(result);
 	return code;
 }
 

@@ -21,6 +21,8 @@
 #include "runtime/manifest.h"
 #include "runtime/record.h"
 #include "runtime/result.h"
+#include "runtime/result_spill.h"
+#include "runtime/result_stream.h"
 #include "runtime/run.h"
 #include "runtime/scrub.h"
 
@@ -37,16 +39,12 @@ struct runfile {
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
-	struct rb_budget budget; /* what the run's harvests may still store */
-	bool budget_loaded;      /* the tenant's use of the store is read (first harvest) */
+	struct rb_budget budget;      /* what the run's harvests may still store */
+	bool budget_loaded;           /* the tenant's use of the store is read (first harvest) */
+	struct rb_result_stream out;  /* the result, as it is written */
+	struct rb_result_spill spill; /* what the result does not hold */
+	char last_status[32];         /* the last step's status in the result */
 };
-
-/* A captured stream for the result: scrubbed already, as it came (rb_run_exec). */
-static json_t *stream_text(const struct rb_buf *b)
-{
-	json_t *t = json_stringn(b->data ? b->data : "", b->len);
-	return t ? t : json_string("(not UTF-8)");
-}
 
 static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct rb_error *err)
 {
@@ -94,6 +92,7 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 		return -1;
 	}
 	json_t *hj = rb_harvest_json(&h);
+	rb_result_spill_artifacts(&rf->spill, step, hj); /* the ledger gets every one */
 	const char *cut = rb_budget_account(&rf->budget, step, &h);
 	if (cut)
 		json_object_set_new(hj, "budget", json_string(cut)); /* the run's budget, not the harvest's caps */
@@ -106,7 +105,7 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 }
 
 /* One step: its request, its ledger record, its result. Returns 1 to go on, 0 to stop. */
-static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_code, struct rb_error *err)
+static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_error *err)
 {
 	const struct rb_manifest_step *st = &rf->m.steps[i];
 	struct rb_run *run = &rf->run;
@@ -187,9 +186,10 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	json_object_set_new(sj, "wall_ms", json_real((double)res.wall_us / 1000));
 	if (res.error[0])
 		json_object_set_new(sj, "error", json_string(res.error));
-	json_object_set_new(sj, "stdout", stream_text(&res.out));
+	/* Scrubbed already, as they came (rb_run_exec); within the run's bound for the result. */
+	rb_result_spill_output(&rf->spill, i + 1, "stdout", &res.out, sj);
 	json_object_set_new(sj, "stdout_truncated", json_boolean(res.out.truncated));
-	json_object_set_new(sj, "stderr", stream_text(&res.err));
+	rb_result_spill_output(&rf->spill, i + 1, "stderr", &res.err, sj);
 	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
 	if (res.egress)
 		json_object_set(sj, "egress", res.egress);
@@ -215,7 +215,10 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	r = rb_record_step_end(&rf->rec, i + 1, &res, err);
 	if (r == 0)
 		r = harvest(rf, i + 1, sj, err);
-	json_array_append_new(steps, sj);
+	const char *status = json_string_value(json_object_get(sj, "status"));
+	snprintf(rf->last_status, sizeof rf->last_status, "%s", status ? status : "");
+	rb_result_stream_step(&rf->out, sj); /* written now, and freed: the runner holds one step */
+	json_decref(sj);
 	bool alive = !run->sb.reaped;
 	rb_step_result_free(&res);
 	if (r < 0)
@@ -325,12 +328,11 @@ static void release(struct runfile *rf)
 	rb_manifest_free(&rf->m);
 }
 
-int rb_runfile_execute(const char *path, const char *state_dir, json_t **result, int *exit_code, struct rb_error *err)
+int rb_runfile_execute(const char *path, const char *state_dir, FILE *out, int *exit_code, struct rb_error *err)
 {
 	struct runfile *rf = calloc(1, sizeof *rf);
 	if (!rf)
 		return rb_error_set(err, ENOMEM, "manifest");
-	*result = NULL;
 	*exit_code = 125;
 	int r = prepare(rf, path, state_dir, err);
 	if (r == 0)
@@ -340,7 +342,11 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 		free(rf);
 		return -1;
 	}
-	json_t *steps = json_array();
+	rb_result_spill_init(&rf->spill, rf->run.paths.state_dir, rf->run.id);
+	json_t *head = json_pack("{s:s, s:s, s:s, s:s}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
+	                         rf->run.agent, "manifest_hash", rf->m.hash);
+	rb_result_stream_begin(&rf->out, out, head);
+	json_decref(head);
 	int code = 0;
 	const char *outcome = "success";
 	json_t *setup_error = NULL;
@@ -350,7 +356,7 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 		outcome = "failure";
 	}
 	for (unsigned i = 0; !setup_error && i < rf->m.n_steps; i++) {
-		int go = run_step(rf, i, steps, &code, err);
+		int go = run_step(rf, i, &code, err);
 		if (go < 0) {
 			rb_warn("%s", err->msg);
 			code = 125;
@@ -358,9 +364,7 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 			break;
 		}
 		if (!go) {
-			json_t *last = json_array_get(steps, json_array_size(steps) - 1);
-			outcome = json_string_value(json_object_get(last, "status"));
-			outcome = outcome ? outcome : "failure";
+			outcome = rf->last_status[0] ? rf->last_status : "failure";
 			break;
 		}
 	}
@@ -372,9 +376,7 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}
-	json_t *res =
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
-	              rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps, "exit", code);
+	json_t *res = json_pack("{s:s, s:i}", "result", outcome, "exit", code);
 	if (setup_error)
 		json_object_set_new(res, "error", setup_error);
 	json_object_set_new(res, "image",
@@ -388,9 +390,12 @@ int rb_runfile_execute(const char *path, const char *state_dir, json_t **result,
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
 	json_object_set_new(res, "storage", rb_budget_json(&rf->budget));
+	if (rf->spill.made)
+		json_object_set_new(res, "results_dir", json_string(rf->spill.dir));
+	rb_result_stream_end(&rf->out, res);
+	json_decref(res);
 	release(rf);
 	free(rf);
-	*result = res;
 	*exit_code = code;
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 #include "runtime/ledger.h"
 
 /* An object written or reused this recently is kept whatever the ledger says: the run that
@@ -83,6 +84,30 @@ static int sweep_shard(struct sweep *s, int shard_fd, const char *shard, struct 
 	return 0;
 }
 
+/* The result directories of runs (runtime/result_spill.h) older than the retention. */
+static int sweep_results(struct sweep *s, const char *state_dir, struct rb_error *err)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s/results", state_dir);
+	__attribute__((cleanup(close_dir))) DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : rb_error_set(err, errno, "open `%s`", dir);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_mtime > s->keep_after)
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+			continue;
+		if (!s->dry_run && rb_rm_rf(path, err) < 0)
+			return -1;
+		json_array_append_new(s->removed, json_pack("{s:s}", "results", path));
+	}
+	return 0;
+}
+
 int rb_store_gc(const struct rb_paths *paths, uint64_t retention_s, bool dry_run, json_t **report, struct rb_error *err)
 {
 	*report = NULL;
@@ -115,6 +140,8 @@ int rb_store_gc(const struct rb_paths *paths, uint64_t retention_s, bool dry_run
 		if (fd >= 0)
 			r = sweep_shard(&s, fd, e->d_name, err);
 	}
+	if (r == 0)
+		r = sweep_results(&s, paths->state_dir, err);
 	json_decref(s.live);
 	*report = json_pack("{s:I, s:s, s:I, s:o, s:I, s:b}", "retention_s", (json_int_t)retention_s, "cutoff", cutoff,
 	                    "kept", (json_int_t)s.kept, "removed", s.removed, "removed_bytes",

@@ -231,3 +231,58 @@ else not_ok "control: gc keeps an old object a ledger row within the retention n
 run_rbx gc --retention 0s
 if [ ! -e "$(obj "$kept_digest")" ]; then ok "gc --retention 0s collects it once no row within the retention needs it"
 else not_ok "gc --retention 0s collects it once no row within the retention needs it" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+# --- the runner's memory does not grow with the steps: the result is streamed, and holds at
+# most 8 MiB of the steps' output and 100 artifacts per step; the rest is spilled to files in
+# the run's result directory, which the result names ---
+policy_variant default "$T/scratch/b/big.json" big-out 'p["output"]["max_stdout"] = "3M"'
+big_out='head -c 3145728 /dev/zero | tr "\0" x'
+manifest "$T/scratch/b/m-spill.json" acme "$T/scratch/b/big.json" \
+	"$big_out; i=0; while [ \$i -lt 150 ]; do echo \$i > f\$i; i=\$((i+1)); done" "$big_out" "$big_out"
+run_manifest "$T/scratch/b/m-spill.json"
+check "spill: the first steps' output is in the result" \
+	"[len(s['stdout']) for s in r['steps'][:2]] == [3145728, 3145728] and 'stdout_file' not in r['steps'][1]" "[len(s['stdout']) for s in r['steps']]"
+check "spill: past the run's 8 MiB the step's output is in a file the result names" \
+	"r['steps'][2]['stdout'] == '' and open(r['steps'][2]['stdout_file']).read() == 'x' * 3145728 and r['steps'][2]['stdout_file'].startswith(r['results_dir'])" \
+	"[r['steps'][2].get('stdout_file'), r.get('results_dir')]"
+check "spill: a step's artifact list is cut at 100, with the count" \
+	"len(r['steps'][0]['harvest']['artifacts']) == 100 and r['steps'][0]['harvest']['artifacts_total'] == 150" \
+	"[len(r['steps'][0]['harvest']['artifacts']), r['steps'][0]['harvest'].get('artifacts_total')]"
+check "spill: every artifact is in the step's artifacts file" \
+	"sorted(json.loads(l)['path'] for l in open(r['steps'][0]['harvest']['artifacts_file'])) == sorted('f%d' % i for i in range(150))" \
+	"r['steps'][0]['harvest'].get('artifacts_file')"
+# The result directory goes with the retention: kept while recent (control), removed once old.
+rdir=$(rj "r['results_dir']")
+run_rbx gc --retention 1h
+if [ -d "$rdir" ]; then ok "control: gc keeps a recent run's result directory"
+else not_ok "control: gc keeps a recent run's result directory" "$rdir is gone"; fi
+touch -h -d '2 hours ago' "$rdir"
+run_rbx gc --retention 1h
+if [ ! -e "$rdir" ] && grep -q "removed run results $rdir" <<<"$OUT"; then ok "gc removes a run's result directory older than the retention"
+else not_ok "gc removes a run's result directory older than the retention" "exit $RC: $(first_line "$OUT$ERR")"; fi
+# Control: a small run holds everything itself and spills nothing.
+manifest "$T/scratch/b/m-small.json" acme "" "echo hi; touch a b c"
+run_manifest "$T/scratch/b/m-small.json"
+check "control: a small run spills nothing" \
+	"r['steps'][0]['stdout'] == 'hi\n' and 'artifacts_total' not in r['steps'][0]['harvest'] and len(r['steps'][0]['harvest']['artifacts']) == 3 and 'results_dir' not in r" "r['steps'][0]"
+
+# Streamed: the first step's object is out while the second step still runs.
+manifest "$T/scratch/b/m-stream.json" acme "" "echo first" "sleep 10"
+rbx_cmd run "$T/scratch/b/m-stream.json"
+coproc STREAM { "${RBX_CMD[@]}" 2>/dev/null </dev/null; }
+spid=$STREAM_PID
+seen="" running=""
+while IFS= read -r -t 60 line <&"${STREAM[0]}"; do
+	case $line in *'"stdout": "first\n"'*) seen=1; kill -0 "$spid" 2>/dev/null && running=1; break ;; esac
+done
+cat <&"${STREAM[0]}" >"$T/stream.json"
+wait "$spid"
+if [ -n "$seen" ] && [ -n "$running" ]; then ok "the result is written step by step: step 1 is out while step 2 runs"
+else not_ok "the result is written step by step: step 1 is out while step 2 runs" "seen=$seen running=$running"; fi
+# A reader that goes away does not stop the run: it ends and is recorded.
+rbx_cmd run "$T/scratch/b/m-stream.json"
+"${RBX_CMD[@]}" 2>"$T/err" </dev/null | head -c 1 >/dev/null
+rc=${PIPESTATUS[0]}
+last=$(rbx ledger query --type run_end --json --limit 1000 2>/dev/null | "$PY" -c 'import json, sys; e = json.load(sys.stdin); print(e[-1]["data"]["result"], e[-1]["data"]["steps"])')
+if [ "$rc" = 0 ] && [ "$last" = "success 2" ]; then ok "a closed stdout does not abandon the run (exit 0, run_end recorded)"
+else not_ok "a closed stdout does not abandon the run" "exit $rc, last run_end: $last; $(first_line "$(cat "$T/err")")"; fi
