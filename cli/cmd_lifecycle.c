@@ -13,13 +13,18 @@
 #include "common/cleanup.h"
 #include "common/jsonout.h"
 #include "runtime/lifecycle.h"
+#include "runtime/storegc.h"
+#include "common/util.h"
 
-/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies,
+/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies, gc's --dry-run and --retention DUR,
  * and `positional` plain arguments; anything else is refused, naming it. Returns 0, 1 after
  * --help (printed), or -1 after a usage error (printed). */
 struct lc_args {
 	const char *state_dir;
 	bool json;
+	bool gc;               /* in: gc's own options are taken too */
+	bool dry_run;          /* gc --dry-run */
+	const char *retention; /* gc --retention DUR */
 	const char *pos[1];
 	int npos;
 };
@@ -45,6 +50,14 @@ static int parse(int argc, char **argv, const char *usage, bool takes_json, int 
 			a->state_dir = arg + 12;
 		} else if (options && takes_json && !strcmp(arg, "--json")) {
 			a->json = true;
+		} else if (options && a->gc && !strcmp(arg, "--dry-run")) {
+			a->dry_run = true;
+		} else if (options && a->gc && !strcmp(arg, "--retention")) {
+			if (i + 1 >= argc) {
+				rb_err("%s: option `--retention` needs a value", argv[0]);
+				return -1;
+			}
+			a->retention = argv[++i];
 		} else if (options && arg[0] == '-' && arg[1]) {
 			rb_err("%s: unknown option `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
 			return -1;
@@ -145,17 +158,59 @@ int rb_cmd_kill(int argc, char **argv)
 	return 0;
 }
 
+/* The artifact store's retention: objects no ledger artifact event within it names go. */
+static int gc_store(const struct rb_paths *p, uint64_t retention_s, bool dry_run, size_t *acted)
+{
+	struct rb_error err;
+	json_t *report = NULL;
+	int r = rb_store_gc(p, retention_s, dry_run, &report, &err);
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(report, "removed"), i, o)
+	{
+		const char *d = json_string_value(json_object_get(o, "digest"));
+		const char *t = json_string_value(json_object_get(o, "temporary"));
+		const char *res = json_string_value(json_object_get(o, "results"));
+		(*acted)++;
+		if (res) {
+			printf("%s run results %s\n", dry_run ? "would remove" : "removed", res);
+			continue;
+		}
+		printf("%s %s%s (%" JSON_INTEGER_FORMAT " bytes)\n", dry_run ? "would remove" : "removed",
+		       d ? "artifact " : "unfinished write ", d ? d : t,
+		       json_integer_value(json_object_get(o, "size")));
+	}
+	json_decref(report);
+	if (r < 0)
+		rb_err("gc: %s", err.msg);
+	return r;
+}
+
 int rb_cmd_gc(int argc, char **argv)
 {
-	struct lc_args a = {0};
-	int pr = parse(argc, argv, "usage: runbox gc [--state-dir DIR]\n", false, 0, &a);
+	struct lc_args a = {.gc = true};
+	int pr = parse(argc, argv, "usage: runbox gc [--state-dir DIR] [--retention DUR] [--dry-run]\n", false, 0, &a);
 	if (pr)
 		return pr > 0 ? 0 : 125;
+	uint64_t retention_ms = (uint64_t)RB_STORE_RETENTION_S * 1000;
+	if (a.retention && rb_parse_duration_ms(a.retention, &retention_ms) < 0) {
+		rb_err("gc: --retention `%s`: expected a duration like 720h, 12h or 0s", a.retention);
+		return 125;
+	}
+	bool dry_run = a.dry_run;
 	struct rb_paths p;
 	struct rb_error err;
 	json_t *report = NULL;
 	if (paths_or_fail(&a, &p) < 0)
 		return 125;
+	/* A dry run lists what the store's retention would remove and touches nothing else. */
+	if (dry_run) {
+		size_t listed = 0;
+		int sr = gc_store(&p, retention_ms / 1000, true, &listed);
+		if (!listed && sr == 0)
+			printf("nothing to remove\n");
+		return sr < 0 ? 125 : 0;
+	}
 	int r = rb_lifecycle_gc(&p, &report, &err);
 	size_t i, acted = 0;
 	json_t *o;
@@ -185,6 +240,7 @@ int rb_cmd_gc(int argc, char **argv)
 				printf(" %s", shown(json_string_value(json_object_get(o, why[k])), &sas));
 		putchar('\n');
 	}
+	int sr = gc_store(&p, retention_ms / 1000, false, &acted);
 	if (!acted)
 		printf("nothing to clean up\n");
 	json_decref(report);
@@ -192,5 +248,5 @@ int rb_cmd_gc(int argc, char **argv)
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	return 0;
+	return sr < 0 ? 125 : 0;
 }

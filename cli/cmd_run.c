@@ -56,14 +56,11 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
-	json_t *result = NULL;
 	int code;
-	if (rb_runfile_execute(path, &opts, &result, &code, &err) < 0) {
+	if (rb_runfile_execute(path, &opts, stdout, &code, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
-	rb_json_print(stdout, result, JSON_INDENT(2));
-	json_decref(result);
 	return code;
 }
 

@@ -15,7 +15,8 @@ static void usage(FILE *f)
 	      "  run [OPTIONS] -- CMD ARGS...   one step in a fresh sandbox\n"
 	      "  run SPEC.json                  a whole run from a manifest: inputs, skills, steps\n"
 	      "  ledger show|query|verify|export   the tamper-evident record of every run\n"
-	      "  ps | kill RUN | gc             live runs, stop one, clean up after a crash\n"
+	      "  ps | kill RUN | gc [--retention DUR] [--dry-run]\n"
+	      "                                 live runs, stop one, clean up after a crash, old artifacts\n"
 	      "  policy validate FILE | show NAME\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",

@@ -46,6 +46,12 @@
 #define UNLIMITED              "unlimited"
 #define DEFAULT_IMAGE_MAX_ENTRIES 1000000u
 #define DEFAULT_IMAGE_MAX_BYTES   (16ull << 30)
+/* A run's storage budget when the policy names none (docs/policy.md, "output"). */
+#define DEFAULT_RUN_BYTES    (1ull << 30)
+#define DEFAULT_RUN_FILES    100000u
+#define DEFAULT_RUN_EVENTS   100000u
+#define DEFAULT_TENANT_BYTES (50ull << 30)
+#define DEFAULT_MIN_FREE     (1ull << 30)
 
 static const char *const cap_names[] = {
     "CAP_CHOWN",
@@ -556,10 +562,24 @@ static int parse_env(const struct rb_jsonck *c, const json_t *sec, struct rb_pol
 
 static int parse_output(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"max_stdout", "max_stderr", NULL};
+	static const char *const keys[] = {"max_stdout", "max_stderr", "run_bytes",    "run_files",
+	                                   "run_events", "min_free",   "tenant_bytes", NULL};
 	if (rb_jsonck_keys(c, "output", sec, keys) < 0)
 		return -1;
 	json_t *v;
+	if ((v = json_object_get(sec, "run_bytes")) && get_size(c, "output.run_bytes", v, 0, &p->run_bytes) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "run_files")) &&
+	    get_uint(c, "output.run_files", v, 0, UINT32_MAX, &p->run_files) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "run_events")) &&
+	    get_uint(c, "output.run_events", v, 0, UINT32_MAX, &p->run_events) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "tenant_bytes")) &&
+	    get_size(c, "output.tenant_bytes", v, 0, &p->tenant_bytes) < 0)
+		return -1;
+	if ((v = json_object_get(sec, "min_free")) && get_size(c, "output.min_free", v, 0, &p->min_free) < 0)
+		return -1;
 	if ((v = json_object_get(sec, "max_stdout")) && get_size(c, "output.max_stdout", v, 1, &p->max_stdout) < 0)
 		return -1;
 	if ((v = json_object_get(sec, "max_stderr")) && get_size(c, "output.max_stderr", v, 1, &p->max_stderr) < 0)
@@ -650,6 +670,11 @@ static void set_defaults(struct rb_policy *p)
 	p->max_stdout = p->max_stderr = DEFAULT_OUTPUT_MAX;
 	p->image_max_entries = DEFAULT_IMAGE_MAX_ENTRIES;
 	p->image_max_bytes = DEFAULT_IMAGE_MAX_BYTES;
+	p->run_bytes = DEFAULT_RUN_BYTES;
+	p->run_files = DEFAULT_RUN_FILES;
+	p->run_events = DEFAULT_RUN_EVENTS;
+	p->tenant_bytes = DEFAULT_TENANT_BYTES;
+	p->min_free = DEFAULT_MIN_FREE;
 	strcpy(p->shell, DEFAULT_SHELL);
 	strcpy(p->hostname, DEFAULT_HOSTNAME);
 }

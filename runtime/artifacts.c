@@ -122,6 +122,11 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 	/* An object an older runbox left world-readable (0644) loses that when met again. */
 	if (present && (st.st_mode & 0007) && chmod(path, st.st_mode & 0770) < 0)
 		return rb_error_set(err, errno, "chmod `%s`", path);
+	/* Reused: its mtime says so, for `runbox gc`, which leaves objects touched within its
+	 * grace time, as the ledger may not have this run's artifact event yet (storegc.c). One
+	 * it removed meanwhile is written again. */
+	if (present && utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		present = false;
 	if (!present) {
 		/* A store made by this write (below) is ours, and so is its group. */
 		struct stat sd;

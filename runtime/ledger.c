@@ -190,6 +190,50 @@ int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const
 	return 0;
 }
 
+int rb_ledger_tenant_bytes(struct rb_ledger *l, const char *tenant, const char *since, uint64_t *bytes,
+                           struct rb_error *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT COALESCE(SUM(sz), 0) FROM (SELECT MAX(json_extract(data, '$.size')) AS sz"
+	                       " FROM events WHERE type = 'artifact' AND tenant = ?1 AND ts >= ?2"
+	                       " GROUP BY json_extract(data, '$.digest'))",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "sum a tenant's stored bytes");
+	sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, since, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW)
+		return db_error(l, err, "sum a tenant's stored bytes");
+	int64_t n = sqlite3_column_int64(s, 0);
+	*bytes = n > 0 ? (uint64_t)n : 0;
+	return 0;
+}
+
+int rb_ledger_live_digests(struct rb_ledger *l, const char *since, json_t **set, struct rb_error *err)
+{
+	*set = NULL;
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT DISTINCT json_extract(data, '$.digest') FROM events"
+	                       " WHERE type = 'artifact' AND ts >= ?1",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "list the digests artifact events name");
+	sqlite3_bind_text(s, 1, since, -1, SQLITE_STATIC);
+	json_t *out = json_object();
+	int r;
+	while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *d = (const char *)sqlite3_column_text(s, 0);
+		if (d)
+			json_object_set_new(out, d, json_true());
+	}
+	if (r != SQLITE_DONE) {
+		json_decref(out);
+		return db_error(l, err, "list the digests artifact events name");
+	}
+	*set = out;
+	return 0;
+}
+
 static int schema_version(struct rb_ledger *l)
 {
 	sqlite3_stmt *st = NULL;

@@ -68,6 +68,13 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
                          struct rb_error *err);
 /* How many events run_id has (of type, when not NULL). */
 int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err);
+/* What the store holds for tenant: the artifact events of its runs since `since` (a ledger
+ * time, "2026-11-24T18:03:00.000Z"), each distinct digest once at its recorded size. */
+int rb_ledger_tenant_bytes(struct rb_ledger *l, const char *tenant, const char *since, uint64_t *bytes,
+                           struct rb_error *err);
+/* Every digest an artifact event since `since` names, as the keys of a new JSON object:
+ * what the store must keep (runtime/storegc.h). */
+int rb_ledger_live_digests(struct rb_ledger *l, const char *since, json_t **set, struct rb_error *err);
 
 /* *found: an `artifact` event of tenant records digest ("sha256:<hex>"), i.e. a run of that
  * tenant stored the object. The artifact store answers any digest; this is its tenant boundary. */

@@ -231,6 +231,11 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 	return r;
 }
 
+int rb_record_storage_stopped(struct rb_record *rec, unsigned step, const char *limit, struct rb_error *err)
+{
+	return append(rec, "storage_stopped", json_pack("{s:i, s:s}", "step", (int)step, "limit", limit), err);
+}
+
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err)
 {
 	return append(rec, "cleanup", json_pack("{s:s, s:b}", "what", what, "ok", ok), err);

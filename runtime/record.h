@@ -62,6 +62,8 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
                          size_t len, json_t *inputs, const char *bundle_digest, struct rb_error *err);
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err);
 int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harvest_result *h, struct rb_error *err);
+/* The run's storage budget stopped storing at step: limit names it (runtime/budget.h). */
+int rb_record_storage_stopped(struct rb_record *rec, unsigned step, const char *limit, struct rb_error *err);
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);

@@ -18,11 +18,14 @@
 #include "common/util.h"
 #include "policy/skill.h"
 #include "runtime/artifacts.h"
+#include "runtime/budget.h"
 #include "runtime/harvest.h"
 #include "runtime/nsopen.h"
 #include "runtime/manifest.h"
 #include "runtime/record.h"
 #include "runtime/result.h"
+#include "runtime/result_spill.h"
+#include "runtime/result_stream.h"
 #include "runtime/run.h"
 #include "runtime/scrub.h"
 #include "runtime/seal.h"
@@ -43,14 +46,12 @@ struct runfile {
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
+	struct rb_budget budget;      /* what the run's harvests may still store */
+	bool budget_loaded;           /* the tenant's use of the store is read (first harvest) */
+	struct rb_result_stream out;  /* the result, as it is written */
+	struct rb_result_spill spill; /* what the result does not hold */
+	char last_status[32];         /* the last step's status in the result */
 };
-
-/* A captured stream for the result: scrubbed already, as it came (rb_run_exec). */
-static json_t *stream_text(const struct rb_buf *b)
-{
-	json_t *t = json_stringn(b->data ? b->data : "", b->len);
-	return t ? t : json_string("(not UTF-8)");
-}
 
 static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct rb_error *err)
 {
@@ -69,6 +70,13 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 	}
 	struct rb_harvest_caps caps;
 	rb_harvest_caps_default(&caps);
+	if (!rf->budget_loaded) {
+		if ((!rf->rec.ledger && rb_ledger_open(run->paths.state_dir, &rf->rec.ledger, err) < 0) ||
+		    rb_budget_load_tenant(&rf->budget, rf->rec.ledger, run->tenant, err) < 0)
+			return rb_error_prefix(err, "harvest: the tenant's use of the store");
+		rf->budget_loaded = true;
+	}
+	rb_budget_caps(&rf->budget, run->paths.state_dir, (uint64_t)rf->rec.committed + rf->rec.n_pending, &caps);
 	struct rb_harvest_result h;
 	memset(&h, 0, sizeof h);
 	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
@@ -91,14 +99,20 @@ static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct r
 		return -1;
 	}
 	json_t *hj = rb_harvest_json(&h);
+	rb_result_spill_artifacts(&rf->spill, step, hj); /* the ledger gets every one */
+	const char *cut = rb_budget_account(&rf->budget, step, &h);
+	if (cut)
+		json_object_set_new(hj, "budget", json_string(cut)); /* the run's budget, not the harvest's caps */
 	json_object_set_new(out_json, "harvest", hj);
 	int r = rb_record_harvest(&rf->rec, step, &h, err);
+	if (r == 0 && cut && rf->budget.stopped_step == step)
+		r = rb_record_storage_stopped(&rf->rec, step, cut, err);
 	rb_harvest_result_free(&h);
 	return r;
 }
 
 /* One step: its request, its ledger record, its result. Returns 1 to go on, 0 to stop. */
-static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_code, struct rb_error *err)
+static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_error *err)
 {
 	const struct rb_manifest_step *st = &rf->m.steps[i];
 	struct rb_run *run = &rf->run;
@@ -182,9 +196,10 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	json_object_set_new(sj, "wall_ms", json_real((double)res.wall_us / 1000));
 	if (res.error[0])
 		json_object_set_new(sj, "error", json_string(res.error));
-	json_object_set_new(sj, "stdout", stream_text(&res.out));
+	/* Scrubbed already, as they came (rb_run_exec); within the run's bound for the result. */
+	rb_result_spill_output(&rf->spill, i + 1, "stdout", &res.out, sj);
 	json_object_set_new(sj, "stdout_truncated", json_boolean(res.out.truncated));
-	json_object_set_new(sj, "stderr", stream_text(&res.err));
+	rb_result_spill_output(&rf->spill, i + 1, "stderr", &res.err, sj);
 	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
 	if (res.egress)
 		json_object_set(sj, "egress", res.egress);
@@ -210,7 +225,10 @@ static int run_step(struct runfile *rf, unsigned i, json_t *steps, int *exit_cod
 	r = rb_record_step_end(&rf->rec, i + 1, &res, err);
 	if (r == 0)
 		r = harvest(rf, i + 1, sj, err);
-	json_array_append_new(steps, sj);
+	const char *status = json_string_value(json_object_get(sj, "status"));
+	snprintf(rf->last_status, sizeof rf->last_status, "%s", status ? status : "");
+	rb_result_stream_step(&rf->out, sj); /* written now, and freed: the runner holds one step */
+	json_decref(sj);
 	bool alive = !run->sb.reaped;
 	rb_step_result_free(&res);
 	if (r < 0)
@@ -414,6 +432,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;
+	rb_budget_init(&rf->budget, &rf->run.policy);
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
 	const struct rb_manifest_limits *l = &m->limits;
@@ -472,13 +491,12 @@ static void release(struct runfile *rf)
 	rb_manifest_free(&rf->m);
 }
 
-int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, json_t **result, int *exit_code,
+int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FILE *out, int *exit_code,
                        struct rb_error *err)
 {
 	struct runfile *rf = calloc(1, sizeof *rf);
 	if (!rf)
 		return rb_error_set(err, ENOMEM, "manifest");
-	*result = NULL;
 	*exit_code = 125;
 	int r = prepare(rf, path, opts, err);
 	if (r == 0)
@@ -488,7 +506,11 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 		free(rf);
 		return -1;
 	}
-	json_t *steps = json_array();
+	rb_result_spill_init(&rf->spill, rf->run.paths.state_dir, rf->run.id);
+	json_t *head = json_pack("{s:s, s:s, s:s, s:s}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
+	                         rf->run.agent, "manifest_hash", rf->m.hash);
+	rb_result_stream_begin(&rf->out, out, head);
+	json_decref(head);
 	int code = 0;
 	const char *outcome = "success";
 	json_t *setup_error = NULL;
@@ -498,7 +520,7 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 		outcome = "failure";
 	}
 	for (unsigned i = 0; !setup_error && i < rf->m.n_steps; i++) {
-		int go = run_step(rf, i, steps, &code, err);
+		int go = run_step(rf, i, &code, err);
 		if (go < 0) {
 			rb_warn("%s", err->msg);
 			code = 125;
@@ -506,9 +528,7 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 			break;
 		}
 		if (!go) {
-			json_t *last = json_array_get(steps, json_array_size(steps) - 1);
-			outcome = json_string_value(json_object_get(last, "status"));
-			outcome = outcome ? outcome : "failure";
+			outcome = rf->last_status[0] ? rf->last_status : "failure";
 			break;
 		}
 	}
@@ -520,9 +540,7 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 		rb_warn("ledger: %s", lerr.msg);
 		code = 125;
 	}
-	json_t *res =
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:i}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
-	              rf->run.agent, "manifest_hash", rf->m.hash, "result", outcome, "steps", steps, "exit", code);
+	json_t *res = json_pack("{s:s, s:i}", "result", outcome, "exit", code);
 	if (setup_error)
 		json_object_set_new(res, "error", setup_error);
 	json_object_set_new(res, "image",
@@ -546,9 +564,13 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, jso
 	                              "host_cpu_seconds", rf->rec.host_cpu_seconds));
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
+	json_object_set_new(res, "storage", rb_budget_json(&rf->budget));
+	if (rf->spill.made)
+		json_object_set_new(res, "results_dir", json_string(rf->spill.dir));
+	rb_result_stream_end(&rf->out, res);
+	json_decref(res);
 	release(rf);
 	free(rf);
-	*result = res;
 	*exit_code = code;
 	return 0;
 }

@@ -3,7 +3,7 @@
 #ifndef RB_RUNFILE_H
 #define RB_RUNFILE_H
 
-#include <jansson.h>
+#include <stdio.h>
 
 #include "common/error.h"
 #include "runtime/manifest.h"
@@ -15,10 +15,12 @@ struct rb_runfile_opts {
 	int net_mode;                         /* --net: -1 when not given */
 };
 
-/* Runs the manifest at path. *result is the run's JSON result (also on step failures);
- * *exit_code is 0 when every step succeeded, else the failed step's code (125 for runbox's
- * own failure). Returns -1 only when runbox could not run at all (bad manifest, policy...). */
-int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, json_t **result, int *exit_code,
+/* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
+ * each step's object as the step ends (runtime/result_stream.h), so the runner never holds
+ * more than one step of it; also on step failures. *exit_code is 0 when every step succeeded,
+ * else the failed step's code (125 for runbox's own failure). Returns -1, with nothing
+ * written, only when runbox could not run at all (bad manifest, policy...). */
+int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FILE *out, int *exit_code,
                        struct rb_error *err);
 
 #endif

@@ -138,3 +138,151 @@ else
 		else not_ok "v1: the cgroup's TCP usage stays under the limit" "memory.kmem.tcp.max_usage_in_bytes '$TCP_MAX'"; fi
 	fi
 fi
+
+# --- a run's storage budget (policy output.run_bytes, run_files, run_events, tenant_bytes,
+# min_free): harvests stop storing at the limit, and the run says so ---
+# manifest FILE TENANT POLICY STEP...: a manifest of script steps (each a line of sh).
+manifest() {
+	local file=$1 tenant=$2 pol=$3
+	shift 3
+	"$PY" - "$file" "$tenant" "$pol" "$@" <<'PYEOF'
+import json, sys
+f, tenant, pol, steps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+m = {"tenant": tenant, "agent": "budget", "image": "minimal",
+     "steps": [{"name": "s%d" % i, "script": "mkdir -p /workspace/out; cd /workspace/out; " + s}
+               for i, s in enumerate(steps, 1)]}
+if pol:
+    m["policy"] = pol
+json.dump(m, open(f, "w"))
+PYEOF
+	chmod a+r "$file"
+}
+mkdir -p "$T/scratch/b"
+chmod 0755 "$T/scratch/b"
+# fill NAME CHAR N: a file of N bytes of CHAR (distinct contents, distinct objects).
+FILL='fill() { head -c "$3" /dev/zero | tr "\0" "$2" > "$1"; }; '
+two_steps=("${FILL}fill a a 600; fill b b 600" "${FILL}fill c c 600")
+manifest "$T/scratch/b/default.json" acme "" "${two_steps[@]}"
+run_manifest "$T/scratch/b/default.json"
+check "control: under the default budget every harvested file is stored" \
+	"r['storage']['stopped'] is None and r['storage']['stored_files'] == 5 and r['result'] == 'success'" "r.get('storage')"
+
+policy_variant default "$T/scratch/b/files.json" budget-files 'p["output"]["run_files"] = 3'
+manifest "$T/scratch/b/m-files.json" acme "$T/scratch/b/files.json" "${two_steps[@]}"
+run_manifest "$T/scratch/b/m-files.json"
+check "run_files: storing stops at the run's third object" \
+	"r['storage']['stored_files'] == 3 and r['storage']['stopped'] == 'run_files' and r['storage']['stopped_step'] == 2" "r.get('storage')"
+check "run_files: the cut harvest names the budget" \
+	"r['steps'][1]['harvest']['budget'] == 'run_files' and 'budget' not in r['steps'][0]['harvest']" "[s.get('harvest', {}).get('budget') for s in r['steps']]"
+check "run_files: the steps still ran" "r['result'] == 'success' and len(r['steps']) == 2" "r['result']"
+run_id=$(rj "r['run_id']")
+run_rbx ledger query --run "$run_id" --type storage_stopped --json
+if grep -q '"limit": *"run_files"' <<<"$OUT"; then ok "run_files: the ledger records where storing stopped"
+else not_ok "run_files: the ledger records where storing stopped" "$(first_line "$OUT$ERR")"; fi
+
+policy_variant default "$T/scratch/b/bytes.json" budget-bytes 'p["output"]["run_bytes"] = 1000'
+manifest "$T/scratch/b/m-bytes.json" acme "$T/scratch/b/bytes.json" "${FILL}fill a a 600" "${FILL}fill d d 600"
+run_manifest "$T/scratch/b/m-bytes.json"
+check "run_bytes: the second step's files do not fit in what is left" \
+	"r['storage']['stored_bytes'] <= 1000 and r['storage']['stopped'] == 'run_bytes' and r['steps'][0]['harvest']['objects_new'] + len(r['steps'][0]['harvest']['artifacts']) >= 1" "r.get('storage')"
+
+policy_variant default "$T/scratch/b/events.json" budget-events 'p["output"]["run_events"] = 4'
+manifest "$T/scratch/b/m-events.json" acme "$T/scratch/b/events.json" "${FILL}fill a a 10; fill e e 10"
+run_manifest "$T/scratch/b/m-events.json"
+check "run_events: no artifact event beyond the run's event budget" \
+	"r['storage']['stopped'] == 'run_events' and r['storage']['stored_files'] == 0" "r.get('storage')"
+
+policy_variant default "$T/scratch/b/floor.json" budget-floor 'p["output"]["min_free"] = 9000000000000000000'
+manifest "$T/scratch/b/m-floor.json" acme "$T/scratch/b/floor.json" "${FILL}fill a a 10"
+run_manifest "$T/scratch/b/m-floor.json"
+check "min_free: below the free-space floor nothing is stored, and the run says so" \
+	"r['storage']['stopped'] == 'min_free' and r['storage']['stored_files'] == 0 and r['steps'][0]['harvest']['budget'] == 'min_free'" "r.get('storage')"
+
+# The tenant's quota counts what its earlier runs stored; another tenant (control) is not held.
+policy_variant default "$T/scratch/b/tenant.json" budget-tenant 'p["output"]["tenant_bytes"] = 1000'
+manifest "$T/scratch/b/m-t1.json" quota-t "$T/scratch/b/tenant.json" "${FILL}fill f f 800"
+run_manifest "$T/scratch/b/m-t1.json"
+check "tenant_bytes: a first run within the quota stores" "r['storage']['stored_files'] == 1 and r['storage']['stopped'] is None" "r.get('storage')"
+manifest "$T/scratch/b/m-t2.json" quota-t "$T/scratch/b/tenant.json" "${FILL}fill g g 800"
+run_manifest "$T/scratch/b/m-t2.json"
+check "tenant_bytes: the tenant's next run is held at its quota" \
+	"r['storage']['tenant_bytes_used'] == 800 and r['storage']['stored_files'] == 0 and r['storage']['stopped'] == 'tenant_bytes'" "r.get('storage')"
+manifest "$T/scratch/b/m-t3.json" other-t "$T/scratch/b/tenant.json" "${FILL}fill g g 800"
+run_manifest "$T/scratch/b/m-t3.json"
+check "control: another tenant's run stores" "r['storage']['stored_files'] == 1 and r['storage']['tenant_bytes_used'] == 0" "r.get('storage')"
+kept_digest=$(rj "r['steps'][0]['harvest']['artifacts'][0]['digest']")
+
+# --- retention: runbox gc collects objects no ledger row within the retention needs ---
+obj() { local h=${1#sha256:}; echo "$STATE/artifacts/sha256/${h:0:2}/$h"; }
+orphan=sha256:$(printf 'no run stored this' | sha256sum | cut -c 1-64)
+as_mode() { if [ "$MODE" = root ]; then "$@"; else as_nobody "$@"; fi; }
+as_mode mkdir -p "$(dirname "$(obj "$orphan")")"
+printf 'no run stored this' | as_mode tee "$(obj "$orphan")" >/dev/null
+touch -h -d '2 hours ago' "$(obj "$orphan")" "$(obj "$kept_digest")"
+run_rbx gc --retention 1h --dry-run
+if grep -q "would remove artifact $orphan" <<<"$OUT" && [ -e "$(obj "$orphan")" ] && ! grep -q "$kept_digest" <<<"$OUT"; then
+	ok "gc --dry-run lists an old unreferenced object and removes nothing"
+else not_ok "gc --dry-run lists an old unreferenced object and removes nothing" "exit $RC: $(first_line "$OUT$ERR")"; fi
+run_rbx gc --retention 1h
+if [ ! -e "$(obj "$orphan")" ] && grep -q "removed artifact $orphan" <<<"$OUT"; then ok "gc removes an old object no ledger row names"
+else not_ok "gc removes an old object no ledger row names" "exit $RC: $(first_line "$OUT$ERR")"; fi
+if [ -e "$(obj "$kept_digest")" ]; then ok "control: gc keeps an old object a ledger row within the retention names"
+else not_ok "control: gc keeps an old object a ledger row within the retention names" "$kept_digest is gone"; fi
+run_rbx gc --retention 0s
+if [ ! -e "$(obj "$kept_digest")" ]; then ok "gc --retention 0s collects it once no row within the retention needs it"
+else not_ok "gc --retention 0s collects it once no row within the retention needs it" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+# --- the runner's memory does not grow with the steps: the result is streamed, and holds at
+# most 8 MiB of the steps' output and 100 artifacts per step; the rest is spilled to files in
+# the run's result directory, which the result names ---
+policy_variant default "$T/scratch/b/big.json" big-out 'p["output"]["max_stdout"] = "3M"'
+big_out='head -c 3145728 /dev/zero | tr "\0" x'
+manifest "$T/scratch/b/m-spill.json" acme "$T/scratch/b/big.json" \
+	"$big_out; i=0; while [ \$i -lt 150 ]; do echo \$i > f\$i; i=\$((i+1)); done" "$big_out" "$big_out"
+run_manifest "$T/scratch/b/m-spill.json"
+check "spill: the first steps' output is in the result" \
+	"[len(s['stdout']) for s in r['steps'][:2]] == [3145728, 3145728] and 'stdout_file' not in r['steps'][1]" "[len(s['stdout']) for s in r['steps']]"
+check "spill: past the run's 8 MiB the step's output is in a file the result names" \
+	"r['steps'][2]['stdout'] == '' and open(r['steps'][2]['stdout_file']).read() == 'x' * 3145728 and r['steps'][2]['stdout_file'].startswith(r['results_dir'])" \
+	"[r['steps'][2].get('stdout_file'), r.get('results_dir')]"
+check "spill: a step's artifact list is cut at 100, with the count" \
+	"len(r['steps'][0]['harvest']['artifacts']) == 100 and r['steps'][0]['harvest']['artifacts_total'] == 150" \
+	"[len(r['steps'][0]['harvest']['artifacts']), r['steps'][0]['harvest'].get('artifacts_total')]"
+check "spill: every artifact is in the step's artifacts file" \
+	"sorted(json.loads(l)['path'] for l in open(r['steps'][0]['harvest']['artifacts_file'])) == sorted('f%d' % i for i in range(150))" \
+	"r['steps'][0]['harvest'].get('artifacts_file')"
+# The result directory goes with the retention: kept while recent (control), removed once old.
+rdir=$(rj "r['results_dir']")
+run_rbx gc --retention 1h
+if [ -d "$rdir" ]; then ok "control: gc keeps a recent run's result directory"
+else not_ok "control: gc keeps a recent run's result directory" "$rdir is gone"; fi
+touch -h -d '2 hours ago' "$rdir"
+run_rbx gc --retention 1h
+if [ ! -e "$rdir" ] && grep -q "removed run results $rdir" <<<"$OUT"; then ok "gc removes a run's result directory older than the retention"
+else not_ok "gc removes a run's result directory older than the retention" "exit $RC: $(first_line "$OUT$ERR")"; fi
+# Control: a small run holds everything itself and spills nothing.
+manifest "$T/scratch/b/m-small.json" acme "" "echo hi; touch a b c"
+run_manifest "$T/scratch/b/m-small.json"
+check "control: a small run spills nothing" \
+	"r['steps'][0]['stdout'] == 'hi\n' and 'artifacts_total' not in r['steps'][0]['harvest'] and len(r['steps'][0]['harvest']['artifacts']) == 3 and 'results_dir' not in r" "r['steps'][0]"
+
+# Streamed: the first step's object is out while the second step still runs.
+manifest "$T/scratch/b/m-stream.json" acme "" "echo first" "sleep 10"
+rbx_cmd run "$T/scratch/b/m-stream.json"
+coproc STREAM { "${RBX_CMD[@]}" 2>/dev/null </dev/null; }
+spid=$STREAM_PID
+seen="" running=""
+while IFS= read -r -t 60 line <&"${STREAM[0]}"; do
+	case $line in *'"stdout": "first\n"'*) seen=1; kill -0 "$spid" 2>/dev/null && running=1; break ;; esac
+done
+cat <&"${STREAM[0]}" >"$T/stream.json"
+wait "$spid"
+if [ -n "$seen" ] && [ -n "$running" ]; then ok "the result is written step by step: step 1 is out while step 2 runs"
+else not_ok "the result is written step by step: step 1 is out while step 2 runs" "seen=$seen running=$running"; fi
+# A reader that goes away does not stop the run: it ends and is recorded.
+rbx_cmd run "$T/scratch/b/m-stream.json"
+"${RBX_CMD[@]}" 2>"$T/err" </dev/null | head -c 1 >/dev/null
+rc=${PIPESTATUS[0]}
+last=$(rbx ledger query --type run_end --json --limit 1000 2>/dev/null | "$PY" -c 'import json, sys; e = json.load(sys.stdin); print(e[-1]["data"]["result"], e[-1]["data"]["steps"])')
+if [ "$rc" = 0 ] && [ "$last" = "success 2" ]; then ok "a closed stdout does not abandon the run (exit 0, run_end recorded)"
+else not_ok "a closed stdout does not abandon the run" "exit $rc, last run_end: $last; $(first_line "$(cat "$T/err")")"; fi

@@ -284,9 +284,27 @@ static void test_defaults(void **state)
 	assert_string_equal(p.env_set[0], "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	assert_int_equal(p.max_stdout, 1u << 20);
 	assert_int_equal(p.max_stderr, 1u << 20);
+	/* A run's storage budget is never absent: safe defaults (docs/policy.md). */
+	assert_int_equal(p.run_bytes, 1ull << 30);
+	assert_int_equal(p.run_files, 100000);
+	assert_int_equal(p.run_events, 100000);
+	assert_int_equal(p.tenant_bytes, 50ull << 30);
+	assert_int_equal(p.min_free, 1ull << 30);
 	assert_string_equal(p.shell, "/bin/sh");
 	assert_string_equal(p.hostname, "runbox");
 	rb_policy_free(&p);
+
+	parse_ok("{\"name\":\"x\",\"output\":{\"run_bytes\":\"2M\",\"run_files\":7,\"run_events\":0,"
+	         "\"tenant_bytes\":\"1G\",\"min_free\":0}}",
+	         &p);
+	assert_int_equal(p.run_bytes, 2u << 20);
+	assert_int_equal(p.run_files, 7);
+	assert_int_equal(p.run_events, 0);
+	assert_int_equal(p.tenant_bytes, 1u << 30);
+	assert_int_equal(p.min_free, 0);
+	rb_policy_free(&p);
+	parse_fails("{\"name\":\"x\",\"output\":{\"run_files\":\"many\"}}", "output.run_files: expected an integer");
+	parse_fails("{\"name\":\"x\",\"output\":{\"min_free\":-1}}", "output.min_free: expected a size");
 
 	/* An explicit PATH (even empty) replaces the default rather than adding a second one. */
 	parse_ok("{\"name\":\"x\",\"env\":{\"set\":{\"PATH\":\"\"}}}", &p);
