@@ -619,6 +619,17 @@ static void kill_sandbox(struct rb_run *run)
 		rb_warn("%s", err.msg);
 }
 
+/* The gateway could not start, or died: its listeners close, so the sandbox's calls are
+ * refused at once instead of hanging until the step's deadline. Said once: on stderr, and in
+ * the result's gateway.error. */
+static void gateway_down(struct rb_run *run, const struct rb_error *why)
+{
+	run->gw.failed = true;
+	snprintf(run->gw.error, sizeof run->gw.error, "%s", why->msg);
+	rb_net_close_gateway(&run->sb.net);
+	rb_warn("%s; the run's gateway calls are refused from now on", why->msg);
+}
+
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
                 struct rb_error *err)
 {
@@ -815,7 +826,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[9] = {
+		struct pollfd p[10] = {
 		    {.fd = run->sb.ctl, .events = POLLIN},
 		    {.fd = out_open ? out_r : -1, .events = POLLIN},
 		    {.fd = err_open ? err_r : -1, .events = POLLIN},
@@ -825,8 +836,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		    {.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
 		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
 		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
+		    {.fd = rb_gwproc_watch_fd(&run->gw), .events = POLLIN},
 		};
-		if (poll(p, 9, -1) < 0) {
+		if (poll(p, 10, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -839,10 +851,13 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			if (run->sb.net.listen_fd6 >= 0)
 				lfds[n++] = run->sb.net.listen_fd6;
 			struct rb_error gerr;
-			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0) {
-				rb_warn("%s", gerr.msg);
-				run->gw.failed = true;
-			}
+			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
+				gateway_down(run, &gerr);
+		}
+		if (p[9].revents & POLLIN) {
+			struct rb_error gerr;
+			rb_gwproc_reap(&run->gw, &gerr);
+			gateway_down(run, &gerr);
 		}
 		if (p[1].revents)
 			out_open = pump(out_r, &out_sink);
