@@ -306,6 +306,43 @@ if grep -q 'nosuid' <<<"$OUT" && grep -q 'nodev' <<<"$OUT" && grep -q 'noexec' <
 	ok "/proc is nosuid,nodev,noexec"
 else not_ok "/proc is nosuid,nodev,noexec" "mountinfo: $(first_line "$OUT")"; fi
 
+# --- host identifiers: kernel command line, boot id, the state directory's path ---
+# /proc/cmdline and boot_id are the host's in every namespace: runbox binds per-run values
+# over them. Control: an unmasked file of the same kind (/proc/version) reads the host's
+# value inside, so an unmasked cmdline would match too.
+host_cmdline=$(cat /proc/cmdline)
+host_boot=$(cat /proc/sys/kernel/random/boot_id)
+sb -- /bin/sh -c 'cat /proc/version; echo; cat /proc/cmdline; echo; cat /proc/sys/kernel/random/boot_id'
+in_version=$(sed -n 1p <<<"$OUT") in_cmdline=$(sed -n 3p <<<"$OUT") boot1=$(sed -n 5p <<<"$OUT")
+if [ "$RC" != 0 ]; then not_ok "/proc/cmdline is not the host's" "exit $RC: $(first_line "$ERR")"
+elif [ -z "$host_cmdline" ] || [ "$in_version" != "$(cat /proc/version)" ]; then
+	skip "/proc/cmdline is not the host's" "control: the host's is empty, or /proc/version differs inside"
+elif [ "$in_cmdline" = "$host_cmdline" ]; then not_ok "/proc/cmdline is not the host's" "inside reads the host's"
+elif [ "$in_cmdline" != runbox ]; then not_ok "/proc/cmdline is not the host's" "inside reads '$(first_line "$in_cmdline")', want runbox"
+else ok "/proc/cmdline is not the host's (reads runbox)"; fi
+sb -- /bin/cat /proc/sys/kernel/random/boot_id
+boot2=$OUT
+uuid_re='^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+if [ "$RC" != 0 ]; then not_ok "boot_id is the run's own" "exit $RC: $(first_line "$ERR")"
+elif [ "$host_boot" != "$(cat /proc/sys/kernel/random/boot_id)" ]; then skip "boot_id is the run's own" "control: the host's boot_id changes between reads"
+elif [ "$boot1" = "$host_boot" ] || [ "$boot2" = "$host_boot" ]; then not_ok "boot_id is the run's own" "inside reads the host's $host_boot"
+elif [ "$boot1" = "$boot2" ]; then not_ok "boot_id is the run's own" "two runs read the same $boot1"
+elif ! grep -Eq "$uuid_re" <<<"$boot1"; then not_ok "boot_id is the run's own" "not a UUID: $boot1"
+else ok "boot_id is the run's own (two runs: $boot1, $boot2)"; fi
+# The state and run directories ($T/state, $T/xdg) hold the run's overlay layers, but the
+# overlay's options name them relative to the staging dir. Control: an input bound from $T
+# shows its host path in the same mountinfo, so the grep can see a $T path there.
+mkdir -p "$T/scratch/mi-input" && chmod a+rx "$T/scratch/mi-input"
+sb --input "$T/scratch/mi-input:/workspace/in/mi" -- /bin/cat /proc/self/mountinfo
+leak=$(grep -F -e "$T/state" -e "$T/xdg" <<<"$OUT" | head -n 1)
+if [ "$RC" != 0 ]; then not_ok "mountinfo names no state or run dir path" "exit $RC: $(first_line "$ERR")"
+elif ! grep -qF "$T/scratch/mi-input" <<<"$OUT"; then
+	skip "mountinfo names no state or run dir path" "control: the input's host path is not in mountinfo either"
+elif [ -n "$leak" ]; then not_ok "mountinfo names no state or run dir path" "$(cut -c 1-200 <<<"$leak")"
+elif [ ! -d "$T/state/run" ] && [ ! -d "$T/xdg/runbox" ]; then
+	not_ok "mountinfo names no state or run dir path" "control: no run directory under $T/state or $T/xdg"
+else ok "mountinfo names no state or run dir path (overlay: $(grep -o 'lowerdir[^,]*,upperdir=[^,]*' <<<"$OUT"))"; fi
+
 # --- runbox's own binary (CVE-2019-5736) ---
 sum_before=$(sha256sum "$RUNBOX" | cut -d' ' -f1)
 cp "$RUNBOX" "$T/scratch/runbox-copy"
