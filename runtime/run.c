@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/channel.h"
+#include "runtime/idslice.h"
 #include "runtime/lifecycle.h"
 #include "runtime/scrub.h"
 #include "runtime/ttysafe.h"
@@ -151,6 +152,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 
 	run->bg_log = -1;
+	run->id_slice_fd = -1;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
@@ -207,7 +209,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	}
 
 	struct rb_sandbox_spec *spec = &run->spec;
-	if (rb_userns_plan(pol, &spec->ids, err) < 0)
+	if (rb_userns_plan(pol, &spec->ids, err) < 0 ||
+	    rb_userns_take_slice(&spec->ids, RB_IDSLICE_DIR, &run->id_slice_fd, err) < 0)
 		return -1;
 	/* The run directory's parents, before anything else makes them (the seccomp cache would,
 	 * 0700): searchable by the sandbox's ids, as init, already in the sandbox's user
@@ -994,6 +997,9 @@ void rb_run_close(struct rb_run *run)
 	rb_run_stop(run);
 	if (run->started)
 		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
+	if (run->id_slice_fd >= 0) /* nothing of the sandbox's runs as the slice's ids now */
+		close(run->id_slice_fd);
+	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");
 	json_decref(run->gw.stats);
 	run->gw.stats = NULL;

@@ -125,6 +125,44 @@ check_host_uid() {
 }
 check_host_uid
 
+# --- concurrent root-mode runs get disjoint host id slices ---
+# Per-user kernel limits (inflight SCM_RIGHTS fds, pipe buffer pages) count by host uid, so two
+# runs at once must never map to the same host ids. Control: two runs one after the other get
+# the same slice back, so the comparison sees real maps, and a run's end frees its slice.
+# Rootless runs map to the caller's own ids (docs/threat-model.md).
+map_start() { awk '$1 == 0 { print $2 }' <<<"$1"; } # MAP: the host id of the sandbox's 0
+check_slices() {
+	local name="concurrent root runs map to disjoint host ids" m pid bg a b c d
+	m=$(new_marker)
+	rbx_cmd run --image minimal --timeout 30s -- /bin/probe sleep-forever "$m"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/slice.err" </dev/null &
+	bg=$!
+	if ! wait_for has_marker --prefix "/bin/probe sleep-forever $m"; then
+		not_ok "$name" "the first run's step never showed up ($(first_line "$(cat "$T/slice.err")"))"
+		kill -TERM "$bg" 2>/dev/null
+		wait "$bg" 2>/dev/null
+		return
+	fi
+	pid=$(pids_with --prefix "/bin/probe sleep-forever $m" | head -n 1)
+	a=$(map_start "$(cat "/proc/$pid/uid_map" 2>/dev/null)")
+	sb --json -- /bin/true
+	b=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	kill -TERM "$bg" 2>/dev/null
+	wait "$bg" 2>/dev/null
+	wait_for no_marker "$m"
+	sb --json -- /bin/true
+	c=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	sb --json -- /bin/true
+	d=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	if [ -z "$a" ] || [ -z "$b" ] || [ -z "$c" ] || [ -z "$d" ]; then
+		not_ok "$name" "a map is missing: running '$a', beside it '$b', after '$c' '$d'"
+	elif [ "$c" != "$d" ]; then not_ok "$name" "control: two runs in a row map to $c and $d"
+	elif [ $((a > b ? a - b : b - a)) -lt 65536 ]; then
+		not_ok "$name" "runs at once map 0 to host $a and $b: their 65536 ids overlap"
+	else ok "$name (at once: $a, $b; in a row: $c, $d; $(json "$T/out" sandbox.id_source))"; fi
+}
+[ "$MODE" = root ] && check_slices
+
 # --- capabilities, no_new_privs, seccomp ---
 CTRL_WANT=1 pair "no capabilities under strict" 0 --policy strict -- caps-zero
 pair "no CAP_SYS_ADMIN under default" 1 -- caps-has sys_admin
