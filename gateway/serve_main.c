@@ -1,7 +1,8 @@
 /* runbox-gateway: serves one run's gateway endpoint on listening sockets it inherits. Kept out
  * of the runbox binary so that libmicrohttpd (and the TLS library it loads) costs nothing on
  * a run that never calls the gateway: the runner starts this on the first connection.
- * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...]}, read to EOF.
+ * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd}, read
+ * to EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it.
  * SIGTERM: stop, print {"requests": n, "unauthorized": n} on stdout, exit 0. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -46,11 +47,13 @@ int main(void)
 	const char *run_id = json_string_value(json_object_get(cfg, "run_id"));
 	const char *key_hex = json_string_value(json_object_get(cfg, "key"));
 	json_t *fds_j = json_object_get(cfg, "listen_fds");
+	json_t *ready_j = json_object_get(cfg, "ready_fd");
 	uint8_t key[RB_GATEWAY_KEY_MAX];
 	size_t keylen = 0;
 	int fds[RB_GATEWAY_MAX_FDS];
 	unsigned n = 0;
-	if (!run_id || !key_hex || hex_decode(key_hex, key, sizeof key, &keylen) < 0 || !json_is_array(fds_j)) {
+	if (!run_id || !key_hex || hex_decode(key_hex, key, sizeof key, &keylen) < 0 || !json_is_array(fds_j) ||
+	    !json_is_integer(ready_j)) {
 		fprintf(stderr, "runbox-gateway: bad config on fd 3\n");
 		return 125;
 	}
@@ -70,7 +73,13 @@ int main(void)
 		return 125;
 	}
 	memset(key, 0, sizeof key);
+	int ready_fd = (int)json_integer_value(ready_j);
 	json_decref(cfg);
+	if (write(ready_fd, "R", 1) != 1) {
+		fprintf(stderr, "runbox-gateway: readiness fd %d: %s\n", ready_fd, strerror(errno));
+		return 125;
+	}
+	close(ready_fd);
 	int sig;
 	while (sigwait(&mask, &sig) != 0)
 		;

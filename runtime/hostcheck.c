@@ -528,8 +528,11 @@ static void check_subids(struct ctx *c)
 		bool hu = rb_subid_lookup("/etc/subuid", "runbox", UINT32_MAX, &us, &uc) == 0;
 		bool hg = rb_subid_lookup("/etc/subgid", "runbox", UINT32_MAX, &gs, &gc) == 0;
 		if (!hu && !hg) {
-			detail(it, "default range %u:%u (no `runbox` entry in /etc/subuid or /etc/subgid)",
-			       RB_DEFAULT_SUBID_START, RB_DEFAULT_SUBID_COUNT);
+			detail(it,
+			       "default range %u:%u, %u slices of %u for concurrent runs (no `runbox` entry in "
+			       "/etc/subuid or /etc/subgid)",
+			       RB_DEFAULT_SUBID_START, RB_DEFAULT_SUBID_SLICES * RB_SANDBOX_IDS,
+			       RB_DEFAULT_SUBID_SLICES, RB_SANDBOX_IDS);
 			return;
 		}
 		if (hu)

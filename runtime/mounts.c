@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -197,25 +198,46 @@ static int size_opt(char *buf, size_t len, uint64_t bytes, uint64_t fallback)
 	return snprintf(buf, len, "size=%llu", (unsigned long long)(bytes ? bytes : fallback));
 }
 
-static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, struct rb_error *err)
+/* The image, attached read-only on dir: the runner's idmapped clone when it made one, else a
+ * clone of the image's directory. Either way the overlay's lower layer is then named `lower`. */
+static int attach_lower(const struct rb_image *image, int lower_fd, const char *dir, struct rb_error *err)
 {
-	char upper[PATH_MAX + 8], work[PATH_MAX + 8], merged[PATH_MAX + 8], lower[PATH_MAX + 8];
-	const char *lowerdir = image->rootfs;
 	if (lower_fd >= 0) {
 		/* The runner's clone of the image's mount. Idmapped when it is runbox's own image
 		 * (never a directory image, rb_image.owned_by_runbox): the image's files owned by
 		 * host ids 0..65535 show as the sandbox's own, so root inside can change them
 		 * (copy-up). */
-		snprintf(lower, sizeof lower, "%s/lower", staging);
-		if (mkdir(lower, 0755) < 0)
-			return rb_error_set(err, errno, "mkdir `%s`", lower);
-		if (move_mount(lower_fd, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-			return rb_error_set(err, errno, "attach the idmapped image on `%s`", lower);
-		lowerdir = lower;
+		if (move_mount(lower_fd, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return rb_error_set(err, errno, "attach the image's clone on `%s`", dir);
+		return 0;
 	}
-	snprintf(upper, sizeof upper, "%s/upper", staging);
-	snprintf(work, sizeof work, "%s/work", staging);
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, image->rootfs,
+	                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+	if (tree < 0)
+		return rb_error_set(err, errno, "clone mount of the image `%s`", image->rootfs);
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+		return rb_error_set(err, errno, "make the image `%s` read-only", image->rootfs);
+	if (move_mount(tree, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return rb_error_set(err, errno, "attach the image on `%s`", dir);
+	return 0;
+}
+
+/* The layers are named relative to the staging dir, made the cwd here: the overlay's options,
+ * which the sandbox reads in /proc/self/mountinfo, then say lower, upper and work, never the
+ * run directory's host path (the state directory's) nor the image's. */
+static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, struct rb_error *err)
+{
+	char merged[PATH_MAX + 8], lower[PATH_MAX + 8], opts[256];
+	const char *lowerdir = "lower", *upper = "upper", *work = "work";
+	snprintf(lower, sizeof lower, "%s/lower", staging);
+	if (mkdir(lower, 0755) < 0)
+		return rb_error_set(err, errno, "mkdir `%s`", lower);
+	if (attach_lower(image, lower_fd, lower, err) < 0)
+		return -1;
 	snprintf(merged, sizeof merged, "%s/root", staging);
+	if (chdir(staging) < 0)
+		return rb_error_set(err, errno, "chdir `%s`", staging);
 	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 || mkdir(merged, 0755) < 0)
 		return rb_error_set(err, errno, "prepare overlay dirs in `%s`", staging);
 
@@ -242,11 +264,7 @@ static int mount_overlay(const char *staging, const struct rb_image *image, int 
 		return 0;
 	}
 legacy:
-	/* mount(2) takes one option string: refuse what would need escaping. */
-	if (strpbrk(lowerdir, ",:\\") || strpbrk(staging, ",:\\"))
-		return rb_error_set(err, EINVAL, "overlay: path `%s` needs escaping, which mount(2) cannot do",
-		                    lowerdir);
-	char opts[3 * PATH_MAX + 64];
+	/* mount(2) takes one option string; the relative names need no escaping. */
 	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", lowerdir, upper, work);
 	if (mount("overlay", merged, "overlay", MS_NODEV, opts) == 0)
 		return 0;
@@ -309,7 +327,47 @@ static int build_dev(int rootfd, struct rb_error *err)
 	return remount_ro(rootfd, "dev", err);
 }
 
-static int build_proc(int rootfd, struct rb_error *err)
+/* Writes text to a new file dir/name (on the run's scratch tmpfs) and binds it read-only over
+ * target: the sandbox reads the run's own value, and mountinfo names only `/name` on a tmpfs. */
+static int mask_with_text(int rootfd, const char *dir, const char *name, const char *text, const char *target,
+                          struct rb_error *err)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+		return rb_error_set(err, ENAMETOOLONG, "mask for /%s", target);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", path);
+	size_t len = strlen(text);
+	if (write(fd, text, len) != (ssize_t)len)
+		return rb_error_set(err, errno ? errno : EIO, "write `%s`", path);
+	_cleanup_close_ int src = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (src < 0)
+		return rb_error_set(err, errno, "open `%s`", path);
+	return bind_ro_attrs(src, NULL, rootfd, target, false,
+	                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false, err);
+}
+
+/* Host identifiers no namespace covers, replaced by per-run values: the kernel command line
+ * (the host's boot options, often its machine or VM names) by "runbox", and the boot id (the
+ * same for every process since the host booted, so it links runs to one host) by a random
+ * UUID of this run's. */
+static int mask_host_ids(int rootfd, const char *staging, struct rb_error *err)
+{
+	uint8_t b[16];
+	if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+		return rb_error_set(err, errno, "getrandom: the run's boot id");
+	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	char id[40];
+	snprintf(id, sizeof id, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0], b[1],
+	         b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+	if (mask_with_text(rootfd, staging, "cmdline", "runbox\n", "proc/cmdline", err) < 0)
+		return -1;
+	return mask_with_text(rootfd, staging, "boot_id", id, "proc/sys/kernel/random/boot_id", err);
+}
+
+static int build_proc(int rootfd, const char *staging, struct rb_error *err)
 {
 	if (mount_new(rootfd, "proc", "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
 		return -1;
@@ -343,7 +401,7 @@ static int build_proc(int rootfd, struct rb_error *err)
 		if (bind_ro(fd, NULL, rootfd, readonly_paths[i], S_ISDIR(st.st_mode), err) < 0)
 			return -1;
 	}
-	return 0;
+	return mask_host_ids(rootfd, staging, err);
 }
 
 /* The sources of inputs and skill bundles, opened in this mount namespace before anything is
@@ -475,8 +533,8 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	if (make_dir(rootfd, "tmp", 01777, err) < 0 ||
 	    mount_new(rootfd, "tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0 ||
 	    build_workspace(rootfd, spec, &src, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 ||
-	    build_dev(rootfd, err) < 0 || make_dir(rootfd, "proc", 0555, err) < 0 || build_proc(rootfd, err) < 0 ||
-	    make_dir(rootfd, "sys", 0555, err) < 0 ||
+	    build_dev(rootfd, err) < 0 || make_dir(rootfd, "proc", 0555, err) < 0 ||
+	    build_proc(rootfd, spec->staging, err) < 0 || make_dir(rootfd, "sys", 0555, err) < 0 ||
 	    /* sysfs belongs to the network namespace's owner, which the sandbox is not: an empty
 	     * read-only /sys keeps tools that probe it from failing oddly. */
 	    mount_new(rootfd, "sys", "tmpfs", sys_opts,

@@ -283,6 +283,16 @@ void rb_net_api_url(const struct rb_net *net, char *out, size_t outlen)
 		snprintf(out, outlen, "http://127.0.0.1:%u", (unsigned)net->port);
 }
 
+void rb_net_close_gateway(struct rb_net *net)
+{
+	int *slots[] = {&net->listen_fd4, &net->listen_fd6};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++) {
+		if (*slots[i] >= 0)
+			close(*slots[i]);
+		*slots[i] = -1;
+	}
+}
+
 void rb_net_close(struct rb_net *net)
 {
 	for (unsigned i = 0; i < RB_NET_NFDS; i++) {

@@ -74,6 +74,11 @@ json_t *rb_net_counters_json(const struct rb_net_counters *c);
  * An address literal, not "localhost": nothing in the sandbox may redirect it. */
 void rb_net_api_url(const struct rb_net *net, char *out, size_t outlen);
 
+/* Closes the gateway's listeners (the runner holds the last reference once the gateway is
+ * gone): a connect inside is then refused at once (ECONNREFUSED), and one waiting in the
+ * backlog is reset, instead of hanging until the step's deadline. The port stays in net. */
+void rb_net_close_gateway(struct rb_net *net);
+
 void rb_net_close(struct rb_net *net);
 
 #endif

@@ -113,6 +113,8 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 		json_t *gw = json_pack("{s:b}", "started", run->gw.stats != NULL);
 		if (run->gw.stats)
 			json_object_update(gw, run->gw.stats);
+		if (run->gw.error[0])
+			json_object_set_new(gw, "error", json_string(run->gw.error));
 		json_object_set_new(o, "gateway", gw);
 	}
 	const struct rb_host_cost *h = &res->host;

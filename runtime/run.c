@@ -27,6 +27,7 @@
 #include "common/ttysafe.h"
 #include "common/util.h"
 #include "runtime/channel.h"
+#include "runtime/idslice.h"
 #include "runtime/lifecycle.h"
 #include "runtime/scrub.h"
 
@@ -219,6 +220,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 
 	run->bg_log = -1;
+	run->id_slice_fd = -1;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
@@ -272,7 +274,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	}
 
 	struct rb_sandbox_spec *spec = &run->spec;
-	if (rb_userns_plan(pol, &spec->ids, err) < 0)
+	if (rb_userns_plan(pol, &spec->ids, err) < 0 ||
+	    rb_userns_take_slice(&spec->ids, RB_IDSLICE_DIR, &run->id_slice_fd, err) < 0)
 		return -1;
 	/* The run directory's parents, before anything else makes them (the seccomp cache would,
 	 * 0700): searchable by the sandbox's ids, as init, already in the sandbox's user
@@ -779,6 +782,17 @@ static void kill_sandbox(struct rb_run *run)
 		rb_warn("%s", err.msg);
 }
 
+/* The gateway could not start, or died: its listeners close, so the sandbox's calls are
+ * refused at once instead of hanging until the step's deadline. Said once: on stderr, and in
+ * the result's gateway.error. */
+static void gateway_down(struct rb_run *run, const struct rb_error *why)
+{
+	run->gw.failed = true;
+	snprintf(run->gw.error, sizeof run->gw.error, "%s", why->msg);
+	rb_net_close_gateway(&run->sb.net);
+	rb_warn("%s; the run's gateway calls are refused from now on", why->msg);
+}
+
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
                 struct rb_error *err)
 {
@@ -1015,7 +1029,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[9] = {
+		struct pollfd p[10] = {
 		    {.fd = run->sb.ctl, .events = POLLIN},
 		    {.fd = out_open ? out_r : -1, .events = POLLIN},
 		    {.fd = err_open ? err_r : -1, .events = POLLIN},
@@ -1025,8 +1039,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		    {.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
 		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
 		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
+		    {.fd = rb_gwproc_watch_fd(&run->gw), .events = POLLIN},
 		};
-		if (poll(p, 9, -1) < 0) {
+		if (poll(p, 10, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -1039,10 +1054,13 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			if (run->sb.net.listen_fd6 >= 0)
 				lfds[n++] = run->sb.net.listen_fd6;
 			struct rb_error gerr;
-			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0) {
-				rb_warn("%s", gerr.msg);
-				run->gw.failed = true;
-			}
+			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
+				gateway_down(run, &gerr);
+		}
+		if (p[9].revents & POLLIN) {
+			struct rb_error gerr;
+			rb_gwproc_reap(&run->gw, &gerr);
+			gateway_down(run, &gerr);
 		}
 		if (p[1].revents)
 			out_open = pump(out_r, &out_sink);
@@ -1187,6 +1205,9 @@ void rb_run_close(struct rb_run *run)
 	rb_run_stop(run);
 	if (run->started)
 		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
+	if (run->id_slice_fd >= 0) /* nothing of the sandbox's runs as the slice's ids now */
+		close(run->id_slice_fd);
+	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");
 	json_decref(run->gw.stats);
 	run->gw.stats = NULL;

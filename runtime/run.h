@@ -133,6 +133,7 @@ struct rb_run {
 	int linger[RB_MAX_LINGER];
 	unsigned n_linger;
 	int bg_log;
+	int id_slice_fd; /* the lock holding this run's host id slice (root mode), or -1 */
 	uint64_t bg_log_bytes;
 	uint64_t step_log_bytes; /* written to the steps' logs so far, against RB_STEP_LOG_CAP */
 	unsigned steps_run;

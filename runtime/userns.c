@@ -15,6 +15,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "runtime/idslice.h"
 
 extern char **environ;
 
@@ -101,10 +102,11 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 	uint32_t u = (uint32_t)pol->uid, g = (uint32_t)pol->gid;
 
 	if (euid == 0 && in_initial_userns()) {
-		uint32_t us = RB_DEFAULT_SUBID_START, uc = RB_DEFAULT_SUBID_COUNT;
-		uint32_t gs = RB_DEFAULT_SUBID_START, gc = RB_DEFAULT_SUBID_COUNT;
+		uint32_t us = RB_DEFAULT_SUBID_START, uc = RB_SANDBOX_IDS * RB_DEFAULT_SUBID_SLICES;
+		uint32_t gs = RB_DEFAULT_SUBID_START, gc = RB_SANDBOX_IDS * RB_DEFAULT_SUBID_SLICES;
 		bool have_u = rb_subid_lookup("/etc/subuid", "runbox", UINT32_MAX, &us, &uc) == 0;
 		bool have_g = rb_subid_lookup("/etc/subgid", "runbox", UINT32_MAX, &gs, &gc) == 0;
+		plan->slices = (uc < gc ? uc : gc) / RB_SANDBOX_IDS;
 		if (uc > RB_SANDBOX_IDS)
 			uc = RB_SANDBOX_IDS;
 		if (gc > RB_SANDBOX_IDS)
@@ -273,4 +275,24 @@ int rb_userns_write_outer(pid_t pid, const struct rb_idplan *plan, struct rb_err
 		           ? -1
 		           : run_helper("newgidmap", pid, &plan->outer_gid, err);
 	return rb_userns_write_maps(pid, &plan->outer_uid, &plan->outer_gid, true, err);
+}
+
+int rb_userns_take_slice(struct rb_idplan *plan, const char *lock_dir, int *lock_fd, struct rb_error *err)
+{
+	*lock_fd = -1;
+	if (plan->outer || plan->slices < 2)
+		return 0;
+	unsigned slot = 0;
+	int fd = rb_idslice_acquire(lock_dir, plan->slices, &slot, err);
+	if (fd < 0)
+		return -1;
+	uint32_t shift = slot * RB_SANDBOX_IDS; /* < the range's count, so no overflow */
+	for (unsigned i = 0; i < plan->uid.n; i++)
+		plan->uid.lines[i].outside += shift;
+	for (unsigned i = 0; i < plan->gid.n; i++)
+		plan->gid.lines[i].outside += shift;
+	size_t len = strlen(plan->source);
+	snprintf(plan->source + len, sizeof plan->source - len, ", slice %u of %" PRIu32, slot, plan->slices);
+	*lock_fd = fd;
+	return 0;
 }

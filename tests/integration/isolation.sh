@@ -126,6 +126,44 @@ check_host_uid() {
 }
 check_host_uid
 
+# --- concurrent root-mode runs get disjoint host id slices ---
+# Per-user kernel limits (inflight SCM_RIGHTS fds, pipe buffer pages) count by host uid, so two
+# runs at once must never map to the same host ids. Control: two runs one after the other get
+# the same slice back, so the comparison sees real maps, and a run's end frees its slice.
+# Rootless runs map to the caller's own ids (docs/threat-model.md).
+map_start() { awk '$1 == 0 { print $2 }' <<<"$1"; } # MAP: the host id of the sandbox's 0
+check_slices() {
+	local name="concurrent root runs map to disjoint host ids" m pid bg a b c d
+	m=$(new_marker)
+	rbx_cmd run --image minimal --timeout 30s -- /bin/probe sleep-forever "$m"
+	"${RBX_CMD[@]}" >/dev/null 2>"$T/slice.err" </dev/null &
+	bg=$!
+	if ! wait_for has_marker --prefix "/bin/probe sleep-forever $m"; then
+		not_ok "$name" "the first run's step never showed up ($(first_line "$(cat "$T/slice.err")"))"
+		kill -TERM "$bg" 2>/dev/null
+		wait "$bg" 2>/dev/null
+		return
+	fi
+	pid=$(pids_with --prefix "/bin/probe sleep-forever $m" | head -n 1)
+	a=$(map_start "$(cat "/proc/$pid/uid_map" 2>/dev/null)")
+	sb --json -- /bin/true
+	b=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	kill -TERM "$bg" 2>/dev/null
+	wait "$bg" 2>/dev/null
+	wait_for no_marker "$m"
+	sb --json -- /bin/true
+	c=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	sb --json -- /bin/true
+	d=$(map_start "$(json "$T/out" sandbox.uid_map)")
+	if [ -z "$a" ] || [ -z "$b" ] || [ -z "$c" ] || [ -z "$d" ]; then
+		not_ok "$name" "a map is missing: running '$a', beside it '$b', after '$c' '$d'"
+	elif [ "$c" != "$d" ]; then not_ok "$name" "control: two runs in a row map to $c and $d"
+	elif [ $((a > b ? a - b : b - a)) -lt 65536 ]; then
+		not_ok "$name" "runs at once map 0 to host $a and $b: their 65536 ids overlap"
+	else ok "$name (at once: $a, $b; in a row: $c, $d; $(json "$T/out" sandbox.id_source))"; fi
+}
+[ "$MODE" = root ] && check_slices
+
 # --- capabilities, no_new_privs, seccomp ---
 CTRL_WANT=1 pair "no capabilities under strict" 0 --policy strict -- caps-zero
 pair "no CAP_SYS_ADMIN under default" 1 -- caps-has sys_admin
@@ -318,6 +356,43 @@ sb -- /bin/sh -c 'grep -E " /proc(/| )" /proc/self/mountinfo | head -n 1'
 if grep -q 'nosuid' <<<"$OUT" && grep -q 'nodev' <<<"$OUT" && grep -q 'noexec' <<<"$OUT"; then
 	ok "/proc is nosuid,nodev,noexec"
 else not_ok "/proc is nosuid,nodev,noexec" "mountinfo: $(first_line "$OUT")"; fi
+
+# --- host identifiers: kernel command line, boot id, the state directory's path ---
+# /proc/cmdline and boot_id are the host's in every namespace: runbox binds per-run values
+# over them. Control: an unmasked file of the same kind (/proc/version) reads the host's
+# value inside, so an unmasked cmdline would match too.
+host_cmdline=$(cat /proc/cmdline)
+host_boot=$(cat /proc/sys/kernel/random/boot_id)
+sb -- /bin/sh -c 'cat /proc/version; echo; cat /proc/cmdline; echo; cat /proc/sys/kernel/random/boot_id'
+in_version=$(sed -n 1p <<<"$OUT") in_cmdline=$(sed -n 3p <<<"$OUT") boot1=$(sed -n 5p <<<"$OUT")
+if [ "$RC" != 0 ]; then not_ok "/proc/cmdline is not the host's" "exit $RC: $(first_line "$ERR")"
+elif [ -z "$host_cmdline" ] || [ "$in_version" != "$(cat /proc/version)" ]; then
+	skip "/proc/cmdline is not the host's" "control: the host's is empty, or /proc/version differs inside"
+elif [ "$in_cmdline" = "$host_cmdline" ]; then not_ok "/proc/cmdline is not the host's" "inside reads the host's"
+elif [ "$in_cmdline" != runbox ]; then not_ok "/proc/cmdline is not the host's" "inside reads '$(first_line "$in_cmdline")', want runbox"
+else ok "/proc/cmdline is not the host's (reads runbox)"; fi
+sb -- /bin/cat /proc/sys/kernel/random/boot_id
+boot2=$OUT
+uuid_re='^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+if [ "$RC" != 0 ]; then not_ok "boot_id is the run's own" "exit $RC: $(first_line "$ERR")"
+elif [ "$host_boot" != "$(cat /proc/sys/kernel/random/boot_id)" ]; then skip "boot_id is the run's own" "control: the host's boot_id changes between reads"
+elif [ "$boot1" = "$host_boot" ] || [ "$boot2" = "$host_boot" ]; then not_ok "boot_id is the run's own" "inside reads the host's $host_boot"
+elif [ "$boot1" = "$boot2" ]; then not_ok "boot_id is the run's own" "two runs read the same $boot1"
+elif ! grep -Eq "$uuid_re" <<<"$boot1"; then not_ok "boot_id is the run's own" "not a UUID: $boot1"
+else ok "boot_id is the run's own (two runs: $boot1, $boot2)"; fi
+# The state and run directories ($T/state, $T/xdg) hold the run's overlay layers, but the
+# overlay's options name them relative to the staging dir. Control: an input bound from $T
+# shows its host path in the same mountinfo, so the grep can see a $T path there.
+mkdir -p "$T/scratch/mi-input" && chmod a+rx "$T/scratch/mi-input"
+sb --input "$T/scratch/mi-input:/workspace/in/mi" -- /bin/cat /proc/self/mountinfo
+leak=$(grep -F -e "$T/state" -e "$T/xdg" <<<"$OUT" | head -n 1)
+if [ "$RC" != 0 ]; then not_ok "mountinfo names no state or run dir path" "exit $RC: $(first_line "$ERR")"
+elif ! grep -qF "$T/scratch/mi-input" <<<"$OUT"; then
+	skip "mountinfo names no state or run dir path" "control: the input's host path is not in mountinfo either"
+elif [ -n "$leak" ]; then not_ok "mountinfo names no state or run dir path" "$(cut -c 1-200 <<<"$leak")"
+elif [ ! -d "$T/state/run" ] && [ ! -d "$T/xdg/runbox" ]; then
+	not_ok "mountinfo names no state or run dir path" "control: no run directory under $T/state or $T/xdg"
+else ok "mountinfo names no state or run dir path (overlay: $(grep -o 'lowerdir[^,]*,upperdir=[^,]*' <<<"$OUT"))"; fi
 
 # --- runbox's own binary (CVE-2019-5736) ---
 sum_before=$(sha256sum "$RUNBOX" | cut -d' ' -f1)

@@ -286,6 +286,79 @@ for k in wrong missing other; do
 done
 expect_json "gateway.unauthorized counts the 3 refusals" gateway.unauthorized 3
 
+# --- 5b. a gateway that cannot serve is noticed ---
+# runbox starts the runbox-gateway beside its own binary, so a copy of runbox in a directory of
+# the test's (shipped data linked beside it) runs with whatever gateway the test puts there:
+# none, one that exits at once, one that never says it is ready, or (the control) the real one.
+# Every gateway call of the step must then be refused (ECONNREFUSED, not a hang until the
+# step's deadline), and runbox must say so once on stderr and in the result.
+gw_dir() { # NAME [SCRIPT]: $T/gw-NAME with runbox and its data; SCRIPT as its runbox-gateway
+	local d=$T/gw-$1
+	mkdir -p "$d"
+	cp "$RUNBOX" "$d/runbox"
+	ln -s "$ROOT/policy" "$d/policy"
+	ln -s "$ROOT/build" "$d/build"
+	if [ "${2:-}" = real ]; then ln -s "$ROOT/runbox-gateway" "$d/runbox-gateway"
+	elif [ -n "${2:-}" ]; then printf '#!/bin/sh\n%s\n' "$2" >"$d/runbox-gateway" && chmod 0755 "$d/runbox-gateway"; fi
+	chmod -R a+rX "$d"
+	echo "$d"
+}
+GW_STEP='u=$RUNBOX_API_URL/v1/health
+wget -qO- "$u" 2>&1; echo " first=$?"
+wget -qO- "$u" 2>&1; echo " second=$?"
+/bin/probe connect 127.0.0.1 "${RUNBOX_API_URL##*:}" 2>&1; echo " probe=$?"'
+d=$(gw_dir real real)
+RUNBOX=$d/runbox sb --json --timeout 20s -- /bin/sh -c "$GW_STEP"
+ctl=$(jv stdout | tr '\n' ' ')
+if ! grep -q '{"ok":true} first=0' <<<"$ctl" || ! grep -q 'probe=0' <<<"$ctl"; then
+	not_ok "control: a copied runbox with the real gateway serves" "exit $RC: $ctl $(first_line "$ERR")"
+else ok "control: a copied runbox with the real gateway serves ($(jv gateway))"; fi
+gw_refused() { # NAME SCRIPT WHY: the gateway SCRIPT fails; the step's calls are refused
+	local name="gateway $1: calls refused, warned once" d o n
+	d=$(gw_dir "$1" "$2")
+	RUNBOX=$d/runbox sb --json --timeout 20s -- /bin/sh -c "$GW_STEP"
+	o=$(jv stdout | tr '\n' ' ')
+	n=$(grep -c "gateway calls are refused" <<<"$ERR")
+	if [ "$(jv status)" = timeout ] || [ "$RC" = 124 ]; then not_ok "$name" "the step hung until its deadline: $o"
+	elif ! grep -q 'probe=111' <<<"$o"; then not_ok "$name" "connect after the failure: $o (exit $RC; $(first_line "$ERR"))"
+	elif ! grep -q 'Connection refused *second=1' <<<"$o"; then not_ok "$name" "the second call was not refused: $o"
+	elif grep -q 'first=0' <<<"$o"; then not_ok "$name" "the first call succeeded: $o"
+	elif [ "$n" != 1 ]; then not_ok "$name" "$n warnings on stderr: $(first_line "$ERR")"
+	elif ! jv gateway.error | grep -q "$3"; then not_ok "$name" "gateway.error is '$(jv gateway.error)', want /$3/"
+	elif [ "$(jv gateway.started)" != false ]; then not_ok "$name" "gateway.started is $(jv gateway.started)"
+	else ok "$name ($(jv gateway.error))"; fi
+}
+gw_refused missing "" "exec .*No such file"
+gw_refused exits "exit 3" "exited with status 3 before it was ready"
+gw_refused silent "exec sleep 60" "did not say it was ready"
+
+# The real gateway killed during the step: the listeners close once runbox sees it die, so
+# the step's next call is refused. Control: its first call, before the kill, succeeds. The
+# step's output streams (no --json), so the kill waits for that first answer.
+d=$(gw_dir dies real)
+RUNBOX=$d/runbox rbx_cmd run --image minimal --timeout 30s -- /bin/sh -c 'u=$RUNBOX_API_URL/v1/health
+wget -qO- "$u" 2>&1; echo " first=$?"; i=0
+while [ $i -lt 100 ] && wget -qO /dev/null "$u" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+# The call the kill cut short fails before runbox has seen the death: connects may still
+# queue for a moment, never for good.
+j=0; while [ $j -lt 50 ]; do /bin/probe connect 127.0.0.1 "${RUNBOX_API_URL##*:}" 2>/dev/null; r=$?
+[ $r = 111 ] && break; sleep 0.1; j=$((j + 1)); done; echo " probe=$r"'
+"${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err" &
+gw_runner=$!
+gwp=""
+gw_pid() { grep -q 'first=' "$T/out" && gwp=$(pgrep -P "$gw_runner" -x runbox-gateway | head -n 1) && [ -n "$gwp" ]; }
+wait_for gw_pid && kill -KILL "$gwp"
+wait "$gw_runner"
+RC=$? ERR=$(cat "$T/err")
+o=$(tr '\n' ' ' <"$T/out")
+name="gateway killed during the step: later calls refused, warned"
+if ! grep -q '{"ok":true} first=0' <<<"$o"; then not_ok "$name" "control: the first call failed: $o (exit $RC; $(first_line "$ERR"))"
+elif [ -z "$gwp" ]; then not_ok "$name" "no runbox-gateway process seen (exit $RC; $(first_line "$ERR"))"
+elif ! grep -q 'probe=111' <<<"$o"; then not_ok "$name" "connect after the kill: $o"
+elif ! grep -q "gateway was killed by signal 9 during the run; the run's gateway calls are refused" <<<"$ERR"; then
+	not_ok "$name" "no warning on stderr: $(first_line "$ERR")"
+else ok "$name"; fi
+
 # --net none: no variables, nothing listens. Control: gateway mode has both.
 STEP5='env | grep ^RUNBOX_ | sort; echo listen:; awk '\''$4 == "0A" { print $2 }'\'' /proc/net/tcp /proc/net/tcp6'
 sb --json --net gateway -- /bin/sh -c "$STEP5"
