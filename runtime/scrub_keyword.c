@@ -50,9 +50,6 @@ static bool ci_has(const unsigned char *hay, size_t n, const char *needle)
 /* How strongly key k[0..n) (lower case, '-' as '_') names a secret. */
 static enum strength key_strength(const char *k)
 {
-	for (size_t i = 0; i < sizeof not_secret_keys / sizeof not_secret_keys[0]; i++)
-		if (strstr(k, not_secret_keys[i]))
-			return KEY_NONE;
 	enum strength best = KEY_NONE;
 	for (size_t w = 0; w < sizeof keywords / sizeof keywords[0]; w++) {
 		const char *hit = k, *last = NULL;
@@ -69,6 +66,9 @@ static enum strength key_strength(const char *k)
 		if (!named_else && keywords[w].s > best)
 			best = keywords[w].s;
 	}
+	for (size_t i = 0; best != KEY_NONE && i < sizeof not_secret_keys / sizeof not_secret_keys[0]; i++)
+		if (strstr(k, not_secret_keys[i]))
+			return KEY_NONE;
 	return best;
 }
 

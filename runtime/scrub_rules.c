@@ -341,30 +341,6 @@ static const struct fmt_rule rules[] = {
 #define PEM_SEARCH_MAX (64U << 10) /* a 4096-bit RSA key is 3.2 KiB of PEM */
 #define PEM_END_TRIES  8
 
-void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
-{
-	memset(t, 0, sizeof *t);
-	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-		const unsigned char *p = (const unsigned char *)rules[i].anchor;
-		/* an anchor of any case: every case of its first two bytes */
-		for (unsigned v = 0; v < ((rules[i].flags & F_CI) ? 4U : 1U); v++) {
-			unsigned c0 = p[0], c1 = p[1];
-			if (v & 1)
-				c0 = (cls[c0] & C_UP) ? c0 + 32 : (cls[c0] & C_LO) ? c0 - 32 : c0;
-			if (v & 2)
-				c1 = (cls[c1] & C_UP) ? c1 + 32 : (cls[c1] & C_LO) ? c1 - 32 : c1;
-			unsigned b = c0 | c1 << 8;
-			t->bigram[b >> 6] |= 1ULL << (b & 63);
-			uint16_t *slot = t->first[c0];
-			size_t k = 0;
-			while (k < RB_SCRUB_FIRST_MAX - 1 && slot[k] && slot[k] != i + 1)
-				k++;
-			if (k < RB_SCRUB_FIRST_MAX - 1) /* room: the test of the tables checks it */
-				slot[k] = (uint16_t)(i + 1);
-		}
-	}
-}
-
 static inline bool is_hex(unsigned char c)
 {
 	return cls[c] & C_HEX;
@@ -460,6 +436,45 @@ static const char *next_elem(const char *p, struct elem *e)
 		e->max = (*q >= '0' && *q <= '9') ? strtoul(q, &q, 10) : SPEC_MAX;
 	}
 	return q;
+}
+
+static unsigned flip_case(unsigned c)
+{
+	return (cls[c] & C_UP) ? c + 32 : (cls[c] & C_LO) ? c - 32 : c;
+}
+
+static void set_tri(uint64_t *bm, unsigned a, unsigned b, unsigned c)
+{
+	unsigned h = rb_scrub_tri(a, b, c);
+	bm[h >> 6] |= 1ULL << (h & 63);
+}
+
+void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
+{
+	memset(t, 0, sizeof *t);
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+		const struct fmt_rule *r = &rules[i];
+		const unsigned char *p = (const unsigned char *)r->anchor;
+		/* an anchor of any case: every case of its first three bytes */
+		for (unsigned v = 0; v < ((r->flags & F_CI) ? 8U : 1U); v++) {
+			unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
+			if (r->alen >= 3) {
+				set_tri(t->trigram, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
+			} else { /* a two-byte anchor: with each byte its body may start with */
+				struct elem e;
+				next_elem(r->fwd, &e);
+				for (unsigned c = 1; c < 256; c++)
+					if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
+						set_tri(t->trigram, c0, c1, c);
+			}
+			uint16_t *slot = t->first[c0];
+			size_t k = 0;
+			while (k < RB_SCRUB_FIRST_MAX - 1 && slot[k] && slot[k] != i + 1)
+				k++;
+			if (k < RB_SCRUB_FIRST_MAX - 1) /* room: test_formats has a positive for each list */
+				slot[k] = (uint16_t)(i + 1);
+		}
+	}
 }
 
 /* Matches spec forward from j; returns the end or 0. *red: where a '!' put the redaction's
@@ -773,12 +788,13 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 {
 	struct scan sc = {.in = in, .len = len};
 	size_t i = 0;
-	while ((i = rb_scrub_next_bigram(t->bigram, in, i, len)) < len) {
+	while ((i = rb_scrub_next_trigram(t->trigram, in, i, len)) < len) {
 		size_t end = 0, start = i;
 		uint8_t rule = 0;
+		unsigned char c1 = in[i + 1] | 0x20; /* the bigram filter found in[i + 1] */
 		for (const uint16_t *k = t->first[in[i]]; *k && !end; k++) {
 			const struct fmt_rule *r = &rules[*k - 1];
-			if (len - i < r->alen)
+			if (((unsigned char)r->anchor[1] | 0x20) != c1 || len - i < r->alen)
 				continue;
 			if ((r->flags & F_CI) ? strncasecmp((const char *)in + i, r->anchor, r->alen) != 0
 			                      : memcmp(in + i, r->anchor, r->alen) != 0)
