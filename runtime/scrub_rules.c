@@ -834,15 +834,6 @@ double rb_scrub_entropy(const unsigned char *s, size_t n)
 	return h;
 }
 
-static bool ci_contains(const unsigned char *hay, size_t n, const char *needle)
-{
-	size_t m = strlen(needle);
-	for (size_t i = 0; i + m <= n; i++)
-		if (strncasecmp((const char *)hay + i, needle, m) == 0)
-			return true;
-	return false;
-}
-
 bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 {
 	/* matched case-insensitively anywhere in the value */
@@ -851,11 +842,24 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 	    "change_me", "dummy", "redacted", "notreal", "not_real", "notasecret", "replace_me",  "insert_",
 	    "lorem",     "...",   "${",       "{{",      "<",        ">",
 	};
+	/* the first bytes of the words: one table load per byte of the value */
+	static const bool first[256] = {
+	    ['e'] = 1, ['x'] = 1, ['y'] = 1, ['p'] = 1, ['c'] = 1, ['d'] = 1, ['r'] = 1, ['n'] = 1,
+	    ['i'] = 1, ['l'] = 1, ['.'] = 1, ['$'] = 1, ['{'] = 1, ['<'] = 1, ['>'] = 1};
 	if (n == 0)
 		return true;
-	for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
-		if (ci_contains(v, n, words[k]))
-			return true;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (cls[v[i]] & C_UP) ? v[i] + 32 : v[i];
+		if (!first[c])
+			continue;
+		for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
+			if ((unsigned char)words[k][0] != c)
+				continue;
+			size_t m = strlen(words[k]);
+			if (m <= n - i && strncasecmp((const char *)v + i, words[k], m) == 0)
+				return true;
+		}
+	}
 	size_t longest = 1, cur = 1, up = 1, up_max = 1;
 	bool seen[256] = {0};
 	size_t distinct = 0;
