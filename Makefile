@@ -100,6 +100,11 @@ bench:
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
 
+# The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
+.PHONY: bench-scrub
+bench-scrub:
+	@bench/scrub_eval.sh
+
 lint:
 	@scripts/install-deps.sh lint
 	clang-format --dry-run --Werror $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h)

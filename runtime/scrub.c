@@ -41,7 +41,7 @@ void rb_scrub_spans_push(struct rb_scrub_spans *sp, size_t start, size_t end, ui
 {
 	if (sp->n) {
 		const struct rb_scrub_span *last = &sp->v[sp->n - 1];
-		if (last->pass == pass && start >= last->start && end <= last->end)
+		if (last->pass == pass && last->rule == rule && start >= last->start && end <= last->end)
 			return;
 	}
 	if (sp->n == sp->cap) {
@@ -558,8 +558,9 @@ static int span_cmp(const void *a, const void *b)
 	return x->rule < y->rule ? -1 : x->rule > y->rule;
 }
 
-/* Overlapping spans become one redaction of their union, named after the longest span (the
- * earlier pass on a tie). Spans that only touch stay apart. Returns the number of groups. */
+/* Overlapping spans become one redaction of their union, named after the span of the
+ * earliest pass in it (exact, then format, then keyword), the longest of that pass, the
+ * first rule on a tie. Spans that only touch stay apart. Returns the number of groups. */
 static size_t merge(struct rb_scrub_spans *sp)
 {
 	if (sp->n == 0)
@@ -572,7 +573,9 @@ static size_t merge(struct rb_scrub_spans *sp)
 		const struct rb_scrub_span *x = &sp->v[i];
 		if (x->start < cur.end) {
 			size_t l = x->end - x->start;
-			if (l > best_len || (l == best_len && x->pass < cur.pass)) {
+			/* an exact secret names the redaction it is part of (it is the run's own), a
+			 * format the keyword match it overlaps (it says more); else the longest */
+			if (x->pass < cur.pass || (x->pass == cur.pass && l > best_len)) {
 				best_len = l;
 				cur.rule = x->rule;
 				cur.pass = x->pass;

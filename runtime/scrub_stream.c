@@ -23,11 +23,12 @@ struct rb_scrub_stream {
 	size_t held_at_scan; /* held bytes after the last scan */
 };
 
-/* The bytes any format or keyword match (PEM blocks aside) is made of, prefix and body. */
+/* The bytes a format or keyword match (PEM blocks aside) is made of, its context included
+ * (user:password@host, digits:AA..., "value"): every printable byte but the space. A match
+ * never spans a space, so what ends in one is decided. */
 static bool token_byte(unsigned char c)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-	       c == '+' || c == '/' || c == '=' || c == '.';
+	return c > ' ' && c < 0x7f;
 }
 
 int rb_scrub_stream_new(const struct rb_scrubber *s, struct rb_scrub_stream **out, struct rb_error *err)

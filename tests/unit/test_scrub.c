@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
@@ -671,7 +672,7 @@ static void test_near_misses(void **state)
 	    {"ghp_", ALNUM, 35, "", false},
 	    {"myghp_", ALNUM, 36, "", false},
 	    {"github_pat_", ALNUM, 82, "", true},
-	    {"github_pat_", ALNUM, 81, "", false},
+	    {"github_pat_", ALNUM, 59, "", false},
 	    {"glpat-", ALNUM_UD, 20, "", true},
 	    {"glpat-", ALNUM_UD, 19, "", false},
 	    {"xoxb-", ALNUM, 10, "", true},
@@ -684,12 +685,13 @@ static void test_near_misses(void **state)
 	    {"npm_", ALNUM, 36, "", true},
 	    {"npm_", ALNUM, 35, "", false},
 	    {"hf_", LETTERS, 34, "", true},
-	    {"hf_", LETTERS, 33, "", false},
-	    {"sk-", ALNUM, 48, "", false},
+	    {"hf_", LETTERS, 29, "", false},
+	    {"sk-", ALNUM, 48, "", true}, /* legacy OpenAI, DeepSeek, ...: sk-api-key */
+	    {"sk-", LETTERS, 48, "", false},
 	    {"sk-ant-api03-", ALNUM, 20, "", true},
 	    {"sk-ant-api03-", ALNUM, 19, "", false},
-	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 50, "", true},
-	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 49, "", false},
+	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 60, "", true},
+	    {"pypi-AgEIcHlwaS5vcmc", ALNUM, 40, "", false},
 	    {"eyJ", ALNUM, 20, ".eyJabc.sig", true},
 	    {"eyJ", ALNUM, 20, ".abc.sig", false},
 	    {"https://hooks.slack.com/services/", ALNUM, 30, "", true},
@@ -697,7 +699,9 @@ static void test_near_misses(void **state)
 	    {"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", true},
 	    {"password = ", ALNUM, 0, "aaaaaaaaaaaaaaaa1A", false},   /* low entropy */
 	    {"password = ", ALNUM, 0, "Ex4mpleExampleKey123", false}, /* stopword */
-	    {"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", false},      /* 15 chars */
+	    {"password = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", true},       /* 15 chars: a password may be short */
+	    {"password = ", ALNUM, 0, "aB3xY9k", false},              /* 7 chars */
+	    {"api_key = ", ALNUM, 0, "aB3xY9kLmN2pQ7r", false},       /* 15 chars after a weak keyword */
 	    {"username = ", ALNUM, 0, "aB3xY9kLmN2pQ7rS", false},     /* no keyword */
 	    {"-----BEGIN PUBLIC KEY-----\n", B64CH, 64, "\n-----END PUBLIC KEY-----", false},
 	    {"-----BEGIN EC PRIVATE KEY-----\n", B64CH, 64, "\n-----END EC PRIVATE KEY-----", true},
@@ -753,9 +757,11 @@ static void test_merge(void **state)
 	snprintf(in, sizeof in, "x %s-tail y %s z", tok, tok);
 	struct rb_scrub_counts c;
 	struct rb_buf_out o = scrub(s, in, strlen(in), &c);
-	assert_string_equal(o.data, "x [REDACTED:github-pat] y [REDACTED:github-pat] z");
+	/* the exact secret names the redaction it overlaps, though the token is longer */
+	assert_string_equal(o.data, "x [REDACTED:exact:secret:raw] y [REDACTED:github-pat] z");
 	assert_int_equal(c.total, 2);
-	assert_int_equal(count_of(&c, "github-pat"), 2);
+	assert_int_equal(count_of(&c, "github-pat"), 1);
+	assert_int_equal(count_of(&c, "exact:secret:raw"), 1);
 	free(o.data);
 	/* a longer secret wins over the token it contains */
 	char longer[128];
@@ -1060,7 +1066,7 @@ static void test_scrub_json(void **state)
 	json_error_t je;
 	/* \u0041 is 'A': the text holds no AKIA, the decoded string does */
 	json_t *j = json_loads("{\"k\": \"\\u0041KIAIOSFODNN7EXAMPLQ\", \"AKIAIOSFODNN7EXAMPLZ\": [1, \"ok\", "
-	                       "{\"x\": \"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1\"}], \"plain\": \"words\"}",
+	                       "{\"x\": \"ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub\"}], \"plain\": \"words\"}",
 	                       0, &je);
 	assert_non_null(j);
 	char *before = json_dumps(j, JSON_SORT_KEYS);
@@ -1077,6 +1083,351 @@ static void test_scrub_json(void **state)
 	rb_scrub_free(s);
 }
 
+/* ---- every format rule: positives in context and bare, whole, and negatives ---------------- */
+
+/* Expands a template: "%<class><n>" is n random bytes of the class, "%%" a '%'. The classes
+ * follow the vendors' documented charsets, written here independently of the rules. */
+static void expand(char *out, size_t cap, const char *t)
+{
+	static const struct {
+		char c;
+		const char *set;
+	} classes[] = {
+	    {'a', ALNUM},
+	    {'u', ALNUM_UD},
+	    {'h', "0123456789abcdef"},
+	    {'U', UPNUM},
+	    {'L', "abcdefghijklmnopqrstuvwxyz0123456789"},
+	    {'d', DIGITS},
+	    {'l', LETTERS},
+	    {'b', B64CH},
+	    {'e', "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.~"},
+	    {'Z', "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"}, /* bech32, upper case */
+	};
+	out[0] = '\0';
+	for (const char *p = t; *p;) {
+		size_t l = strlen(out);
+		assert_true(l + 1 < cap);
+		if (*p != '%') {
+			out[l] = *p++, out[l + 1] = '\0';
+			continue;
+		}
+		if (p[1] == '%') {
+			strcat(out, "%"), p += 2;
+			continue;
+		}
+		const char *set = NULL;
+		for (size_t k = 0; k < sizeof classes / sizeof classes[0]; k++)
+			if (classes[k].c == p[1])
+				set = classes[k].set;
+		assert_non_null(set);
+		char *q;
+		size_t n = strtoul(p + 2, &q, 10);
+		assert_true(l + n + 1 < cap);
+		rnd(out, set, n);
+		p = q;
+	}
+}
+
+struct positive {
+	const char *before, *secret, *after, *rule;
+};
+
+/* before/after: the secret's own context (a URL, a connection string), when it needs one. */
+static const struct positive positives[] = {
+    {"", "AKIA%U16", "", "aws-access-key-id"},
+    {"", "ASIA%U16", "", "aws-access-key-id"},
+    {"", "IQoJb3JpZ2luX2VjE%b300==", "", "aws-session-token"},
+    {"", "FwoGZXIvYXdzE%b250", "", "aws-session-token"},
+    {"", "da2-%L26", "", "aws-appsync-key"},
+    {"", "ghp_%a36", "", "github-pat"},
+    {"", "ghp_%a40", "", "github-pat"},
+    {"", "gho_%a36", "", "github-oauth"},
+    {"", "ghs_%a36", "", "github-app-token"},
+    {"", "ghu_%a36", "", "github-app-token"},
+    {"", "ghr_%a36", "", "github-refresh-token"},
+    {"", "github_pat_%a22_%a59", "", "github-fine-grained-pat"},
+    {"", "glpat-%u20", "", "gitlab-pat"},
+    {"", "gldt-%u20", "", "gitlab-deploy-token"},
+    {"", "glrt-%u24", "", "gitlab-runner-token"},
+    {"", "glptt-%h40", "", "gitlab-token"},
+    {"", "xoxb-%d11-%d13-%a24", "", "slack-token"},
+    {"", "xapp-1-A%U10-%d13-%h64", "", "slack-app-token"},
+    {"https://", "hooks.slack.com/services/T%U8/B%U10/%a24", "", "slack-webhook"},
+    {"", "sk_live_%a24", "", "stripe-key"},
+    {"", "rk_test_%a24", "", "stripe-key"},
+    {"", "whsec_%a32", "", "stripe-webhook-secret"},
+    {"", "AIza%u35", "", "gcp-api-key"},
+    {"", "ya29.%u120", "", "google-oauth-token"},
+    {"", "1//0%u60", "", "google-refresh-token"},
+    {"", "GOCSPX-%u28", "", "google-client-secret"},
+    {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40.%u43", "", "jwt"},
+    {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40", "", "jwt"},
+    {"", "sk-ant-api03-%u93AA", "", "anthropic-api-key"},
+    {"", "sk-ant-admin01-%u93AA", "", "anthropic-admin-key"},
+    {"", "sk-proj-%u58T3BlbkFJ%u58", "", "openai-api-key"},
+    {"", "sk-%h32", "", "sk-api-key"},
+    {"", "npm_%a36", "", "npm-token"},
+    {"", "pypi-AgEIcHlwaS5vcmc%u150", "", "pypi-token"},
+    {"", "pypi-AgENdGVzdC5weXBpLm9yZw%u150", "", "pypi-token"},
+    {"", "hf_%l34", "", "huggingface-token"},
+    {"", "api_org_%l34", "", "huggingface-token"},
+    {"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=", "%b86==", ";EndpointSuffix=core.windows.net",
+     "azure-storage-key"},
+    {"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=", "%b43=", "",
+     "azure-shared-access-key"},
+    {"https://acct.blob.core.windows.net/c?sv=2022-11-02&ss=b&sig=", "%a30%%2B%a12%%3D", "&se=x",
+     "azure-sas-signature"},
+    {"", "%b76+ASt%b5A==", "", "azure-storage-key"},
+    {"", "%u44AzFu%u5D==", "", "azure-identifiable-key"},
+    {"", "%a52JQQJ99%a18AZDO%a4", "", "azure-devops-pat"},
+    {"", "%a52JQQJ9D%a26", "", "azure-identifiable-key"},
+    {"", "%a3%d1Q~%e33x", "", "azure-client-secret"},
+    {"", "SG.%u22.%u43", "", "sendgrid-api-key"},
+    {"", "SK%h32", "", "twilio-api-key"},
+    {"", "%d10:AA%u33", "", "telegram-bot-token"},
+    {"", "MT%u22.%u6.%u38", "", "discord-bot-token"},
+    {"", "OD%u24.%u6.%u27", "", "discord-bot-token"},
+    {"https://", "discord.com/api/webhooks/%d18/%u68", "", "discord-webhook"},
+    {"https://acme", ".webhook.office.com/webhookb2/%h8-%h4-%h4-%h4-%h12@%h8-%h4/IncomingWebhook/%h32/%h8", "",
+     "teams-webhook"},
+    {"https://", "hooks.zapier.com/hooks/catch/%d7/%L6", "/", "zapier-webhook"},
+    {"", "key-%h32", "", "mailgun-api-key"},
+    {"", "%h32-us%d2", "", "mailchimp-api-key"},
+    {"", "xkeysib-%h64-%a16", "", "brevo-api-key"},
+    {"", "hvs.%u90", "", "vault-token"},
+    {"", "hvb.%u140", "", "vault-token"},
+    {"", "s.%a24", "", "vault-token"},
+    {"", "%a14.atlasv1.%u67", "", "terraform-cloud-token"},
+    {"", "NRAK-%U27", "", "newrelic-key"},
+    {"", "NRJS-%h19", "", "newrelic-key"},
+    {"", "%h36NRAL", "", "newrelic-key"},
+    {"", "ATATT3xFfGF0%u180=%h8", "", "atlassian-api-token"},
+    {"", "ATBB%a32", "", "bitbucket-app-password"},
+    {"", "lsv2_pt_%h32_%h10", "", "langsmith-api-key"},
+    {"", "lsv2_sk_%h32_%h10", "", "langsmith-api-key"},
+    {"", "ops_eyJ%b800", "", "1password-service-token"},
+    {"", "A3-%U6-%U11-%U5-%U5-%U5", "", "1password-secret-key"},
+    {"", "dp.pt.%a43", "", "doppler-token"},
+    {"", "dp.st.%a40", "", "doppler-token"},
+    {"", "dop_v1_%h64", "", "digitalocean-token"},
+    {"", "doo_v1_%h64", "", "digitalocean-token"},
+    {"", "shpat_%h32", "", "shopify-token"},
+    {"", "shpss_%h32", "", "shopify-token"},
+    {"", "dapi%h32", "", "databricks-token"},
+    {"", "secret_%a43", "", "notion-token"},
+    {"", "ntn_%d11%a35", "", "notion-token"},
+    {"", "lin_api_%a40", "", "linear-api-key"},
+    {"", "AGE-SECRET-KEY-1%Z58", "", "age-secret-key"},
+    {"", "sk.eyJ1Ijoi%u40.%u22", "", "mapbox-secret-token"},
+    {"", "dt0c01.%U24.%U64", "", "dynatrace-token"},
+    {"", "PMAK-%h24-%h34", "", "postman-api-key"},
+    {"", "glc_%b40", "", "grafana-token"},
+    {"", "glsa_%a32_%h8", "", "grafana-token"},
+    {"", "eyJrIjoi%a70", "", "grafana-token"},
+    {"", "sntryu_%h64", "", "sentry-token"},
+    {"", "sq0atp-%u22", "", "square-token"},
+    {"", "sq0csp-%u43", "", "square-token"},
+    {"", "EAAA%u60", "", "square-token"},
+    {"", "HRKU-%u60", "", "heroku-api-key"},
+    {"", "v1.0-%h24-%h146", "", "cloudflare-origin-ca-key"},
+    {"", "dckr_pat_%u27", "", "docker-hub-token"},
+    {"", "sbp_%h40", "", "supabase-token"},
+    {"", "pscale_tkn_%u43", "", "planetscale-token"},
+    {"", "AKCp%a69", "", "artifactory-token"},
+    {"", "gsk_%a52", "", "groq-api-key"},
+    {"", "r8_%a37", "", "replicate-api-token"},
+    {"", "xai-%a80", "", "xai-api-key"},
+    {"", "pplx-%a48", "", "perplexity-api-key"},
+    {"", "pul-%h40", "", "pulumi-token"},
+    {"", "figd_%u40", "", "figma-token"},
+    {"", "pat%a14.%h64", "", "airtable-pat"},
+    {"", "CFPAT-%u43", "", "contentful-token"},
+    {"", "rubygems_%h48", "", "rubygems-token"},
+    {"", "oy2%L43", "", "nuget-api-key"},
+    {"", "bkua_%h40", "", "buildkite-token"},
+    {"", "EZAK%a54", "", "easypost-api-key"},
+    {"", "FLWSECK-%h32-X", "", "flutterwave-secret-key"},
+    {"", "shippo_live_%h40", "", "shippo-token"},
+    {"", "tfp_%a44", "", "typeform-token"},
+    {"", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA%b48\n%b64\n-----END RSA PRIVATE KEY-----", "",
+     "private-key"},
+    {"", "-----BEGIN PRIVATE KEY-----\\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC%b32\\n%b64\\n-----END PRIVATE KEY-----\\n", "",
+     "private-key"},
+    /* URLs with a password, connection strings */
+    {"DATABASE_URL=postgres://app:", "%a20", "@db.internal:5432/app", "postgres-url"},
+    {"url = \"postgresql+psycopg2://app:", "%a8.%a4~%a6@%a4", "@db/app\"", "postgres-url"},
+    {"mysql://root:", "%a16", "@127.0.0.1:3306/shop", "mysql-url"},
+    {"MONGO=mongodb+srv://svc:", "%a12:%a6", "@cluster0.abcde.mongodb.net/?retryWrites=true", "mongodb-url"},
+    {"REDIS_URL=redis://:", "%a24", "@cache:6379/0", "redis-url"},
+    {"amqps://worker:", "%a18", "@mq.example.net/vhost", "amqp-url"},
+    {"ftp://deploy:", "%a14", "@files.example.net/", "ftp-url"},
+    {"git clone https://oauth2:", "%a20", "@git.example.net/x.git", "url-credentials"},
+    {"Server=tcp:db.example.net,1433;Database=app;User ID=app;Password=", "%a8!%a4", ";Encrypt=True;",
+     "connection-string-password"},
+    {"Driver={ODBC Driver 18};Server=db;Uid=app;Pwd=", "%a6#%a6", ";", "connection-string-password"},
+    /* the keyword rule, in the shapes config and code take */
+    {"API_TOKEN=", "%a12.%a8~%a6", "\n", "generic-secret"},
+    {"api_token: ", "%a10:%a10@%a4", "\n", "generic-secret"},
+    {"{\"client_secret\": \"", "%a32", "\"}", "generic-secret"},
+    {"api_key = '", "%h40", "'", "generic-secret"},
+    {"API_SECRET ?= ", "%a24", "\n", "generic-secret"},
+    {"apiToken := \"", "%a24", "\"", "generic-secret"},
+    {"token - '", "%a24", "'", "generic-secret"},
+    {"<password>", "%a20", "</password>", "generic-secret"},
+    {"<add key=\"ApiSecret\" value=\"", "%a28", "\" />", "generic-secret"},
+    {"<user name=\"ci\" password=\"", "%a18", "\"/>", "generic-secret"},
+    {"{\"name\": \"api_key\", \"value\": \"", "%a30", "\"}", "generic-secret"},
+    {"env:\n  - name: DB_PASSWORD\n    value: ", "%a22", "\n", "generic-secret"},
+    {"client_secret:\n  ", "%a40", "\n", "generic-secret"},
+    {"Authorization: Bearer ", "%a40", "\n", "generic-secret"},
+    {"SECRET=\"", "%a700", "\"", "generic-secret"},
+    {"DB_PASSWORD=", "Q%l4!%d3q", "\n", "generic-secret"},
+    {"smtp_password: \"", "%a8@%a6", "\"", "generic-secret"},
+};
+
+/* The secret's contexts when it has none of its own: alone on a line, inside prose, after a
+ * keyword, quoted in JSON. */
+static const char *const contexts[][2] = {
+    {"", "\n"}, {"see ", " here\n"}, {"TOKEN=", "\n"}, {"{\"key\": \"", "\"}\n"}, {"export X='", "'\n"}};
+
+/* No 16-byte piece of secret is left in out. */
+static void assert_whole(const char *what, const char *secret, const char *out, size_t ol)
+{
+	size_t sl = strlen(secret);
+	for (size_t i = 0; i + 16 <= sl; i++)
+		if (memmem(out, ol, secret + i, 16))
+			fail_msg("%s: a piece of the secret survives at %zu: `%.16s` in `%.300s`", what, i, secret + i,
+			         out);
+}
+
+static char *stream_all(struct rb_scrubber *s, const char *in, size_t len, const size_t *sizes, size_t n_sizes,
+                        size_t *out_len);
+
+static void test_formats(void **state)
+{
+	rng = 0xf0f0;
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &s, &err), 0);
+	static char secret[8192], text[16384];
+	size_t checked = 0;
+	for (size_t i = 0; i < sizeof positives / sizeof positives[0]; i++) {
+		const struct positive *p = &positives[i];
+		bool own = p->before[0] || p->after[0];
+		for (size_t c = 0; c < (own ? 1 : sizeof contexts / sizeof contexts[0]); c++) {
+			expand(secret, sizeof secret, p->secret);
+			if (own)
+				snprintf(text, sizeof text, "%s%s%s\n", p->before, secret, p->after);
+			else
+				snprintf(text, sizeof text, "%s%s%s", contexts[c][0], secret, contexts[c][1]);
+			struct rb_scrub_counts cnt;
+			struct rb_buf_out o = scrub(s, text, strlen(text), &cnt);
+			char what[64];
+			snprintf(what, sizeof what, "positive %zu (%s), context %zu", i, p->rule, c);
+			if (count_of(&cnt, p->rule) != 1 || cnt.total != 1)
+				fail_msg("%s: want one %s redaction (%" PRIu64 " in all) in `%s`, got `%s`", what,
+				         p->rule, cnt.total, text, o.data);
+			assert_whole(what, secret, o.data, o.len);
+			/* the stream agrees, byte by byte and cut anywhere */
+			static const size_t one[] = {1}, odd[] = {3, 7, 1, 64, 5};
+			for (int plan = 0; plan < 2; plan++) {
+				size_t sl;
+				char *so = stream_all(s, text, strlen(text), plan ? odd : one, plan ? 5 : 1, &sl);
+				if (sl != o.len || memcmp(so, o.data, sl) != 0)
+					fail_msg("%s: the stream gives `%.*s`, the buffer `%s`", what, (int)sl, so,
+					         o.data);
+				free(so);
+			}
+			free(o.data);
+			checked++;
+		}
+	}
+	print_message("%zu positives checked whole, in buffer and stream\n", checked);
+	rb_scrub_free(s);
+}
+
+/* Placeholders, templates, identifiers, hashes, public keys and ordinary base64 stay. */
+static void test_precision(void **state)
+{
+	static const char *const negatives[] = {
+	    "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+	    "GITHUB_TOKEN=ghp_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+	    "AKIAXXXXXXXXXXXXXXXX",
+	    "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+	    "sk_live_xxxxxxxxxxxxxxxxxxxxxxxx",
+	    "xoxb-000000000000-000000000000-xxxxxxxxxxxxxxxxxxxxxxxx",
+	    "API_KEY=your-key-here",
+	    "API_KEY=your_api_key_here_1234",
+	    "api_key: <token>",
+	    "api_key: \"<YOUR_API_KEY>\"",
+	    "TOKEN=${GITHUB_TOKEN}",
+	    "password: \"{{ .Values.db.password }}\"",
+	    "password: '{{ secret_password }}'",
+	    "SECRET=changeme",
+	    "SECRET_KEY=changeme-in-production-1234",
+	    "password=aaaaaaaaaaaaaaaa",
+	    "token: 1234567890abcdef1234",
+	    "api_key = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "request id 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+	    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8",
+	    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA8tk0Zs9Kq0R3n5rB2M3X1fLwQ user@host",
+	    "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8tk0Zs9Kq0R3n5rB2M3X1fLwQ\n-----END "
+	    "PUBLIC KEY-----",
+	    "public_key = \"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE8tk0Zs9Kq0R3n5rB2M3X1fLwQ\"",
+	    "VGhlIHF1aWNrIGJyb3duIGZveCBqdW1wcyBvdmVyIHRoZSBsYXp5IGRvZw==",
+	    "DATABASE_URL=postgres://user:password@localhost:5432/db",
+	    "postgres://app:${DB_PASS}@db/app",
+	    "mysql://root@localhost/db",
+	    "https://example.com/path?x=1&y=2",
+	    "token = self.token_value",
+	    "secret = settings.SECRET_KEY",
+	    "api_key = os.environ.get(\"API_KEY\")",
+	    "password = get_password()",
+	    "auth_url: https://login.example.com/oauth2/v2.0/token",
+	    "token_uri: https://oauth2.googleapis.com/token",
+	    "Password=myPassword;",
+	    "Password=<password>;",
+	    "token_count = 12345",
+	    "\"key\": \"value\"",
+	    "password: Enter your password here",
+	    "\"password\": \"correct horse battery staple\"",
+	    "the key-value store and the secret_sauce",
+	    "time 12:30:45 and 2024-05-01T10:00:00Z",
+	    "TOKEN_LENGTH=32 AUTH_TYPE=oauth2 PASSWORD_FILE=/run/secrets/db",
+	    "email: alice.smith@example.com",
+	};
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &s, &err), 0);
+	for (size_t i = 0; i < sizeof negatives / sizeof negatives[0]; i++) {
+		char text[1024];
+		snprintf(text, sizeof text, "%s\n", negatives[i]);
+		struct rb_scrub_counts cnt;
+		struct rb_buf_out o = scrub(s, text, strlen(text), &cnt);
+		if (cnt.total != 0)
+			fail_msg("negative %zu altered: `%s` -> `%s`", i, text, o.data);
+		assert_string_equal(o.data, text);
+		free(o.data);
+	}
+	/* control: the same shapes with a random value are redacted */
+	static const char *const twins[] = {"ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub",
+	                                    "AKIAQ3T7ZK2M9XW4B8PL",
+	                                    "API_KEY=Xq3bT9wLm2Kp7Rz4Nv8H",
+	                                    "DATABASE_URL=postgres://user:Xq3bT9wLm2Kp@localhost:5432/db",
+	                                    "Password=Xq3b!T9wLm2;",
+	                                    "api_key = \"Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\""};
+	for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
+		struct rb_scrub_counts cnt;
+		struct rb_buf_out o = scrub(s, twins[i], strlen(twins[i]), &cnt);
+		if (cnt.total != 1)
+			fail_msg("twin %zu not redacted: `%s` -> `%s`", i, twins[i], o.data);
+		free(o.data);
+	}
+	rb_scrub_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1090,6 +1441,8 @@ int main(void)
 	    cmocka_unit_test(test_stream_equals_buffer),
 	    cmocka_unit_test(test_stream_holds_only_what_may_match),
 	    cmocka_unit_test(test_scrub_json),
+	    cmocka_unit_test(test_formats),
+	    cmocka_unit_test(test_precision),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Recall/precision corpus for the scrubber (make bench-scrub): synthetic secrets of each
+documented format with random bodies, bare and in several contexts, plus negatives
+(placeholders, hashes, UUIDs, public keys, ordinary base64 and code). Writes JSON lines
+{"family", "text", "secret"} (secret empty for negatives) to OUT. Usage: scrub_corpus.py OUT [SEED]"""
+import base64
+import json
+import random
+import string
+import sys
+
+A = string.ascii_letters + string.digits
+U = A + "_-"
+H = "0123456789abcdef"
+UP = string.ascii_uppercase + string.digits
+LO = string.ascii_lowercase + string.digits
+D = string.digits
+L = string.ascii_letters
+B = A + "+/"
+BECH = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+
+
+def r(cs, n):
+    return "".join(random.choice(cs) for _ in range(n))
+
+
+def rn(cs, lo, hi):
+    return r(cs, random.randint(lo, hi))
+
+
+def jwt_part(obj):
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+
+def around(before, secret, after):
+    """A secret shown inside the text it belongs to: only the secret must go."""
+    return (before + secret + after, secret)
+
+
+# family -> a function making one secret (or its text and the secret in it) (formats as the vendors document them)
+FAMILIES = {
+    "aws-access-key-id": lambda: random.choice(["AKIA", "ASIA"]) + r(UP, 16),
+    "aws-session-token": lambda: random.choice(["IQoJb3JpZ2luX2Vj", "FwoGZXIvYXdzE"]) + rn(B, 200, 700),
+    "aws-appsync-key": lambda: "da2-" + r(LO, 26),
+    "github-token": lambda: random.choice(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]) + rn(A, 36, 60),
+    "github-fine-grained-pat": lambda: "github_pat_" + r(A, 22) + "_" + r(A, 59),
+    "gitlab-token": lambda: random.choice(["glpat-", "gldt-", "glrt-", "glptt-", "glft-"]) + rn(U, 20, 40),
+    "slack-token": lambda: random.choice(["xoxb-", "xoxp-"]) + r(D, 11) + "-" + r(D, 12) + "-" + r(A, 24),
+    "slack-webhook": lambda: "https://hooks.slack.com/services/T" + r(UP, 8) + "/B" + r(UP, 10) + "/" + r(A, 24),
+    "stripe-key": lambda: random.choice(["sk_live_", "rk_live_", "sk_test_"]) + rn(A, 24, 99),
+    "gcp-api-key": lambda: "AIza" + r(U, 35),
+    "google-oauth-token": lambda: "ya29." + rn(U, 80, 200),
+    "google-refresh-token": lambda: "1//0" + rn(U, 40, 100),
+    "jwt": lambda: jwt_part({"alg": "HS256", "typ": "JWT"}) + "." + jwt_part({"sub": r(A, 10), "iat": random.randint(1e9, 2e9)})
+    + random.choice(["", "." + r(U, 43)]),
+    "anthropic-api-key": lambda: "sk-ant-api03-" + r(U, 93) + "AA",
+    "openai-api-key": lambda: random.choice(["sk-proj-", "sk-svcacct-", "sk-"]) + r(U, 40) + "T3BlbkFJ" + r(U, 40),
+    "npm-token": lambda: "npm_" + r(A, 36),
+    "pypi-token": lambda: random.choice(["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"]) + rn(U, 100, 200),
+    "huggingface-token": lambda: random.choice(["hf_", "api_org_"]) + r(L, 34),
+    "azure-storage-key": lambda: r(B, 76) + "+ASt" + r(B, 5) + random.choice("AQgw") + "==",
+    "azure-connection-string": lambda: around("DefaultEndpointsProtocol=https;AccountName=" + r(LO, 10) + ";AccountKey=", r(B, 86) + "==", ";EndpointSuffix=core.windows.net"),
+    "azure-sas": lambda: around("https://" + r(LO, 8) + ".blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=", r(A, 40) + "%3D", ""),
+    "azure-devops-pat": lambda: r(A, 52) + "JQQJ99" + r(A, 18) + "AZDO" + r(A, 4),
+    "azure-client-secret": lambda: r(A, 3) + r(D, 1) + "Q~" + r(U + ".~", 34),
+    "sendgrid-api-key": lambda: "SG." + r(U, 22) + "." + r(U, 43),
+    "twilio-api-key": lambda: "SK" + r(H, 32),
+    "telegram-bot-token": lambda: r(D, random.randint(8, 10)) + ":AA" + r(U, 33),
+    "discord-bot-token": lambda: random.choice("MNO") + random.choice("DTjz") + r(U, 22) + "." + r(U, 6) + "." + rn(U, 27, 38),
+    "discord-webhook": lambda: "https://discord.com/api/webhooks/" + r(D, 18) + "/" + r(U, 68),
+    "teams-webhook": lambda: "https://" + r(LO, 6) + ".webhook.office.com/webhookb2/" + r(H, 8) + "-" + r(H, 4) + "@" + r(H, 8) + "/IncomingWebhook/" + r(H, 32) + "/" + r(H, 8),
+    "mailgun-api-key": lambda: "key-" + r(H, 32),
+    "mailchimp-api-key": lambda: r(H, 32) + "-us" + str(random.randint(1, 21)),
+    "vault-token": lambda: random.choice(["hvs." + r(U, 90), "hvb." + r(U, 140), "s." + r(A, 24)]),
+    "terraform-cloud-token": lambda: r(A, 14) + ".atlasv1." + r(U, 67),
+    "newrelic-key": lambda: random.choice(["NRAK-" + r(UP, 27), "NRJS-" + r(H, 19), r(H, 36) + "NRAL"]),
+    "atlassian-api-token": lambda: "ATATT3xFfGF0" + r(U, 180) + "=" + r(H, 8).upper(),
+    "bitbucket-app-password": lambda: "ATBB" + r(A, 32),
+    "langsmith-api-key": lambda: random.choice(["lsv2_pt_", "lsv2_sk_"]) + r(H, 32) + "_" + r(H, 10),
+    "1password-service-token": lambda: "ops_eyJ" + rn(B, 600, 900),
+    "doppler-token": lambda: random.choice(["dp.pt.", "dp.st.", "dp.sa."]) + r(A, 43),
+    "digitalocean-token": lambda: random.choice(["dop_v1_", "doo_v1_"]) + r(H, 64),
+    "shopify-token": lambda: random.choice(["shpat_", "shpss_", "shpca_"]) + r(H, 32),
+    "databricks-token": lambda: "dapi" + r(H, 32),
+    "notion-token": lambda: random.choice(["secret_" + r(A, 43), "ntn_" + r(D, 11) + r(A, 35)]),
+    "linear-api-key": lambda: "lin_api_" + r(A, 40),
+    "age-secret-key": lambda: "AGE-SECRET-KEY-1" + r(BECH, 58),
+    "mapbox-secret-token": lambda: "sk.eyJ1Ijoi" + r(A, 20) + "." + r(U, 22),
+    "dynatrace-token": lambda: "dt0c01." + r(UP, 24) + "." + r(UP, 64),
+    "postman-api-key": lambda: "PMAK-" + r(H, 24) + "-" + r(H, 34),
+    "grafana-token": lambda: random.choice(["glc_" + r(B, 60), "glsa_" + r(A, 32) + "_" + r(H, 8)]),
+    "square-token": lambda: random.choice(["sq0atp-" + r(U, 22), "EAAA" + r(U, 60)]),
+    "private-key": lambda: "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(r(B, 64) for _ in range(8)) + "\n-----END RSA PRIVATE KEY-----",
+    "database-url": lambda: around(random.choice(["postgres", "postgresql", "mysql", "mongodb+srv", "redis", "amqps", "ftp"])
+                                   + "://" + r(LO, 6) + ":", rn(A + "~.", 12, 24), "@" + r(LO, 8) + ".internal:5432/app"),
+    "sqlserver-password": lambda: around("Server=tcp:" + r(LO, 8) + ".database.windows.net,1433;Database=app;User ID=app;Password=",
+                                         r(A, 12) + "!", ";Encrypt=True;"),
+}
+
+# contexts a secret appears in; {s} is the secret
+CONTEXTS = [
+    "{s}",
+    "export APP_CREDENTIAL='{s}'",
+    '{{"config": {{"value": "{s}"}}}}',
+    "the deploy used {s} yesterday",
+    "  token: {s}",
+]
+
+# keyword-anchored values without a format (the keyword rule)
+KEYWORD_CONTEXTS = [
+    "DB_PASSWORD={v}",
+    'api_key = "{v}"',
+    "  client_secret: {v}",
+    '{{"name": "API_TOKEN", "value": "{v}"}}',
+    "<password>{v}</password>",
+    "SECRET_KEY ?= {v}",
+]
+
+NEGATIVES = [
+    lambda: "ghp_" + "x" * 36,
+    lambda: "AKIA" + "X" * 16,
+    lambda: "AKIAIOSFODNN7EXAMPLE",
+    lambda: "API_KEY=your-api-key-here",
+    lambda: "token: <token>",
+    lambda: "TOKEN=${GITHUB_TOKEN}",
+    lambda: 'password: "{{ .Values.password }}"',
+    lambda: "SECRET=changeme",
+    lambda: "password=" + random.choice("ax*") * 20,
+    lambda: "request_id=%s-%s-%s-%s-%s" % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
+    lambda: 'api_key = "%s-%s-%s-%s-%s"' % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
+    lambda: "sha256:" + r(H, 64),
+    lambda: "commit " + r(H, 40),
+    lambda: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ" + r(B, 200) + " user@host",
+    lambda: "-----BEGIN PUBLIC KEY-----\n" + r(B, 64) + "\n-----END PUBLIC KEY-----",
+    lambda: base64.b64encode(" ".join(random.choice(["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]) for _ in range(12)).encode()).decode(),
+    lambda: "DATABASE_URL=postgres://user:password@localhost:5432/db",
+    lambda: "token = self.token_value",
+    lambda: "secret = settings.SECRET_KEY",
+    lambda: "password = get_password()",
+    lambda: "https://example.com/path?page=2&sort=asc",
+    lambda: "token_count = %d" % random.randint(1, 99999),
+]
+
+
+def main():
+    out = sys.argv[1]
+    random.seed(int(sys.argv[2]) if len(sys.argv) > 2 else 18)
+    with open(out, "w") as f:
+        for fam, gen in FAMILIES.items():
+            for ctx in CONTEXTS:
+                for _ in range(4):
+                    s = gen()
+                    shown, s = s if isinstance(s, tuple) else (s, s)
+                    f.write(json.dumps({"family": fam, "text": ctx.format(s=shown) + "\n", "secret": s}) + "\n")
+        for ctx in KEYWORD_CONTEXTS:
+            for _ in range(20):
+                v = r(A, random.randint(16, 40))
+                f.write(json.dumps({"family": "keyword", "text": ctx.format(v=v) + "\n", "secret": v}) + "\n")
+        for gen in NEGATIVES:
+            for _ in range(10):
+                f.write(json.dumps({"family": "negative", "text": gen() + "\n", "secret": ""}) + "\n")
+
+
+if __name__ == "__main__":
+    main()

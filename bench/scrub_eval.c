@@ -1,0 +1,197 @@
+/* Recall, false positives and MB/s of the scrubber on bench/scrub_corpus.py's corpus: each
+ * record scrubbed alone (caught: a redaction and no 16-byte piece of the secret left; a
+ * negative altered: a false positive), then the records mixed into ordinary text (the unit
+ * fixtures' control files) at one per ~4 KiB, and the records alone (dense), timed.
+ * Usage: scrub_eval CORPUS.jsonl CONTROL_DIR [MB]  (make bench-scrub builds and runs it). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/scrub.h"
+
+struct fam {
+	char name[64];
+	unsigned n, caught;
+};
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static bool caught(const char *secret, const struct rb_buf_out *o, uint64_t total)
+{
+	size_t sl = strlen(secret);
+	if (total == 0)
+		return false;
+	if (sl < 16)
+		return memmem(o->data, o->len, secret, sl) == NULL;
+	for (size_t i = 0; i + 16 <= sl; i++)
+		if (memmem(o->data, o->len, secret + i, 16))
+			return false;
+	return true;
+}
+
+struct text {
+	char *d;
+	size_t n, cap;
+};
+
+static void add(struct text *t, const char *s, size_t n)
+{
+	if (t->n + n + 1 > t->cap) {
+		t->cap = (t->n + n + 1) * 2;
+		t->d = realloc(t->d, t->cap);
+		if (!t->d) {
+			perror("realloc");
+			exit(1);
+		}
+	}
+	memcpy(t->d + t->n, s, n);
+	t->n += n;
+}
+
+static double mbps(struct rb_scrubber *s, const struct text *t)
+{
+	double best = 1e9;
+	for (int k = 0; k < 3; k++) {
+		struct rb_buf_out o;
+		struct rb_error err = {0};
+		double t0 = now();
+		if (rb_scrub_buffer(s, t->d, t->n, &o, NULL, &err) != 0) {
+			fprintf(stderr, "scrub: %s\n", err.msg);
+			exit(1);
+		}
+		double dt = now() - t0;
+		free(o.data);
+		if (dt < best)
+			best = dt;
+	}
+	return (double)t->n / 1e6 / best;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: scrub_eval CORPUS.jsonl CONTROL_DIR [MB]\n");
+		return 2;
+	}
+	size_t mb = argc > 3 ? strtoul(argv[3], NULL, 10) : 100;
+	FILE *f = fopen(argv[1], "r");
+	if (!f) {
+		perror(argv[1]);
+		return 1;
+	}
+	struct rb_scrubber *s;
+	struct rb_error err = {0};
+	if (rb_scrub_new(NULL, 0, &s, &err) != 0) {
+		fprintf(stderr, "rb_scrub_new: %s\n", err.msg);
+		return 1;
+	}
+	static struct fam fams[256];
+	size_t nf = 0;
+	unsigned neg = 0, fp = 0, pos = 0, hit = 0;
+	struct text dense = {0};
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		json_error_t je;
+		json_t *j = json_loads(line, 0, &je);
+		if (!j) {
+			fprintf(stderr, "corpus: %s\n", je.text);
+			return 1;
+		}
+		const char *fam = json_string_value(json_object_get(j, "family"));
+		const char *text = json_string_value(json_object_get(j, "text"));
+		const char *secret = json_string_value(json_object_get(j, "secret"));
+		struct rb_buf_out o;
+		struct rb_scrub_counts c;
+		if (rb_scrub_buffer(s, text, strlen(text), &o, &c, &err) != 0)
+			return 1;
+		add(&dense, text, strlen(text));
+		if (!secret[0]) {
+			neg++;
+			if (c.total) {
+				fp++;
+				printf("  false positive: %s", text);
+			}
+		} else {
+			size_t k = 0;
+			while (k < nf && strcmp(fams[k].name, fam) != 0)
+				k++;
+			if (k == nf && nf < 256)
+				snprintf(fams[nf++].name, sizeof fams[0].name, "%s", fam);
+			bool ok = caught(secret, &o, c.total);
+			fams[k].n++;
+			fams[k].caught += ok;
+			pos++;
+			hit += ok;
+			if (!ok)
+				printf("  missed (%s): %.160s", fam, text);
+		}
+		free(o.data);
+		json_decref(j);
+	}
+	free(line);
+	fclose(f);
+	printf("\n%-28s %6s %6s\n", "family", "cases", "recall");
+	for (size_t k = 0; k < nf; k++)
+		printf("%-28s %6u %6.3f\n", fams[k].name, fams[k].n, (double)fams[k].caught / fams[k].n);
+	printf("recall, all: %u/%u = %.4f; false positives: %u of %u negatives\n", hit, pos, (double)hit / pos, fp,
+	       neg);
+
+	/* mixed: the control files repeated, one corpus record every ~4 KiB */
+	struct text ctl = {0}, mixed = {0};
+	DIR *d = opendir(argv[2]);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char p[4096];
+		snprintf(p, sizeof p, "%s/%s", argv[2], e->d_name);
+		FILE *cf = fopen(p, "r");
+		char buf[65536];
+		size_t n;
+		while (cf && (n = fread(buf, 1, sizeof buf, cf)) > 0)
+			add(&ctl, buf, n);
+		if (cf)
+			fclose(cf);
+	}
+	if (d)
+		closedir(d);
+	if (!ctl.n) {
+		fprintf(stderr, "no control text in %s\n", argv[2]);
+		return 1;
+	}
+	size_t at = 0, rec = 0;
+	while (mixed.n < mb << 20) {
+		size_t chunk = 4096 < ctl.n - at ? 4096 : ctl.n - at;
+		add(&mixed, ctl.d + at, chunk);
+		at = (at + chunk) % ctl.n;
+		/* the next record of the dense text */
+		const char *r0 = dense.d + rec, *nl = memchr(r0, '\n', dense.n - rec);
+		size_t rl = nl ? (size_t)(nl - r0) + 1 : dense.n - rec;
+		add(&mixed, r0, rl);
+		rec = (rec + rl) % dense.n;
+	}
+	struct text dense_big = {0};
+	while (dense_big.n < (mb << 20) / 4)
+		add(&dense_big, dense.d, dense.n);
+	printf("rb_scrub_buffer, mixed text (%zu MB, a secret per ~4 KiB): %.0f MB/s\n", mixed.n >> 20,
+	       mbps(s, &mixed));
+	printf("rb_scrub_buffer, dense (the corpus alone, %zu MB): %.0f MB/s\n", dense_big.n >> 20,
+	       mbps(s, &dense_big));
+	free(mixed.d);
+	free(dense.d);
+	free(dense_big.d);
+	free(ctl.d);
+	rb_scrub_free(s);
+	return 0;
+}
