@@ -25,7 +25,7 @@ static void bundle_remove(void)
 
 static void write_file(const char *rel, const void *data, size_t len, mode_t mode)
 {
-	char path[128];
+	char path[512];
 	snprintf(path, sizeof path, "%s/%s", bundle(), rel);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0)
@@ -33,14 +33,16 @@ static void write_file(const char *rel, const void *data, size_t len, mode_t mod
 }
 
 /* The scratch bundle, made at the first call (libFuzzer has no setup hook that the plain
- * driver shares) and removed at exit. */
+ * driver shares) in $TMPDIR (run.sh points it into build/fuzz: libFuzzer's timed exit skips
+ * atexit) and removed at exit. */
 static const char *bundle(void)
 {
-	static char dir[64];
+	static char dir[256];
 	if (dir[0])
 		return dir;
-	char path[128];
-	snprintf(dir, sizeof dir, "/tmp/rbx-fuzz-skill.XXXXXX");
+	char path[512];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof dir, "%s/rbx-fuzz-skill.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(dir))
 		FUZZ_FAIL("mkdtemp");
 	atexit(bundle_remove);
@@ -72,7 +74,7 @@ static void check_entry(const char *entry)
 {
 	if (!entry || !*entry || entry[0] == '/')
 		FUZZ_FAIL("entry '%s' is empty or absolute", entry ? entry : "(null)");
-	char walk[256];
+	char walk[1024];
 	snprintf(walk, sizeof walk, "%s", bundle());
 	char *copy = strdup(entry), *p = copy, *c;
 	while ((c = strsep(&p, "/"))) {

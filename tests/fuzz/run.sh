@@ -9,13 +9,14 @@ status=0
 for t in "$@"; do
 	bin=build/fuzz/fuzz_$t
 	[ -x "$bin" ] || { echo "fuzz $t: $bin missing (make fuzz)"; status=1; continue; }
-	mkdir -p "build/fuzz/corpus/$t" "build/fuzz/findings/$t"
+	mkdir -p "build/fuzz/corpus/$t" "build/fuzz/findings/$t" "build/fuzz/tmp/$t"
 	log=build/fuzz/$t.log
 	TIMEFORMAT='%U %S'
-	cpu=$({ time "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+	cpu=$({ time TMPDIR=$PWD/build/fuzz/tmp/$t "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
 		-print_final_stats=1 -artifact_prefix="build/fuzz/findings/$t/" \
 		"build/fuzz/corpus/$t" "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t" >"$log" 2>&1; } 2>&1)
 	rc=$?
+	rm -rf "build/fuzz/tmp/$t"
 	cpu=$(awk '{ printf "%.1f", $1 + $2 }' <<<"${cpu##*$'\n'}")
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
 	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
