@@ -157,7 +157,10 @@ json.dump(m, open(f, "w"))
 PYEOF
 	chmod a+r "$file"
 }
-mkdir -p "$T/scratch/b"
+mkdir -p "$T/scratch/b" "$T/cfg/policies"
+# A manifest names its policy by name: the budgets' policies are in a config dir of the test's own.
+chmod a+rx "$T/cfg" "$T/cfg/policies"
+RBX_ENV=("RUNBOX_CONFIG_DIR=$T/cfg")
 chmod 0755 "$T/scratch/b"
 # fill NAME CHAR N: a file of N bytes of CHAR (distinct contents, distinct objects).
 FILL='fill() { head -c "$3" /dev/zero | tr "\0" "$2" > "$1"; }; '
@@ -167,8 +170,8 @@ run_manifest "$T/scratch/b/default.json"
 check "control: under the default budget every harvested file is stored" \
 	"r['storage']['stopped'] is None and r['storage']['stored_files'] == 5 and r['result'] == 'success'" "r.get('storage')"
 
-policy_variant default "$T/scratch/b/files.json" budget-files 'p["output"]["run_files"] = 3'
-manifest "$T/scratch/b/m-files.json" acme "$T/scratch/b/files.json" "${two_steps[@]}"
+policy_variant default "$T/cfg/policies/budget-files.json" budget-files 'p["output"]["run_files"] = 3'
+manifest "$T/scratch/b/m-files.json" acme budget-files "${two_steps[@]}"
 run_manifest "$T/scratch/b/m-files.json"
 check "run_files: storing stops at the run's third object" \
 	"r['storage']['stored_files'] == 3 and r['storage']['stopped'] == 'run_files' and r['storage']['stopped_step'] == 2" "r.get('storage')"
@@ -180,34 +183,34 @@ run_rbx ledger query --run "$run_id" --type storage_stopped --json
 if grep -q '"limit": *"run_files"' <<<"$OUT"; then ok "run_files: the ledger records where storing stopped"
 else not_ok "run_files: the ledger records where storing stopped" "$(first_line "$OUT$ERR")"; fi
 
-policy_variant default "$T/scratch/b/bytes.json" budget-bytes 'p["output"]["run_bytes"] = 1000'
-manifest "$T/scratch/b/m-bytes.json" acme "$T/scratch/b/bytes.json" "${FILL}fill a a 600" "${FILL}fill d d 600"
+policy_variant default "$T/cfg/policies/budget-bytes.json" budget-bytes 'p["output"]["run_bytes"] = 1000'
+manifest "$T/scratch/b/m-bytes.json" acme budget-bytes "${FILL}fill a a 600" "${FILL}fill d d 600"
 run_manifest "$T/scratch/b/m-bytes.json"
 check "run_bytes: the second step's files do not fit in what is left" \
 	"r['storage']['stored_bytes'] <= 1000 and r['storage']['stopped'] == 'run_bytes' and r['steps'][0]['harvest']['objects_new'] + len(r['steps'][0]['harvest']['artifacts']) >= 1" "r.get('storage')"
 
-policy_variant default "$T/scratch/b/events.json" budget-events 'p["output"]["run_events"] = 4'
-manifest "$T/scratch/b/m-events.json" acme "$T/scratch/b/events.json" "${FILL}fill a a 10; fill e e 10"
+policy_variant default "$T/cfg/policies/budget-events.json" budget-events 'p["output"]["run_events"] = 4'
+manifest "$T/scratch/b/m-events.json" acme budget-events "${FILL}fill a a 10; fill e e 10"
 run_manifest "$T/scratch/b/m-events.json"
 check "run_events: no artifact event beyond the run's event budget" \
 	"r['storage']['stopped'] == 'run_events' and r['storage']['stored_files'] == 0" "r.get('storage')"
 
-policy_variant default "$T/scratch/b/floor.json" budget-floor 'p["output"]["min_free"] = 9000000000000000000'
-manifest "$T/scratch/b/m-floor.json" acme "$T/scratch/b/floor.json" "${FILL}fill a a 10"
+policy_variant default "$T/cfg/policies/budget-floor.json" budget-floor 'p["output"]["min_free"] = 9000000000000000000'
+manifest "$T/scratch/b/m-floor.json" acme budget-floor "${FILL}fill a a 10"
 run_manifest "$T/scratch/b/m-floor.json"
 check "min_free: below the free-space floor nothing is stored, and the run says so" \
 	"r['storage']['stopped'] == 'min_free' and r['storage']['stored_files'] == 0 and r['steps'][0]['harvest']['budget'] == 'min_free'" "r.get('storage')"
 
 # The tenant's quota counts what its earlier runs stored; another tenant (control) is not held.
-policy_variant default "$T/scratch/b/tenant.json" budget-tenant 'p["output"]["tenant_bytes"] = 1000'
-manifest "$T/scratch/b/m-t1.json" quota-t "$T/scratch/b/tenant.json" "${FILL}fill f f 800"
+policy_variant default "$T/cfg/policies/budget-tenant.json" budget-tenant 'p["output"]["tenant_bytes"] = 1000'
+manifest "$T/scratch/b/m-t1.json" quota-t budget-tenant "${FILL}fill f f 800"
 run_manifest "$T/scratch/b/m-t1.json"
 check "tenant_bytes: a first run within the quota stores" "r['storage']['stored_files'] == 1 and r['storage']['stopped'] is None" "r.get('storage')"
-manifest "$T/scratch/b/m-t2.json" quota-t "$T/scratch/b/tenant.json" "${FILL}fill g g 800"
+manifest "$T/scratch/b/m-t2.json" quota-t budget-tenant "${FILL}fill g g 800"
 run_manifest "$T/scratch/b/m-t2.json"
 check "tenant_bytes: the tenant's next run is held at its quota" \
 	"r['storage']['tenant_bytes_used'] == 800 and r['storage']['stored_files'] == 0 and r['storage']['stopped'] == 'tenant_bytes'" "r.get('storage')"
-manifest "$T/scratch/b/m-t3.json" other-t "$T/scratch/b/tenant.json" "${FILL}fill g g 800"
+manifest "$T/scratch/b/m-t3.json" other-t budget-tenant "${FILL}fill g g 800"
 run_manifest "$T/scratch/b/m-t3.json"
 check "control: another tenant's run stores" "r['storage']['stored_files'] == 1 and r['storage']['tenant_bytes_used'] == 0" "r.get('storage')"
 kept_digest=$(rj "r['steps'][0]['harvest']['artifacts'][0]['digest']")
@@ -235,9 +238,9 @@ else not_ok "gc --retention 0s collects it once no row within the retention need
 # --- the runner's memory does not grow with the steps: the result is streamed, and holds at
 # most 8 MiB of the steps' output and 100 artifacts per step; the rest is spilled to files in
 # the run's result directory, which the result names ---
-policy_variant default "$T/scratch/b/big.json" big-out 'p["output"]["max_stdout"] = "3M"'
+policy_variant default "$T/cfg/policies/big-out.json" big-out 'p["output"]["max_stdout"] = "3M"'
 big_out='head -c 3145728 /dev/zero | tr "\0" x'
-manifest "$T/scratch/b/m-spill.json" acme "$T/scratch/b/big.json" \
+manifest "$T/scratch/b/m-spill.json" acme big-out \
 	"$big_out; i=0; while [ \$i -lt 150 ]; do echo \$i > f\$i; i=\$((i+1)); done" "$big_out" "$big_out"
 run_manifest "$T/scratch/b/m-spill.json"
 check "spill: the first steps' output is in the result" \
