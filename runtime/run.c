@@ -145,6 +145,26 @@ static bool setgroups_denied_here(void)
 
 static int save_state(struct rb_run *run, struct rb_error *err);
 
+/* Is a the same place as b, or inside it? (Destinations are canonical: rb_input_parse.) */
+static bool dest_within(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+	return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
+}
+
+/* Two inputs at one destination, or one inside another's (skills the same in their own tree):
+ * the second bind would land in the first's read-only tree, and fail inside the sandbox as
+ * "Permission denied". */
+static int check_dests(const struct rb_input *in, unsigned n, const char *what, const char *tree, struct rb_error *err)
+{
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++)
+			if (dest_within(in[i].dest, in[j].dest) || dest_within(in[j].dest, in[i].dest))
+				return rb_error_set(err, 0, "%s `%s` and `%s` overlap: %s/%s and %s/%s", what,
+				                    in[i].host, in[j].host, tree, in[i].dest, tree, in[j].dest);
+	return 0;
+}
+
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
 {
 	memset(run, 0, sizeof *run);
@@ -207,6 +227,10 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],
 			                    cfg->skill_dirs[i]);
 	}
+
+	if (check_dests(run->inputs, run->n_inputs, "inputs", "/workspace/in", err) < 0 ||
+	    check_dests(run->skills, run->n_skills, "skills", "/workspace/skills", err) < 0)
+		return -1;
 
 	struct rb_sandbox_spec *spec = &run->spec;
 	if (rb_userns_plan(pol, &spec->ids, err) < 0)

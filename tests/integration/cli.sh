@@ -291,3 +291,20 @@ rbx_cmd ledger query
 rcs=("${PIPESTATUS[@]}")
 if [ "${rcs[0]}" = 0 ] && [ ! -s "$T/err" ]; then ok "ledger query into a closed pipe exits 0, quietly"
 else not_ok "ledger query into a closed pipe exits 0, quietly" "exit ${rcs[0]}: $(head -c 200 "$T/err")"; fi
+
+# Two inputs at one destination, or one inside the other's, are refused before the run (125,
+# naming both), not met inside the sandbox as "Permission denied". Control: neighbours (x and
+# xy) both arrive.
+mkdir -p "$T/scratch/in" && echo a >"$T/scratch/in/a" && echo b >"$T/scratch/in/b" && chmod -R a+rX "$T/scratch/in"
+pol_in="$T/scratch/inputs.json"
+policy_variant default "$pol_in" inputs "p.setdefault('inputs', {})['allow'] = ['$T/scratch/in']"
+sb --policy "$pol_in" --input "$T/scratch/in/a:/workspace/in/x" --input "$T/scratch/in/b:/workspace/in/x" -- /bin/cat /workspace/in/x
+if [ "$RC" = 125 ] && grep -q "inputs \`$T/scratch/in/a\` and \`$T/scratch/in/b\` overlap: /workspace/in/x and /workspace/in/x" <<<"$ERR"; then
+	ok "two inputs at one destination are refused, naming both"
+else not_ok "two inputs at one destination are refused, naming both" "exit $RC: $(first_line "$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in:/workspace/in/d" --input "$T/scratch/in/a:/workspace/in/d/a" -- /bin/true
+if [ "$RC" = 125 ] && grep -q "overlap: /workspace/in/d and /workspace/in/d/a" <<<"$ERR"; then ok "an input inside another input is refused"
+else not_ok "an input inside another input is refused" "exit $RC: $(first_line "$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in/a:/workspace/in/x" --input "$T/scratch/in/b:/workspace/in/xy" -- /bin/cat /workspace/in/x /workspace/in/xy
+if [ "$RC" = 0 ] && [ "$OUT" = $'a\nb' ]; then ok "control: inputs at neighbouring destinations both arrive"
+else not_ok "control: inputs at neighbouring destinations both arrive" "exit $RC: $(first_line "$OUT$ERR")"; fi
