@@ -418,6 +418,16 @@ static void print_table(json_t *events)
 	printf("(%zu event%s)\n", json_array_size(events), json_array_size(events) == 1 ? "" : "s");
 }
 
+/* A write to stdout failed: a reader that went away (`ledger query | head -1`, EPIPE, SIGPIPE
+ * being caught) has what it wanted, which is no failure; anything else is one line. */
+static int write_failed(int errnum)
+{
+	if (errnum == EPIPE)
+		return 0;
+	rb_err("ledger: write to stdout: %s", strerror(errnum));
+	return 125;
+}
+
 static void ledger_closep(struct rb_ledger **l)
 {
 	rb_ledger_close(*l);
@@ -500,23 +510,28 @@ int rb_cmd_ledger(int argc, char **argv)
 		}
 		if (a.seen & O_JSON) {
 			if (print_json(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
-				return 125;
+				return write_failed(errno) ? 125 : r;
 		} else if (r == 0) {
-			printf("ledger intact: %" JSON_INTEGER_FORMAT " events, head %s\n",
-			       json_integer_value(json_object_get(rep, "events")),
-			       str(json_object_get(rep, "head"), "hash"));
+			printf("ledger intact: %" JSON_INTEGER_FORMAT " events, head ",
+			       json_integer_value(json_object_get(rep, "events")));
+			put_clean(stdout, str(json_object_get(rep, "head"), "hash"), 0, 0);
+			fputc('\n', stdout);
 		} else {
+			/* The reason can quote what a damaged head file holds: shown, not obeyed. */
 			json_t *bad = json_object_get(rep, "first_bad_seq");
 			if (bad)
-				printf("ledger BROKEN at seq %" JSON_INTEGER_FORMAT ": %s\n", json_integer_value(bad),
-				       str(rep, "reason"));
+				printf("ledger BROKEN at seq %" JSON_INTEGER_FORMAT ": ", json_integer_value(bad));
 			else
-				printf("ledger BROKEN: %s\n", str(rep, "reason"));
+				fputs("ledger BROKEN: ", stdout);
+			put_clean(stdout, str(rep, "reason"), 0, 0);
+			fputc('\n', stdout);
 		}
 		return r;
 	}
 	if (!strcmp(sub, "export")) {
 		if (rb_ledger_export_jsonl(l, stdout, &err) < 0) {
+			if (err.errnum == EPIPE)
+				return 0;
 			rb_err("%s", err.msg);
 			return 125;
 		}
@@ -536,15 +551,13 @@ int rb_cmd_ledger(int argc, char **argv)
 	}
 	if (a.seen & O_JSON) {
 		if (print_json(events, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
-			return 125;
+			return write_failed(errno);
 	} else if (!strcmp(sub, "show")) {
 		print_show(a.pos[0], events);
 	} else {
 		print_table(events);
 	}
-	if (fflush(stdout) == EOF) {
-		rb_err("ledger: write to stdout: %s", strerror(errno));
-		return 125;
-	}
+	if (fflush(stdout) == EOF)
+		return write_failed(errno);
 	return 0;
 }

@@ -48,19 +48,19 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 }
 
 /* Two inputs on one place (or one inside the other) would stack a bind on a read-only bind:
- * said here, naming both, rather than as the mount's EACCES inside the sandbox. */
-static int check_dests(const struct rb_input *ins, unsigned n, const char *const *what, struct rb_error *err)
+ * said here, naming both, rather than as the mount's EACCES inside the sandbox. ins[n] is
+ * checked against ins[0..n); tree is where they go (/workspace/in, /workspace/skills). */
+static int check_dests(const struct rb_input *ins, unsigned n, const char *const *what, const char *tree,
+                       struct rb_error *err)
 {
 	const struct rb_input *b = &ins[n];
 	for (unsigned i = 0; i < n; i++) {
 		const struct rb_input *a = &ins[i];
 		if (!strcmp(a->dest, b->dest))
-			return rb_error_set(err, 0, "%s and %s: both go to /workspace/in/%s", what[i], what[n],
-			                    a->dest);
+			return rb_error_set(err, 0, "%s and %s: both go to %s/%s", what[i], what[n], tree, a->dest);
 		if (rb_path_under(a->dest, b->dest) || rb_path_under(b->dest, a->dest))
-			return rb_error_set(
-			    err, 0, "%s and %s: /workspace/in/%s and /workspace/in/%s: one lies inside the other",
-			    what[i], what[n], a->dest, b->dest);
+			return rb_error_set(err, 0, "%s and %s: %s/%s and %s/%s: one lies inside the other", what[i],
+			                    what[n], tree, a->dest, tree, b->dest);
 	}
 	return 0;
 }
@@ -123,7 +123,7 @@ static int open_inputs(const struct rb_run_config *cfg, struct rb_run *run, stru
 		if (r == 0)
 			r = check_input(&run->policy, &run->paths, &run->inputs[i], what[i], err);
 		if (r == 0)
-			r = check_dests(run->inputs, i, (const char *const *)what, err);
+			r = check_dests(run->inputs, i, (const char *const *)what, "/workspace/in", err);
 	}
 	for (unsigned i = 0; i < cfg->n_inputs; i++)
 		free(what[i]);
@@ -266,7 +266,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 		if (rb_input_parse(arg, &run->skills[i], err) < 0)
 			return rb_error_prefix(err, "skill `%s`", cfg->skill_names[i]);
 		run->n_skills = i + 1;
-		if (check_input(pol, &run->paths, &run->skills[i], "skill", err) < 0)
+		if (check_input(pol, &run->paths, &run->skills[i], "skill", err) < 0 ||
+		    check_dests(run->skills, i, cfg->skill_names, "/workspace/skills", err) < 0)
 			return -1;
 		if (!run->skills[i].is_dir)
 			return rb_error_set(err, 0, "skill `%s`: `%s` is not a folder", cfg->skill_names[i],

@@ -268,3 +268,43 @@ for v in -5 0 4294967296 5x; do
 done
 sb --pids 64 -- /bin/probe exit 0
 if [ "$RC" = 0 ]; then ok "control: --pids 64 runs"; else not_ok "control: --pids 64 runs" "exit $RC: $(first_line "$ERR")"; fi
+
+# ledger's readable verify output shows a reason's text escaped (here a state directory named
+# with an escape, in "the head file ... is missing"); control: the same with a plain name.
+for name in $'esc\e[31m' plain; do
+	d=$T/$name
+	mkdir -p "$d"
+	[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$d"
+	run_rbx run --state-dir "$d" --image minimal -- /bin/probe exit 0
+	rm -f "$d/ledger.head"
+	run_rbx ledger --state-dir "$d" verify
+	if [ "$name" = plain ]; then
+		if [ "$RC" = 1 ] && grep -qF "ledger BROKEN: the head file \`$d/ledger.head\` is missing" <<<"$OUT"; then ok "control: verify's reason with a plain path is as it is"
+		else not_ok "control: verify's reason with a plain path is as it is" "exit $RC: $(first_line "$OUT$ERR")"; fi
+	elif [ "$RC" = 1 ] && grep -qF 'esc\x1b[31m/ledger.head' <<<"$OUT" && ! grep -q $'\e' <<<"$OUT"; then ok "verify shows its reason's text escaped"
+	else not_ok "verify shows its reason's text escaped" "exit $RC: $(od -c <<<"$OUT" | head -3 | tr '\n' ' ')"; fi
+done
+# A reader that stops early (`ledger query | head -1`) is no failure: exit 0, nothing on stderr.
+# The reader here closes the pipe before runbox writes: every write meets EPIPE.
+rbx_cmd ledger query
+"${RBX_CMD[@]}" </dev/null 2>"$T/err" | sh -c 'exec 0<&-; sleep 1'
+rcs=("${PIPESTATUS[@]}")
+if [ "${rcs[0]}" = 0 ] && [ ! -s "$T/err" ]; then ok "ledger query into a closed pipe exits 0, quietly"
+else not_ok "ledger query into a closed pipe exits 0, quietly" "exit ${rcs[0]}: $(head -c 200 "$T/err")"; fi
+
+# Two inputs at one destination, or one inside the other's, are refused before the run (125,
+# naming both), not met inside the sandbox as "Permission denied". Control: neighbours (x and
+# xy) both arrive.
+mkdir -p "$T/scratch/in" && echo a >"$T/scratch/in/a" && echo b >"$T/scratch/in/b" && chmod -R a+rX "$T/scratch/in"
+pol_in="$T/scratch/inputs.json"
+policy_variant default "$pol_in" inputs "p.setdefault('inputs', {})['allow'] = ['$T/scratch/in']"
+sb --policy "$pol_in" --input "$T/scratch/in/a:/workspace/in/x" --input "$T/scratch/in/b:/workspace/in/x" -- /bin/cat /workspace/in/x
+if [ "$RC" = 125 ] && grep -qF "\`$T/scratch/in/a:/workspace/in/x\` and --input \`$T/scratch/in/b:/workspace/in/x\`: both go to /workspace/in/x" <<<"$ERR"; then
+	ok "two inputs at one destination are refused, naming both"
+else not_ok "two inputs at one destination are refused, naming both" "exit $RC: $(first_line "$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in:/workspace/in/d" --input "$T/scratch/in/a:/workspace/in/d/a" -- /bin/true
+if [ "$RC" = 125 ] && grep -qF "/workspace/in/d and /workspace/in/d/a: one lies inside the other" <<<"$ERR"; then ok "an input inside another input is refused"
+else not_ok "an input inside another input is refused" "exit $RC: $(first_line "$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in/a:/workspace/in/x" --input "$T/scratch/in/b:/workspace/in/xy" -- /bin/cat /workspace/in/x /workspace/in/xy
+if [ "$RC" = 0 ] && [ "$OUT" = $'a\nb' ]; then ok "control: inputs at neighbouring destinations both arrive"
+else not_ok "control: inputs at neighbouring destinations both arrive" "exit $RC: $(first_line "$OUT$ERR")"; fi
