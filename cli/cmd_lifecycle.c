@@ -16,8 +16,8 @@
 #include "runtime/storegc.h"
 #include "common/util.h"
 
-/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies, gc's --dry-run and --retention DUR,
- * and `positional` plain arguments; anything else is refused, naming it. Returns 0, 1 after
+/* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies, gc's --dry-run and
+ * --retention DUR, and `positional` plain arguments; anything else is refused, naming it. Returns 0, 1 after
  * --help (printed), or -1 after a usage error (printed). */
 struct lc_args {
 	const char *state_dir;

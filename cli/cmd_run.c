@@ -31,6 +31,7 @@ static void usage(FILE *f)
 	      "  --pids N              process limit (at most the policy's)\n"
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
 	      "  --net none|gateway    network mode (default: the policy's)\n"
+	      "  --tenant ID, --agent ID  whose run this is (ledger); beside a manifest, the manifest's must match\n"
 	      "  --json                print the result as one JSON object\n"
 	      "  --state-dir DIR       where runbox keeps state (also RUNBOX_STATE_DIR)\n"
 	      "  -v, --verbose         log what runbox does\n"
@@ -49,7 +50,9 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	}
 	struct rb_runfile_opts opts = {
 	    .state_dir = cfg->state_dir,
-	    .ceilings = {.policy = cfg->policy,
+	    .ceilings = {.tenant = cfg->tenant,
+	                 .agent = cfg->agent,
+	                 .policy = cfg->policy,
 	                 .image = cfg->image,
 	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
 	    .net_mode = cfg->net_mode,
@@ -120,6 +123,8 @@ int rb_cmd_run(int argc, char **argv)
 	    {"cpus", required_argument, NULL, 'c'},
 	    {"net", required_argument, NULL, 'n'},
 	    {"json", no_argument, NULL, 'j'},
+	    {"tenant", required_argument, NULL, 'T'},
+	    {"agent", required_argument, NULL, 'A'},
 	    {"state-dir", required_argument, NULL, 's'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
@@ -137,6 +142,15 @@ int rb_cmd_run(int argc, char **argv)
 		case 'p': cfg.policy = optarg; break;
 		case 's': cfg.state_dir = optarg; break;
 		case 'j': json = true; break;
+		case 'T':
+		case 'A':
+			if (!rb_manifest_id_ok(optarg)) {
+				rb_err("--%s `%s`: expected an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\")",
+				       c == 'T' ? "tenant" : "agent", optarg);
+				return 125;
+			}
+			*(c == 'T' ? &cfg.tenant : &cfg.agent) = optarg;
+			break;
 		case 'v': rb_log_set_level(RB_LOG_DEBUG); break;
 		case 'h': usage(stdout); return 0;
 		case 't':

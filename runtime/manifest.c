@@ -34,7 +34,7 @@ static int oom(const ctx *c, const char *path)
 
 /* ---- value checks ------------------------------------------------------------------------ */
 
-static bool id_ok(const char *s)
+bool rb_manifest_id_ok(const char *s)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n > RB_MANIFEST_ID_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
@@ -97,7 +97,7 @@ static int get_id(const ctx *c, const char *path, const json_t *v, char out[RB_M
 	if (!json_is_string(v))
 		return rb_jsonck_expected(c, path, "a string", v);
 	const char *s = json_string_value(v);
-	if (strlen(s) != json_string_length(v) || !id_ok(s)) {
+	if (strlen(s) != json_string_length(v) || !rb_manifest_id_ok(s)) {
 		char buf[96];
 		return rb_jsonck_bad(c, path, "%s is not an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\")",
 		                     rb_jsonck_describe(v, buf, sizeof buf));
@@ -499,7 +499,7 @@ static int parse_policy_ref(const ctx *c, const json_t *v, const char *base, str
 			return oom(c, "policy");
 		return 0;
 	}
-	if (!id_ok(s))
+	if (!rb_manifest_id_ok(s))
 		return rb_jsonck_bad(c, "policy",
 		                     "\"%.80s\" is neither a profile name ([A-Za-z0-9._-]{1,64}) nor a "
 		                     "path",
@@ -700,6 +700,13 @@ int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy
 int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_manifest_ceilings *cl, struct rb_error *err)
 {
 	ctx c = {.what = "manifest", .origin = m->origin ? m->origin : "(text)", .err = err};
+	/* The tenant and agent the caller runs the manifest for: the artifact store's tenant
+	 * boundary rests on the tenant, so a manifest (often an agent's) may not pick another. */
+	if (cl->tenant && strcmp(cl->tenant, m->tenant))
+		return rb_jsonck_bad(&c, "tenant", "`%s` is not --tenant `%s`; a manifest runs for the caller's tenant",
+		                     m->tenant, cl->tenant);
+	if (cl->agent && strcmp(cl->agent, m->agent))
+		return rb_jsonck_bad(&c, "agent", "`%s` is not --agent `%s`", m->agent, cl->agent);
 	/* The command line's policy and image are the run's: a manifest naming others would have
 	 * its author's choice silently replaced, or the caller's. Either way it is said. */
 	if (cl->policy && m->policy_given && strcmp(cl->policy, m->policy))

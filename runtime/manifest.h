@@ -88,12 +88,18 @@ int rb_manifest_check_limits(const struct rb_manifest *m, const struct rb_policy
 
 /* What the command line said beside a manifest: each value is a ceiling for it. */
 struct rb_manifest_ceilings {
+	const char *tenant;               /* --tenant: the manifest's must be this one; NULL: any */
+	const char *agent;                /* --agent: likewise */
 	const char *policy;               /* --policy: the run's policy; NULL: the manifest's */
 	const char *image;                /* --image: the run's image; NULL: the manifest's */
 	struct rb_manifest_limits limits; /* --timeout, --memory, --pids, --cpus; 0: none given */
 };
 
-/* Fails, naming both values, when the manifest names another policy or image than the command
+/* An id as manifests and the command line name tenants, agents and run ids:
+ * [A-Za-z0-9._-]{1,64}, not "." or "..". */
+bool rb_manifest_id_ok(const char *s);
+
+/* Fails, naming both values, when the manifest names another tenant, agent, policy or image than the command
  * line, or asks for a limit (or a step timeout) above a command-line ceiling. */
 int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_manifest_ceilings *cl,
                                struct rb_error *err);

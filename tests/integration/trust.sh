@@ -55,6 +55,29 @@ check "a manifest naming no timeout gets --timeout: a 5 s step is killed at 1 s"
 run_rbx run --policy strict --timeout 10s "$S/long.json"
 check "control: the same step under --timeout 10s finishes" \
 	'r["result"] == "success" and r["steps"][0]["stdout"] == "late\n"' '"exit %s, stdout %r" % (r["exit"], r["steps"][0]["stdout"])'
+# The tenant the caller runs a manifest for: a manifest (often an agent's) may not pick another,
+# as the artifact store's tenant boundary rests on it. Control: the same tenant runs.
+manifest "$S/tenant.json" '' 'echo ran'
+run_rbx run --tenant other "$S/tenant.json"
+if [ "$RC" = 125 ] && err_has 'tenant: `t` is not --tenant `other`'; then ok "a manifest for another tenant than --tenant fails, naming both"
+else not_ok "a manifest for another tenant than --tenant fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
+run_rbx run --agent b "$S/tenant.json"
+if [ "$RC" = 125 ] && err_has 'agent: `a` is not --agent `b`'; then ok "a manifest for another agent than --agent fails, naming both"
+else not_ok "a manifest for another agent than --agent fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
+run_rbx run --tenant t --agent a "$S/tenant.json"
+check "control: --tenant and --agent that match the manifest run it" 'r["result"] == "success" and r["tenant"] == "t"' '"exit %s" % r.get("exit")'
+# An ad-hoc run is recorded under the --tenant and --agent given; a malformed id is refused.
+run_rbx run --image minimal --tenant acme --agent bot-1 -- true
+run_rbx ledger query --tenant acme --agent bot-1 --type run_start --json
+if [ "$(rj 'len(r)' 2>/dev/null)" = 1 ]; then ok "--tenant and --agent label an ad-hoc run in the ledger"
+else not_ok "--tenant and --agent label an ad-hoc run in the ledger" "$(first_line "$OUT$ERR")"; fi
+run_rbx ledger query --tenant local --agent bot-1 --type run_start --json
+if [ "$(rj 'len(r)' 2>/dev/null)" = 0 ]; then ok "control: the run is not under the default tenant"
+else not_ok "control: the run is not under the default tenant" "$(first_line "$OUT$ERR")"; fi
+run_rbx run --image minimal --tenant ../x -- true
+if [ "$RC" = 125 ] && err_has '--tenant `../x`: expected an id'; then ok "a malformed --tenant is refused"
+else not_ok "a malformed --tenant is refused" "exit $RC: $(first_line "$ERR")"; fi
+
 # The command line narrows the policy too: it never widens it.
 run_rbx run --image minimal --policy strict --net gateway -- true
 if [ "$RC" = 125 ] && err_has 'policy `strict` has network mode none'; then ok "--net gateway under a policy with network none fails"
