@@ -143,4 +143,5 @@ void rb_paths_own_dirs(const struct rb_paths *p, struct rb_own_dirs *out)
 	add_own(out, home, "/.config/runbox");
 	add_own(out, getenv("RUNBOX_STATE_DIR"), "");
 	add_own(out, getenv("RUNBOX_RUN_DIR"), "");
+	add_own(out, getenv("RUNBOX_CONFIG_DIR"), "");
 }
