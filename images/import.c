@@ -2,6 +2,8 @@
  * directory read by libarchive's disk reader) is created below the new tree's fd, its parent
  * resolved beneath it, so no name and no link can write outside the tree. */
 #define _GNU_SOURCE
+/* The SHA256_* calls, as in images/digest.c: no OpenSSL provider set-up. */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "images/import.h"
 
 #include <archive.h>
@@ -11,7 +13,9 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <dirent.h>
 #include <linux/openat2.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,8 +259,24 @@ static int one(struct unpack *u, struct archive *a, struct archive_entry *e, cha
 		                    u->src, member, uid, gid, MAX_OWNER);
 	if (type != AE_IFDIR && !u->opts->keep_setuid)
 		mode &= ~(mode_t)(S_ISUID | S_ISGID);
-	if (type == AE_IFDIR)
+	if (type == AE_IFDIR && !*rel)
 		return remember_dir(u, rel, mode, (uid_t)uid, (gid_t)gid) < 0 ? -1 : 0;
+	if (type == AE_IFDIR) {
+		/* Made now (private until its mode is set at the end), replacing a file or link. */
+		char copy[PATH_MAX];
+		snprintf(copy, sizeof copy, "%s", rel);
+		const char *b;
+		_cleanup_close_ int dpfd = open_parent(u, copy, member, &b);
+		struct stat st;
+		if (dpfd < 0)
+			return -1;
+		if (fstatat(dpfd, b, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) && unlinkat(dpfd, b, 0) < 0)
+			return rb_error_set(u->err, errno, "import `%s`: member `%s`: remove the earlier one", u->src,
+			                    member);
+		if (mkdirat(dpfd, b, 0700) < 0 && errno != EEXIST)
+			return rb_error_set(u->err, errno, "import `%s`: make directory `%s`", u->src, member);
+		return remember_dir(u, rel, mode, (uid_t)uid, (gid_t)gid) < 0 ? -1 : 0;
+	}
 	if (!*rel)
 		return rb_error_set(u->err, EINVAL, "import `%s`: member `%s` names the root as a file", u->src,
 		                    member);
@@ -325,24 +345,16 @@ static int one(struct unpack *u, struct archive *a, struct archive_entry *e, cha
 	return 0;
 }
 
-/* Directories last, deepest first, so a read-only one still took its members. */
+/* Directories last, in the order they came (a later layer's mode wins), so a read-only one
+ * still took its members. One a whiteout removed has a NULL path. */
 static int finish_dirs(struct unpack *u)
 {
-	for (size_t i = u->n_dirs; i-- > 0;) {
+	for (size_t i = 0; i < u->n_dirs; i++) {
 		struct dirmode *d = &u->dirs[i];
-		_cleanup_close_ int fd = -1;
-		if (*d->path) {
-			const char *base;
-			_cleanup_close_ int pfd = open_parent(u, d->path, d->path, &base);
-			if (pfd < 0)
-				return -1;
-			struct stat st;
-			if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 && mkdirat(pfd, base, 0700) < 0)
-				return rb_error_set(u->err, errno, "import `%s`: make directory `%s`", u->src, d->path);
-			fd = open_beneath(u, d->path, d->path);
-		} else {
-			fd = fcntl(u->root, F_DUPFD_CLOEXEC, 0);
-		}
+		if (!d->path)
+			continue;
+		_cleanup_close_ int fd =
+		    *d->path ? open_beneath(u, d->path, d->path) : fcntl(u->root, F_DUPFD_CLOEXEC, 0);
 		if (fd < 0)
 			return u->err->errnum == EXDEV
 			           ? -1
@@ -385,13 +397,299 @@ static int unpack_all(struct unpack *u, struct archive *a, bool disk, const char
 	}
 	if (r != ARCHIVE_EOF)
 		return rb_error_set(u->err, archive_errno(a), "import `%s`: %s", u->src, archive_error_string(a));
-	return finish_dirs(u);
+	return 0;
 }
 
 static void free_archive(struct archive **a)
 {
 	if (*a)
 		archive_read_free(*a);
+}
+
+/* ---- OCI image layouts ------------------------------------------------------------------ */
+
+#define OCI_JSON_MAX   (4u << 20)
+#define OCI_WHITEOUT   ".wh."
+#define OCI_OPAQUE     ".wh..wh..opq"
+#define OCI_MAX_LAYERS 256
+
+static bool is_layout(const char *dir)
+{
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/oci-layout", dir);
+	if (access(p, F_OK) < 0)
+		return false;
+	snprintf(p, sizeof p, "%s/index.json", dir);
+	return access(p, F_OK) == 0;
+}
+
+/* A blob of the layout, opened and checked against its digest (read whole once). */
+static int open_blob(struct unpack *u, const char *layout, const char *digest, uint64_t max)
+{
+	bool ok = digest && !strncmp(digest, "sha256:", 7) && strlen(digest) == 71;
+	for (const char *p = digest ? digest + 7 : ""; ok && *p; p++)
+		ok = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f');
+	if (!ok)
+		return rb_error_set(u->err, EINVAL, "import `%s`: `%s` is no sha256 digest of a blob", u->src,
+		                    digest ? digest : "(none)");
+	char path[PATH_MAX + 96];
+	snprintf(path, sizeof path, "%s/blobs/sha256/%s", layout, digest + 7);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = fd < 0 ? errno : EINVAL;
+		if (fd >= 0)
+			close(fd);
+		return rb_error_set(u->err, e, "import `%s`: blob `%s`", u->src, path);
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return rb_error_set(u->err, EFBIG, "import `%s`: blob `%s` is larger than %" PRIu64 " bytes", u->src,
+		                    digest, max);
+	}
+	SHA256_CTX c;
+	SHA256_Init(&c);
+	ssize_t n;
+	while ((n = read(fd, u->buf, sizeof u->buf)) > 0)
+		SHA256_Update(&c, u->buf, (size_t)n);
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256_Final(md, &c);
+	char hex[65];
+	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (n < 0 || strcmp(hex, digest + 7) || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return rb_error_set(u->err, n < 0 ? errno : 0, "import `%s`: blob `%s` does not hash to its name",
+		                    u->src, digest);
+	}
+	return fd;
+}
+
+static int load_json(struct unpack *u, const char *layout, const char *digest, json_t **out)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	if (digest) {
+		fd = open_blob(u, layout, digest, OCI_JSON_MAX);
+		if (fd < 0)
+			return -1;
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		if (rb_read_file(proc, OCI_JSON_MAX, &text, NULL, u->err) < 0)
+			return -1;
+	} else {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof path, "%s/index.json", layout);
+		if (rb_read_file(path, OCI_JSON_MAX, &text, NULL, u->err) < 0)
+			return -1;
+	}
+	json_error_t je;
+	*out = json_loads(text, 0, &je);
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return rb_error_set(u->err, 0, "import `%s`: %s: %s", u->src, digest ? digest : "index.json",
+		                    je.text[0] ? je.text : "not a JSON object");
+	}
+	return 0;
+}
+
+/* The image manifest an index names: its only manifest (one level of nested index allowed). */
+static int find_manifest(struct unpack *u, const char *layout, json_t **manifest)
+{
+	_cleanup_json_ json_t *idx = NULL;
+	if (load_json(u, layout, NULL, &idx) < 0)
+		return -1;
+	for (int depth = 0; depth < 3; depth++) {
+		json_t *ms = json_object_get(idx, "manifests");
+		if (json_array_size(ms) != 1)
+			return rb_error_set(
+			    u->err, 0,
+			    "import `%s`: the index lists %zu manifests; runbox imports a layout of one image", u->src,
+			    json_array_size(ms));
+		json_t *m = json_array_get(ms, 0);
+		const char *mt = json_string_value(json_object_get(m, "mediaType"));
+		json_t *next = NULL;
+		if (load_json(u, layout, json_string_value(json_object_get(m, "digest")), &next) < 0)
+			return -1;
+		if (mt && strstr(mt, "image.index")) {
+			json_decref(idx);
+			idx = next;
+			continue;
+		}
+		*manifest = next;
+		return 0;
+	}
+	return rb_error_set(u->err, 0, "import `%s`: indexes nested too deep", u->src);
+}
+
+/* Removes name below dfd, a directory's contents first; never follows a link. */
+static int remove_at(struct unpack *u, int dfd, const char *name, unsigned depth)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, name);
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(dfd, name, 0) < 0
+		           ? rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, name)
+		           : 0;
+	if (depth > 256)
+		return rb_error_set(u->err, ELOOP, "import `%s`: whiteout `%s`: too deep", u->src, name);
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, name);
+	_cleanup_closedir_ DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, name);
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    remove_at(u, dirfd(d), e->d_name, depth + 1) < 0)
+			return -1;
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+		return rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, name);
+	return 0;
+}
+
+/* The remembered directories at path (unless only_below) and below it are gone. */
+static void forget(struct unpack *u, const char *path, bool only_below)
+{
+	size_t n = strlen(path);
+	for (size_t i = 0; i < u->n_dirs; i++) {
+		char *p = u->dirs[i].path;
+		if (!p || !*p)
+			continue;
+		bool below = n == 0 || (!strncmp(p, path, n) && p[n] == '/');
+		if (below || (!only_below && !strcmp(p, path))) {
+			free(p);
+			u->dirs[i].path = NULL;
+		}
+	}
+}
+
+/* A whiteout member: `.wh.NAME` removes NAME of the lower layers, `.wh..wh..opq` every entry
+ * of its directory. Other members: 0 with *is_wh false. */
+static int whiteout(struct unpack *u, char *rel, const char *member, bool *is_wh)
+{
+	char *slash = strrchr(rel, '/');
+	const char *base = slash ? slash + 1 : rel;
+	*is_wh = !strncmp(base, OCI_WHITEOUT, strlen(OCI_WHITEOUT));
+	if (!*is_wh)
+		return 0;
+	if (slash)
+		*slash = '\0';
+	_cleanup_close_ int pfd = open_beneath(u, slash ? rel : "", member);
+	if (pfd < 0)
+		return errno == ENOENT && u->err->errnum != EXDEV ? 0 : -1;
+	/* An O_PATH fd is no directory to read: the real one, opened through it. */
+	_cleanup_close_ int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return rb_error_set(u->err, errno, "import `%s`: whiteout `%s`", u->src, member);
+	if (strcmp(base, OCI_OPAQUE) == 0) {
+		_cleanup_closedir_ DIR *d = fdopendir(fcntl(dfd, F_DUPFD_CLOEXEC, 0));
+		if (!d)
+			return rb_error_set(u->err, errno, "import `%s`: opaque `%s`", u->src, member);
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && remove_at(u, dfd, e->d_name, 0) < 0)
+				return -1;
+		forget(u, slash ? rel : "", true);
+		return 0;
+	}
+	const char *target = base + strlen(OCI_WHITEOUT);
+	if (!*target || !strcmp(target, ".") || !strcmp(target, ".."))
+		return rb_error_set(u->err, EINVAL, "import `%s`: whiteout `%s` names nothing", u->src, member);
+	char gone[PATH_MAX];
+	snprintf(gone, sizeof gone, "%s%s%s", slash ? rel : "", slash ? "/" : "", target);
+	forget(u, gone, false);
+	return remove_at(u, dfd, target, 0);
+}
+
+static struct archive *layer_reader(struct unpack *u, int fd)
+{
+	struct archive *a = archive_read_new();
+	if (!a || archive_read_support_filter_gzip(a) != ARCHIVE_OK ||
+	    archive_read_support_filter_xz(a) != ARCHIVE_OK || archive_read_support_filter_zstd(a) != ARCHIVE_OK ||
+	    archive_read_support_format_tar(a) != ARCHIVE_OK || lseek(fd, 0, SEEK_SET) < 0 ||
+	    archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) {
+		rb_error_set(u->err, a ? archive_errno(a) : ENOMEM, "import `%s`: a layer: %s", u->src,
+		             a ? archive_error_string(a) : "libarchive");
+		if (a)
+			archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* One layer: its whiteouts first (they apply to the layers below it), then its members. */
+static int apply_layer(struct unpack *u, int fd, const char *digest)
+{
+	uint64_t headers = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		__attribute__((cleanup(free_archive))) struct archive *a = layer_reader(u, fd);
+		if (!a)
+			return -1;
+		struct archive_entry *e;
+		int r;
+		while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
+			const char *name = archive_entry_pathname(e);
+			char rel[PATH_MAX];
+			bool wh;
+			if (!name)
+				return rb_error_set(u->err, EINVAL, "import `%s`: layer %s: a member without a name",
+				                    u->src, digest);
+			if (clean_name(u, name, rel) < 0)
+				return -1;
+			if (pass == 0) {
+				if (++headers > u->opts->max_members)
+					return rb_error_set(u->err, E2BIG,
+					                    "import `%s`: layer %s has more than %" PRIu64
+					                    " members: an archive bomb, or raise --max-members",
+					                    u->src, digest, u->opts->max_members);
+				if (whiteout(u, rel, name, &wh) < 0)
+					return -1;
+				continue;
+			}
+			char *slash = strrchr(rel, '/');
+			if (!strncmp(slash ? slash + 1 : rel, OCI_WHITEOUT, strlen(OCI_WHITEOUT)))
+				continue;
+			if (++u->members > u->opts->max_members)
+				return rb_error_set(u->err, E2BIG,
+				                    "import `%s`: more than %" PRIu64
+				                    " members: an archive bomb, or raise --max-members",
+				                    u->src, u->opts->max_members);
+			if (one(u, a, e, rel, name) < 0)
+				return -1;
+		}
+		if (r != ARCHIVE_EOF)
+			return rb_error_set(u->err, archive_errno(a), "import `%s`: layer %s: %s", u->src, digest,
+			                    archive_error_string(a));
+	}
+	return 0;
+}
+
+/* index.json -> manifest -> its layers, applied in order. */
+static int unpack_layout(struct unpack *u, const char *layout)
+{
+	_cleanup_json_ json_t *m = NULL;
+	if (find_manifest(u, layout, &m) < 0)
+		return -1;
+	json_t *layers = json_object_get(m, "layers");
+	if (!json_is_array(layers) || json_array_size(layers) > OCI_MAX_LAYERS)
+		return rb_error_set(u->err, 0, "import `%s`: the manifest has no layers, or more than %d", u->src,
+		                    OCI_MAX_LAYERS);
+	size_t i;
+	json_t *l;
+	json_array_foreach(layers, i, l)
+	{
+		const char *digest = json_string_value(json_object_get(l, "digest"));
+		_cleanup_close_ int fd = open_blob(u, layout, digest, u->opts->max_bytes);
+		if (fd < 0 || apply_layer(u, fd, digest) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int write_meta(const char *tmp, const char *digest, const struct rb_digest_stats *st, const char *src,
@@ -423,8 +721,10 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 	if (rb_never_input_check(paths, real, S_ISDIR(st.st_mode), "image import", err) < 0)
 		return -1;
 	__attribute__((cleanup(free_archive))) struct archive *a = NULL;
-	bool disk = S_ISDIR(st.st_mode);
-	if (disk) {
+	bool disk = S_ISDIR(st.st_mode), layout = disk && is_layout(real);
+	if (layout) {
+		/* read below, layer by layer */
+	} else if (disk) {
 		a = archive_read_disk_new();
 		if (!a || archive_read_disk_set_symlink_physical(a) != ARCHIVE_OK ||
 		    archive_read_disk_set_behavior(a, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
@@ -457,7 +757,9 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 	u->root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (u->root < 0)
 		return rb_error_set(err, errno, "open `%s`", rootfs);
-	int r = unpack_all(u, a, disk, real);
+	int r = layout ? unpack_layout(u, real) : unpack_all(u, a, disk, real);
+	if (r == 0)
+		r = finish_dirs(u);
 	close(u->root);
 	free_dirs(u);
 	if (r < 0)

@@ -215,3 +215,70 @@ if [ "$RC" = 0 ] && [ -f "$STATE/images/store/${OUT#sha256:}/rootfs/etc/rbx-abs-
 else not_ok "hostile: an absolute member name lands inside the tree" "exit $RC: $(first_line "$ERR")"; fi
 if [ -z "$(store_entries | grep '^\.')" ]; then ok "import: no temporary tree is left in the store"
 else not_ok "import: no temporary tree is left in the store" "$(store_entries | tr '\n' ' ')"; fi
+
+# ---- OCI image layouts --------------------------------------------------------------------
+# A layout made here with tar and sha256sum: layer 1 the minimal image plus files, layer 2
+# (gzip) with a whiteout, an opaque directory and an added file. Control: the layout of layer
+# 1 alone has what layer 2 takes away.
+oci_blob() { # FILE: copies it into the layout's blobs, prints "sha256:<hex> <size>"
+	local h
+	h=$(sha256sum "$1" | cut -d' ' -f1)
+	cp "$1" "$L/blobs/sha256/$h"
+	echo "sha256:$h $(stat -c %s "$1")"
+}
+oci_layout() { # DIR LAYER...: an OCI layout in DIR of the layer tarballs, in order
+	L=$1
+	shift
+	mkdir -p "$L/blobs/sha256"
+	printf '{"imageLayoutVersion":"1.0.0"}' >"$L/oci-layout"
+	printf '{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}' >"$T/config.json"
+	local cfg layers="" f b mt
+	read -r cfg cs < <(oci_blob "$T/config.json")
+	for f in "$@"; do
+		read -r b bs < <(oci_blob "$f")
+		case $f in *.gz) mt=tar+gzip ;; *) mt=tar ;; esac
+		layers+="${layers:+,}{\"mediaType\":\"application/vnd.oci.image.layer.v1.$mt\",\"digest\":\"$b\",\"size\":$bs}"
+	done
+	printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[%s]}' \
+		"$cfg" "$cs" "$layers" >"$T/manifest.json"
+	read -r b bs < <(oci_blob "$T/manifest.json")
+	printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s}]}' \
+		"$b" "$bs" >"$L/index.json"
+	chmod -R a+rX "$L"
+}
+mkdir -p "$T/l1" "$T/l2/etc" "$T/l2/opq"
+cp -a "$MINIMAL/." "$T/l1/"
+mkdir -p "$T/l1/opq/sub" && echo old >"$T/l1/opq/old1" && echo old >"$T/l1/opq/sub/old2" && echo gone >"$T/l1/etc/gone"
+: >"$T/l2/etc/.wh.gone" && : >"$T/l2/opq/.wh..wh..opq" && echo new >"$T/l2/opq/new" && echo added >"$T/l2/etc/added"
+tar -C "$T/l1" -cf "$T/layer1.tar" .
+tar -C "$T/l2" -czf "$T/layer2.tar.gz" .
+oci_layout "$T/oci" "$T/layer1.tar" "$T/layer2.tar.gz"
+oci_layout "$T/oci1" "$T/layer1.tar"
+probe_oci='for p in /etc/gone /etc/added /opq/old1 /opq/sub /opq/new /etc/.wh.gone /opq/.wh..wh..opq; do [ -e $p ] && echo $p; done; true'
+img import "$T/oci1" --name oci1
+run_rbx run --image oci1 -- /bin/sh -c "$probe_oci"
+if [ "$RC" = 0 ] && [ "$(echo $OUT)" = "/etc/gone /opq/old1 /opq/sub" ]; then ok "oci: a one-layer layout imports and runs (control)"
+else not_ok "oci: a one-layer layout imports and runs (control)" "exit $RC: $(echo $OUT) $(first_line "$ERR")"; fi
+img import "$T/oci" --name oci
+run_rbx run --image oci -- /bin/sh -c "$probe_oci"
+if [ "$RC" = 0 ] && [ "$(echo $OUT)" = "/etc/added /opq/new" ]; then
+	ok "oci: layers applied in order, with a whiteout and an opaque directory"
+else not_ok "oci: layers applied in order, with a whiteout and an opaque directory" "exit $RC: $(echo $OUT) $(first_line "$ERR")"; fi
+# A layer whose bytes do not hash to its name is refused, leaving nothing.
+before=$(store_entries)
+h=$(sha256sum "$T/layer1.tar" | cut -d' ' -f1)
+printf 'x' >>"$T/oci1/blobs/sha256/$h"
+img import "$T/oci1" --name hostile
+if [ "$RC" != 0 ] && grep -q "does not hash to its name" <<<"$ERR" && [ "$before" = "$(store_entries)" ]; then
+	ok "oci: a blob that does not match its digest is refused, leaving nothing"
+else not_ok "oci: a blob that does not match its digest is refused, leaving nothing" "exit $RC: $(first_line "$ERR")"; fi
+# A whiteout below a link out of the tree is refused: the host file it names stays.
+echo keep >"$T/outside/victim"
+mkdir -p "$T/w1" "$T/w2/esc" && ln -s "$T/outside" "$T/w1/esc" && : >"$T/w2/esc/.wh.victim"
+tar -C "$T/w1" -cf "$T/wlayer1.tar" . && tar -C "$T/w2" -cf "$T/wlayer2.tar" .
+oci_layout "$T/ociw" "$T/wlayer1.tar" "$T/wlayer2.tar"
+before=$(store_entries)
+img import "$T/ociw" --name hostile
+if [ "$RC" != 0 ] && grep -q "leaves the tree through a link" <<<"$ERR" && [ -f "$T/outside/victim" ] &&
+	[ "$before" = "$(store_entries)" ]; then ok "oci: a whiteout through a link out of the tree is refused"
+else not_ok "oci: a whiteout through a link out of the tree is refused" "exit $RC: $(first_line "$ERR")"; fi
