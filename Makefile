@@ -10,7 +10,11 @@ PKGS     := libseccomp libcap libmnl libnftnl jansson libarchive
 # 5.7M -> 2.7M start-up instructions under callgrind). The cost: a security update of one of
 # them needs a rebuild of runbox. libcrypto contributes only SHA-256, base64 and cleanse:
 # nothing may call its EVP or provider layer (see rb_hmac_sha256).
-STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -Wl,-Bdynamic -lmnl -larchive -ldl -lpthread -lm
+# libarchive (image import) is linked statically too: its shared library pulls in libxml2, ICU
+# and libstdc++ (13 more libraries at every start); static, only its tar reader, disk reader
+# and filters come in, needing just libzstd and libacl (Debian ships no archive of either).
+STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz \
+               -Wl,-Bdynamic -lmnl -l:libzstd.so.1 -l:libacl.so.1 -ldl -lpthread -lm
 B        := build
 # format-truncation is off: bounded snprintf into PATH_MAX buffers is the idiom here, and
 # paths that do not fit are rejected where it matters (rb_paths_init, run dirs).
