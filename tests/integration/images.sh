@@ -282,3 +282,24 @@ img import "$T/ociw" --name hostile
 if [ "$RC" != 0 ] && grep -q "leaves the tree through a link" <<<"$ERR" && [ -f "$T/outside/victim" ] &&
 	[ "$before" = "$(store_entries)" ]; then ok "oci: a whiteout through a link out of the tree is refused"
 else not_ok "oci: a whiteout through a link out of the tree is refused" "exit $RC: $(first_line "$ERR")"; fi
+
+# ---- a manifest's "image", and the ledger ---------------------------------------------------
+# A manifest's "image" takes a store name; the result and the ledger's run_start record the
+# digest import computed. Control: the same manifest with a name the store lacks fails.
+img inspect oci
+doci=$(json "$T/out" digest)
+printf '{"tenant": "t", "agent": "a", "image": "oci", "steps": [{"script": "cat /opq/new"}]}\n' >"$T/img.json"
+run_manifest "$T/img.json"
+check "manifest: \"image\": a store name runs on it, recording its digest" \
+	"r['result'] == 'success' and r['image']['digest'] == '$doci' and r['steps'][0]['stdout'] == 'new\n'" \
+	"[r.get('result'), r.get('image'), '$(first_line "$ERR")']"
+rid=$(rj 'r["run_id"]')
+rbx ledger export --jsonl >"$T/ledger.jsonl" 2>/dev/null
+if grep '"run_start"' "$T/ledger.jsonl" | grep -F "$rid" | grep -qF "\"image_digest\": \"$doci\"" ||
+	grep '"run_start"' "$T/ledger.jsonl" | grep -F "$rid" | grep -qF "\"image_digest\":\"$doci\""; then
+	ok "ledger: run_start records the store image's digest"
+else not_ok "ledger: run_start records the store image's digest" "$(grep -F "$rid" "$T/ledger.jsonl" | grep run_start | cut -c 1-300)"; fi
+printf '{"tenant": "t", "agent": "a", "image": "no-such-image", "steps": [{"script": "true"}]}\n' >"$T/img2.json"
+run_manifest "$T/img2.json"
+if [ "$RC" = 125 ] && grep -q "no-such-image" <<<"$ERR"; then ok "manifest: a name the store lacks is refused (control)"
+else not_ok "manifest: a name the store lacks is refused (control)" "exit $RC: $(first_line "$ERR")"; fi
