@@ -169,8 +169,8 @@ int rb_cmd_image(int argc, char **argv)
 	const char *sub = a.npos ? a.pos[0] : "";
 	int want = !strcmp(sub, "ls") ? 1 : !strcmp(sub, "tag") ? 3 : 2;
 	if (!a.npos || a.npos != want ||
-	    (strcmp(sub, "ls") && strcmp(sub, "import") && strcmp(sub, "inspect") && strcmp(sub, "rm") &&
-	     strcmp(sub, "tag"))) {
+	    (strcmp(sub, "ls") != 0 && strcmp(sub, "import") != 0 && strcmp(sub, "inspect") != 0 &&
+	     strcmp(sub, "rm") != 0 && strcmp(sub, "tag") != 0)) {
 		fputs(usage, stderr);
 		return 125;
 	}

@@ -237,6 +237,7 @@ static int remember_dir(struct unpack *u, const char *rel, mode_t mode, uid_t ui
 	if (!path)
 		return rb_error_set(u->err, ENOMEM, "import `%s`", u->src);
 	u->dirs[u->n_dirs++] = (struct dirmode){path, mode, uid, gid};
+	// cppcheck-suppress memleak ; path is u->dirs' now, freed by free_dirs
 	return 0;
 }
 
@@ -385,7 +386,7 @@ static int unpack_all(struct unpack *u, struct archive *a, bool disk, const char
 		if (!name)
 			return rb_error_set(u->err, EINVAL, "import `%s`: a member without a name", u->src);
 		if (disk) {
-			if (strncmp(name, prefix, plen) || (name[plen] && name[plen] != '/'))
+			if (strncmp(name, prefix, plen) != 0 || (name[plen] && name[plen] != '/'))
 				return rb_error_set(u->err, EINVAL, "import `%s`: `%s` is not below it", u->src, name);
 			name += plen;
 			if (archive_read_disk_can_descend(a))
@@ -456,8 +457,8 @@ static int open_blob(struct unpack *u, const char *layout, const char *digest, u
 	SHA256_Final(md, &c);
 	char hex[65];
 	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (n < 0 || strcmp(hex, digest + 7) || lseek(fd, 0, SEEK_SET) < 0) {
+		snprintf(hex + 2 * (size_t)i, 3, "%02x", md[i]);
+	if (n < 0 || strcmp(hex, digest + 7) != 0 || lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
 		return rb_error_set(u->err, n < 0 ? errno : 0, "import `%s`: blob `%s` does not hash to its name",
 		                    u->src, digest);
@@ -545,7 +546,7 @@ static int remove_at(struct unpack *u, int dfd, const char *name, unsigned depth
 	}
 	struct dirent *e;
 	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
 		    remove_at(u, dirfd(d), e->d_name, depth + 1) < 0)
 			return -1;
 	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0)
@@ -593,7 +594,8 @@ static int whiteout(struct unpack *u, char *rel, const char *member, bool *is_wh
 			return rb_error_set(u->err, errno, "import `%s`: opaque `%s`", u->src, member);
 		struct dirent *e;
 		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && remove_at(u, dfd, e->d_name, 0) < 0)
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+			    remove_at(u, dfd, e->d_name, 0) < 0)
 				return -1;
 		forget(u, slash ? rel : "", true);
 		return 0;
@@ -756,6 +758,7 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 	rb_error_clear(err);
 	u->root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (u->root < 0)
+		// cppcheck-suppress memleak ; u is _cleanup_free_
 		return rb_error_set(err, errno, "open `%s`", rootfs);
 	int r = layout ? unpack_layout(u, real) : unpack_all(u, a, disk, real);
 	if (r == 0)

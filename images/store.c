@@ -35,7 +35,7 @@ bool rb_store_name_valid(const char *name)
 
 static bool digest_valid(const char *d)
 {
-	if (strncmp(d, "sha256:", 7) || strlen(d) != 71)
+	if (strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71)
 		return false;
 	for (const char *p = d + 7; *p; p++)
 		if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
@@ -85,7 +85,7 @@ static int load_meta(const char *store, const char *digest, struct rb_store_imag
 	json_error_t je;
 	_cleanup_json_ json_t *m = json_loads(text, 0, &je);
 	const char *d = json_string_value(json_object_get(m, "digest"));
-	if (!m || !d || strcmp(d, digest))
+	if (!m || !d || strcmp(d, digest) != 0)
 		return rb_error_set(err, 0, "image `%s`: `%s` is not its metadata", digest, meta);
 	out->size = (uint64_t)json_integer_value(json_object_get(m, "size"));
 	out->files = (uint64_t)json_integer_value(json_object_get(m, "files"));
@@ -287,7 +287,7 @@ struct refs_to {
 static int count_ref(const char *name, const char *digest, void *ctx)
 {
 	struct refs_to *c = ctx;
-	if (strcmp(digest, c->digest) || (c->except && !strcmp(name, c->except)))
+	if (strcmp(digest, c->digest) != 0 || (c->except && !strcmp(name, c->except)))
 		return 0;
 	c->n++;
 	if (c->refs) {
