@@ -303,3 +303,31 @@ printf '{"tenant": "t", "agent": "a", "image": "no-such-image", "steps": [{"scri
 run_manifest "$T/img2.json"
 if [ "$RC" = 125 ] && grep -q "no-such-image" <<<"$ERR"; then ok "manifest: a name the store lacks is refused (control)"
 else not_ok "manifest: a name the store lacks is refused (control)" "exit $RC: $(first_line "$ERR")"; fi
+
+# ---- what a directory import keeps and refuses ----------------------------------------------
+# Symlinks stay links (never followed); a read-only directory still takes its members and
+# goes with rm (rootless too); a device node in a source directory is refused (as root, who
+# can make one here).
+mkdir -p "$T/ro/sub" && echo x >"$T/ro/sub/f" && ln -s /etc/passwd "$T/ro/hostlink" && chmod 0555 "$T/ro/sub"
+img import "$T/ro" --name ro
+dro=$OUT
+t=$(readlink "$STATE/images/store/${dro#sha256:}/rootfs/hostlink" 2>/dev/null)
+m=$(stat -c %a "$STATE/images/store/${dro#sha256:}/rootfs/sub" 2>/dev/null)
+if [ "$t" = /etc/passwd ] && [ "$m" = 555 ] && [ -f "$STATE/images/store/${dro#sha256:}/rootfs/sub/f" ]; then
+	ok "import: a symlink stays a link, a 0555 directory keeps its mode and its members"
+else not_ok "import: a symlink stays a link, a 0555 directory keeps its mode and its members" "link '$t', mode $m ($(first_line "$ERR"))"; fi
+img rm ro
+if [ "$RC" = 0 ] && [ ! -e "$STATE/images/store/${dro#sha256:}" ]; then ok "rm: a tree with a read-only directory is removed"
+else not_ok "rm: a tree with a read-only directory is removed" "exit $RC: $(first_line "$ERR")"; fi
+if [ "$MODE" = root ]; then
+	mkdir -p "$T/devsrc" && echo x >"$T/devsrc/f" && mknod "$T/devsrc/null" c 1 3
+	before=$(store_entries)
+	img import "$T/devsrc" --name hostile
+	if [ "$RC" != 0 ] && grep -q "device node" <<<"$ERR" && [ "$before" = "$(store_entries)" ]; then
+		ok "import: a device node in a source directory is refused, leaving nothing"
+	else not_ok "import: a device node in a source directory is refused, leaving nothing" "exit $RC: $(first_line "$ERR")"; fi
+	rm -f "$T/devsrc/null"
+	img import "$T/devsrc"
+	if [ "$RC" = 0 ]; then ok "import: the same directory without it imports (control)"
+	else not_ok "import: the same directory without it imports (control)" "exit $RC: $(first_line "$ERR")"; fi
+fi
