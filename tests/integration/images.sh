@@ -331,3 +331,10 @@ if [ "$MODE" = root ]; then
 	if [ "$RC" = 0 ]; then ok "import: the same directory without it imports (control)"
 	else not_ok "import: the same directory without it imports (control)" "exit $RC: $(first_line "$ERR")"; fi
 fi
+
+# The command refuses an option it does not know, naming it. Control: without it, it works.
+img ls
+ctl=$RC
+img --no-such-option ls
+if [ "$RC" = 125 ] && grep -q -- "--no-such-option" <<<"$ERR" && [ "$ctl" = 0 ]; then ok "\`runbox image\` refuses an unknown option, naming it"
+else not_ok "\`runbox image\` refuses an unknown option, naming it" "exit $RC (control $ctl): $(first_line "$ERR")"; fi
