@@ -17,18 +17,21 @@
 #include "common/util.h"
 #include "images/import.h"
 #include "images/store.h"
+#include "policy/policy.h"
 
 static const char usage[] =
-    "usage: runbox image import SRC [--name NAME] [--max-members N] [--max-bytes SIZE] [--keep-setuid]\n"
+    "usage: runbox image import SRC [--name NAME] [--policy NAME|FILE] [--max-members N] [--max-bytes SIZE]\n"
+    "                           [--keep-setuid]\n"
     "       runbox image ls [--digests] [--json]\n"
     "       runbox image inspect NAME|DIGEST\n"
     "       runbox image rm NAME|DIGEST\n"
     "       runbox image tag NAME|DIGEST NEWNAME\n"
     "Every form takes --state-dir DIR. SRC is a directory or a tarball (.tar, .tar.gz, .tar.zst,\n"
-    ".tar.xz); the defaults are --max-members 1000000 and --max-bytes 16G.\n";
+    ".tar.xz) or an OCI layout, below the policy's images.allow (--policy, default `default`); the\n"
+    "defaults are --max-members 1000000 and --max-bytes 16G.\n";
 
 struct img_args {
-	const char *state_dir, *name;
+	const char *state_dir, *name, *policy;
 	const char *pos[3];
 	int npos;
 	bool json, digests, keep_setuid;
@@ -65,8 +68,8 @@ static int parse(int argc, char **argv, struct img_args *a)
 			a->digests = true;
 		} else if (!strcmp(arg, "--keep-setuid")) {
 			a->keep_setuid = true;
-		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--max-members") ||
-		           !strcmp(arg, "--max-bytes")) {
+		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--policy") ||
+		           !strcmp(arg, "--max-members") || !strcmp(arg, "--max-bytes")) {
 			if (!val || !*val)
 				return bad("this option needs a value:", arg);
 			i++;
@@ -74,6 +77,8 @@ static int parse(int argc, char **argv, struct img_args *a)
 				a->state_dir = val;
 			} else if (!strcmp(arg, "--name")) {
 				a->name = val;
+			} else if (!strcmp(arg, "--policy")) {
+				a->policy = val;
 			} else if (!strcmp(arg, "--max-bytes")) {
 				if (rb_parse_size(val, &a->max_bytes) < 0 || !a->max_bytes)
 					return bad("--max-bytes takes a size (4096, 64M, 2G), not", val);
@@ -185,12 +190,21 @@ int rb_cmd_image(int argc, char **argv)
 	if (!strcmp(sub, "inspect"))
 		return inspect(&p, &a);
 	if (!strcmp(sub, "import")) {
-		struct rb_import_opts o = {.name = a.name,
+		struct rb_policy pol;
+		if (rb_policy_load(a.policy ? a.policy : "default", p.data_dir, p.config_dir, &pol, &err) < 0) {
+			rb_err("image import: %s", err.msg);
+			rb_policy_free(&pol);
+			return 125;
+		}
+		struct rb_import_opts o = {.pol = &pol,
+		                           .name = a.name,
 		                           .max_members = a.max_members,
 		                           .max_bytes = a.max_bytes,
 		                           .keep_setuid = a.keep_setuid};
 		char digest[72];
-		if (rb_image_import(&p, a.pos[1], &o, digest, &err) < 0) {
+		int r = rb_image_import(&p, a.pos[1], &o, digest, &err);
+		rb_policy_free(&pol);
+		if (r < 0) {
 			rb_err("image import: %s", err.msg);
 			return 125;
 		}

@@ -722,6 +722,14 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 		return rb_error_set(err, errno, "import `%s`", src);
 	if (rb_never_input_check(paths, real, S_ISDIR(st.st_mode), "image import", err) < 0)
 		return -1;
+	bool allowed = false;
+	for (unsigned i = 0; i < opts->pol->n_image_allow && !allowed; i++)
+		allowed = rb_path_under(real, opts->pol->image_allow[i]);
+	if (!allowed)
+		return rb_error_set(err, 0,
+		                    "import `%s`: policy `%s` allows no image source there (a prefix of it in the "
+		                    "policy's images.allow would)",
+		                    real, opts->pol->name);
 	__attribute__((cleanup(free_archive))) struct archive *a = NULL;
 	bool disk = S_ISDIR(st.st_mode), layout = disk && is_layout(real);
 	if (layout) {

@@ -9,11 +9,15 @@
 
 #include "common/error.h"
 #include "common/paths.h"
+#include "policy/policy.h"
 
 #define RB_IMPORT_MAX_MEMBERS 1000000ull
 #define RB_IMPORT_MAX_BYTES   (16ull << 30)
 
 struct rb_import_opts {
+	/* The source must lie below one of its images.allow, as a directory image must: an
+	 * import reads host files as a directory image does. */
+	const struct rb_policy *pol;
 	const char *name;     /* the reference to set, or NULL */
 	uint64_t max_members; /* entries of the source: more is a failure (an archive bomb) */
 	uint64_t max_bytes;   /* bytes unpacked: more is a failure (a decompression bomb) */

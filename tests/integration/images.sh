@@ -8,7 +8,26 @@ lib_init images
 
 # What the store holds: its trees (and any temporary or half-removed one), one per line.
 store_entries() { ls -A "$STATE/images/store" 2>/dev/null | sort; }
-img() { run_rbx image "$@"; }
+# Imports read host files as a directory image does: the policy's images.allow must cover
+# the source. ALLOW covers the test's scratch directory.
+ALLOW=$T/allow.json
+policy_variant default "$ALLOW" images-test "p['images'] = {'allow': ['$T']}"
+img() {
+	if [ "$1" = import ]; then run_rbx image "$@" --policy "$ALLOW"
+	else run_rbx image "$@"; fi
+}
+
+# Without a policy covering it (default allows no directory), an import is refused, naming
+# the policy key; the control is the same import under ALLOW, which the tests below make.
+mkdir -p "$T/plain" && echo x >"$T/plain/f"
+run_rbx image import "$T/plain"
+if [ "$RC" = 125 ] && grep -q "images.allow" <<<"$ERR" && [ -z "$(ls -A "$STATE/images/store" 2>/dev/null)" ]; then
+	ok "import: refused where the policy's images.allow does not cover the source"
+else not_ok "import: refused where the policy's images.allow does not cover the source" "exit $RC: $(first_line "$ERR")"; fi
+img import "$T/plain"
+if [ "$RC" = 0 ]; then ok "import: allowed where images.allow covers it (control)"
+else not_ok "import: allowed where images.allow covers it (control)" "exit $RC: $(first_line "$ERR")"; fi
+img rm "$OUT"
 
 # ---- digest stability ---------------------------------------------------------------------
 # The same tree made in two creation orders (so listed in two readdir orders) has one digest;

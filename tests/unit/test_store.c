@@ -26,7 +26,9 @@
 
 static char tmpdir[PATH_MAX];
 static struct rb_paths paths;
-static const struct rb_import_opts opts = {.max_members = 1000, .max_bytes = 1u << 20};
+static char slash[] = "/";
+static struct rb_policy allow_all = {.name = "test", .image_allow = {slash}, .n_image_allow = 1};
+static const struct rb_import_opts opts = {.pol = &allow_all, .max_members = 1000, .max_bytes = 1u << 20};
 
 static int setup(void **state)
 {
