@@ -191,20 +191,18 @@ static int clear(struct unpack *u, int pfd, const char *base, const char *member
 	return 0;
 }
 
-static int write_data(struct unpack *u, struct archive *a, int fd, const char *member)
+/* A member's data, no more than the size its header gave (which the byte cap was charged). */
+static int write_data(struct unpack *u, struct archive *a, int fd, const char *member, uint64_t size)
 {
 	const void *blk;
 	size_t len;
 	la_int64_t off;
 	int r;
 	while ((r = archive_read_data_block(a, &blk, &len, &off)) == ARCHIVE_OK) {
-		u->bytes += len;
-		if (u->bytes > u->opts->max_bytes || (uint64_t)off + len > u->opts->max_bytes)
-			return rb_error_set(
-			    u->err, EFBIG,
-			    "import `%s`: more than %" PRIu64
-			    " bytes unpacked (at member `%s`): a decompression bomb, or raise --max-bytes",
-			    u->src, u->opts->max_bytes, member);
+		if (off < 0 || (uint64_t)off + len > size)
+			return rb_error_set(u->err, EFBIG,
+			                    "import `%s`: member `%s` holds more than its size, %" PRIu64 " bytes",
+			                    u->src, member, size);
 		const char *p = blk;
 		while (len) {
 			ssize_t w = pwrite(fd, p, len, off);
@@ -330,12 +328,16 @@ static int one(struct unpack *u, struct archive *a, struct archive_entry *e, cha
 	_cleanup_close_ int fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return rb_error_set(u->err, errno, "import `%s`: create member `%s`", u->src, member);
-	if (write_data(u, a, fd, member) < 0)
+	/* Charged before any byte is read: a sparse member's holes count, as the digest counts them. */
+	la_int64_t size = archive_entry_size(e) > 0 ? archive_entry_size(e) : 0;
+	u->bytes += (uint64_t)size;
+	if (u->bytes > u->opts->max_bytes)
+		return rb_error_set(u->err, EFBIG,
+		                    "import `%s`: more than %" PRIu64
+		                    " bytes unpacked (at member `%s`): a decompression bomb, or raise --max-bytes",
+		                    u->src, u->opts->max_bytes, member);
+	if (write_data(u, a, fd, member, (uint64_t)size) < 0)
 		return -1;
-	la_int64_t size = archive_entry_size(e);
-	if (size > 0 && (uint64_t)size > u->opts->max_bytes)
-		return rb_error_set(u->err, EFBIG, "import `%s`: member `%s` is larger than %" PRIu64 " bytes", u->src,
-		                    member, u->opts->max_bytes);
 	if (size > 0 && ftruncate(fd, size) < 0) /* a sparse file's hole at its end */
 		return rb_error_set(u->err, errno, "import `%s`: member `%s`", u->src, member);
 	/* Owner before mode: chown clears setuid bits. */
