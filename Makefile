@@ -2,7 +2,7 @@
 # what is missing (Debian packages), builds and runs every test; `make demo` shows one run.
 
 CC       ?= gcc
-PKGS     := libseccomp libcap libmnl libnftnl jansson
+PKGS     := libseccomp libcap libmnl libnftnl jansson libarchive
 # The libraries are linked statically where Debian ships an archive (all but libmnl and
 # glibc's): each shared library costs the loader its mapping, its relocations and their page
 # faults at every start, ~12.5 us per fault on a PVM guest like the one this was measured on
@@ -10,7 +10,11 @@ PKGS     := libseccomp libcap libmnl libnftnl jansson
 # 5.7M -> 2.7M start-up instructions under callgrind). The cost: a security update of one of
 # them needs a rebuild of runbox. libcrypto contributes only SHA-256, base64 and cleanse:
 # nothing may call its EVP or provider layer (see rb_hmac_sha256).
-STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -Wl,-Bdynamic -lmnl -ldl -lpthread -lm
+# libarchive (image import) is linked statically too: its shared library pulls in libxml2, ICU
+# and libstdc++ (13 more libraries at every start); static, only its tar reader, disk reader
+# and filters come in, needing just libzstd and libacl (Debian ships no archive of either).
+STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz \
+               -Wl,-Bdynamic -lmnl -l:libzstd.so.1 -l:libacl.so.1 -ldl -lpthread -lm
 B        := build
 # format-truncation is off: bounded snprintf into PATH_MAX buffers is the idiom here, and
 # paths that do not fit are rejected where it matters (rb_paths_init, run dirs).

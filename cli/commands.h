@@ -9,5 +9,6 @@ int rb_cmd_ledger(int argc, char **argv);
 int rb_cmd_ps(int argc, char **argv);
 int rb_cmd_kill(int argc, char **argv);
 int rb_cmd_gc(int argc, char **argv);
+int rb_cmd_image(int argc, char **argv);
 
 #endif

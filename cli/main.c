@@ -18,6 +18,7 @@ static void usage(FILE *f)
 	      "  ps | kill RUN | gc [--retention DUR] [--dry-run]\n"
 	      "                                 live runs, stop one, clean up after a crash, old artifacts\n"
 	      "  policy validate FILE | show NAME\n"
+	      "  image import|ls|inspect|rm|tag  the image store: trees by digest, names for them\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",
 	      f);
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
-	            {"ps", rb_cmd_ps},   {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc}};
+	            {"ps", rb_cmd_ps},   {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc},         {"image", rb_cmd_image}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

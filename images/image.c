@@ -15,6 +15,7 @@
 #include "common/never_input.h"
 #include "common/util.h"
 #include "images/digest.h"
+#include "images/store.h"
 
 /* runbox's own minimal image is small; the bound only keeps a broken build from a long walk. */
 static const struct rb_digest_limits builtin_limits = {.max_entries = 100000, .max_bytes = 4ull << 30};
@@ -205,6 +206,24 @@ int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct
 		out->owned_by_runbox = true;
 		return 0;
 	}
+	if (name[0] != '/') {
+		/* The store's images are runbox's own, with the digest their import computed. */
+		struct rb_store_image img;
+		int r = rb_store_lookup(paths, name, &img, err);
+		if (r < 0 || (r > 0 && !strncmp(name, "sha256:", 7)))
+			return -1;
+		if (r == 0) {
+			struct stat st;
+			if (stat(img.rootfs, &st) < 0)
+				return rb_error_set(err, errno, "image `%s`: `%s`", name, img.rootfs);
+			snprintf(out->rootfs, sizeof out->rootfs, "%s", img.rootfs);
+			snprintf(out->digest, sizeof out->digest, "%s", img.digest);
+			out->dev = st.st_dev;
+			out->ino = st.st_ino;
+			out->owned_by_runbox = true;
+			return 0;
+		}
+	}
 	if (name[0] == '/') {
 		/* A directory as an image (its own root filesystem), read-only below the overlay and
 		 * never idmapped: its files keep the owners the host gave them. */
@@ -223,5 +242,8 @@ int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct
 		return digest_of(out->rootfs, paths, &lim, out->digest, err);
 	}
 	return rb_error_set(
-	    err, 0, "unknown image `%s` (known: minimal, host, or an absolute path to a root filesystem)", name);
+	    err, 0,
+	    "unknown image `%s` (known: minimal, host, a name or sha256: digest in the image store, or an "
+	    "absolute path to a root filesystem)",
+	    name);
 }

@@ -62,6 +62,7 @@ static int write_state(const struct rb_run *run, json_t *write_ahead, bool exclu
 	              "started", (json_int_t)time(NULL), "runner_pid", (int)getpid(), "runner_start",
 	              (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
 	              (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs, "write_ahead", write_ahead);
+	json_object_set_new(st, "image", json_string(run->image.digest)); /* image rm refuses it */
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -238,6 +239,7 @@ static int list_one(json_t *st, const char *file, const char *why, void *ctx)
 	                      runner_alive(st)                                          ? "running"
 	                      : wrote_ahead_its_end(json_object_get(st, "write_ahead")) ? "unrecorded"
 	                                                                                : "abandoned");
+	json_object_set(o, "image", json_object_get(st, "image"));
 	json_array_append_new(runs, o);
 	return 0;
 }

@@ -18,7 +18,8 @@ int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct 
 int rb_lifecycle_claim(const struct rb_run *run, struct rb_error *err);
 void rb_lifecycle_unregister(const struct rb_run *run);
 
-/* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned}. */
+/* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned,
+ * image: the digest it runs on}. */
 int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_error *err);
 /* SIGTERM (or sig) to the runner of run_id: it cancels the step, kills the sandbox, records it. */
 int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err);

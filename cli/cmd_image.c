@@ -1,0 +1,227 @@
+/* `runbox image import|ls|inspect|rm|tag`: the image store (images/store.h, images/import.h)
+ * from the command line. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "common/cleanup.h"
+#include "common/jsonout.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/ttysafe.h"
+#include "common/util.h"
+#include "images/import.h"
+#include "images/store.h"
+#include "policy/policy.h"
+
+static const char usage[] =
+    "usage: runbox image import SRC [--name NAME] [--policy NAME|FILE] [--max-members N] [--max-bytes SIZE]\n"
+    "                           [--keep-setuid]\n"
+    "       runbox image ls [--digests] [--json]\n"
+    "       runbox image inspect NAME|DIGEST\n"
+    "       runbox image rm NAME|DIGEST\n"
+    "       runbox image tag NAME|DIGEST NEWNAME\n"
+    "Every form takes --state-dir DIR. SRC is a directory or a tarball (.tar, .tar.gz, .tar.zst,\n"
+    ".tar.xz) or an OCI layout, below the policy's images.allow (--policy, default `default`); the\n"
+    "defaults are --max-members 1000000 and --max-bytes 16G.\n";
+
+struct img_args {
+	const char *state_dir, *name, *policy;
+	const char *pos[3];
+	int npos;
+	bool json, digests, keep_setuid;
+	uint64_t max_members, max_bytes;
+};
+
+static int bad(const char *what, const char *arg)
+{
+	rb_err("image: %s `%s` (see `runbox image --help`)", what, arg);
+	return -1;
+}
+
+static int parse(int argc, char **argv, struct img_args *a)
+{
+	a->max_members = RB_IMPORT_MAX_MEMBERS;
+	a->max_bytes = RB_IMPORT_MAX_BYTES;
+	bool options = true;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (options && (!strcmp(arg, "--help") || !strcmp(arg, "-h"))) {
+			fputs(usage, stdout);
+			return 1;
+		}
+		if (!options || arg[0] != '-' || !arg[1]) {
+			if (a->npos >= 3)
+				return bad("unexpected argument", arg);
+			a->pos[a->npos++] = arg;
+		} else if (!strcmp(arg, "--")) {
+			options = false;
+		} else if (!strcmp(arg, "--json")) {
+			a->json = true;
+		} else if (!strcmp(arg, "--digests")) {
+			a->digests = true;
+		} else if (!strcmp(arg, "--keep-setuid")) {
+			a->keep_setuid = true;
+		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--policy") ||
+		           !strcmp(arg, "--max-members") || !strcmp(arg, "--max-bytes")) {
+			if (!val || !*val)
+				return bad("this option needs a value:", arg);
+			i++;
+			if (!strcmp(arg, "--state-dir")) {
+				a->state_dir = val;
+			} else if (!strcmp(arg, "--name")) {
+				a->name = val;
+			} else if (!strcmp(arg, "--policy")) {
+				a->policy = val;
+			} else if (!strcmp(arg, "--max-bytes")) {
+				if (rb_parse_size(val, &a->max_bytes) < 0 || !a->max_bytes)
+					return bad("--max-bytes takes a size (4096, 64M, 2G), not", val);
+			} else {
+				char *end;
+				errno = 0;
+				unsigned long long n = strtoull(val, &end, 10);
+				if (errno || *end || !n || val[0] == '-')
+					return bad("--max-members takes a positive count, not", val);
+				a->max_members = n;
+			}
+		} else {
+			return bad("unknown option", arg);
+		}
+	}
+	return 0;
+}
+
+static const char *human(uint64_t b, char buf[32])
+{
+	if (b < 1024)
+		snprintf(buf, 32, "%" PRIu64 "B", b);
+	else if (b < (1u << 20))
+		snprintf(buf, 32, "%.1fK", b / 1024.0);
+	else if (b < (1u << 30))
+		snprintf(buf, 32, "%.1fM", b / 1048576.0);
+	else
+		snprintf(buf, 32, "%.1fG", b / 1073741824.0);
+	return buf;
+}
+
+static const char *when(json_int_t t, char buf[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (!gmtime_r(&tt, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, 32, "-");
+	return buf;
+}
+
+static int ls(const struct rb_paths *p, const struct img_args *a)
+{
+	struct rb_error err;
+	_cleanup_json_ json_t *list = NULL;
+	if (rb_store_list(p, &list, &err) < 0) {
+		rb_err("image ls: %s", err.msg);
+		return 125;
+	}
+	if (a->json)
+		return rb_json_print(stdout, list, JSON_INDENT(2)) < 0 ? 125 : 0;
+	printf("%-24s %-*s %9s %s\n", "NAME", a->digests ? 71 : 19, "DIGEST", "SIZE", "CREATED");
+	size_t i;
+	json_t *img;
+	json_array_foreach(list, i, img)
+	{
+		const char *d = json_string_value(json_object_get(img, "digest"));
+		char sz[32], at[32], shown[300];
+		json_t *names = json_object_get(img, "names");
+		size_t n = json_array_size(names);
+		for (size_t j = 0; j < (n ? n : 1); j++) {
+			const char *nm = n ? json_string_value(json_array_get(names, j)) : "<none>";
+			rb_ttysafe_line(nm, shown, sizeof shown);
+			printf("%-24s %-*.*s %9s %s\n", shown, a->digests ? 71 : 19, a->digests ? 71 : 19, d,
+			       human((uint64_t)json_integer_value(json_object_get(img, "size")), sz),
+			       when(json_integer_value(json_object_get(img, "created")), at));
+		}
+	}
+	return 0;
+}
+
+static int inspect(const struct rb_paths *p, const struct img_args *a)
+{
+	struct rb_error err;
+	struct rb_store_image img;
+	if (rb_store_lookup(p, a->pos[1], &img, &err) != 0) {
+		rb_err("image inspect: %s", err.msg);
+		return 125;
+	}
+	char at[32];
+	_cleanup_json_ json_t *o =
+	    json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "ref", a->pos[1], "digest", img.digest, "size",
+	              (json_int_t)img.size, "files", (json_int_t)img.files, "created", (json_int_t)img.created,
+	              "created_utc", when(img.created, at), "source", img.source, "rootfs", img.rootfs);
+	return rb_json_print(stdout, o, JSON_INDENT(2)) < 0 ? 125 : 0;
+}
+
+int rb_cmd_image(int argc, char **argv)
+{
+	struct img_args a = {0};
+	int pr = parse(argc, argv, &a);
+	if (pr)
+		return pr > 0 ? 0 : 125;
+	const char *sub = a.npos ? a.pos[0] : "";
+	int want = !strcmp(sub, "ls") ? 1 : !strcmp(sub, "tag") ? 3 : 2;
+	if (!a.npos || a.npos != want ||
+	    (strcmp(sub, "ls") != 0 && strcmp(sub, "import") != 0 && strcmp(sub, "inspect") != 0 &&
+	     strcmp(sub, "rm") != 0 && strcmp(sub, "tag") != 0)) {
+		fputs(usage, stderr);
+		return 125;
+	}
+	struct rb_paths p;
+	struct rb_error err;
+	if (rb_paths_init(&p, a.state_dir, &err) < 0) {
+		rb_err("%s", err.msg);
+		return 125;
+	}
+	if (!strcmp(sub, "ls"))
+		return ls(&p, &a);
+	if (!strcmp(sub, "inspect"))
+		return inspect(&p, &a);
+	if (!strcmp(sub, "import")) {
+		struct rb_policy pol;
+		if (rb_policy_load(a.policy ? a.policy : "default", p.data_dir, p.config_dir, &pol, &err) < 0) {
+			rb_err("image import: %s", err.msg);
+			rb_policy_free(&pol);
+			return 125;
+		}
+		struct rb_import_opts o = {.pol = &pol,
+		                           .name = a.name,
+		                           .max_members = a.max_members,
+		                           .max_bytes = a.max_bytes,
+		                           .keep_setuid = a.keep_setuid};
+		char digest[72];
+		int r = rb_image_import(&p, a.pos[1], &o, digest, &err);
+		rb_policy_free(&pol);
+		if (r < 0) {
+			rb_err("image import: %s", err.msg);
+			return 125;
+		}
+		printf("%s\n", digest);
+		return 0;
+	}
+	if (!strcmp(sub, "rm")) {
+		if (rb_store_remove(&p, a.pos[1], &err) < 0) {
+			rb_err("image rm: %s", err.msg);
+			return 125;
+		}
+		return 0;
+	}
+	struct rb_store_image img;
+	if (rb_store_lookup(&p, a.pos[1], &img, &err) != 0 || rb_store_tag(&p, a.pos[2], img.digest, &err) < 0) {
+		rb_err("image tag: %s", err.msg);
+		return 125;
+	}
+	return 0;
+}

@@ -1,0 +1,31 @@
+/* Import into the image store (images/store.h): a directory or a tarball (tar, gzip, zstd,
+ * xz) unpacked into a temporary tree of the store, checked, digested once and renamed into
+ * place; any failure leaves nothing behind. */
+#ifndef RB_IMAGE_IMPORT_H
+#define RB_IMAGE_IMPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/paths.h"
+#include "policy/policy.h"
+
+#define RB_IMPORT_MAX_MEMBERS 1000000ull
+#define RB_IMPORT_MAX_BYTES   (16ull << 30)
+
+struct rb_import_opts {
+	/* The source must lie below one of its images.allow, as a directory image must: an
+	 * import reads host files as a directory image does. */
+	const struct rb_policy *pol;
+	const char *name;     /* the reference to set, or NULL */
+	uint64_t max_members; /* entries of the source: more is a failure (an archive bomb) */
+	uint64_t max_bytes;   /* bytes unpacked: more is a failure (a decompression bomb) */
+	bool keep_setuid;     /* keep setuid and setgid bits of files (dropped by default) */
+};
+
+/* src is a directory or a tarball. out is the image's digest, its id in the store. */
+int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],
+                    struct rb_error *err);
+
+#endif
