@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +16,17 @@
 
 int rb_idslice_acquire(const char *dir, unsigned n, unsigned *slot, struct rb_error *err)
 {
+	/* The parent (/run/runbox) is also the root run directory's: 0711, never 0700, or the
+	 * sandbox's host ids could not reach the run directories below it. Only the slices'
+	 * own directory is private. */
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", dir);
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		if (rb_mkdir_p(parent, 0711, err) < 0)
+			return -1;
+	}
 	if (rb_mkdir_p(dir, 0700, err) < 0)
 		return -1;
 	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -58,6 +58,25 @@ static void test_writable_dir_refused(void **state)
 	close(fd);
 }
 
+/* The slices' directory sits in /run/runbox, the root run directory: made here, that parent
+ * stays searchable (0711), and only the slices' own directory is private. */
+static void test_parent_stays_searchable(void **state)
+{
+	struct rb_error err = {0};
+	char nested[128], parent[96];
+	snprintf(parent, sizeof parent, "%s/run", dir);
+	snprintf(nested, sizeof nested, "%s/id-slices", parent);
+	unsigned s;
+	int fd = rb_idslice_acquire(nested, 2, &s, &err);
+	assert_true(fd >= 0);
+	close(fd);
+	struct stat st;
+	assert_int_equal(stat(parent, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0711);
+	assert_int_equal(stat(nested, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700); /* control: the slices' own is private */
+}
+
 static int setup(void **state)
 {
 	snprintf(dir, sizeof dir, "/tmp/rbx-idslice-XXXXXX");
@@ -76,6 +95,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_disjoint_and_released),
 	    cmocka_unit_test(test_writable_dir_refused),
+	    cmocka_unit_test(test_parent_stays_searchable),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
