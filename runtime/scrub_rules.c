@@ -443,10 +443,11 @@ static unsigned flip_case(unsigned c)
 	return (cls[c] & C_UP) ? c + 32 : (cls[c] & C_LO) ? c - 32 : c;
 }
 
-static void set_tri(uint64_t *bm, unsigned a, unsigned b, unsigned c)
+static void set_tri(struct rb_scrub_rule_tables *t, unsigned a, unsigned b, unsigned c)
 {
-	unsigned h = rb_scrub_tri(a, b, c);
-	bm[h >> 6] |= 1ULL << (h & 63);
+	unsigned h = rb_scrub_tri(a, b, c), g = a | b << 8;
+	t->trigram[h >> 6] |= 1ULL << (h & 63);
+	t->bigram[g >> 6] |= 1ULL << (g & 63);
 }
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
@@ -459,13 +460,13 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 		for (unsigned v = 0; v < ((r->flags & F_CI) ? 8U : 1U); v++) {
 			unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
 			if (r->alen >= 3) {
-				set_tri(t->trigram, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
+				set_tri(t, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
 			} else { /* a two-byte anchor: with each byte its body may start with */
 				struct elem e;
 				next_elem(r->fwd, &e);
 				for (unsigned c = 1; c < 256; c++)
 					if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
-						set_tri(t->trigram, c0, c1, c);
+						set_tri(t, c0, c1, c);
 			}
 			uint16_t *slot = t->first[c0];
 			size_t k = 0;
@@ -788,7 +789,15 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 {
 	struct scan sc = {.in = in, .len = len};
 	size_t i = 0;
-	while ((i = rb_scrub_next_trigram(t->trigram, in, i, len)) < len) {
+	/* two bytes first, eight positions a step; the third byte only where two match */
+	while ((i = rb_scrub_next_bigram(t->bigram, in, i, len)) < len) {
+		if (i + 2 >= len) /* an anchor and its body take three bytes at least */
+			break;
+		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
+		if (!(t->trigram[h >> 6] & (1ULL << (h & 63)))) {
+			i++;
+			continue;
+		}
 		size_t end = 0, start = i;
 		uint8_t rule = 0;
 		unsigned char c1 = in[i + 1] | 0x20; /* the bigram filter found in[i + 1] */
@@ -853,7 +862,8 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 		if (!first[c])
 			continue;
 		for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
-			if ((unsigned char)words[k][0] != c)
+			if ((unsigned char)words[k][0] != c ||
+			    (words[k][1] && (i + 1 >= n || (v[i + 1] | 0x20) != (words[k][1] | 0x20))))
 				continue;
 			size_t m = strlen(words[k]);
 			if (m <= n - i && strncasecmp((const char *)v + i, words[k], m) == 0)
