@@ -851,22 +851,21 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 	    "change_me", "dummy", "redacted", "notreal", "not_real", "notasecret", "replace_me",  "insert_",
 	    "lorem",     "...",   "${",       "{{",      "<",        ">",
 	};
-	/* the first bytes of the words: one table load per byte of the value */
-	static const bool first[256] = {
-	    ['e'] = 1, ['x'] = 1, ['y'] = 1, ['p'] = 1, ['c'] = 1, ['d'] = 1, ['r'] = 1, ['n'] = 1,
-	    ['i'] = 1, ['l'] = 1, ['.'] = 1, ['$'] = 1, ['{'] = 1, ['<'] = 1, ['>'] = 1};
+	/* the words (bits of words[]) that start with a byte: one table load per byte of the value */
+	static const uint32_t first[256] = {
+	    ['e'] = 0x1U,     ['x'] = 0x2U,     ['y'] = 0x3cU,    ['p'] = 0x40U,     ['c'] = 0x180U,
+	    ['d'] = 0x200U,   ['r'] = 0x4400U,  ['n'] = 0x3800U,  ['i'] = 0x8000U,   ['l'] = 0x10000U,
+	    ['.'] = 0x20000U, ['$'] = 0x40000U, ['{'] = 0x80000U, ['<'] = 0x100000U, ['>'] = 0x200000U};
+	_Static_assert(sizeof words / sizeof words[0] <= 32, "one bit per word");
 	if (n == 0)
 		return true;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (cls[v[i]] & C_UP) ? v[i] + 32 : v[i];
-		if (!first[c])
-			continue;
-		for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
-			if ((unsigned char)words[k][0] != c ||
-			    (words[k][1] && (i + 1 >= n || (v[i + 1] | 0x20) != (words[k][1] | 0x20))))
-				continue;
-			size_t m = strlen(words[k]);
-			if (m <= n - i && strncasecmp((const char *)v + i, words[k], m) == 0)
+		for (uint32_t m = first[c]; m; m &= m - 1) {
+			const char *w = words[__builtin_ctz(m)];
+			size_t wl = strlen(w);
+			if (wl <= n - i && (wl == 1 || (v[i + 1] | 0x20) == (w[1] | 0x20)) &&
+			    strncasecmp((const char *)v + i, w, wl) == 0)
 				return true;
 		}
 	}
