@@ -59,8 +59,9 @@ int rb_scrub_new_labeled(const struct rb_scrub_secret *secrets, size_t n_secrets
 
 /* Scrubs in[0..len) (any bytes: binary input is scrubbed too, never read out of bounds)
  * into a new buffer *out. Overlapping matches merge into one redaction named after an
- * exact secret in it, else a format rule, else the longest match (docs/scrub.md). counts (may be NULL) is reset, then filled. Returns 0, or -1 with err (out
- * of memory); *out is then {NULL, 0}. Thread-safe for concurrent calls on one scrubber. */
+ * exact secret in it, else a format rule, else the longest match (docs/scrub.md). counts
+ * (may be NULL) is reset, then filled. Returns 0, or -1 with err (out of memory); *out is
+ * then {NULL, 0}. Thread-safe for concurrent calls on one scrubber. */
 int rb_scrub_buffer(struct rb_scrubber *s, const char *in, size_t len, struct rb_buf_out *out,
                     struct rb_scrub_counts *counts, struct rb_error *err);
 
