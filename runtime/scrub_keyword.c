@@ -338,6 +338,10 @@ static void at_separator(const unsigned char *in, size_t len, size_t q, struct r
 		return; /* scheme://user:password@host: the URL rule's */
 	if (st == KEY_NONE && kn >= 3 && value_key(key))
 		st = named_before(in, ks);
+	if (st == KEY_NONE && c == '=' && ks >= 2 && in[ks - 1] == ' ' && in[ks - 2] == ':') {
+		size_t ks2, kn2; /* a typed name: API_KEY: str = "...", apiKey: string = "..." */
+		st = key_before(in, ks - 2, &ks2, key, &kn2);
+	}
 	if (st == KEY_NONE)
 		return;
 	/* Password=...; in a connection string: the value ends at ';' or the key follows one */

@@ -1284,6 +1284,9 @@ static const struct positive positives[] = {
     {"SECRET=\"", "%a700", "\"", "generic-secret"},
     {"DB_PASSWORD=", "Q%l4!%d3q", "\n", "generic-secret"},
     {"smtp_password: \"", "%a8@%a6", "\"", "generic-secret"},
+    {"API_KEY: str = \"", "%a32", "\"", "generic-secret"},
+    {"const apiToken: string = '", "%a32", "';", "generic-secret"},
+    {"db.password=", "%a20", "\n", "generic-secret"},
 };
 
 /* The secret's contexts when it has none of its own: alone on a line, inside prose, after a
@@ -1397,6 +1400,7 @@ static void test_precision(void **state)
 	    "time 12:30:45 and 2024-05-01T10:00:00Z",
 	    "TOKEN_LENGTH=32 AUTH_TYPE=oauth2 PASSWORD_FILE=/run/secrets/db",
 	    "email: alice.smith@example.com",
+	    "name: str = \"Xq3bT9wLm2Kp7Rz4Nv8H\"",
 	};
 	struct rb_scrubber *s = NULL;
 	struct rb_error err = {0};
