@@ -35,6 +35,7 @@
 	X(GOOGLE_OAUTH, "google-oauth-token")                                                                          \
 	X(GOOGLE_REFRESH, "google-refresh-token")                                                                      \
 	X(GOOGLE_CLIENT_SECRET, "google-client-secret")                                                                \
+	X(SALESFORCE, "salesforce-access-token")                                                                       \
 	X(PRIVATE_KEY, "private-key")                                                                                  \
 	X(JWT, "jwt")                                                                                                  \
 	X(ANTHROPIC, "anthropic-api-key")                                                                              \

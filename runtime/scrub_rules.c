@@ -103,7 +103,8 @@ enum {
 
 /* A rule: the charset runs of back, then the anchor, then those of fwd. A spec is literal
  * bytes and runs "%<class><min>[,[<max>]]" (no max: exactly min; "," alone: up to
- * SPEC_MAX). '!' in fwd: the redaction starts here (a key such as "AccountKey=" stays). */
+ * SPEC_MAX). '!' in fwd: the redaction starts here (a key such as "AccountKey=" stays); '\\' makes the
+ * next byte literal. */
 struct fmt_rule {
 	const char *back, *anchor, *fwd;
 	uint8_t alen;
@@ -185,6 +186,7 @@ static const struct fmt_rule rules[] = {
     R(NULL, "ya29.", "%u20,", GOOGLE_OAUTH, 0),
     R(NULL, "1//0", "%u30,", GOOGLE_REFRESH, 0),
     R(NULL, "GOCSPX-", "%u28", GOOGLE_CLIENT_SECRET, 0),
+    R(NULL, "00D", "%a12,15\\!%e80,", SALESFORCE, 0), /* org id ! session: an OAuth access token */
     K("-----BEGIN ", PRIVATE_KEY, K_PEM),
     R(NULL, "eyJrIjoi", "%B50,", GRAFANA, 0), /* a Grafana API key: base64 of {"k":" */
     K("eyJ", JWT, K_JWT),
@@ -423,6 +425,10 @@ struct elem {
 
 static const char *next_elem(const char *p, struct elem *e)
 {
+	if (*p == '\\' && p[1]) { /* a literal '!' or '%' */
+		*e = (struct elem){0, (unsigned char)p[1], 1, 1};
+		return p + 2;
+	}
 	if (*p != '%') {
 		*e = (struct elem){0, (unsigned char)*p, 1, 1};
 		return p + 1;

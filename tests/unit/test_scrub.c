@@ -1161,6 +1161,7 @@ static const struct positive positives[] = {
     {"", "ya29.%u120", "", "google-oauth-token"},
     {"", "1//0%u60", "", "google-refresh-token"},
     {"", "GOCSPX-%u28", "", "google-client-secret"},
+    {"", "00D%a12!%a40.%a60", "", "salesforce-access-token"},
     {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40.%u43", "", "jwt"},
     {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40", "", "jwt"},
     {"", "sk-ant-api03-%u93AA", "", "anthropic-api-key"},
