@@ -828,6 +828,16 @@ static void test_binary_and_hostile(void **state)
 	    "%41",
 	    "\\nAKIA",
 	    "hooks.slack.com/services/",
+	    "a:",
+	    "token=",
+	    "+ASt",
+	    "1:AA",
+	    "pg://u:p@",
+	    "<password>",
+	    "MTaaaa.",
+	    "7Q~",
+	    "-us1",
+	    "\"value\": ",
 	};
 	for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
 		size_t ul = strlen(units[u]);
