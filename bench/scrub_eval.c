@@ -80,7 +80,7 @@ static double mbps(struct rb_scrubber *s, const struct text *t)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: scrub_eval CORPUS.jsonl CONTROL_DIR [MB]\n");
+		fprintf(stderr, "usage: scrub_eval CORPUS.jsonl FILLER_DIR [MB]\n");
 		return 2;
 	}
 	size_t mb = argc > 3 ? strtoul(argv[3], NULL, 10) : 100;

@@ -12,5 +12,33 @@ python3 bench/scrub_corpus.py "$OUT/scrub-corpus.jsonl" "${SCRUB_EVAL_SEED:-18}"
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
 	-o "$OUT/scrub_eval" bench/scrub_eval.c runtime/scrub.c runtime/scrub_rules.c runtime/scrub_keyword.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
-"$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" tests/unit/fixtures/scrub/control "${SCRUB_EVAL_MB:-100}" |
+# ordinary text to mix the corpus into: this repository's docs and C sources (prose, code,
+# tables), plus the unit test's control files (near misses)
+mkdir -p "$OUT/scrub-filler"
+cat docs/*.md runtime/*.c cli/*.c tests/unit/fixtures/scrub/control/* >"$OUT/scrub-filler/filler.txt"
+"$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" "$OUT/scrub-filler" "${SCRUB_EVAL_MB:-100}" |
 	tee "$OUT/scrub-eval.txt"
+
+# The same records through secretlint and its recommended preset, pinned, installed here
+# (SCRUB_EVAL_SECRETLINT=0 skips it). Its figure is records with a finding: it does not redact.
+if [ "${SCRUB_EVAL_SECRETLINT:-1}" != 0 ]; then
+	SL="$OUT/secretlint"
+	if [ ! -x "$SL/node_modules/.bin/secretlint" ]; then
+		mkdir -p "$SL"
+		npm install --prefix "$SL" --no-audit --no-fund --silent \
+			secretlint@13.0.6 @secretlint/secretlint-rule-preset-recommend@13.0.6
+	fi
+	printf '{"rules":[{"id":"@secretlint/secretlint-rule-preset-recommend"}]}\n' >"$SL/.secretlintrc.json"
+	# outside the work tree: secretlint skips what .gitignore names (build/)
+	REC=$(mktemp -d /tmp/scrub-records.XXXXXX)
+	trap 'rm -rf "$REC"' EXIT
+	python3 bench/scrub_secretlint.py split "$OUT/scrub-corpus.jsonl" "$REC"
+	start=$(date +%s.%N)
+	"$SL/node_modules/.bin/secretlint" --format json --secretlintrc "$SL/.secretlintrc.json" \
+		"$REC/*.txt" >"$OUT/secretlint.json" || true # exit 1: it found some
+	end=$(date +%s.%N)
+	python3 bench/scrub_secretlint.py report "$OUT/scrub-corpus.jsonl" "$REC" "$OUT/secretlint.json" |
+		tee -a "$OUT/scrub-eval.txt"
+	echo "secretlint: $(cat "$REC"/*.txt | wc -c) bytes in $(echo "$end - $start" | bc) s (node start-up included)" |
+		tee -a "$OUT/scrub-eval.txt"
+fi

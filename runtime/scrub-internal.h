@@ -35,6 +35,7 @@
 	X(GOOGLE_OAUTH, "google-oauth-token")                                                                          \
 	X(GOOGLE_REFRESH, "google-refresh-token")                                                                      \
 	X(GOOGLE_CLIENT_SECRET, "google-client-secret")                                                                \
+	X(SALESFORCE, "salesforce-access-token")                                                                       \
 	X(PRIVATE_KEY, "private-key")                                                                                  \
 	X(JWT, "jwt")                                                                                                  \
 	X(ANTHROPIC, "anthropic-api-key")                                                                              \
@@ -198,32 +199,9 @@ static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
 	return ((a | b << 8) ^ (c * 0x9e5U)) & 0xffffU;
 }
 
-/* The first position p >= i with p + 2 < len whose three bytes' hash is set in bm, or len:
- * eight positions per step, as rb_scrub_next_bigram. */
-static inline size_t rb_scrub_next_trigram(const uint64_t *bm, const unsigned char *in, size_t i, size_t len)
-{
-#define RB_TG_(k)                                                                                                      \
-	((unsigned)(bm[rb_scrub_tri(in[i + (k)], in[i + (k) + 1], in[i + (k) + 2]) >> 6] >>                            \
-	            (rb_scrub_tri(in[i + (k)], in[i + (k) + 1], in[i + (k) + 2]) & 63)) &                              \
-	 1U) << (k)
-	while (i + 10 <= len) {
-		unsigned hit =
-		    RB_TG_(0) | RB_TG_(1) | RB_TG_(2) | RB_TG_(3) | RB_TG_(4) | RB_TG_(5) | RB_TG_(6) | RB_TG_(7);
-		if (hit)
-			return i + (size_t)__builtin_ctz(hit);
-		i += 8;
-	}
-#undef RB_TG_
-	for (; i + 2 < len; i++) {
-		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
-		if (bm[h >> 6] & (1ULL << (h & 63)))
-			return i;
-	}
-	return len;
-}
-
 /* Tables of the format pass, built once per scrubber (no mutable globals). */
 struct rb_scrub_rule_tables {
+	uint64_t bigram[65536 / 64];             /* an anchor's first two bytes */
 	uint64_t trigram[65536 / 64];            /* hashes of an anchor's first three bytes */
 	uint16_t first[256][RB_SCRUB_FIRST_MAX]; /* anchors (index + 1) starting with this byte, 0-terminated */
 };

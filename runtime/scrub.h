@@ -1,5 +1,5 @@
 /* The secret scrubber: exact secrets in every encoding (one Aho-Corasick automaton), then
- * prefix-anchored format rules, then keyword-anchored high-entropy values; each match is
+ * anchored format rules, then values after a key that names a secret; each match is
  * replaced by "[REDACTED:<rule>]". Whole-buffer API; docs/scrub.md lists every rule. */
 #ifndef RB_SCRUB_H
 #define RB_SCRUB_H
@@ -58,9 +58,10 @@ int rb_scrub_new_labeled(const struct rb_scrub_secret *secrets, size_t n_secrets
                          struct rb_error *err);
 
 /* Scrubs in[0..len) (any bytes: binary input is scrubbed too, never read out of bounds)
- * into a new buffer *out. Overlapping matches merge into one redaction named after the
- * longest match. counts (may be NULL) is reset, then filled. Returns 0, or -1 with err (out
- * of memory); *out is then {NULL, 0}. Thread-safe for concurrent calls on one scrubber. */
+ * into a new buffer *out. Overlapping matches merge into one redaction named after an
+ * exact secret in it, else a format rule, else the longest match (docs/scrub.md). counts
+ * (may be NULL) is reset, then filled. Returns 0, or -1 with err (out of memory); *out is
+ * then {NULL, 0}. Thread-safe for concurrent calls on one scrubber. */
 int rb_scrub_buffer(struct rb_scrubber *s, const char *in, size_t len, struct rb_buf_out *out,
                     struct rb_scrub_counts *counts, struct rb_error *err);
 
@@ -74,8 +75,8 @@ json_t *rb_scrub_counts_json(const struct rb_scrub_counts *c);
 
 /* A stream scrubbed as it comes (runtime/scrub_stream.c), for a step's stdout and stderr:
  * what is fed comes out scrubbed as soon as no match can still begin in it. Held back at the
- * end of what was fed: the start of an exact secret, the trailing run of bytes a token is made
- * of ([A-Za-z0-9_+/=.-]), an unclosed "-----BEGIN " block; at most RB_SCRUB_STREAM_HOLD bytes
+ * end of what was fed: the start of an exact secret, the trailing run of printable bytes other
+ * than the space (no match spans a space), an unclosed "-----BEGIN " block; at most RB_SCRUB_STREAM_HOLD bytes
  * (past that the oldest are let out, so a single token longer than that may be split). The
  * output equals rb_scrub_buffer of the whole stream, but for such splits. */
 #define RB_SCRUB_STREAM_HOLD (68U << 10) /* a PEM block's search window and a margin */

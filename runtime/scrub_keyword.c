@@ -249,7 +249,17 @@ static bool secret_value(const unsigned char *v, size_t n, enum strength st, boo
 
 /* The value after a separator that ends at q (exclusive: the value's search starts at q):
  * *vs, *ve; false when there is none on this line or the next. */
-static bool value_at(const unsigned char *in, size_t len, size_t q, bool may_wrap, size_t *vs, size_t *ve, bool *quoted)
+/* What one scan remembers so that no byte is looked at more than a bounded number of times
+ * when separators follow each other inside one long run ("a:a:a:...", "k=k=k=..."): the
+ * last run of bare value bytes, and the end of the last value judged. */
+struct kw_scan {
+	size_t run_start, run_end;
+	size_t judged_end;
+	bool have_run, have_judged;
+};
+
+static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, size_t q, bool may_wrap, size_t *vs,
+                     size_t *ve, bool *quoted)
 {
 	size_t v = q;
 	while (v < len && (in[v] == ' ' || in[v] == '\t') && v - q < 16)
@@ -290,8 +300,15 @@ static bool value_at(const unsigned char *in, size_t len, size_t q, bool may_wra
 		if (e >= len || (in[e] != qc && in[e] != '\\')) /* a phrase, or no end */
 			return false;
 	} else {
-		while (e < len && e - v <= VALUE_MAX && bare_byte(in[e]))
-			e++;
+		if (!ks_->have_run || v < ks_->run_start || v > ks_->run_end) {
+			size_t r = v;
+			while (r < len && bare_byte(in[r]))
+				r++;
+			ks_->run_start = v;
+			ks_->run_end = r;
+			ks_->have_run = true;
+		}
+		e = ks_->run_end - v > VALUE_MAX ? v + VALUE_MAX + 1 : ks_->run_end;
 		if (e < len && in[e] == '(') /* token = getTokenFromEnvironment() */
 			return false;
 		while (e > v && strchr(".:,?!", in[e - 1])) /* the sentence's punctuation */
@@ -304,7 +321,7 @@ static bool value_at(const unsigned char *in, size_t len, size_t q, bool may_wra
 }
 
 /* One separator: '=' or ':' at q, or " - " with '-' at q. */
-static void at_separator(const unsigned char *in, size_t len, size_t q, struct rb_scrub_spans *sp)
+static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len, size_t q, struct rb_scrub_spans *sp)
 {
 	size_t after = q + 1;
 	unsigned char c = in[q];
@@ -326,7 +343,7 @@ static void at_separator(const unsigned char *in, size_t len, size_t q, struct r
 	}
 	size_t vs, ve;
 	bool quoted;
-	if (!value_at(in, len, after, c == ':' || c == '=', &vs, &ve, &quoted))
+	if (!value_at(kw, in, len, after, c == ':' || c == '=', &vs, &ve, &quoted))
 		return;
 	size_t n = ve - vs;
 	if (n < 6 || n > VALUE_MAX)
@@ -338,6 +355,10 @@ static void at_separator(const unsigned char *in, size_t len, size_t q, struct r
 		return; /* scheme://user:password@host: the URL rule's */
 	if (st == KEY_NONE && kn >= 3 && value_key(key))
 		st = named_before(in, ks);
+	if (st == KEY_NONE && c == '=' && ks >= 2 && in[ks - 1] == ' ' && in[ks - 2] == ':') {
+		size_t ks2, kn2; /* a typed name: API_KEY: str = "...", apiKey: string = "..." */
+		st = key_before(in, ks - 2, &ks2, key, &kn2);
+	}
 	if (st == KEY_NONE)
 		return;
 	/* Password=...; in a connection string: the value ends at ';' or the key follows one */
@@ -354,6 +375,13 @@ static void at_separator(const unsigned char *in, size_t len, size_t q, struct r
 			e++;
 		ve = e;
 		n = ve - vs;
+	}
+	/* a suffix of a bare value judged already (k=k=k=...) is not judged again */
+	if (!quoted && !connstr && kw->have_judged && ve == kw->judged_end)
+		return;
+	if (!quoted && !connstr) {
+		kw->judged_end = ve;
+		kw->have_judged = true;
 	}
 	if (!secret_value(in + vs, n, st, connstr))
 		return;
@@ -395,6 +423,7 @@ static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_
 void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp)
 {
 	static const unsigned char seps[4] = {':', '=', '>', '-'};
+	struct kw_scan kw = {0};
 	const unsigned char *next[4];
 	for (int k = 0; k < 4; k++)
 		next[k] = memchr(in, seps[k], len);
@@ -409,7 +438,7 @@ void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub
 		if (seps[m] == '>')
 			at_element(in, len, q, sp);
 		else
-			at_separator(in, len, q, sp);
+			at_separator(&kw, in, len, q, sp);
 		next[m] = q + 1 < len ? memchr(in + q + 1, seps[m], len - q - 1) : NULL;
 	}
 }

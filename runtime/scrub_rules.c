@@ -103,7 +103,8 @@ enum {
 
 /* A rule: the charset runs of back, then the anchor, then those of fwd. A spec is literal
  * bytes and runs "%<class><min>[,[<max>]]" (no max: exactly min; "," alone: up to
- * SPEC_MAX). '!' in fwd: the redaction starts here (a key such as "AccountKey=" stays). */
+ * SPEC_MAX). '!' in fwd: the redaction starts here (a key such as "AccountKey=" stays); '\\' makes the
+ * next byte literal. */
 struct fmt_rule {
 	const char *back, *anchor, *fwd;
 	uint8_t alen;
@@ -185,6 +186,7 @@ static const struct fmt_rule rules[] = {
     R(NULL, "ya29.", "%u20,", GOOGLE_OAUTH, 0),
     R(NULL, "1//0", "%u30,", GOOGLE_REFRESH, 0),
     R(NULL, "GOCSPX-", "%u28", GOOGLE_CLIENT_SECRET, 0),
+    R(NULL, "00D", "%a12,15\\!%e80,", SALESFORCE, 0), /* org id ! session: an OAuth access token */
     K("-----BEGIN ", PRIVATE_KEY, K_PEM),
     R(NULL, "eyJrIjoi", "%B50,", GRAFANA, 0), /* a Grafana API key: base64 of {"k":" */
     K("eyJ", JWT, K_JWT),
@@ -423,6 +425,10 @@ struct elem {
 
 static const char *next_elem(const char *p, struct elem *e)
 {
+	if (*p == '\\' && p[1]) { /* a literal '!' or '%' */
+		*e = (struct elem){0, (unsigned char)p[1], 1, 1};
+		return p + 2;
+	}
 	if (*p != '%') {
 		*e = (struct elem){0, (unsigned char)*p, 1, 1};
 		return p + 1;
@@ -443,10 +449,11 @@ static unsigned flip_case(unsigned c)
 	return (cls[c] & C_UP) ? c + 32 : (cls[c] & C_LO) ? c - 32 : c;
 }
 
-static void set_tri(uint64_t *bm, unsigned a, unsigned b, unsigned c)
+static void set_tri(struct rb_scrub_rule_tables *t, unsigned a, unsigned b, unsigned c)
 {
-	unsigned h = rb_scrub_tri(a, b, c);
-	bm[h >> 6] |= 1ULL << (h & 63);
+	unsigned h = rb_scrub_tri(a, b, c), g = a | b << 8;
+	t->trigram[h >> 6] |= 1ULL << (h & 63);
+	t->bigram[g >> 6] |= 1ULL << (g & 63);
 }
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
@@ -459,13 +466,13 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 		for (unsigned v = 0; v < ((r->flags & F_CI) ? 8U : 1U); v++) {
 			unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
 			if (r->alen >= 3) {
-				set_tri(t->trigram, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
+				set_tri(t, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
 			} else { /* a two-byte anchor: with each byte its body may start with */
 				struct elem e;
 				next_elem(r->fwd, &e);
 				for (unsigned c = 1; c < 256; c++)
 					if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
-						set_tri(t->trigram, c0, c1, c);
+						set_tri(t, c0, c1, c);
 			}
 			uint16_t *slot = t->first[c0];
 			size_t k = 0;
@@ -788,7 +795,15 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 {
 	struct scan sc = {.in = in, .len = len};
 	size_t i = 0;
-	while ((i = rb_scrub_next_trigram(t->trigram, in, i, len)) < len) {
+	/* two bytes first, eight positions a step; the third byte only where two match */
+	while ((i = rb_scrub_next_bigram(t->bigram, in, i, len)) < len) {
+		if (i + 2 >= len) /* an anchor and its body take three bytes at least */
+			break;
+		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
+		if (!(t->trigram[h >> 6] & (1ULL << (h & 63)))) {
+			i++;
+			continue;
+		}
 		size_t end = 0, start = i;
 		uint8_t rule = 0;
 		unsigned char c1 = in[i + 1] | 0x20; /* the bigram filter found in[i + 1] */
@@ -842,21 +857,21 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 	    "change_me", "dummy", "redacted", "notreal", "not_real", "notasecret", "replace_me",  "insert_",
 	    "lorem",     "...",   "${",       "{{",      "<",        ">",
 	};
-	/* the first bytes of the words: one table load per byte of the value */
-	static const bool first[256] = {
-	    ['e'] = 1, ['x'] = 1, ['y'] = 1, ['p'] = 1, ['c'] = 1, ['d'] = 1, ['r'] = 1, ['n'] = 1,
-	    ['i'] = 1, ['l'] = 1, ['.'] = 1, ['$'] = 1, ['{'] = 1, ['<'] = 1, ['>'] = 1};
+	/* the words (bits of words[]) that start with a byte: one table load per byte of the value */
+	static const uint32_t first[256] = {
+	    ['e'] = 0x1U,     ['x'] = 0x2U,     ['y'] = 0x3cU,    ['p'] = 0x40U,     ['c'] = 0x180U,
+	    ['d'] = 0x200U,   ['r'] = 0x4400U,  ['n'] = 0x3800U,  ['i'] = 0x8000U,   ['l'] = 0x10000U,
+	    ['.'] = 0x20000U, ['$'] = 0x40000U, ['{'] = 0x80000U, ['<'] = 0x100000U, ['>'] = 0x200000U};
+	_Static_assert(sizeof words / sizeof words[0] <= 32, "one bit per word");
 	if (n == 0)
 		return true;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (cls[v[i]] & C_UP) ? v[i] + 32 : v[i];
-		if (!first[c])
-			continue;
-		for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
-			if ((unsigned char)words[k][0] != c)
-				continue;
-			size_t m = strlen(words[k]);
-			if (m <= n - i && strncasecmp((const char *)v + i, words[k], m) == 0)
+		for (uint32_t m = first[c]; m; m &= m - 1) {
+			const char *w = words[__builtin_ctz(m)];
+			size_t wl = strlen(w);
+			if (wl <= n - i && (wl == 1 || (v[i + 1] | 0x20) == (w[1] | 0x20)) &&
+			    strncasecmp((const char *)v + i, w, wl) == 0)
 				return true;
 		}
 	}

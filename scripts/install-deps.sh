@@ -8,7 +8,7 @@ build="gcc make pkg-config libseccomp-dev libcap-dev libmnl-dev libnftnl-dev lib
   busybox-static"
 test="uidmap iproute2 nftables util-linux procps python3 sqlite3 psmisc strace"
 vm="qemu-system-x86 cpio xz-utils zstd"
-bench="bubblewrap runc hyperfine time nftables"
+bench="bubblewrap runc hyperfine time nftables npm bc"
 lint="clang-format clang-tidy cppcheck"
 # libFuzzer and the sanitizer runtimes that clang links with -fsanitize=fuzzer.
 fuzz="clang libclang-rt-dev"

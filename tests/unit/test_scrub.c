@@ -828,6 +828,16 @@ static void test_binary_and_hostile(void **state)
 	    "%41",
 	    "\\nAKIA",
 	    "hooks.slack.com/services/",
+	    "a:",
+	    "token=",
+	    "+ASt",
+	    "1:AA",
+	    "pg://u:p@",
+	    "<password>",
+	    "MTaaaa.",
+	    "7Q~",
+	    "-us1",
+	    "\"value\": ",
 	};
 	for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
 		size_t ul = strlen(units[u]);
@@ -1161,6 +1171,7 @@ static const struct positive positives[] = {
     {"", "ya29.%u120", "", "google-oauth-token"},
     {"", "1//0%u60", "", "google-refresh-token"},
     {"", "GOCSPX-%u28", "", "google-client-secret"},
+    {"", "00D%a12!%a40.%a60", "", "salesforce-access-token"},
     {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40.%u43", "", "jwt"},
     {"", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ%u40", "", "jwt"},
     {"", "sk-ant-api03-%u93AA", "", "anthropic-api-key"},
@@ -1284,6 +1295,9 @@ static const struct positive positives[] = {
     {"SECRET=\"", "%a700", "\"", "generic-secret"},
     {"DB_PASSWORD=", "Q%l4!%d3q", "\n", "generic-secret"},
     {"smtp_password: \"", "%a8@%a6", "\"", "generic-secret"},
+    {"API_KEY: str = \"", "%a32", "\"", "generic-secret"},
+    {"const apiToken: string = '", "%a32", "';", "generic-secret"},
+    {"db.password=", "%a20", "\n", "generic-secret"},
 };
 
 /* The secret's contexts when it has none of its own: alone on a line, inside prose, after a
@@ -1397,6 +1411,7 @@ static void test_precision(void **state)
 	    "time 12:30:45 and 2024-05-01T10:00:00Z",
 	    "TOKEN_LENGTH=32 AUTH_TYPE=oauth2 PASSWORD_FILE=/run/secrets/db",
 	    "email: alice.smith@example.com",
+	    "name: str = \"Xq3bT9wLm2Kp7Rz4Nv8H\"",
 	};
 	struct rb_scrubber *s = NULL;
 	struct rb_error err = {0};
