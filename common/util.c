@@ -212,6 +212,24 @@ int rb_write_file(const char *path, const char *data, struct rb_error *err)
 	return 0;
 }
 
+int rb_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
 {
 	char buf[4096];

@@ -23,6 +23,9 @@ const char *rb_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* Reads a whole file (at most max bytes) into a NUL-terminated buffer. */
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
+/* Writes all n bytes of p to fd, retrying short writes and EINTR. 0, or -1 with errno (a write
+ * that wrote nothing counts as EIO). */
+int rb_write_all(int fd, const void *p, size_t n);
 /* The next line of text at *p (without its newline, cut to fit line[n]) for walking a file
  * read whole; advances *p past it. false at the end. */
 bool rb_next_line(const char **p, char *line, size_t n);

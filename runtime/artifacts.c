@@ -46,21 +46,6 @@ int rb_artifact_path(const char *store_dir, const char *digest, char out[PATH_MA
 	return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Writes one object under a temporary name in dir, then renames it to path. */
 static int write_object(const char *dir, const char *path, const char *hex, const char *data, size_t len, gid_t group,
                         struct rb_error *err)
@@ -84,7 +69,7 @@ static int write_object(const char *dir, const char *path, const char *hex, cons
 		return rb_error_set(err, errno, "create `%s`", tmp);
 	/* Group-readable only once the group is the store's; else it stays 0600. */
 	mode_t mode = fchown(fd, (uid_t)-1, group) == 0 ? 0640 : 0600;
-	if (write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0) {
+	if (rb_write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return rb_error_set(err, e, "write `%s`", tmp);

@@ -35,20 +35,6 @@ static int spill_open(struct rb_result_spill *sp, const char *name, char path[PA
 	return fd;
 }
 
-static bool write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		p += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
 void rb_result_spill_output(struct rb_result_spill *sp, unsigned step, const char *key, const struct rb_buf *b,
                             json_t *step_json)
 {
@@ -64,7 +50,7 @@ void rb_result_spill_output(struct rb_result_spill *sp, unsigned step, const cha
 	snprintf(name, sizeof name, "step-%u.%s", step, key);
 	snprintf(file_key, sizeof file_key, "%s_file", key);
 	_cleanup_close_ int fd = spill_open(sp, name, path);
-	if (fd >= 0 && write_all(fd, data, b->len))
+	if (fd >= 0 && rb_write_all(fd, data, b->len) == 0)
 		json_object_set_new(step_json, file_key, json_string(path));
 	else
 		json_object_set_new(step_json, file_key, json_null()); /* said, not hidden: the result lost it */
@@ -87,7 +73,7 @@ void rb_result_spill_artifacts(struct rb_result_spill *sp, unsigned step, json_t
 		if (!ok)
 			break;
 		_cleanup_free_ char *line = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
-		ok = line && write_all(fd, line, strlen(line)) && write_all(fd, "\n", 1);
+		ok = line && rb_write_all(fd, line, strlen(line)) == 0 && rb_write_all(fd, "\n", 1) == 0;
 	}
 	json_t *kept = json_array();
 	for (i = 0; i < RB_RESULT_ARTIFACTS; i++)

@@ -545,27 +545,13 @@ struct sink {
 	bool *closed;             /* set when the copy's reader is gone, or NULL */
 };
 
-/* false when the reader is gone (EPIPE); other failures drop the copy, the step's output
- * still goes to buf and log. */
-static bool write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return !(w < 0 && errno == EPIPE);
-		p += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
+/* The reader gone (EPIPE) closes the copy; other failures drop what did not fit, the step's
+ * output still goes to buf and log. */
 static void copy_out(const struct sink *s, const char *p, size_t n)
 {
 	if (s->closed && *s->closed)
 		return;
-	if (!write_all(s->copy_to, p, n) && s->closed)
+	if (rb_write_all(s->copy_to, p, n) < 0 && errno == EPIPE && s->closed)
 		*s->closed = true;
 }
 

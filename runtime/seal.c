@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 
 struct walk {
 	SHA256_CTX sha;
@@ -49,20 +50,6 @@ static int take_entry(struct rb_seal_budget *b, const char *what, struct rb_erro
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Copies the open regular file in to a new file name below dst with mode; *size and hex get
  * what was copied (read to its end, within the budget's bytes). */
 static int copy_contents(int in, const char *what, int dst, const char *name, mode_t mode, struct rb_seal_budget *b,
@@ -89,7 +76,7 @@ static int copy_contents(int in, const char *what, int dst, const char *name, mo
 		b->bytes += (uint64_t)n;
 		*size += (uint64_t)n;
 		SHA256_Update(&sha, buf, (size_t)n);
-		if (write_all(out, buf, (size_t)n) < 0)
+		if (rb_write_all(out, buf, (size_t)n) < 0)
 			return rb_error_set(err, errno, "copy of `%s`: write", what);
 	}
 	unsigned char md[SHA256_DIGEST_LENGTH];
