@@ -19,13 +19,18 @@
  * stored it commits its artifact event after the harvest. */
 #define GRACE_S 600
 
+/* To the millisecond, as the ledger's timestamps are: a cutoff cut to the second would count
+ * a row of the same second, written before it, as within the retention. */
 void rb_store_cutoff(uint64_t retention_s, char out[32])
 {
-	time_t now = time(NULL);
-	time_t t = (uint64_t)now > retention_s ? now - (time_t)retention_s : 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	time_t t = (uint64_t)now.tv_sec > retention_s ? now.tv_sec - (time_t)retention_s : 0;
 	struct tm tm;
 	gmtime_r(&t, &tm);
-	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+	char sec[24];
+	strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, 32, "%s.%03ldZ", sec, t ? now.tv_nsec / 1000000 : 0L);
 }
 
 static void close_dir(DIR **d)

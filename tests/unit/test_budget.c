@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "runtime/budget.h"
+#include "runtime/storegc.h"
+
+#include <time.h>
 
 static struct rb_budget fresh(void)
 {
@@ -117,12 +120,31 @@ static void test_floor_stores_nothing(void **state)
 	assert_string_equal(b.bind_files, "run_files");
 }
 
+/* The retention cutoff is to the millisecond, as ledger timestamps are: a row written a moment
+ * before it, in the same second, is older than the cutoff (gc --retention 0s collects it). */
+static void test_cutoff_milliseconds(void **state)
+{
+	char before[32], cutoff[32];
+	struct timespec now, pause = {0, 3 * 1000 * 1000};
+	clock_gettime(CLOCK_REALTIME, &now);
+	struct tm tm;
+	gmtime_r(&now.tv_sec, &tm);
+	char sec[24];
+	strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(before, sizeof before, "%s.%03ldZ", sec, now.tv_nsec / 1000000);
+	nanosleep(&pause, NULL);
+	rb_store_cutoff(0, cutoff);
+	assert_int_equal(strlen(cutoff), strlen(before));
+	assert_true(strcmp(before, cutoff) < 0);
+	rb_store_cutoff(3600, cutoff); /* control: an hour's retention keeps that row */
+	assert_true(strcmp(before, cutoff) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_within_keeps_caps),
-	    cmocka_unit_test(test_run_limits_narrow),
-	    cmocka_unit_test(test_events_and_tenant),
+	    cmocka_unit_test(test_cutoff_milliseconds),  cmocka_unit_test(test_within_keeps_caps),
+	    cmocka_unit_test(test_run_limits_narrow),    cmocka_unit_test(test_events_and_tenant),
 	    cmocka_unit_test(test_floor_stores_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
