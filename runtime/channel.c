@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,21 @@ int rb_chan_recv(int sock, json_t **msg, int *fds, unsigned *n_fds, struct rb_er
 		struct cmsghdr align;
 	} u;
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+	/* A peer that closed with our messages unread resets the connection, and the kernel
+	 * reports that (once) before the datagrams the peer sent first: init's last words, an
+	 * error naming what failed, would be lost. Read on; the end comes as 0. */
 	ssize_t n;
-	do
+	bool reset_seen = false;
+	for (;;) {
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+		if (n < 0 && errno == ECONNRESET && !reset_seen) {
+			reset_seen = true;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		break;
+	}
 	if (n_fds)
 		*n_fds = 0;
 	if (n < 0)
