@@ -31,7 +31,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
 GW_SRCS  := gateway/endpoint.c
 GW_MAIN  := gateway/serve_main.c
-LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c runtime/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
+LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 SAN_OBJS := $(LIB_SRCS:%.c=$(B)/asan/%.o) $(GW_SRCS:%.c=$(B)/asan/%.o)
@@ -111,6 +111,8 @@ bench-scrub:
 
 lint:
 	@scripts/install-deps.sh lint
+	@$(MAKE) --no-print-directory $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o)
+	scripts/check-layout.sh $(B)/obj
 	clang-format --dry-run --Werror $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h)
 	clang-tidy --quiet $(LIB_SRCS) $(MAIN_SRC) -- -std=gnu17 -I. $(PKG_CFLAGS)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LIB_SRCS) $(MAIN_SRC)

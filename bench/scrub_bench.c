@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/scrub.h"
+#include "scrub/scrub.h"
 
 extern char **environ;
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/scrub.h"
+#include "scrub/scrub.h"
 
 struct fam {
 	char name[64];

@@ -10,12 +10,12 @@ mkdir -p "$OUT"
 python3 bench/scrub_corpus.py "$OUT/scrub-corpus.jsonl" "${SCRUB_EVAL_SEED:-18}"
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
-	-o "$OUT/scrub_eval" bench/scrub_eval.c runtime/scrub.c runtime/scrub_rules.c runtime/scrub_keyword.c \
+	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
 # ordinary text to mix the corpus into: this repository's docs and C sources (prose, code,
 # tables), plus the unit test's control files (near misses)
 mkdir -p "$OUT/scrub-filler"
-cat docs/*.md runtime/*.c cli/*.c tests/unit/fixtures/scrub/control/* >"$OUT/scrub-filler/filler.txt"
+cat docs/*.md runtime/*/*.c cli/*.c tests/unit/fixtures/scrub/control/* >"$OUT/scrub-filler/filler.txt"
 "$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" "$OUT/scrub-filler" "${SCRUB_EVAL_MB:-100}" |
 	tee "$OUT/scrub-eval.txt"
 

@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "common/cleanup.h"
 #include "common/jsonout.h"
-#include "runtime/hostcheck.h"
+#include "runtime/check/hostcheck.h"
 
 static const char usage[] = "usage: runbox check [--json]\n"
                             "\n"

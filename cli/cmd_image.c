@@ -18,6 +18,7 @@
 #include "images/import.h"
 #include "images/store.h"
 #include "policy/policy.h"
+#include "runtime/run/lifecycle.h"
 
 static const char usage[] =
     "usage: runbox image import SRC [--name NAME] [--policy NAME|FILE] [--max-members N] [--max-bytes SIZE]\n"
@@ -212,7 +213,8 @@ int rb_cmd_image(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(sub, "rm")) {
-		if (rb_store_remove(&p, a.pos[1], &err) < 0) {
+		_cleanup_json_ json_t *runs = NULL;
+		if (rb_lifecycle_list(&p, &runs, &err) < 0 || rb_store_remove(&p, a.pos[1], runs, &err) < 0) {
 			rb_err("image rm: %s", err.msg);
 			return 125;
 		}

@@ -1,4 +1,4 @@
-/* `runbox ledger show|query|verify|export`: readable listings and JSON over runtime/ledger.h.
+/* `runbox ledger show|query|verify|export`: readable listings and JSON over ledger/ledger.h.
  * Exit 0 on success, 1 when verify finds the chain broken, 125 on bad input or failure. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "runtime/ledger.h"
+#include "ledger/ledger.h"
 
 static const char usage[] =
     "usage: runbox ledger [--state-dir DIR] COMMAND\n"

@@ -12,8 +12,8 @@
 #include "common/ttysafe.h"
 #include "common/cleanup.h"
 #include "common/jsonout.h"
-#include "runtime/lifecycle.h"
-#include "runtime/storegc.h"
+#include "runtime/run/lifecycle.h"
+#include "runtime/run/storegc.h"
 #include "common/util.h"
 
 /* What ps, kill and gc take: --state-dir DIR (or --state-dir=DIR), --json where it applies, gc's --dry-run and

@@ -10,7 +10,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "policy/policy.h"
-#include "runtime/seccomp.h"
+#include "runtime/sandbox/seccomp.h"
 
 static void print_open(void *ctx, const char *text)
 {

@@ -14,10 +14,10 @@
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "runtime/record.h"
-#include "runtime/result.h"
-#include "runtime/runfile.h"
-#include "runtime/run.h"
+#include "runtime/run/record.h"
+#include "runtime/run/result.h"
+#include "runtime/run/runfile.h"
+#include "runtime/run/run.h"
 
 static void usage(FILE *f)
 {

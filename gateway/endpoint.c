@@ -1,5 +1,5 @@
 /* The gateway endpoint: libmicrohttpd glue on passed listening sockets, and the
- * handler for /v1/health and /v1/whoami (token checked with gateway/token.c
+ * handler for /v1/health and /v1/whoami (token checked with common/token.c
  * against the run's scope). */
 #define _GNU_SOURCE
 #include "gateway/endpoint.h"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "gateway/token.h"
+#include "common/token.h"
 
 #define RB_GATEWAY_MAX_FDS 4
 #define RB_GATEWAY_KEY_MAX 64

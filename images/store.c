@@ -16,7 +16,6 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "runtime/lifecycle.h"
 
 #define META_MAX (64u << 10)
 
@@ -298,15 +297,12 @@ static int count_ref(const char *name, const char *digest, void *ctx)
 	return 0;
 }
 
-/* The id of a live run on digest, or 0 (none) / -1. */
-static int in_use(const struct rb_paths *paths, const char *digest, char run_id[128], struct rb_error *err)
+/* The id of a live run on digest, or 0 (none). */
+static int in_use(const json_t *live_runs, const char *digest, char run_id[128])
 {
-	_cleanup_json_ json_t *runs = NULL;
-	if (rb_lifecycle_list(paths, &runs, err) < 0)
-		return -1;
 	size_t i;
 	json_t *r;
-	json_array_foreach(runs, i, r)
+	json_array_foreach(live_runs, i, r)
 	{
 		const char *img = json_string_value(json_object_get(r, "image"));
 		const char *state = json_string_value(json_object_get(r, "state"));
@@ -318,7 +314,7 @@ static int in_use(const struct rb_paths *paths, const char *digest, char run_id[
 	return 0;
 }
 
-int rb_store_remove(const struct rb_paths *paths, const char *ref, struct rb_error *err)
+int rb_store_remove(const struct rb_paths *paths, const char *ref, const json_t *live_runs, struct rb_error *err)
 {
 	char store[PATH_MAX], refs[PATH_MAX];
 	if (rb_store_dirs(paths, store, refs, err) < 0)
@@ -333,10 +329,7 @@ int rb_store_remove(const struct rb_paths *paths, const char *ref, struct rb_err
 	bool tree_goes = !by_name || others.n == 0;
 	if (tree_goes) {
 		char run_id[128];
-		int u = in_use(paths, img.digest, run_id, err);
-		if (u < 0)
-			return -1;
-		if (u > 0)
+		if (in_use(live_runs, img.digest, run_id))
 			return rb_error_set(err, EBUSY, "image `%s` (%s): live run `%s` runs on it", ref, img.digest,
 			                    run_id);
 	}

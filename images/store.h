@@ -48,8 +48,8 @@ int rb_store_tag(const struct rb_paths *paths, const char *name, const char *dig
 int rb_store_list(const struct rb_paths *paths, json_t **out, struct rb_error *err);
 
 /* A name: the reference goes, and the tree too when no other name refers to it. A digest: the
- * tree and every name referring to it. Refused while a live run (runtime/lifecycle.h) runs on
- * the tree that would go. */
-int rb_store_remove(const struct rb_paths *paths, const char *ref, struct rb_error *err);
+ * tree and every name referring to it. Refused while one of live_runs (rb_lifecycle_list's
+ * array, NULL for none) runs on the tree that would go. */
+int rb_store_remove(const struct rb_paths *paths, const char *ref, const json_t *live_runs, struct rb_error *err);
 
 #endif

@@ -73,7 +73,7 @@ struct rb_policy {
 	/* output caps for captured stdout/stderr */
 	uint64_t max_stdout;
 	uint64_t max_stderr;
-	/* what a run may store (runtime/budget.h): bytes and objects over all its harvests, the
+	/* what a run may store (runtime/run/budget.h): bytes and objects over all its harvests, the
 	 * ledger events its harvests add, the tenant's store quota, the store's free-space floor */
 	uint64_t run_bytes, run_files, run_events, tenant_bytes, min_free;
 

@@ -13,7 +13,7 @@
 #define RB_SKILL_NAME_MAX   64
 #define RB_SKILL_MAX_INPUTS 64
 /* The step's inputs as one JSON object: a sealed memfd the entry point holds at fd
- * RB_SKILL_INPUTS_FD (the step's first file, runtime/step.h), read through its own /proc
+ * RB_SKILL_INPUTS_FD (the step's first file, runtime/sandbox/step.h), read through its own /proc
  * link, so nothing in the sandbox can swap it. Its children inherit the fd, and the path. */
 #define RB_SKILL_INPUTS_FD   3
 #define RB_SKILL_INPUTS_FILE "/proc/self/fd/3"

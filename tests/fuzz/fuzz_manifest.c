@@ -3,7 +3,7 @@
  * paths are absolute and folded, at least one step, NULL-terminated env lists). */
 #define _GNU_SOURCE
 #include "common/error.h"
-#include "runtime/manifest.h"
+#include "policy/manifest.h"
 #include "tests/fuzz/fuzz.h"
 
 /* A path with a ".", ".." or empty component, or a trailing '/'. */

@@ -4,7 +4,7 @@
  * marker. Layout: byte 0 % 4 secrets, each one length byte (8 + b % 40) and its bytes. */
 #define _GNU_SOURCE
 #include "common/error.h"
-#include "runtime/scrub.h"
+#include "scrub/scrub.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MARK "[REDACTED:"

@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "common/error.h"
 #include "common/util.h"
-#include "gateway/token.h"
+#include "common/token.h"
 #include "tests/fuzz/fuzz.h"
 
 #define RUN   "run-1"

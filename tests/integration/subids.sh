@@ -4,7 +4,7 @@
 # namespace of this test only (the host's files are never touched). The sandbox then has the
 # caller's id plus the range, one map line per line of the owner's map; a strict-policy step
 # (uid 1000, a subordinate id on the host) writes a 0600 file in a 0700 directory, and the
-# harvest stores it (through runtime/nsopen.c). Control: without the entry, one id only.
+# harvest stores it (through runtime/sandbox/nsopen.c). Control: without the entry, one id only.
 # modes: root
 . "$(dirname "$0")/../lib.sh"
 lib_init subids

@@ -1,6 +1,6 @@
 /* Shared by test_net.c and test_nft.c: the spawner S as the runner has it (fork, unshare the
  * netns, rb_net_setup_inside, hand the struct and its fds back over SCM_RIGHTS, exit), and
- * entering and leaving a namespace. Include after cmocka and runtime/net.h. */
+ * entering and leaving a namespace. Include after cmocka and runtime/sandbox/net.h. */
 #ifndef RB_TEST_NET_FIXTURE_H
 #define RB_TEST_NET_FIXTURE_H
 

@@ -1,4 +1,4 @@
-/* runtime/budget.c: each limit narrows a harvest's caps to what is left, the one that bound
+/* runtime/run/budget.c: each limit narrows a harvest's caps to what is left, the one that bound
  * is named when it cut something, the floor stores nothing, and a harvest within every limit
  * (control) keeps its own caps and names nothing. */
 #include <stdarg.h>
@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "runtime/budget.h"
-#include "runtime/storegc.h"
+#include "runtime/run/budget.h"
+#include "runtime/run/storegc.h"
 
 #include <time.h>
 

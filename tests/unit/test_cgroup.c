@@ -1,4 +1,4 @@
-/* Tests of runtime/cgroup.c on the host's real hierarchy (v1 on hybrid hosts, v2 elsewhere):
+/* Tests of runtime/sandbox/cgroup.c on the host's real hierarchy (v1 on hybrid hosts, v2 elsewhere):
  * limits land in the files, a memory hog is OOM-killed, a fork bomb stops, a cpu quota holds,
  * a daemon dies with the cgroup and nothing is left behind. Each has a control. Root only. */
 #define _GNU_SOURCE
@@ -24,7 +24,7 @@
 #include <fcntl.h>
 
 #include "common/util.h"
-#include "runtime/cgroup.h"
+#include "runtime/sandbox/cgroup.h"
 
 static char parent[64]; /* relative: lies under this process's own cgroup in each hierarchy */
 static int run_seq;

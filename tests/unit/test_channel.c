@@ -1,4 +1,4 @@
-/* runtime/channel.c: messages and their descriptors cross whole; a message longer than
+/* runtime/sandbox/channel.c: messages and their descriptors cross whole; a message longer than
  * RB_CHAN_MAX_MSG (a step's long command line) travels as a sealed memfd body that only
  * rb_chan_recv_body reads, and a body that is not such a memfd (a pipe could stall the reader)
  * or not of the announced length is refused. */
@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
-#include "runtime/channel.h"
+#include "runtime/sandbox/channel.h"
 
 static void pair(int sv[2])
 {

@@ -1,4 +1,4 @@
-/* runtime/harvest.c and runtime/artifacts.c: files are stored under the right digests; links,
+/* runtime/run/harvest.c and runtime/run/artifacts.c: files are stored under the right digests; links,
  * FIFOs, devices, sockets, mounts and swaps in `out` lead nowhere outside; every cap holds
  * and every skip is recorded. Each test has a control showing the trap was real. */
 #define _GNU_SOURCE
@@ -29,10 +29,10 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"
-#include "runtime/artifacts.h"
-#include "runtime/harvest.h"
-#include "runtime/nsopen.h"
-#include "runtime/scrub.h"
+#include "runtime/run/artifacts.h"
+#include "runtime/run/harvest.h"
+#include "runtime/sandbox/nsopen.h"
+#include "scrub/scrub.h"
 
 struct fx {
 	char base[PATH_MAX];
@@ -891,7 +891,7 @@ static void test_scrub_failure_not_stored(void **state)
 	rb_harvest_result_free(&res);
 }
 
-/* The real scrubber (runtime/scrub.h) plugged in through its adapter. */
+/* The real scrubber (scrub/scrub.h) plugged in through its adapter. */
 static void test_with_runbox_scrubber(void **state)
 {
 	struct fx *f = *state;
@@ -1018,7 +1018,7 @@ static void test_unreadable_recorded(void **state)
 	assert_int_equal(store_contains(f, "owner only"), 0);
 }
 
-/* Rootless (runtime/nsopen.c): a 0600 file and a 0700 directory of another sandbox user belong to
+/* Rootless (runtime/sandbox/nsopen.c): a 0600 file and a 0700 directory of another sandbox user belong to
  * subordinate ids the runner (65534 here) may not read. A helper in a user namespace owned by
  * 65534 that maps those ids opens them for the walk. Control: the same walk without the hook
  * records them unreadable, and 65534 cannot open them itself. */

@@ -1,4 +1,4 @@
-/* Tests of runtime/hostcheck.c: every item is well formed; on the development hosts (root,
+/* Tests of runtime/check/hostcheck.c: every item is well formed; on the development hosts (root,
  * kernel 6.18, hybrid cgroups) the features runbox needs are found; and the negative
  * controls: a masked /proc and a filter denying unshare and seccomp are reported missing. */
 #define _GNU_SOURCE
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 #include <linux/magic.h>
 
-#include "runtime/hostcheck.h"
+#include "runtime/check/hostcheck.h"
 
 static const struct rb_hostcheck_item *find(const struct rb_hostcheck *hc, const char *name)
 {

@@ -1,4 +1,4 @@
-/* runtime/idslice.c: each live holder gets a slice no other holds, the lowest free one; a
+/* runtime/sandbox/idslice.c: each live holder gets a slice no other holds, the lowest free one; a
  * closed lock frees its slice; all taken is an error; a lock dir others may write is refused. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/idslice.h"
+#include "runtime/sandbox/idslice.h"
 
 static char dir[64];
 

@@ -1,4 +1,4 @@
-/* runtime/ledger.c: appends chain and verify; edits, middle deletions and truncations made
+/* ledger/ledger.c: appends chain and verify; edits, middle deletions and truncations made
  * behind the library's back (sqlite3 directly, triggers dropped) are detected; queries filter
  * exactly; grep is literal; 50 processes appending at once keep one intact chain. */
 #define _GNU_SOURCE
@@ -19,7 +19,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
-#include "runtime/ledger.h"
+#include "ledger/ledger.h"
 
 struct fx {
 	char dir[64];

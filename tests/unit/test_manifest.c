@@ -1,4 +1,4 @@
-/* Unit tests for runtime/manifest.c: a manifest with every field, each kind of error naming
+/* Unit tests for policy/manifest.c: a manifest with every field, each kind of error naming
  * its JSON path, relative paths anchored at the manifest's folder, limits against a policy,
  * the canonical hash, skills tied to their steps, and docs/examples/manifest.json. */
 #define _GNU_SOURCE
@@ -17,7 +17,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
-#include "runtime/manifest.h"
+#include "policy/manifest.h"
 
 #include "fs_fixture.h"
 

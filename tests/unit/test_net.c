@@ -1,4 +1,4 @@
-/* runtime/net.c and the gateway endpoint, as root: the spawner S sets the namespace up and hands
+/* runtime/sandbox/net.c and the gateway endpoint, as root: the spawner S sets the namespace up and hands
  * its fds over SCM_RIGHTS; loopback works inside; every attempt to leave is dropped and counted,
  * even through a veth an attacker adds from outside, while the same test host answers a plain
  * namespace (control); the endpoint answers the right token only. Traffic goes only to
@@ -28,8 +28,8 @@
 
 #include "common/util.h"
 #include "gateway/endpoint.h"
-#include "gateway/token.h"
-#include "runtime/net.h"
+#include "common/token.h"
+#include "runtime/sandbox/net.h"
 
 #include "net_fixture.h"
 

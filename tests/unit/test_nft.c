@@ -1,4 +1,4 @@
-/* runtime/nft.c: the table matches the golden `nft list table` output; counters count exactly
+/* runtime/sandbox/nft.c: the table matches the golden `nft list table` output; counters count exactly
  * and are read from outside the namespace; root in a child user namespace (the sandbox's
  * position) cannot list, flush or change the table, while the owner can (control), and the same
  * root can in a namespace it owns itself (control). Runs as root. */
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "runtime/net.h"
-#include "runtime/nft.h"
+#include "runtime/sandbox/net.h"
+#include "runtime/sandbox/nft.h"
 
 #include "net_fixture.h"
 

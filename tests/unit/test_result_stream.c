@@ -1,4 +1,4 @@
-/* runtime/result_stream.c: a streamed result parses as the one object it stands for (head,
+/* runtime/run/result_stream.c: a streamed result parses as the one object it stands for (head,
  * steps, tail; no steps too), and a reader that went away makes the stream stop, not the
  * process (SIGPIPE is taken, not delivered). */
 #define _GNU_SOURCE
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/result_stream.h"
+#include "runtime/run/result_stream.h"
 
 static json_t *stream(unsigned n_steps)
 {

@@ -1,4 +1,4 @@
-/* runtime/sandbox.c: the wait for init's `ready` is bounded. An init that never answers fails
+/* runtime/sandbox/sandbox.c: the wait for init's `ready` is bounded. An init that never answers fails
  * the wait with ETIMEDOUT and a clear message; one that answers in time is accepted. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -14,8 +14,8 @@
 
 #include "common/error.h"
 #include "common/util.h"
-#include "runtime/channel.h"
-#include "runtime/sandbox.h"
+#include "runtime/sandbox/channel.h"
+#include "runtime/sandbox/sandbox.h"
 
 /* A sandbox handle with no init: only the control socket, whose other end is *peer. */
 static void fake_sandbox(struct rb_sandbox *sb, int *peer)

@@ -1,4 +1,4 @@
-/* runtime/scrub.c: every planted secret (each format, the run token and a policy secret in
+/* scrub/scrub.c: every planted secret (each format, the run token and a policy secret in
  * each encoding) is gone from the output with the right count by rule, while ordinary text
  * comes out byte for byte; near misses stay; binary and hostile input neither crash nor hang.
  * Tokens are synthesised from templates in tests/unit/fixtures/scrub (see its README). */
@@ -21,7 +21,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
-#include "runtime/scrub.h"
+#include "scrub/scrub.h"
 
 /* ---- deterministic synthesis ---------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* runtime/seal.c: a sealed copy equals its source (contents, modes & 0555, links as links);
+/* runtime/run/seal.c: a sealed copy equals its source (contents, modes & 0555, links as links);
  * the digest is stable and changes with any file's content, name or mode; fifos, budgets and
  * depth are refused with errors naming them. */
 #define _GNU_SOURCE
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "runtime/seal.h"
+#include "runtime/run/seal.h"
 #include "tests/unit/fs_fixture.h"
 
 struct fx {

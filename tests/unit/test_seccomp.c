@@ -1,4 +1,4 @@
-/* Unit tests for runtime/seccomp.c: each filter runs in a forked child that tries a syscall
+/* Unit tests for runtime/sandbox/seccomp.c: each filter runs in a forked child that tries a syscall
  * and exits with the errno it met; every denial has a control (the same call without the
  * filter gives another result), so no test passes because the call fails anyway. */
 #define _GNU_SOURCE
@@ -33,7 +33,7 @@
 #include <seccomp.h>
 
 #include "common/util.h"
-#include "runtime/seccomp.h"
+#include "runtime/sandbox/seccomp.h"
 
 #define KILLED(sig) (1000 + (sig))
 #ifndef AF_VSOCK

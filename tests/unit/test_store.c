@@ -101,10 +101,10 @@ static void test_import_tag_rm(void **state)
 	assert_int_equal(rb_store_tag(&paths, "two", digest, &err), 0);
 	assert_int_equal(rb_store_lookup(&paths, "two", &b, &err), 0);
 	/* rm of one name keeps the tree for the other; rm of the last takes the tree. */
-	assert_int_equal(rb_store_remove(&paths, "one", &err), 0);
+	assert_int_equal(rb_store_remove(&paths, "one", NULL, &err), 0);
 	assert_int_equal(rb_store_lookup(&paths, "one", &b, &err), 1);
 	assert_int_equal(rb_store_lookup(&paths, digest, &b, &err), 0);
-	assert_int_equal(rb_store_remove(&paths, "two", &err), 0);
+	assert_int_equal(rb_store_remove(&paths, "two", NULL, &err), 0);
 	assert_int_equal(rb_store_lookup(&paths, digest, &b, &err), 1);
 	assert_int_equal(store_entries(), 0);
 }

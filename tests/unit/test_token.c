@@ -1,4 +1,4 @@
-/* gateway/token.c: run tokens round-trip, and every kind of bad token is refused; the key file
+/* common/token.c: run tokens round-trip, and every kind of bad token is refused; the key file
  * is created private and refused once it is not. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
-#include "gateway/token.h"
+#include "common/token.h"
 
 static const uint8_t key[RB_TOKEN_KEY_LEN] = "0123456789abcdef0123456789abcde";
 static const uint8_t other_key[RB_TOKEN_KEY_LEN] = "0123456789abcdef0123456789abcdX";

@@ -1,0 +1,31 @@
+/* Live runs on this host: a state file per run beside its run directory (<run_dir>/<id>.state),
+ * so `runbox ps`, `kill` and `gc` work across processes and after a crash of runbox. */
+#ifndef RB_LIFECYCLE_H
+#define RB_LIFECYCLE_H
+
+#include <jansson.h>
+
+#include "common/error.h"
+#include "common/paths.h"
+#include "runtime/run/run.h"
+
+/* Writes the run's state file (atomically) once the sandbox exists, and again when the
+ * ledger's write-ahead changes (struct rb_run_ledger); write_ahead may be NULL. */
+int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err);
+/* The run's first state file, before anything of the run exists (its run directory, its
+ * cgroup): made only if there is none, so it also claims the run id. 0, 1 when a state file
+ * of that id exists (a live run's, or one gc has yet to clean up), -1 with err. */
+int rb_lifecycle_claim(const struct rb_run *run, struct rb_error *err);
+void rb_lifecycle_unregister(const struct rb_run *run);
+
+/* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned,
+ * image: the digest it runs on}. */
+int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_error *err);
+/* SIGTERM (or sig) to the runner of run_id: it cancels the step, kills the sandbox, records it. */
+int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err);
+/* For each run whose runner is gone: kills what is left (init, the cgroup), removes the cgroup
+ * and the run directory, records the run as abandoned in the ledger, after the events its
+ * state file wrote ahead if the ledger never got them. *report lists them. */
+int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* A whole run from a manifest: one sandbox, the steps in order (batched scripts and skills'
+ * entry points), a harvest of /workspace/out after every step, and the ledger's record. */
+#ifndef RB_RUNFILE_H
+#define RB_RUNFILE_H
+
+#include <stdio.h>
+
+#include "common/error.h"
+#include "policy/manifest.h"
+
+/* What the command line gave beside the manifest (SPEC "Who may say what": ceilings). */
+struct rb_runfile_opts {
+	const char *state_dir;                /* NULL: the default location */
+	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
+	int net_mode;                         /* --net: -1 when not given */
+};
+
+/* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
+ * each step's object as the step ends (runtime/run/result_stream.h), so the runner never holds
+ * more than one step of it; also on step failures. *exit_code is 0 when every step succeeded,
+ * else the failed step's code (125 for runbox's own failure). Returns -1, with nothing
+ * written, only when runbox could not run at all (bad manifest, policy...). */
+int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FILE *out, int *exit_code,
+                       struct rb_error *err);
+
+#endif

@@ -1,0 +1,342 @@
+/* The sandbox's PID 1: runbox's own small init. It builds the root, then runs steps on
+ * request, reaps every process, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the running step,
+ * reports each step's status on the control channel, and dies with the runner (its exit takes
+ * the whole pid namespace with it). It is a copy of runbox in memory, never re-exec'd. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+extern char **environ;
+#include "common/log.h"
+#include "common/util.h"
+#include "runtime/sandbox/caps.h"
+#include "runtime/sandbox/channel.h"
+#include "runtime/sandbox/sandbox.h"
+#include "runtime/sandbox/step.h"
+
+/* More than a command line can hold: Linux's ARG_MAX (2 MiB of strings and their pointers)
+ * allows ~230,000 empty arguments. */
+#define MAX_ARGS (1 << 18)
+
+struct init_state {
+	const struct rb_sandbox_spec *spec;
+	int ctl;
+	pid_t main_pid;
+};
+
+static void send_event(int ctl, json_t *ev)
+{
+	struct rb_error err;
+	rb_chan_send(ctl, ev, NULL, 0, &err);
+	json_decref(ev);
+}
+
+__attribute__((noreturn)) static void die_setup(int ctl, const struct rb_error *err)
+{
+	send_event(ctl, json_pack("{s:s, s:s, s:i}", "ev", "error", "message", err->msg, "errno", err->errnum));
+	_exit(125);
+}
+
+/* Becomes the sandbox's mapped root (or its single id) while keeping the capabilities of the
+ * namespace's creator, so files made during setup belong to an id that exists inside. */
+static int become_mapped(const struct rb_sandbox_spec *spec, struct rb_error *err)
+{
+	uid_t u = spec->ids.single ? spec->ids.uid.lines[0].inside : 0;
+	gid_t g = spec->ids.single ? spec->ids.gid.lines[0].inside : 0;
+	if (!spec->exec.setgroups_denied && setgroups(0, NULL) < 0)
+		return rb_error_set(err, errno, "setgroups");
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+		return rb_error_set(err, errno, "PR_SET_KEEPCAPS");
+	if (setresgid(g, g, g) < 0)
+		return rb_error_set(err, errno, "setresgid %u", (unsigned)g);
+	if (setresuid(u, u, u) < 0)
+		return rb_error_set(err, errno, "setresuid %u", (unsigned)u);
+	cap_t caps = cap_get_proc();
+	if (!caps)
+		return rb_error_set(err, errno, "cap_get_proc");
+	cap_value_t last = cap_max_bits();
+	for (cap_value_t c = 0; c < last; c++) {
+		cap_flag_value_t v;
+		if (cap_get_flag(caps, c, CAP_PERMITTED, &v) == 0 && v == CAP_SET)
+			cap_set_flag(caps, CAP_EFFECTIVE, 1, &c, CAP_SET);
+	}
+	int r = cap_set_proc(caps);
+	cap_free(caps);
+	if (r < 0)
+		return rb_error_set(err, errno, "restore capabilities after setresuid");
+	prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	return 0;
+}
+
+/* Closes everything but the control socket and points 0..2 at the sandbox's /dev/null. */
+static int isolate_fds(int ctl, struct rb_error *err)
+{
+	/* The sandbox's own /dev/null: its /dev is read-only, but it is checked to be the device
+	 * it claims to be, as everything init opens in the sandbox's tree. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (null < 0)
+		return rb_error_set(err, errno, "open /dev/null");
+	struct stat nst;
+	if (fstat(null, &nst) < 0 || !S_ISCHR(nst.st_mode) || nst.st_rdev != makedev(1, 3)) {
+		close(null);
+		return rb_error_set(err, ENODEV, "/dev/null is not the null device");
+	}
+	for (int i = 0; i < 3; i++)
+		if (null != i && dup2(null, i) < 0)
+			return rb_error_set(err, errno, "dup2 /dev/null");
+	if (null > 2)
+		close(null);
+	if (ctl > 3)
+		syscall(SYS_close_range, 3, ctl - 1, 0);
+	syscall(SYS_close_range, ctl + 1, ~0U, 0);
+	return 0;
+}
+
+static char **string_array(json_t *arr, size_t max)
+{
+	if (!json_is_array(arr) || json_array_size(arr) > max)
+		return NULL;
+	size_t n = json_array_size(arr);
+	char **v = calloc(n + 1, sizeof *v);
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *s = json_string_value(json_array_get(arr, i));
+		if (!s) {
+			free(v);
+			return NULL;
+		}
+		v[i] = (char *)s; /* borrowed from the message, which outlives the spawn */
+	}
+	return v;
+}
+
+/* The step's files (script, inputs) are the runner's memfds, passed to the step's process as
+ * declared fds. Each must be sealed against every change, so the step runs exactly the bytes
+ * the ledger recorded: nothing is written into the sandbox's tree, where a step could swap or
+ * replace it, and nothing there is read back. */
+static int check_files(json_t *files, const int *fds, unsigned n_fds, struct rb_error *err)
+{
+	if (!json_is_array(files) || json_array_size(files) != n_fds)
+		return rb_error_set(err, EINVAL, "exec request: files and descriptors disagree");
+	if (n_fds > RB_STEP_MAX_FILES)
+		return rb_error_set(err, E2BIG, "exec request: at most %d files per step", RB_STEP_MAX_FILES);
+	const int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+	for (unsigned i = 0; i < n_fds; i++) {
+		int seals = fcntl(fds[i], F_GET_SEALS);
+		if (seals < 0 || (seals & want) != want)
+			return rb_error_set(err, seals < 0 ? errno : EPERM, "exec request: step file %u is not sealed",
+			                    i);
+	}
+	return 0;
+}
+
+static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n_fds)
+{
+	if (st->main_pid > 0 || n_fds < 2) {
+		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
+		                              st->main_pid > 0 ? "a step is already running" : "bad exec request",
+		                              "errno", EBUSY, "is_exec", 0));
+		return;
+	}
+	_cleanup_free_ char **argv = string_array(json_object_get(msg, "argv"), MAX_ARGS);
+	_cleanup_free_ char **envp = string_array(json_object_get(msg, "env"), MAX_ARGS);
+	const char *cwd = json_string_value(json_object_get(msg, "cwd"));
+	if (!argv || !argv[0] || !envp || !cwd) {
+		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
+		                              "malformed exec request", "errno", EINVAL, "is_exec", 0));
+		return;
+	}
+	struct rb_error ferr;
+	/* The step's cgroup.procs, when there is one, comes last (the loop closes it with the
+	 * rest). */
+	int cgroup_procs = -1;
+	if (json_is_true(json_object_get(msg, "cgroup")) && n_fds > 2)
+		cgroup_procs = fds[--n_fds];
+	json_t *files = json_object_get(msg, "files");
+	unsigned n_files = n_fds - 2;
+	if ((files || n_files) && check_files(files, fds + 2, n_files, &ferr) < 0) {
+		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
+		                              ferr.errnum, "is_exec", 0));
+		return;
+	}
+	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
+	int stdio[3] = {0, fds[0], fds[1]};
+	struct rb_step_failure f;
+	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + 2, n_files, cgroup_procs, &f);
+	/* The step's process shared this memory until its execve, and its change of ids set the
+	 * dumpable flag to fs.suid_dumpable; it reset the flag at once (see step.c), unless it
+	 * failed in between. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (pid < 0) {
+		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",
+		                              f.errnum, "is_exec", f.is_exec));
+		return;
+	}
+	st->main_pid = pid;
+	send_event(st->ctl, json_pack("{s:s, s:i}", "ev", "started", "pid", (int)pid));
+}
+
+static void reap(struct init_state *st)
+{
+	for (;;) {
+		int status;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+		if (pid <= 0)
+			return;
+		if (pid != st->main_pid)
+			continue; /* an orphan or a failed spawn: reaped, nothing to say */
+		st->main_pid = 0;
+		send_event(st->ctl,
+		           json_pack("{s:s, s:i, s:I, s:I, s:I}", "ev", "exited", "status", status, "utime_us",
+		                     (json_int_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec, "stime_us",
+		                     (json_int_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, "maxrss_kb",
+		                     (json_int_t)ru.ru_maxrss));
+	}
+}
+
+__attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
+{
+	for (;;) {
+		struct pollfd p[2] = {{.fd = st->ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(125);
+		}
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				if (si.ssi_signo == SIGCHLD)
+					reap(st);
+				else if (st->main_pid > 0)
+					kill(-st->main_pid, (int)si.ssi_signo);
+			}
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			json_t *msg = NULL;
+			int fds[RB_CHAN_MAX_FDS];
+			unsigned n_fds = 0;
+			struct rb_error err;
+			int r = rb_chan_recv_body(st->ctl, &msg, fds, &n_fds, &err);
+			if (r <= 0)
+				_exit(0); /* the runner is gone: the pid namespace goes with us */
+			const char *op = json_string_value(json_object_get(msg, "op"));
+			if (op && !strcmp(op, "exec"))
+				handle_exec(st, msg, fds, n_fds);
+			else if (op && !strcmp(op, "signal") && st->main_pid > 0)
+				kill(-st->main_pid, (int)json_integer_value(json_object_get(msg, "sig")));
+			for (unsigned i = 0; i < n_fds; i++)
+				close(fds[i]);
+			json_decref(msg);
+		}
+	}
+}
+
+/* init is a copy of the runner: its environment (the host's) and the runner's command line are
+ * wiped from memory, so neither /proc/1/environ nor /proc/1/cmdline (which anyone in the
+ * sandbox may read) holds them. Steps get their environment from the exec request. */
+static void wipe_host_strings(void)
+{
+	for (char **e = environ; e && *e; e++)
+		explicit_bzero(*e, strlen(*e));
+	clearenv();
+	/* The argument area's bounds: fields 48 and 49 of /proc/self/stat. */
+	char *stat = NULL;
+	if (rb_read_file("/proc/self/stat", 4096, &stat, NULL, NULL) < 0)
+		return;
+	const char *f48 = rb_proc_stat_field(stat, 48), *f49 = rb_proc_stat_field(stat, 49);
+	unsigned long start = f48 ? strtoul(f48, NULL, 10) : 0, end = f49 ? strtoul(f49, NULL, 10) : 0;
+	free(stat);
+	if (start && end > start && end - start < (1UL << 24)) {
+		explicit_bzero((void *)start, end - start);
+		/* What `ps` in the sandbox shows for PID 1. */
+		snprintf((char *)start, end - start, "runbox-init");
+	}
+}
+
+void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	struct init_state st = {.spec = spec, .ctl = ctl};
+	wipe_host_strings();
+
+	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
+	json_t *go = NULL;
+	int go_fds[RB_CHAN_MAX_FDS];
+	unsigned n_go_fds = 0;
+	if (rb_chan_recv(ctl, &go, go_fds, &n_go_fds, &err) <= 0)
+		_exit(125);
+	json_decref(go);
+	struct rb_rootfs_spec rootfs = spec->rootfs;
+	rootfs.lower_fd = n_go_fds > 0 ? go_fds[0] : -1;
+
+	if (become_mapped(spec, &err) < 0)
+		die_setup(ctl, &err);
+	/* Credentials changed above, which clears these two: set them now. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	rb_debug("init: build root");
+	if (rb_rootfs_build(&rootfs, &err) < 0)
+		die_setup(ctl, &err);
+	rb_debug("init: root built");
+	if (sethostname(spec->hostname, strlen(spec->hostname)) < 0) {
+		rb_error_set(&err, errno, "sethostname `%s`", spec->hostname);
+		die_setup(ctl, &err);
+	}
+	if (setdomainname("", 0) < 0)
+		rb_error_set(&err, errno, "setdomainname"); /* cosmetic: not fatal */
+	if (isolate_fds(ctl, &err) < 0)
+		die_setup(ctl, &err);
+	/* Nothing in the sandbox may ptrace or read init's memory. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* Done once here for every step: init never execs, so it needs no capability in its
+	 * bounding set, and each step's process inherits the reduced set. The same for signal
+	 * dispositions: an ignored signal the runner inherited (nohup, a shell's background
+	 * job) would otherwise survive into the step's execve. */
+	if (rb_caps_drop_bounding(spec->exec.caps, &err) < 0)
+		die_setup(ctl, &err);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(sigs); i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		rb_error_set(&err, errno, "signalfd");
+		die_setup(ctl, &err);
+	}
+	/* The runner gets /workspace itself, a mount root nothing inside can swap. */
+	int ws = open("/workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat wst;
+	if (ws < 0 || fstat(ws, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
+		rb_error_set(&err, errno, "open /workspace");
+		die_setup(ctl, &err);
+	}
+	json_t *ready = json_pack("{s:s}", "ev", "ready");
+	rb_chan_send(ctl, ready, &ws, 1, &err);
+	json_decref(ready);
+	loop(&st, sfd);
+}

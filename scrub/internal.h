@@ -1,0 +1,229 @@
+/* What scrub/scrub.c (exact pass, merging, output), scrub/rules.c (format and
+ * keyword passes) and scrub/stream.c (streams) share: the span list every pass
+ * appends to, rule ids, byte classes, the passes and the output. */
+#ifndef RB_SCRUB_INTERNAL_H
+#define RB_SCRUB_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scrub/scrub.h"
+
+/* Every format and keyword rule: its id suffix and the name its redactions carry
+ * (docs/scrub.md lists them). Exact rules of a scrubber follow RB_SR_FIRST_EXACT. */
+#define RB_SCRUB_RULES(X)                                                                                              \
+	X(AWS_KEY_ID, "aws-access-key-id")                                                                             \
+	X(AWS_SESSION, "aws-session-token")                                                                            \
+	X(AWS_APPSYNC, "aws-appsync-key")                                                                              \
+	X(GITHUB_PAT, "github-pat")                                                                                    \
+	X(GITHUB_OAUTH, "github-oauth")                                                                                \
+	X(GITHUB_APP, "github-app-token")                                                                              \
+	X(GITHUB_REFRESH, "github-refresh-token")                                                                      \
+	X(GITHUB_FINE_GRAINED, "github-fine-grained-pat")                                                              \
+	X(GITLAB_PAT, "gitlab-pat")                                                                                    \
+	X(GITLAB_DEPLOY, "gitlab-deploy-token")                                                                        \
+	X(GITLAB_RUNNER, "gitlab-runner-token")                                                                        \
+	X(GITLAB_CI_BUILD, "gitlab-ci-build-token")                                                                    \
+	X(GITLAB_OTHER, "gitlab-token")                                                                                \
+	X(SLACK_TOKEN, "slack-token")                                                                                  \
+	X(SLACK_APP, "slack-app-token")                                                                                \
+	X(SLACK_WEBHOOK, "slack-webhook")                                                                              \
+	X(STRIPE, "stripe-key")                                                                                        \
+	X(STRIPE_WEBHOOK, "stripe-webhook-secret")                                                                     \
+	X(GCP_API_KEY, "gcp-api-key")                                                                                  \
+	X(GOOGLE_OAUTH, "google-oauth-token")                                                                          \
+	X(GOOGLE_REFRESH, "google-refresh-token")                                                                      \
+	X(GOOGLE_CLIENT_SECRET, "google-client-secret")                                                                \
+	X(SALESFORCE, "salesforce-access-token")                                                                       \
+	X(PRIVATE_KEY, "private-key")                                                                                  \
+	X(JWT, "jwt")                                                                                                  \
+	X(ANTHROPIC, "anthropic-api-key")                                                                              \
+	X(ANTHROPIC_ADMIN, "anthropic-admin-key")                                                                      \
+	X(OPENAI, "openai-api-key")                                                                                    \
+	X(SK_KEY, "sk-api-key")                                                                                        \
+	X(NPM, "npm-token")                                                                                            \
+	X(PYPI, "pypi-token")                                                                                          \
+	X(HUGGINGFACE, "huggingface-token")                                                                            \
+	X(AZURE_STORAGE, "azure-storage-key")                                                                          \
+	X(AZURE_SAS_KEY, "azure-shared-access-key")                                                                    \
+	X(AZURE_SAS_SIG, "azure-sas-signature")                                                                        \
+	X(AZURE_KEY, "azure-identifiable-key")                                                                         \
+	X(AZURE_DEVOPS, "azure-devops-pat")                                                                            \
+	X(AZURE_CLIENT_SECRET, "azure-client-secret")                                                                  \
+	X(SENDGRID, "sendgrid-api-key")                                                                                \
+	X(TWILIO_KEY, "twilio-api-key")                                                                                \
+	X(TELEGRAM, "telegram-bot-token")                                                                              \
+	X(DISCORD_TOKEN, "discord-bot-token")                                                                          \
+	X(DISCORD_WEBHOOK, "discord-webhook")                                                                          \
+	X(TEAMS_WEBHOOK, "teams-webhook")                                                                              \
+	X(ZAPIER_WEBHOOK, "zapier-webhook")                                                                            \
+	X(MAILGUN, "mailgun-api-key")                                                                                  \
+	X(MAILCHIMP, "mailchimp-api-key")                                                                              \
+	X(BREVO, "brevo-api-key")                                                                                      \
+	X(VAULT, "vault-token")                                                                                        \
+	X(TERRAFORM, "terraform-cloud-token")                                                                          \
+	X(NEWRELIC, "newrelic-key")                                                                                    \
+	X(ATLASSIAN, "atlassian-api-token")                                                                            \
+	X(BITBUCKET, "bitbucket-app-password")                                                                         \
+	X(LANGSMITH, "langsmith-api-key")                                                                              \
+	X(ONEPASSWORD, "1password-service-token")                                                                      \
+	X(ONEPASSWORD_SECRET_KEY, "1password-secret-key")                                                              \
+	X(DOPPLER, "doppler-token")                                                                                    \
+	X(DIGITALOCEAN, "digitalocean-token")                                                                          \
+	X(SHOPIFY, "shopify-token")                                                                                    \
+	X(DATABRICKS, "databricks-token")                                                                              \
+	X(NOTION, "notion-token")                                                                                      \
+	X(LINEAR, "linear-api-key")                                                                                    \
+	X(AGE, "age-secret-key")                                                                                       \
+	X(MAPBOX, "mapbox-secret-token")                                                                               \
+	X(DYNATRACE, "dynatrace-token")                                                                                \
+	X(POSTMAN, "postman-api-key")                                                                                  \
+	X(GRAFANA, "grafana-token")                                                                                    \
+	X(SENTRY, "sentry-token")                                                                                      \
+	X(SQUARE, "square-token")                                                                                      \
+	X(HEROKU, "heroku-api-key")                                                                                    \
+	X(CLOUDFLARE, "cloudflare-origin-ca-key")                                                                      \
+	X(DOCKER, "docker-hub-token")                                                                                  \
+	X(SUPABASE, "supabase-token")                                                                                  \
+	X(PLANETSCALE, "planetscale-token")                                                                            \
+	X(ARTIFACTORY, "artifactory-token")                                                                            \
+	X(GROQ, "groq-api-key")                                                                                        \
+	X(REPLICATE, "replicate-api-token")                                                                            \
+	X(XAI, "xai-api-key")                                                                                          \
+	X(PERPLEXITY, "perplexity-api-key")                                                                            \
+	X(PULUMI, "pulumi-token")                                                                                      \
+	X(FLY, "flyio-token")                                                                                          \
+	X(FIGMA, "figma-token")                                                                                        \
+	X(AIRTABLE, "airtable-pat")                                                                                    \
+	X(CONTENTFUL, "contentful-token")                                                                              \
+	X(DROPBOX, "dropbox-token")                                                                                    \
+	X(RUBYGEMS, "rubygems-token")                                                                                  \
+	X(NUGET, "nuget-api-key")                                                                                      \
+	X(BUILDKITE, "buildkite-token")                                                                                \
+	X(CIRCLECI, "circleci-token")                                                                                  \
+	X(EASYPOST, "easypost-api-key")                                                                                \
+	X(FLUTTERWAVE, "flutterwave-secret-key")                                                                       \
+	X(SHIPPO, "shippo-token")                                                                                      \
+	X(TYPEFORM, "typeform-token")                                                                                  \
+	X(FACEBOOK, "facebook-access-token")                                                                           \
+	X(URL_POSTGRES, "postgres-url")                                                                                \
+	X(URL_MYSQL, "mysql-url")                                                                                      \
+	X(URL_MONGODB, "mongodb-url")                                                                                  \
+	X(URL_REDIS, "redis-url")                                                                                      \
+	X(URL_AMQP, "amqp-url")                                                                                        \
+	X(URL_FTP, "ftp-url")                                                                                          \
+	X(URL_SQLSERVER, "sqlserver-url")                                                                              \
+	X(URL_OTHER, "url-credentials")                                                                                \
+	X(CONNSTR, "connection-string-password")                                                                       \
+	X(GENERIC, "generic-secret")
+
+#define RB_SR_ENUM_(id, name) RB_SR_##id,
+enum rb_scrub_rule_id { RB_SCRUB_RULES(RB_SR_ENUM_) RB_SR_FIRST_EXACT };
+#undef RB_SR_ENUM_
+
+extern const char *const rb_scrub_rule_names[RB_SR_FIRST_EXACT];
+
+/* Pass numbers: on a tie in length, the earlier pass names the merged redaction. */
+enum { RB_SCRUB_PASS_EXACT, RB_SCRUB_PASS_FORMAT, RB_SCRUB_PASS_KEYWORD };
+
+struct rb_scrub_span {
+	size_t start, end; /* [start, end) in the input */
+	uint32_t rule;
+	uint32_t pass;
+};
+
+struct rb_scrub_spans {
+	struct rb_scrub_span *v;
+	size_t n, cap;
+	bool oom; /* a push failed: the call fails rather than store a buffer half scrubbed */
+};
+
+/* Appends a span, skipping one that lies inside the previous span of the same pass. */
+void rb_scrub_spans_push(struct rb_scrub_spans *sp, size_t start, size_t end, uint32_t rule, uint32_t pass);
+
+/* The first position p >= i with p + 1 < len whose two bytes are set in the bigram bitmap
+ * bm, or len. Both scanning passes spend most of their time here: eight positions per step
+ * with one branch, so the loads and tests of a step run in parallel. */
+static inline size_t rb_scrub_next_bigram(const uint64_t *bm, const unsigned char *in, size_t i, size_t len)
+{
+#define RB_BG_(k)                                                                                                      \
+	((unsigned)(bm[(in[i + (k)] | (unsigned)in[i + (k) + 1] << 8) >> 6] >>                                         \
+	            ((in[i + (k)] | (unsigned)in[i + (k) + 1] << 8) & 63)) &                                           \
+	 1U) << (k)
+	while (i + 9 <= len) {
+		unsigned hit =
+		    RB_BG_(0) | RB_BG_(1) | RB_BG_(2) | RB_BG_(3) | RB_BG_(4) | RB_BG_(5) | RB_BG_(6) | RB_BG_(7);
+		if (hit)
+			return i + (size_t)__builtin_ctz(hit);
+		i += 8;
+	}
+#undef RB_BG_
+	for (; i + 1 < len; i++) {
+		unsigned b = in[i] | (unsigned)in[i + 1] << 8;
+		if (bm[b >> 6] & (1ULL << (b & 63)))
+			return i;
+	}
+	return len;
+}
+
+/* Byte classes the format and keyword passes share (scrub/rules.c). */
+enum {
+	RB_C_UP = 1 << 0,     /* A-Z */
+	RB_C_LO = 1 << 1,     /* a-z */
+	RB_C_DIG = 1 << 2,    /* 0-9 */
+	RB_C_US = 1 << 3,     /* _ */
+	RB_C_DASH = 1 << 4,   /* - */
+	RB_C_PLUS = 1 << 5,   /* + */
+	RB_C_SLASH = 1 << 6,  /* / */
+	RB_C_EQ = 1 << 7,     /* = */
+	RB_C_DOT = 1 << 8,    /* . */
+	RB_C_TILDE = 1 << 9,  /* ~ */
+	RB_C_AT = 1 << 10,    /* @ */
+	RB_C_PCT = 1 << 11,   /* % */
+	RB_C_HEXLO = 1 << 12, /* a-f */
+	RB_C_HEXUP = 1 << 13, /* A-F */
+	RB_C_SYM = 1 << 14,   /* other printable punctuation a password may hold: !#$&*^|?,;:<>()[]{}' " ` \ */
+};
+#define RB_C_ALNUM (RB_C_UP | RB_C_LO | RB_C_DIG)
+extern const uint16_t rb_scrub_cls[256];
+
+/* Looks like a placeholder rather than a secret: a stopword (EXAMPLE, your_, changeme, ...),
+ * a long run of one byte (xxxx, XXXX, 0000), few distinct bytes, or a counting sequence. */
+bool rb_scrub_placeholder(const unsigned char *v, size_t n);
+
+#define RB_SCRUB_FIRST_MAX 48
+/* The hash of three bytes the format pass filters on. */
+static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
+{
+	return ((a | b << 8) ^ (c * 0x9e5U)) & 0xffffU;
+}
+
+/* Tables of the format pass, built once per scrubber (no mutable globals). */
+struct rb_scrub_rule_tables {
+	uint64_t bigram[65536 / 64];             /* an anchor's first two bytes */
+	uint64_t trigram[65536 / 64];            /* hashes of an anchor's first three bytes */
+	uint16_t first[256][RB_SCRUB_FIRST_MAX]; /* anchors (index + 1) starting with this byte, 0-terminated */
+};
+
+void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);
+/* Pass 2: format rules, found by their anchor (a prefix, or a marker inside the token). */
+void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
+                         struct rb_scrub_spans *sp);
+/* Pass 3: values after a keyword (scrub/keyword.c). */
+void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp);
+/* Shannon entropy in bits per byte. */
+double rb_scrub_entropy(const unsigned char *s, size_t n);
+
+/* The three passes over in[0..len): the merged redactions, sorted and disjoint, in
+ * sp->v[0..*n). Returns 0, or -1 with err (out of memory). */
+int rb_scrub_find_spans(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp,
+                        size_t *n, struct rb_error *err);
+/* in[0..len) with the redactions v[0..n) (sorted, disjoint, within len) written in. */
+int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
+                    size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err);
+/* How many bytes at the end of in[0..len) are the start of some exact pattern: what more
+ * input could still complete into a match. */
+size_t rb_scrub_exact_pending(const struct rb_scrubber *s, const unsigned char *in, size_t len);
+
+#endif

@@ -1,0 +1,444 @@
+/* The scrubber's keyword pass (pass 3): a value after a key that names a secret, in the shapes
+ * config and code take (KEY=v, key: v, "key": "v", key := v, <key>v</key>, a name and its
+ * value a line apart, Password=...; in a connection string), when the value looks random. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "scrub/internal.h"
+
+#define cls rb_scrub_cls
+
+enum strength { KEY_NONE, KEY_WEAK, KEY_STRONG };
+
+/* Words in a key that name a secret; strong ones (a password, a token) allow shorter values. */
+static const struct {
+	const char *w;
+	enum strength s;
+} keywords[] = {
+    {"pass", KEY_STRONG}, {"pwd", KEY_STRONG}, {"secret", KEY_STRONG}, {"token", KEY_STRONG},
+    {"key", KEY_WEAK},    {"auth", KEY_WEAK},  {"cred", KEY_WEAK},     {"signature", KEY_WEAK},
+};
+
+/* What follows the keyword in a key that names something else: the secret's URL, file, id,
+ * length, ... ("token_url", "password_file", "key_id", "auth_type"). */
+static const char *const not_secret_tails[] = {
+    "url",   "uri",    "path",   "file",     "dir",     "name",  "type",   "_id",   "count",   "len",   "size",
+    "ttl",   "expir",  "header", "endpoint", "host",    "env",   "format", "algo",  "method",  "mode",  "field",
+    "label", "hint",   "prompt", "policy",   "pattern", "regex", "usage",  "limit", "version", "store", "cache",
+    "kind",  "prefix", "length", "timeout",  "number",  "index", "column", "hash",  "words",
+};
+/* Keys that name something public or a form, not a secret. */
+static const char *const not_secret_keys[] = {"public", "pubkey",  "pub_key", "keyboard", "keyword", "keystroke",
+                                              "monkey", "turkey",  "hockey",  "donkey",   "forgot",  "tokeniz",
+                                              "bypass", "passage", "compass", "passenger"};
+
+#define KEY_MAX      64
+#define VALUE_MAX    4096 /* longer runs are blobs (certificates, data URIs), not secrets */
+#define LOOKBACK_MAX 150  /* a "name" before its "value": within the stream's lookbehind */
+
+static bool ci_has(const unsigned char *hay, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+	for (size_t i = 0; i + m <= n; i++)
+		if (strncasecmp((const char *)hay + i, needle, m) == 0)
+			return true;
+	return false;
+}
+
+/* How strongly key k[0..n) (lower case, '-' as '_') names a secret. */
+static enum strength key_strength(const char *k)
+{
+	enum strength best = KEY_NONE;
+	for (size_t w = 0; w < sizeof keywords / sizeof keywords[0]; w++) {
+		const char *hit = k, *last = NULL;
+		while ((hit = strstr(hit, keywords[w].w)) != NULL)
+			last = hit++;
+		if (!last)
+			continue;
+		const char *tail = last + strlen(keywords[w].w);
+		if (strlen(tail) > 16)
+			continue;
+		bool named_else = false;
+		for (size_t t = 0; t < sizeof not_secret_tails / sizeof not_secret_tails[0] && !named_else; t++)
+			named_else = strstr(tail, not_secret_tails[t]) != NULL;
+		if (!named_else && keywords[w].s > best)
+			best = keywords[w].s;
+	}
+	for (size_t i = 0; best != KEY_NONE && i < sizeof not_secret_keys / sizeof not_secret_keys[0]; i++)
+		if (strstr(k, not_secret_keys[i]))
+			return KEY_NONE;
+	return best;
+}
+
+static bool key_byte(unsigned char c)
+{
+	return (cls[c] & (RB_C_ALNUM | RB_C_US | RB_C_DASH | RB_C_DOT)) != 0;
+}
+
+/* The key that ends before position k (after the quotes, brackets and spaces between it and
+ * its separator): [*ks, *ke). Returns its strength. */
+static enum strength key_before(const unsigned char *in, size_t k, size_t *ks, char *lower, size_t *n_out)
+{
+	for (int skip = 0; skip < 6 && k > 0 && strchr(" \t\"'`]\\?:+)", in[k - 1]) && in[k - 1]; skip++)
+		k--;
+	size_t s = k;
+	while (s > 0 && k - s < KEY_MAX && key_byte(in[s - 1]))
+		s--;
+	size_t n = k - s;
+	*ks = s;
+	*n_out = n;
+	if (n < 3)
+		return KEY_NONE;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = in[s + i];
+		lower[i] = c == '-' ? '_' : (char)((cls[c] & RB_C_UP) ? c + 32 : c);
+	}
+	lower[n] = '\0';
+	return key_strength(lower);
+}
+
+/* A key such as "value" whose name came before it: {"name": "api_key", "value": "..."},
+ * <add key="Password" value="..."/>, or a YAML "- name: TOKEN" with "value:" below. */
+static bool value_key(const char *k)
+{
+	static const char *const v[] = {"value", "val", "default", "defaultvalue", "secretvalue", "data", "content"};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		if (strcmp(k, v[i]) == 0)
+			return true;
+	return false;
+}
+
+static enum strength named_before(const unsigned char *in, size_t ks)
+{
+	size_t lo = ks > LOOKBACK_MAX ? ks - LOOKBACK_MAX : 0, s = ks;
+	int newlines = 0;
+	while (s > lo && !strchr("{}<>[", in[s - 1]) && in[s - 1]) {
+		if (in[s - 1] == '\n' && ++newlines == 2)
+			break;
+		s--;
+	}
+	enum strength best = KEY_NONE;
+	char word[KEY_MAX + 1];
+	for (size_t i = s; i < ks;) {
+		if (!key_byte(in[i])) {
+			i++;
+			continue;
+		}
+		size_t j = i;
+		while (j < ks && key_byte(in[j]) && j - i < KEY_MAX)
+			j++;
+		size_t n = j - i;
+		for (size_t c = 0; c < n; c++)
+			word[c] =
+			    in[i + c] == '-' ? '_' : (char)((cls[in[i + c]] & RB_C_UP) ? in[i + c] + 32 : in[i + c]);
+		word[n] = '\0';
+		static const char *const fields[] = {"name", "key", "id", "type", "label", "value"};
+		bool field = false;
+		for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+			field |= strcmp(word, fields[f]) == 0;
+		if (!field) {
+			enum strength st = key_strength(word);
+			if (st > best)
+				best = st;
+		}
+		i = j;
+	}
+	return best;
+}
+
+/* Looks like words or an identifier, not a random string: only lower case (with _ and -),
+ * only upper case (CONSTANT_NAME), CamelCaseWords without digits (at most one capital
+ * followed by another: "IsARealKey"). */
+static bool wordlike(const unsigned char *v, size_t n)
+{
+	unsigned have = 0, upup = 0;
+	for (size_t i = 0; i < n; i++) {
+		have |= cls[v[i]];
+		if ((cls[v[i]] & RB_C_UP) && i + 1 < n && (cls[v[i + 1]] & RB_C_UP))
+			upup++;
+	}
+	if (!(have & (RB_C_UP | RB_C_DIG)) || !(have & (RB_C_LO | RB_C_DIG)))
+		return true;
+	return !(have & (RB_C_DIG | RB_C_PLUS | RB_C_SLASH | RB_C_EQ | RB_C_SYM | RB_C_TILDE | RB_C_AT | RB_C_PCT)) &&
+	       upup <= 1;
+}
+
+/* A reference in code or a name, not a value: settings.SECRET_KEY, os.environ, a path, a URL,
+ * an e-mail address, a number or a date. */
+static bool not_a_value(const unsigned char *v, size_t n)
+{
+	if (memmem(v, n, "://", 3))
+		return true;
+	if (v[0] == '/' || (n > 1 && v[0] == '.' && v[1] == '/') || (n > 1 && v[0] == '~' && v[1] == '/'))
+		return true;
+	if (strchr("$%{<@&*", v[0]) || (n > 2 && v[1] == ':' && v[2] == '\\'))
+		return true;
+	bool numeric = true;
+	for (size_t i = 0; i < n && numeric; i++)
+		numeric = (cls[v[i]] & RB_C_DIG) || strchr(".-:/", v[i]);
+	if (numeric && n < 16)
+		return true;
+	/* a UUID names a thing (a request, a tenant, a client), it is no key */
+	if (n == 36 && v[8] == '-' && v[13] == '-' && v[18] == '-' && v[23] == '-') {
+		bool uuid = true;
+		for (size_t i = 0; i < n && uuid; i++)
+			uuid = (i == 8 || i == 13 || i == 18 || i == 23) ||
+			       (cls[v[i]] & (RB_C_DIG | RB_C_HEXLO | RB_C_HEXUP));
+		if (uuid)
+			return true;
+	}
+	/* dotted identifiers: every part a word (self.token_value, process.env.API_KEY) */
+	size_t parts = 0, words = 0, at = 0;
+	for (size_t i = 0; i <= n; i++) {
+		if (i == n || v[i] == '.') {
+			if (i > at) {
+				parts++;
+				words += wordlike(v + at, i - at) && !(cls[v[at]] & RB_C_DIG);
+			}
+			at = i + 1;
+		}
+	}
+	if (parts == words)
+		return true;
+	/* user@host.tld */
+	const unsigned char *a = memchr(v, '@', n);
+	if (a && memchr(a, '.', n - (size_t)(a - v)) && !memchr(v, ':', n)) {
+		bool mail = true;
+		for (size_t i = 0; i < n && mail; i++)
+			mail = (cls[v[i]] & (RB_C_ALNUM | RB_C_DOT | RB_C_US | RB_C_DASH | RB_C_AT | RB_C_PLUS));
+		if (mail)
+			return true;
+	}
+	return ci_has(v, n, "password") && n < 40;
+}
+
+/* Bytes of an unquoted value. */
+static bool bare_byte(unsigned char c)
+{
+	return (cls[c] & (RB_C_ALNUM | RB_C_US | RB_C_DASH | RB_C_PLUS | RB_C_SLASH | RB_C_EQ | RB_C_DOT | RB_C_TILDE |
+	                  RB_C_AT | RB_C_PCT)) ||
+	       (c && strchr("!#$*^|?:", c));
+}
+
+static unsigned char_classes(const unsigned char *v, size_t n)
+{
+	unsigned have = 0;
+	for (size_t i = 0; i < n; i++)
+		have |= cls[v[i]];
+	return !!(have & RB_C_UP) + !!(have & RB_C_LO) + !!(have & RB_C_DIG) + !!(have & ~RB_C_ALNUM);
+}
+
+/* Is v[0..n) a secret's value, for a key of strength st? */
+static bool secret_value(const unsigned char *v, size_t n, enum strength st, bool connstr)
+{
+	if (n == 0 || n > VALUE_MAX)
+		return false;
+	if (n < (st == KEY_STRONG ? 8U : 16U) && !(connstr && n >= 6))
+		return false;
+	if (not_a_value(v, n) || rb_scrub_placeholder(v, n))
+		return false;
+	if (wordlike(v, n) && !(n >= 32 && rb_scrub_entropy(v, n) >= 4.0))
+		return false;
+	double h = rb_scrub_entropy(v, n);
+	if (n >= 16)
+		return h >= 3.0;
+	return connstr ? h >= 2.3 : char_classes(v, n) >= 3 && h >= 2.5;
+}
+
+/* The value after a separator that ends at q (exclusive: the value's search starts at q):
+ * *vs, *ve; false when there is none on this line or the next. */
+/* What one scan remembers so that no byte is looked at more than a bounded number of times
+ * when separators follow each other inside one long run ("a:a:a:...", "k=k=k=..."): the
+ * last run of bare value bytes, and the end of the last value judged. */
+struct kw_scan {
+	size_t run_start, run_end;
+	size_t judged_end;
+	bool have_run, have_judged;
+};
+
+static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, size_t q, bool may_wrap, size_t *vs,
+                     size_t *ve, bool *quoted)
+{
+	size_t v = q;
+	while (v < len && (in[v] == ' ' || in[v] == '\t') && v - q < 16)
+		v++;
+	if (may_wrap && v < len && (in[v] == '|' || in[v] == '>')) { /* a YAML block scalar */
+		v++;
+		if (v < len && (in[v] == '-' || in[v] == '+'))
+			v++;
+	}
+	if (may_wrap && v < len && (in[v] == '\n' || in[v] == '\r')) { /* the value on the next line */
+		size_t w = v;
+		while (w < len && w - v < 40 && (in[w] == '\r' || in[w] == '\n' || in[w] == ' ' || in[w] == '\t'))
+			w++;
+		if (w - v < 2) /* an indented line only: a name at the line's start is the next key */
+			return false;
+		v = w;
+	}
+	for (int skip = 0; skip < 2 && v < len && in[v] == '\\'; skip++)
+		v++;
+	unsigned char qc = 0;
+	if (v < len && (in[v] == '"' || in[v] == '\'' || in[v] == '`'))
+		qc = in[v++];
+	/* Authorization: Bearer <token> */
+	static const char *const schemes[] = {"bearer ", "basic ", "token ", "ssws ", "apikey ", "key ", "digest "};
+	for (size_t k = 0; k < sizeof schemes / sizeof schemes[0] && v < len; k++) {
+		size_t sl = strlen(schemes[k]);
+		if ((in[v] | 0x20) == schemes[k][0] && len - v > sl &&
+		    strncasecmp((const char *)in + v, schemes[k], sl) == 0) {
+			v += sl;
+			break;
+		}
+	}
+	size_t e = v;
+	if (qc) {
+		while (e < len && e - v <= VALUE_MAX && in[e] != qc && in[e] > ' ' && in[e] < 0x7f &&
+		       !(in[e] == '\\' && e + 1 < len && in[e + 1] == qc))
+			e++;
+		if (e >= len || (in[e] != qc && in[e] != '\\')) /* a phrase, or no end */
+			return false;
+	} else {
+		if (!ks_->have_run || v < ks_->run_start || v > ks_->run_end) {
+			size_t r = v;
+			while (r < len && bare_byte(in[r]))
+				r++;
+			ks_->run_start = v;
+			ks_->run_end = r;
+			ks_->have_run = true;
+		}
+		e = ks_->run_end - v > VALUE_MAX ? v + VALUE_MAX + 1 : ks_->run_end;
+		if (e < len && in[e] == '(') /* token = getTokenFromEnvironment() */
+			return false;
+		while (e > v && strchr(".:,?!", in[e - 1])) /* the sentence's punctuation */
+			e--;
+	}
+	*vs = v;
+	*ve = e;
+	*quoted = qc != 0;
+	return e > v;
+}
+
+/* One separator: '=' or ':' at q, or " - " with '-' at q. */
+static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len, size_t q, struct rb_scrub_spans *sp)
+{
+	size_t after = q + 1;
+	unsigned char c = in[q];
+	if (c == '=') {
+		if (after < len && (in[after] == '=' || in[after] == '>'))
+			after++;
+		if (q > 0 && (in[q - 1] == '=' || in[q - 1] == '!' || in[q - 1] == '<' || in[q - 1] == '>'))
+			return; /* the second byte of ==, !=, <=, >= */
+	} else if (c == ':') {
+		if (after < len && in[after] == '=')
+			after++;
+		else if (after < len && (in[after] == ':' || in[after] == '/'))
+			return; /* a::b, scheme:// */
+		else if (q > 0 && in[q - 1] == ':')
+			return;
+	} else { /* " - " */
+		if (q == 0 || in[q - 1] != ' ' || after >= len || in[after] != ' ')
+			return;
+	}
+	size_t vs, ve;
+	bool quoted;
+	if (!value_at(kw, in, len, after, c == ':' || c == '=', &vs, &ve, &quoted))
+		return;
+	size_t n = ve - vs;
+	if (n < 6 || n > VALUE_MAX)
+		return;
+	size_t ks, kn;
+	char key[KEY_MAX + 1];
+	enum strength st = key_before(in, q, &ks, key, &kn);
+	if (ks >= 2 && in[ks - 1] == '/' && in[ks - 2] == '/')
+		return; /* scheme://user:password@host: the URL rule's */
+	if (st == KEY_NONE && kn >= 3 && value_key(key))
+		st = named_before(in, ks);
+	if (st == KEY_NONE && c == '=' && ks >= 2 && in[ks - 1] == ' ' && in[ks - 2] == ':') {
+		size_t ks2, kn2; /* a typed name: API_KEY: str = "...", apiKey: string = "..." */
+		st = key_before(in, ks - 2, &ks2, key, &kn2);
+	}
+	if (st == KEY_NONE)
+		return;
+	/* Password=...; in a connection string: the value ends at ';' or the key follows one */
+	bool connstr = c == '=' && !quoted &&
+	               (strcmp(key, "password") == 0 || strcmp(key, "pwd") == 0 || strcmp(key, "pass") == 0 ||
+	                strcmp(key, "user_password") == 0) &&
+	               ((ve < len && in[ve] == ';') || (ks > 0 && in[ks - 1] == ';') ||
+	                (ks > 1 && in[ks - 1] == ' ' && in[ks - 2] == ';'));
+	if (connstr) {
+		/* the value runs to the ';': a password may hold what ends a bare value elsewhere */
+		size_t e = vs;
+		while (e < len && e - vs <= VALUE_MAX && in[e] != ';' && in[e] > ' ' && in[e] < 0x7f && in[e] != '"' &&
+		       in[e] != '\'')
+			e++;
+		ve = e;
+		n = ve - vs;
+	}
+	/* a suffix of a bare value judged already (k=k=k=...) is not judged again */
+	if (!quoted && !connstr && kw->have_judged && ve == kw->judged_end)
+		return;
+	if (!quoted && !connstr) {
+		kw->judged_end = ve;
+		kw->have_judged = true;
+	}
+	if (!secret_value(in + vs, n, st, connstr))
+		return;
+	rb_scrub_spans_push(sp, vs, ve, connstr ? RB_SR_CONNSTR : RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
+}
+
+/* <password>value</password>, <string name="api_key">value</string>: '>' at q. */
+static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_scrub_spans *sp)
+{
+	if (q == 0 || in[q - 1] == '/' || in[q - 1] == '-' || in[q - 1] == '?')
+		return;
+	size_t lt = q;
+	while (lt > 0 && q - lt < 160 && in[lt - 1] != '<' && in[lt - 1] != '>')
+		lt--;
+	if (lt == 0 || in[lt - 1] != '<' || lt >= q || !(cls[in[lt]] & (RB_C_UP | RB_C_LO)))
+		return;
+	size_t v = q + 1;
+	while (v < len && v - q < 40 && (in[v] == ' ' || in[v] == '\t' || in[v] == '\r' || in[v] == '\n'))
+		v++;
+	size_t e = v;
+	while (e < len && e - v <= VALUE_MAX && in[e] > ' ' && in[e] < 0x7f && in[e] != '<')
+		e++;
+	if (e - v < 8 || (e < len && in[e] != '<' && in[e] > ' '))
+		return;
+	/* the element's name, or a name="..." / key="..." attribute */
+	size_t ne = lt;
+	while (ne < q && key_byte(in[ne]))
+		ne++;
+	char key[KEY_MAX + 1];
+	size_t kn, ks;
+	enum strength st = key_before(in, ne, &ks, key, &kn);
+	if (st == KEY_NONE && ne < q)
+		st = named_before(in, q); /* the attributes, within the tag (the window stops at '<') */
+	if (st == KEY_NONE || !secret_value(in + v, e - v, st, false))
+		return;
+	rb_scrub_spans_push(sp, v, e, RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
+}
+
+void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp)
+{
+	static const unsigned char seps[4] = {':', '=', '>', '-'};
+	struct kw_scan kw = {0};
+	const unsigned char *next[4];
+	for (int k = 0; k < 4; k++)
+		next[k] = memchr(in, seps[k], len);
+	for (;;) {
+		int m = -1;
+		for (int k = 0; k < 4; k++)
+			if (next[k] && (m < 0 || next[k] < next[m]))
+				m = k;
+		if (m < 0)
+			break;
+		size_t q = (size_t)(next[m] - in);
+		if (seps[m] == '>')
+			at_element(in, len, q, sp);
+		else
+			at_separator(&kw, in, len, q, sp);
+		next[m] = q + 1 < len ? memchr(in + q + 1, seps[m], len - q - 1) : NULL;
+	}
+}
