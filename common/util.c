@@ -143,11 +143,38 @@ const char *rb_fmt_size(uint64_t b, char *buf, size_t len)
 	return buf;
 }
 
+static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
+
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return rb_error_set(err, errno, "open `%s`", path);
+	return read_fd(fd, path, max, out, out_len, err);
+}
+
+int rb_read_document(const char *path, size_t max, char **out, struct rb_error *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return rb_error_set(err, errno, "`%s`", path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return rb_error_set(err, errno, "`%s`", path);
+	if (!S_ISREG(st.st_mode))
+		return rb_error_set(err, EINVAL, "`%s`: not a regular file", path);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	if (read_fd(fd, path, max, &text, &len, err) < 0)
+		return -1;
+	if (strlen(text) != len)
+		return rb_error_set(err, EINVAL, "`%s`: contains a NUL byte", path);
+	*out = rb_steal_ptr(&text);
+	return 0;
+}
+
+static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err)
+{
 	size_t cap = 4096, len = 0;
 	_cleanup_free_ char *buf = malloc(cap + 1);
 	if (!buf)

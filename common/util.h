@@ -23,6 +23,11 @@ const char *rb_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* Reads a whole file (at most max bytes) into a NUL-terminated buffer. */
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
+/* Reads a document someone wrote (a policy, a manifest, a config, a profile): a regular file
+ * (judged on the opened descriptor, so a FIFO or device swapped in can neither block nor feed
+ * endless bytes), at most max bytes, holding no NUL byte, as a NUL-terminated string. Errors
+ * name the file; the caller prefixes what the document is. */
+int rb_read_document(const char *path, size_t max, char **out, struct rb_error *err);
 /* Writes all n bytes of p to fd, retrying short writes and EINTR. 0, or -1 with errno (a write
  * that wrote nothing counts as EIO). */
 int rb_write_all(int fd, const void *p, size_t n);

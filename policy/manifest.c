@@ -644,11 +644,8 @@ int rb_manifest_load(const char *path, struct rb_manifest *out, struct rb_error 
 {
 	memset(out, 0, sizeof *out);
 	_cleanup_free_ char *text = NULL;
-	size_t len;
-	if (rb_read_file(path, MANIFEST_FILE_MAX, &text, &len, err) < 0)
-		return rb_error_prefix(err, "manifest %s", path);
-	if (strlen(text) != len)
-		return rb_error_set(err, 0, "manifest %s: holds a NUL byte", path);
+	if (rb_read_document(path, MANIFEST_FILE_MAX, &text, err) < 0)
+		return rb_error_prefix(err, "manifest");
 	_cleanup_free_ char *dir = strdup(path);
 	if (!dir)
 		return rb_error_set(err, ENOMEM, "manifest %s", path);

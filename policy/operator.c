@@ -7,7 +7,6 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/cleanup.h"
 #include "common/jsoncheck.h"
@@ -23,22 +22,17 @@ int rb_operator_config_load(const char *config_dir, struct rb_operator_config *o
 	char path[4200];
 	if (snprintf(path, sizeof path, "%s/config.json", config_dir) >= (int)sizeof path)
 		return rb_error_set(err, ENAMETOOLONG, "operator config in `%s`", config_dir);
-	struct stat st;
-	if (stat(path, &st) < 0) {
-		/* No file, or a directory we may not search (another user's): the defaults. */
-		if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
-			return 0;
-		return rb_error_set(err, errno, "operator config `%s`", path);
-	}
-	if (!S_ISREG(st.st_mode))
-		return rb_error_set(err, 0, "operator config `%s`: not a regular file", path);
 	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	if (rb_read_file(path, OPERATOR_FILE_MAX, &text, &len, err) < 0)
+	struct rb_error rerr = {0};
+	if (rb_read_document(path, OPERATOR_FILE_MAX, &text, &rerr) < 0) {
+		/* No file, or a directory we may not search (another user's): the defaults. */
+		if (rerr.errnum == ENOENT || rerr.errnum == ENOTDIR || rerr.errnum == EACCES)
+			return 0;
+		if (err)
+			*err = rerr;
 		return rb_error_prefix(err, "operator config");
+	}
 	struct rb_jsonck c = {.what = "operator config", .origin = path, .err = err};
-	if (strlen(text) != len)
-		return rb_jsonck_bad(&c, NULL, "contains a NUL byte");
 	json_error_t jerr;
 	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)

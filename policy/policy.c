@@ -32,18 +32,18 @@
 #define RLIMIT_KEEP        UINT64_MAX
 /* Absent is safe (SPEC "Who may say what"): a policy that names no limit gets the shipped
  * `default` profile's value for it; no limit at all is written out as "unlimited". */
-#define DEFAULT_TIMEOUT_MS     (30ull * 60 * 1000)
-#define DEFAULT_MEMORY         (1ull << 30)
-#define DEFAULT_PIDS           1024
-#define DEFAULT_CPUS           2.0
-#define DEFAULT_ROOTFS_SIZE    (1ull << 30)
-#define DEFAULT_WORKSPACE_SIZE (1ull << 30)
-#define DEFAULT_TMP_SIZE       (256ull << 20)
-#define DEFAULT_NOFILE         1024
-#define DEFAULT_NPROC          4096
-#define DEFAULT_CORE           0
-#define DEFAULT_FSIZE          (1ull << 30)
-#define UNLIMITED              "unlimited"
+#define DEFAULT_TIMEOUT_MS        (30ull * 60 * 1000)
+#define DEFAULT_MEMORY            (1ull << 30)
+#define DEFAULT_PIDS              1024
+#define DEFAULT_CPUS              2.0
+#define DEFAULT_ROOTFS_SIZE       (1ull << 30)
+#define DEFAULT_WORKSPACE_SIZE    (1ull << 30)
+#define DEFAULT_TMP_SIZE          (256ull << 20)
+#define DEFAULT_NOFILE            1024
+#define DEFAULT_NPROC             4096
+#define DEFAULT_CORE              0
+#define DEFAULT_FSIZE             (1ull << 30)
+#define UNLIMITED                 "unlimited"
 #define DEFAULT_IMAGE_MAX_ENTRIES 1000000u
 #define DEFAULT_IMAGE_MAX_BYTES   (16ull << 30)
 /* A run's storage budget when the policy names none (docs/policy.md, "output"). */
@@ -695,7 +695,7 @@ static int policy_hash(const struct rb_jsonck *c, const json_t *root, const char
 		    (int)sizeof path)
 			return rb_error_set(c->err, ENAMETOOLONG, "policy %s: seccomp profile path", c->origin);
 		struct rb_error rerr;
-		if (rb_read_file(path, SECCOMP_FILE_MAX, &prof, &plen, &rerr) < 0) {
+		if (rb_read_document(path, SECCOMP_FILE_MAX, &prof, &rerr) < 0) {
 			/* A missing profile is reported by the seccomp module, with its own context. */
 			if (rerr.errnum != ENOENT) {
 				if (c->err)
@@ -703,8 +703,8 @@ static int policy_hash(const struct rb_jsonck *c, const json_t *root, const char
 				return rb_error_prefix(c->err, "policy %s: seccomp.profile", c->origin);
 			}
 			prof = NULL;
-			plen = 0;
 		}
+		plen = prof ? strlen(prof) : 0;
 	}
 	_cleanup_free_ char *buf = malloc(clen + plen + 1);
 	if (!buf)
@@ -738,18 +738,9 @@ int rb_policy_parse(const char *text, const char *origin, const char *data_dir, 
 
 static int load_file(const char *path, const char *data_dir, struct rb_policy *out, struct rb_error *err)
 {
-	struct stat st;
-	if (stat(path, &st) < 0)
-		return rb_error_set(err, errno, "policy `%s`", path);
-	/* A FIFO or device would block or never end; policies are plain files. */
-	if (!S_ISREG(st.st_mode))
-		return rb_error_set(err, 0, "policy `%s`: not a regular file", path);
 	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	if (rb_read_file(path, POLICY_FILE_MAX, &text, &len, err) < 0)
+	if (rb_read_document(path, POLICY_FILE_MAX, &text, err) < 0)
 		return rb_error_prefix(err, "policy");
-	if (strlen(text) != len)
-		return rb_error_set(err, 0, "policy %s: contains a NUL byte", path);
 	if (rb_policy_parse(text, path, data_dir, out, err) < 0)
 		return -1;
 	snprintf(out->source, sizeof out->source, "%s", path);

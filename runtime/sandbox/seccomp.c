@@ -573,9 +573,9 @@ int rb_seccomp_prepare(const struct rb_policy *pol, const char *data_dir, const 
 	if (snprintf(path, sizeof path, "%s/policy/seccomp/%s.json", data_dir, name) >= (int)sizeof path)
 		return rb_error_set(err, ENAMETOOLONG, "seccomp profile `%s`", name);
 	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	if (rb_read_file(path, PROFILE_MAX, &text, &len, err) < 0)
+	if (rb_read_document(path, PROFILE_MAX, &text, err) < 0)
 		return rb_error_prefix(err, "seccomp profile `%s`", name);
+	size_t len = strlen(text);
 
 	char key[65];
 	char cpath[4096] = "";
