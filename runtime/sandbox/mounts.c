@@ -425,8 +425,6 @@ static void close_sources(struct sources *s)
  * here: the same path is opened in ours, and bind_tree requires the very same inode. */
 static int open_sources(const struct rb_rootfs_spec *spec, struct sources *s, struct rb_error *err)
 {
-	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
-		s->in[i] = s->skills[i] = -1;
 	if (spec->n_inputs > RB_MAX_INPUTS || spec->n_skills > RB_MAX_INPUTS)
 		return rb_error_set(err, E2BIG, "at most %d inputs and %d skills", RB_MAX_INPUTS, RB_MAX_INPUTS);
 	for (unsigned i = 0; i < spec->n_inputs; i++)
@@ -496,53 +494,117 @@ static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, 
 	return remount_ro(rootfd, dir, err);
 }
 
-int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
+/* What the root's build carries from one step to the next. */
+struct rootfs_build {
+	const struct rb_rootfs_spec *spec;
+	struct sources src;
+	int rootfd; /* the merged overlay root, before the pivot */
+};
+
+static void close_build(struct rootfs_build *b)
 {
-	/* Nothing done here may propagate back to the host. */
+	close_sources(&b->src);
+	if (b->rootfd >= 0)
+		close(b->rootfd);
+}
+
+/* Nothing done in the new mount namespace may propagate back to the host. */
+static int private_propagation(struct rootfs_build *b, struct rb_error *err)
+{
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return rb_error_set(err, errno, "make / private");
+	return 0;
+}
+
+/* Inputs and skills are opened before any mount hides a path they name. */
+static int sources(struct rootfs_build *b, struct rb_error *err)
+{
+	return open_sources(b->spec, &b->src, err);
+}
+
+/* A size-capped tmpfs holds the overlay's upper layer and the staging tree. */
+static int scratch(struct rootfs_build *b, struct rb_error *err)
+{
 	char size[48];
-	size_opt(size, sizeof size, spec->rootfs_bytes, 1ULL << 30);
-	__attribute__((cleanup(close_sources))) struct sources src;
-	if (open_sources(spec, &src, err) < 0)
-		return -1;
-	const char *scratch_opts[] = {"mode=0755", size, NULL};
-	if (mount_new(AT_FDCWD, spec->staging, "tmpfs", scratch_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
-		return -1;
-	if (mount_overlay(spec->staging, spec->image, spec->lower_fd, err) < 0)
+	size_opt(size, sizeof size, b->spec->rootfs_bytes, 1ULL << 30);
+	const char *opts[] = {"mode=0755", size, NULL};
+	return mount_new(AT_FDCWD, b->spec->staging, "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+}
+
+/* The read-only image under a writable upper layer; every later step works beneath it. */
+static int overlay_root(struct rootfs_build *b, struct rb_error *err)
+{
+	if (mount_overlay(b->spec->staging, b->spec->image, b->spec->lower_fd, err) < 0)
 		return -1;
 	char merged[PATH_MAX + 8];
-	snprintf(merged, sizeof merged, "%s/root", spec->staging);
-	_cleanup_close_ int rootfd = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rootfd < 0)
+	snprintf(merged, sizeof merged, "%s/root", b->spec->staging);
+	b->rootfd = open(merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (b->rootfd < 0)
 		return rb_error_set(err, errno, "open `%s`", merged);
+	return 0;
+}
 
-	for (unsigned i = 0; i < spec->image->n_binds; i++) {
-		const struct rb_image_bind *b = &spec->image->binds[i];
+/* The image's own read-only binds (the host image's /usr, /etc, ...). */
+static int image_binds(struct rootfs_build *b, struct rb_error *err)
+{
+	for (unsigned i = 0; i < b->spec->image->n_binds; i++) {
+		const struct rb_image_bind *bind = &b->spec->image->binds[i];
 		struct stat st;
-		if (stat(b->src, &st) < 0)
-			return rb_error_set(err, errno, "image bind `%s`", b->src);
-		if (bind_ro(AT_FDCWD, b->src, rootfd, b->dest, S_ISDIR(st.st_mode), err) < 0)
+		if (stat(bind->src, &st) < 0)
+			return rb_error_set(err, errno, "image bind `%s`", bind->src);
+		if (bind_ro(AT_FDCWD, bind->src, b->rootfd, bind->dest, S_ISDIR(st.st_mode), err) < 0)
 			return -1;
 	}
-	static const char *const tmp_base[] = {"mode=01777", NULL};
-	char tmp_size[48];
-	size_opt(tmp_size, sizeof tmp_size, spec->tmp_bytes, 256ULL << 20);
-	const char *tmp_opts[] = {tmp_base[0], tmp_size, NULL};
-	static const char *const sys_opts[] = {"mode=0555", "size=4096", NULL};
-	if (make_dir(rootfd, "tmp", 01777, err) < 0 ||
-	    mount_new(rootfd, "tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0 ||
-	    build_workspace(rootfd, spec, &src, err) < 0 || make_dir(rootfd, "dev", 0755, err) < 0 ||
-	    build_dev(rootfd, err) < 0 || make_dir(rootfd, "proc", 0555, err) < 0 ||
-	    build_proc(rootfd, spec->staging, err) < 0 || make_dir(rootfd, "sys", 0555, err) < 0 ||
-	    /* sysfs belongs to the network namespace's owner, which the sandbox is not: an empty
-	     * read-only /sys keeps tools that probe it from failing oddly. */
-	    mount_new(rootfd, "sys", "tmpfs", sys_opts,
-	              MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
-		return -1;
+	return 0;
+}
 
-	/* pivot_root(".", ".") stacks the old root under the new one; detach it at once. */
-	if (fchdir(rootfd) < 0)
+static int tmp(struct rootfs_build *b, struct rb_error *err)
+{
+	char size[48];
+	size_opt(size, sizeof size, b->spec->tmp_bytes, 256ULL << 20);
+	const char *opts[] = {"mode=01777", size, NULL};
+	if (make_dir(b->rootfd, "tmp", 01777, err) < 0)
+		return -1;
+	return mount_new(b->rootfd, "tmp", "tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err);
+}
+
+static int workspace(struct rootfs_build *b, struct rb_error *err)
+{
+	return build_workspace(b->rootfd, b->spec, &b->src, err);
+}
+
+/* Device nodes are made after the binds, so no image or input can shadow them. */
+static int dev(struct rootfs_build *b, struct rb_error *err)
+{
+	if (make_dir(b->rootfd, "dev", 0755, err) < 0)
+		return -1;
+	return build_dev(b->rootfd, err);
+}
+
+/* proc with its masks over what would tell the host's secrets. */
+static int proc(struct rootfs_build *b, struct rb_error *err)
+{
+	if (make_dir(b->rootfd, "proc", 0555, err) < 0)
+		return -1;
+	return build_proc(b->rootfd, b->spec->staging, err);
+}
+
+/* sysfs belongs to the network namespace's owner, which the sandbox is not: an empty read-only
+ * /sys keeps tools that probe it from failing oddly. */
+static int sys(struct rootfs_build *b, struct rb_error *err)
+{
+	static const char *const opts[] = {"mode=0555", "size=4096", NULL};
+	if (make_dir(b->rootfd, "sys", 0555, err) < 0)
+		return -1;
+	return mount_new(b->rootfd, "sys", "tmpfs", opts,
+	                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err);
+}
+
+/* pivot_root(".", ".") stacks the old root under the new one; it is detached at once, so no
+ * path of the host stays reachable. */
+static int pivot(struct rootfs_build *b, struct rb_error *err)
+{
+	if (fchdir(b->rootfd) < 0)
 		return rb_error_set(err, errno, "chdir to the new root");
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
 		return rb_error_set(err, errno, "pivot_root");
@@ -550,6 +612,31 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 		return rb_error_set(err, errno, "detach the old root");
 	if (chdir("/") < 0)
 		return rb_error_set(err, errno, "chdir /");
+	return 0;
+}
+
+int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
+{
+	/* The order is the security argument. */
+	static int (*const steps[])(struct rootfs_build *, struct rb_error *) = {
+	    private_propagation, /* first: nothing below reaches the host's mounts */
+	    sources,             /* what the steps' inputs name, opened before mounts hide it */
+	    scratch,             /* a capped tmpfs for the upper layer */
+	    overlay_root,        /* the image, read-only, under it */
+	    image_binds,         /* the image's binds, read-only */
+	    tmp,                 /* /tmp: capped tmpfs */
+	    workspace,           /* /workspace, its inputs read-only, /workspace/out */
+	    dev,                 /* after every bind: nothing shadows the device nodes */
+	    proc,                /* masked */
+	    sys,                 /* empty, read-only */
+	    pivot,               /* last: the host's root detached */
+	};
+	__attribute__((cleanup(close_build))) struct rootfs_build b = {.spec = spec, .rootfd = -1};
+	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
+		b.src.in[i] = b.src.skills[i] = -1;
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+		if (steps[i](&b, err) < 0)
+			return -1;
 	return 0;
 }
 
