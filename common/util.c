@@ -145,6 +145,24 @@ const char *rb_fmt_size(uint64_t b, char *buf, size_t len)
 
 static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err);
 
+bool rb_find_in_path(const char *prog, char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		if (n > 0 && n < PATH_MAX && (size_t)snprintf(out, size, "%.*s/%s", (int)n, p, prog) < size &&
+		    access(out, X_OK) == 0)
+			return true;
+		p += n;
+		p += strspn(p, ":");
+	}
+	if (size)
+		out[0] = '\0';
+	return false;
+}
+
 int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, struct rb_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -712,9 +712,28 @@ static int write_meta(const char *tmp, const char *digest, const struct rb_diges
 	return 0;
 }
 
-/* The source unpacked into tmp/rootfs, its digest in out. */
-static int unpack_into(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts,
-                       const char *tmp, char out[72], struct rb_error *err)
+/* A host path may be imported only where an image may come from: never an input's forbidden
+ * places, and below the policy's images.allow. */
+static int source_allowed(const struct rb_paths *paths, const char *real, bool dir, const struct rb_import_opts *opts,
+                          struct rb_error *err)
+{
+	if (rb_never_input_check(paths, real, dir, "image import", err) < 0)
+		return -1;
+	bool allowed = false;
+	for (unsigned i = 0; opts->pol && i < opts->pol->n_image_allow && !allowed; i++)
+		allowed = rb_path_under(real, opts->pol->image_allow[i]);
+	if (!allowed)
+		return rb_error_set(err, 0,
+		                    "import `%s`: policy `%s` allows no image source there (a prefix of it in the "
+		                    "policy's images.allow would)",
+		                    real, opts->pol ? opts->pol->name : "(none)");
+	return 0;
+}
+
+/* The source unpacked into tmp/rootfs, its digest in out. label is what meta.json records as
+ * the source; NULL for a host path, which is then checked by source_allowed. */
+static int unpack_into(const struct rb_paths *paths, const char *src, const char *label,
+                       const struct rb_import_opts *opts, const char *tmp, char out[72], struct rb_error *err)
 {
 	struct stat st;
 	if (stat(src, &st) < 0)
@@ -722,16 +741,8 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 	char real[PATH_MAX];
 	if (!realpath(src, real))
 		return rb_error_set(err, errno, "import `%s`", src);
-	if (rb_never_input_check(paths, real, S_ISDIR(st.st_mode), "image import", err) < 0)
+	if (!label && source_allowed(paths, real, S_ISDIR(st.st_mode), opts, err) < 0)
 		return -1;
-	bool allowed = false;
-	for (unsigned i = 0; i < opts->pol->n_image_allow && !allowed; i++)
-		allowed = rb_path_under(real, opts->pol->image_allow[i]);
-	if (!allowed)
-		return rb_error_set(err, 0,
-		                    "import `%s`: policy `%s` allows no image source there (a prefix of it in the "
-		                    "policy's images.allow would)",
-		                    real, opts->pol->name);
 	__attribute__((cleanup(free_archive))) struct archive *a = NULL;
 	bool disk = S_ISDIR(st.st_mode), layout = disk && is_layout(real);
 	if (layout) {
@@ -782,11 +793,11 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const stru
 	struct rb_digest_stats stats;
 	if (rb_tree_digest(rootfs, NULL, &lim, out, &stats, err) < 0)
 		return -1;
-	return write_meta(tmp, out, &stats, real, err);
+	return write_meta(tmp, out, &stats, label ? label : real, err);
 }
 
-int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],
-                    struct rb_error *err)
+static int import(const struct rb_paths *paths, const char *src, const char *label, const struct rb_import_opts *opts,
+                  char out[72], struct rb_error *err)
 {
 	char store[PATH_MAX], refs[PATH_MAX], tmp[PATH_MAX + 32];
 	if (opts->name && !rb_store_name_valid(opts->name))
@@ -796,11 +807,23 @@ int rb_image_import(const struct rb_paths *paths, const char *src, const struct 
 	snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", store);
 	if (!mkdtemp(tmp))
 		return rb_error_set(err, errno, "make `%s`", tmp);
-	if (unpack_into(paths, src, opts, tmp, out, err) < 0 || rb_store_commit(paths, tmp, out, err) < 0) {
+	if (unpack_into(paths, src, label, opts, tmp, out, err) < 0 || rb_store_commit(paths, tmp, out, err) < 0) {
 		rb_store_rm_tree(tmp, NULL);
 		return -1;
 	}
 	if (opts->name && rb_store_tag(paths, opts->name, out, err) < 0)
 		return -1;
 	return 0;
+}
+
+int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],
+                    struct rb_error *err)
+{
+	return import(paths, src, NULL, opts, out, err);
+}
+
+int rb_image_import_built(const struct rb_paths *paths, const char *tree, const char *label,
+                          const struct rb_import_opts *opts, char out[72], struct rb_error *err)
+{
+	return import(paths, tree, label, opts, out, err);
 }

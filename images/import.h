@@ -28,4 +28,10 @@ struct rb_import_opts {
 int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],
                     struct rb_error *err);
 
+/* A tree runbox built itself (images/build.h), in the store's own temporary space: imported as
+ * a directory is (the same checks of every entry), without the images.allow rule, which is
+ * about host paths. label is what meta.json records as its source (the recipe). */
+int rb_image_import_built(const struct rb_paths *paths, const char *tree, const char *label,
+                          const struct rb_import_opts *opts, char out[72], struct rb_error *err);
+
 #endif

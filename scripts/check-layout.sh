@@ -57,7 +57,8 @@ if [ -d "$objdir" ]; then
 			echo "$obj: writable global \`$sym\` (per-run state goes in a struct the caller owns)"
 			status=1
 		fi
-	done < <(find "$objdir" -name '*.o' ! -path '*/cli/main.o' ! -path '*/gateway/serve_main.o' | sort |
+	# cli/ and the mains are not the library: signals and the terminal are theirs.
+	done < <(find "$objdir" -name '*.o' ! -path "$objdir/cli/*" ! -path '*/gateway/serve_main.o' | sort |
 		while read -r o; do
 			objdump -t "$o" | awk -v o="${o#"$objdir"/}" \
 				'$3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /^\.data\.rel\.ro/ { print o, $NF }'

@@ -473,25 +473,6 @@ static void check_userns(struct ctx *c)
 
 /* ---- subordinate ids -------------------------------------------------------------------- */
 
-static bool find_in_path(const char *prog, char *out, size_t size)
-{
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (const char *p = path; *p;) {
-		size_t n = strcspn(p, ":");
-		if (n > 0 && n < PATH_MAX) {
-			snprintf(out, size, "%.*s/%s", (int)n, p, prog);
-			if (access(out, X_OK) == 0)
-				return true;
-		}
-		p += n;
-		p += strspn(p, ":");
-	}
-	out[0] = '\0';
-	return false;
-}
-
 /* A helper is usable when it is setuid root or carries the capability in its file caps. */
 static bool helper_privileged(const char *path, cap_value_t need, char *how, size_t size)
 {
@@ -556,8 +537,8 @@ static void check_subids(struct ctx *c)
 	bool hu = rb_subid_lookup("/etc/subuid", c->user, (uint32_t)c->uid, &us, &uc) == 0;
 	bool hg = rb_subid_lookup("/etc/subgid", c->user, (uint32_t)c->uid, &gs, &gc) == 0;
 	char nu[PATH_MAX], ng[PATH_MAX], howu[PATH_MAX + 96] = "", howg[PATH_MAX + 96] = "";
-	bool have_u = find_in_path("newuidmap", nu, sizeof(nu));
-	bool have_g = find_in_path("newgidmap", ng, sizeof(ng));
+	bool have_u = rb_find_in_path("newuidmap", nu, sizeof(nu));
+	bool have_g = rb_find_in_path("newgidmap", ng, sizeof(ng));
 	bool ok_u = have_u && helper_privileged(nu, CAP_SETUID, howu, sizeof(howu));
 	bool ok_g = have_g && helper_privileged(ng, CAP_SETGID, howg, sizeof(howg));
 

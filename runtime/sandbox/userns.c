@@ -73,18 +73,8 @@ static uint32_t own_contiguous_ids(const char *file)
 
 static bool on_path(const char *prog)
 {
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-	_cleanup_free_ char *copy = strdup(path);
-	char *save = NULL;
-	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		char p[4096];
-		snprintf(p, sizeof p, "%s/%s", d, prog);
-		if (access(p, X_OK) == 0)
-			return true;
-	}
-	return false;
+	char p[PATH_MAX];
+	return rb_find_in_path(prog, p, sizeof p);
 }
 
 static void line(struct rb_idmap *m, uint32_t inside, uint32_t outside, uint32_t count)

@@ -1,0 +1,21 @@
+/* `runbox image build`: a recipe (images/recipe.h) made into a tree by mmdebstrap in the store's
+ * own temporary space, made neutral (no device nodes, no host resolv.conf or hostname), given the
+ * recipe's files, and imported into the store (images/import.h); any failure or cancellation
+ * leaves nothing under a name. */
+#ifndef RB_IMAGE_BUILD_H
+#define RB_IMAGE_BUILD_H
+
+#include "common/error.h"
+#include "common/paths.h"
+
+struct rb_build_opts {
+	const char *name; /* the reference to set, or NULL */
+	int cancel_fd;    /* readable: stop the build (the caller wires SIGINT/SIGTERM to it); -1 none */
+	int log_fd;       /* mmdebstrap's progress lines go here (stderr) */
+};
+
+/* out is the image's digest. */
+int rb_image_build(const struct rb_paths *paths, const char *recipe, const struct rb_build_opts *opts, char out[72],
+                   struct rb_error *err);
+
+#endif
