@@ -1120,7 +1120,7 @@ static void check_cgroup_mode(struct ctx *c)
 		detail(it, "; RUNBOX_CGROUP_PARENT=%s", c->parent_env);
 	if (c->parent_errno) {
 		it->state = RB_CHECK_MISSING;
-		detail(it, " is refused (%s): runs fail to make their cgroup", ERRSTR(c->parent_errno));
+		detail(it, " is refused (%s): runs cannot make their cgroup under it", ERRSTR(c->parent_errno));
 		fix(it, "set RUNBOX_CGROUP_PARENT to a path without `..`");
 	}
 }

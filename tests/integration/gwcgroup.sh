@@ -144,11 +144,16 @@ if [ "$enforced" = true ]; then
 		else not_ok "the run's cgroup and its gateway leaf are gone after the run" "left: $(run_dirs "$ID" | tr '\n' ' ')"; fi
 	fi
 	# Control: the same flood under a quota six times larger goes past the first one's limit,
-	# so the limit above is what held it.
-	flood_bg 1.5 6
-	wait "$BG"
-	RC=$?
-	rate=$(total_rate)
+	# so the limit above is what held it. A host busy with other work can starve one attempt
+	# (the control then cannot tell): up to three, the first that shows it counts.
+	for attempt in 1 2 3; do
+		flood_bg 1.5 6
+		wait "$BG"
+		RC=$?
+		rate=$(total_rate)
+		[ -n "$rate" ] && ! below "$rate" "$LIMIT" && { [ "$MODE" != root ] || { [ -n "$RATE" ] && ! below "$RATE" "$LIMIT"; }; } && break
+		note "control attempt $attempt: $rate cores in all, ${RATE:-?} mid-flood"
+	done
 	if [ -n "$rate" ] && ! below "$rate" "$LIMIT"; then ok "control: under --cpus 1.5 the same flood uses more ($rate cores)"
 	else not_ok "control: under --cpus 1.5 the same flood uses more than $LIMIT cores" "'$rate'; $(first_line "$(cat "$T/err")")"; fi
 	if [ "$MODE" = root ]; then
@@ -185,3 +190,14 @@ if [ "$MODE" = root ]; then
 		else not_ok "the killed run's gateway is gone" "pid $GW still runs"; kill -9 "$GW"; fi
 	fi
 fi
+
+# --- runbox check resolves the parent by the runs' own rule (rb_cgroup_parent): a ".." that
+# runs refuse is refused there too; control: a plain parent is named and not refused ---
+RBX_ENV=("RUNBOX_CGROUP_PARENT=/$PARENT/../x")
+run_rbx check
+if grep -q "RUNBOX_CGROUP_PARENT=/$PARENT/../x is refused" <<<"$OUT"; then ok "runbox check refuses a parent with .. as runs do"
+else not_ok "runbox check refuses a parent with .. as runs do" "$(grep -i 'cgroup mode' <<<"$OUT" | cut -c 1-300)"; fi
+RBX_ENV=("RUNBOX_CGROUP_PARENT=/$PARENT")
+run_rbx check
+if grep -q "RUNBOX_CGROUP_PARENT=/$PARENT" <<<"$OUT" && ! grep -q "is refused" <<<"$OUT"; then ok "control: runbox check takes a plain parent"
+else not_ok "control: runbox check takes a plain parent" "$(grep -i 'cgroup mode' <<<"$OUT" | cut -c 1-300)"; fi
