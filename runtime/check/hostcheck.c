@@ -39,6 +39,7 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"
+#include "runtime/sandbox/cgroup.h"
 #include "runtime/sandbox/userns.h"
 
 #define NOT_RUN (-1)
@@ -339,7 +340,8 @@ struct ctx {
 	char tmpdir[PATH_MAX];
 
 	enum cg_mode cgmode;
-	const char *parent_env;
+	const char *parent_env; /* RUNBOX_CGROUP_PARENT (rb_cgroup_parent_named), or NULL */
+	int parent_errno;       /* rb_cgroup_parent refused it (EINVAL: a ".."; ENAMETOOLONG) */
 	struct hier v2, v1[4];
 	char v2_test[PATH_MAX + 128]; /* a test cgroup we made in v2; removed before returning */
 	char v2_test_rel[PATH_MAX + 128];
@@ -1000,8 +1002,7 @@ static const struct mnt *find_cg_mount(const struct mnts *mi, const char *ctrl)
 	return NULL;
 }
 
-/* The parent rule of runtime/sandbox/cgroup.c: RUNBOX_CGROUP_PARENT, else "runbox"; an absolute
- * one is a path from the hierarchy's root, a relative one lies under the caller's cgroup. */
+/* Where runbox makes run cgroups in this hierarchy: rb_cgroup_parent, the rule runs follow. */
 static void hier_init(struct ctx *c, struct hier *h, const char *ctrl)
 {
 	const struct mnt *mt = find_cg_mount(&c->mi, ctrl);
@@ -1012,15 +1013,11 @@ static void hier_init(struct ctx *c, struct hier *h, const char *ctrl)
 	if (!own_cgroup(ctrl, h->self_rel, sizeof(h->self_rel)))
 		snprintf(h->self_rel, sizeof(h->self_rel), "/");
 	cg_dir(mt, h->self_rel, h->self, sizeof(h->self));
-	const char *pe = c->parent_env ? c->parent_env : "runbox";
-	h->parent_rel[0] = '\0';
-	if (pe[0] == '/')
-		appendf(h->parent_rel, sizeof(h->parent_rel), "%s", pe);
-	else
-		appendf(h->parent_rel, sizeof(h->parent_rel), "%s/%s", strcmp(h->self_rel, "/") ? h->self_rel : "", pe);
-	size_t len = strlen(h->parent_rel);
-	while (len > 1 && h->parent_rel[len - 1] == '/')
-		h->parent_rel[--len] = '\0';
+	if (rb_cgroup_parent(NULL, h->self_rel, h->parent_rel, sizeof(h->parent_rel)) < 0) {
+		/* Runs refuse it too (rb_cgroup_create fails): check_cgroup_mode says why. */
+		c->parent_errno = errno;
+		snprintf(h->parent_rel, sizeof(h->parent_rel), "%s", h->self_rel);
+	}
 	cg_dir(mt, h->parent_rel, h->parent, sizeof(h->parent));
 	snprintf(h->try_rel, sizeof(h->try_rel), "%s", h->parent_rel);
 	for (;;) {
@@ -1052,9 +1049,7 @@ static void cg_init(struct ctx *c)
 	} else
 		c->cgmode = CG_NONE;
 
-	c->parent_env = getenv("RUNBOX_CGROUP_PARENT");
-	if (c->parent_env && !*c->parent_env)
-		c->parent_env = NULL;
+	c->parent_env = rb_cgroup_parent_named(NULL);
 	hier_init(c, &c->v2, NULL);
 	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++)
 		hier_init(c, &c->v1[i], v1_ctrls[i]);
@@ -1104,6 +1099,11 @@ static void check_cgroup_mode(struct ctx *c)
 	}
 	if (c->parent_env)
 		detail(it, "; RUNBOX_CGROUP_PARENT=%s", c->parent_env);
+	if (c->parent_errno) {
+		it->state = RB_CHECK_MISSING;
+		detail(it, " is refused (%s): runs cannot make their cgroup under it", ERRSTR(c->parent_errno));
+		fix(it, "set RUNBOX_CGROUP_PARENT to a path without `..`");
+	}
 }
 
 static void check_cgroup_v2(struct ctx *c)

@@ -20,6 +20,23 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+/* The kernel's struct clone_args, as of 5.7 (the cgroup field). */
+struct clone_args_v2 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+	    cgroup;
+};
+
+/* What the child sends back over the CLOEXEC pipe when it cannot exec. */
+struct child_failure {
+	int stage; /* STAGE_JOIN or STAGE_EXEC */
+	int errnum;
+};
+enum { STAGE_JOIN = 1, STAGE_EXEC = 2 };
+
 /* The gateway's fds: 0 /dev/null, 1 its counts, 3 the config, then the listeners, then the
  * readiness pipe (named in the config as ready_fd). */
 #define CONFIG_FD       3
@@ -44,11 +61,26 @@ static int reap(pid_t pid, struct rusage *ru)
 	return status;
 }
 
+static _Noreturn void child_fail(int efd, int stage)
+{
+	struct child_failure f = {.stage = stage, .errnum = errno ? errno : EBADF};
+	if (efd >= 0) {
+		ssize_t w = write(efd, &f, sizeof f);
+		(void)w;
+	}
+	_exit(127);
+}
+
 /* In the child between fork and exec: only async-signal-safe calls. The errno of a failure
  * goes to efd (CLOEXEC: an exec that works closes it, which the parent reads as EOF). */
-static _Noreturn void child(const char *bin, int cfg_fd, int out_fd, int ready_fd, int efd, const int *fds,
-                            unsigned n_fds)
+static _Noreturn void child(const char *bin, const struct rb_cgroup_join *join, bool cloned_in, int cfg_fd, int out_fd,
+                            int ready_fd, int efd, const int *fds, unsigned n_fds)
 {
+	/* First into the run's cgroup, unless clone3 started it there: the gateway execs only
+	 * once it is in, so it serves no request outside the run's limits. */
+	for (unsigned i = 0; !cloned_in && i < join->n; i++)
+		if (write(join->fds[i], "0", 1) != 1)
+			child_fail(efd, STAGE_JOIN);
 	/* Every source fd first moves above the targets, so no dup2 clobbers another. */
 	int moved[MAX_LISTEN_FDS];
 	cfg_fd = fcntl(cfg_fd, F_DUPFD, 64);
@@ -73,12 +105,48 @@ static _Noreturn void child(const char *bin, int cfg_fd, int out_fd, int ready_f
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		execl(bin, "runbox-gateway", (char *)NULL);
 	}
-	int e = errno ? errno : EBADF;
-	if (efd >= 0) {
-		ssize_t w = write(efd, &e, sizeof e);
-		(void)w;
+	child_fail(efd, STAGE_EXEC);
+}
+
+/* fork(), or with a cgroup directory clone3 straight into it (*cloned_in then, in parent and
+ * child). Kernels before 5.7 refuse CLONE_INTO_CGROUP (E2BIG, EINVAL; ENOSYS before clone3):
+ * a plain fork then, and the child joins before it execs. */
+static pid_t spawn(int cgroup_fd, bool *cloned_in)
+{
+	*cloned_in = false;
+	if (cgroup_fd >= 0) {
+		struct clone_args_v2 a;
+		memset(&a, 0, sizeof a);
+		a.flags = CLONE_INTO_CGROUP;
+		a.exit_signal = SIGCHLD;
+		a.cgroup = (uint64_t)cgroup_fd;
+		*cloned_in = true;
+		pid_t pid = (pid_t)syscall(SYS_clone3, &a, sizeof a);
+		if (pid >= 0)
+			return pid;
+		*cloned_in = false;
+		if (errno != ENOSYS && errno != E2BIG && errno != EINVAL)
+			return -1;
 	}
-	_exit(127);
+	return fork();
+}
+
+/* Where the gateway is to run: the run's gateway leaf (gw->confined), or, with no cgroup for
+ * the run, the runner's own, and why (gw->cgroup). */
+static int place(struct rb_gwproc *gw, struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err)
+{
+	j->clone_fd = -1;
+	j->n = 0;
+	int r = cg ? rb_cgroup_gateway_join(cg, j, err) : 0;
+	if (r < 0)
+		return -1;
+	gw->confined = r > 0;
+	const char *none = cg ? rb_cgroup_none_reason(cg) : "";
+	if (gw->confined)
+		snprintf(gw->cgroup, sizeof gw->cgroup, "%s", rb_cgroup_gateway_mechanism(cg));
+	else
+		snprintf(gw->cgroup, sizeof gw->cgroup, "the run has no cgroup%s%s", none[0] ? ": " : "", none);
+	return 0;
 }
 
 /* Waits for the readiness byte; the gateway's exit (pidfd) or the deadline ends the wait. */
@@ -117,8 +185,8 @@ static int await_ready(int ready_fd, int pidfd, pid_t pid, const char *bin, stru
 	                    RB_GWPROC_READY_MS);
 }
 
-int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const char *run_id, const uint8_t *key,
-                    size_t keylen, struct rb_error *err)
+int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, const char *run_id,
+                    const uint8_t *key, size_t keylen, struct rb_error *err)
 {
 	gw->pid = 0;
 	gw->pidfd = gw->out = -1;
@@ -160,23 +228,39 @@ int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const 
 	_cleanup_close_ int out_r = op[0];
 	_cleanup_close_ int ready_r = rp[0];
 	_cleanup_close_ int exec_r = ep[0];
-	pid_t pid = fork();
+	struct rb_cgroup_join join;
+	if (place(gw, cg, &join, err) < 0) {
+		close(cp[0]), close(op[1]), close(rp[1]), close(ep[1]);
+		return -1;
+	}
+	bool cloned_in;
+	pid_t pid = spawn(join.clone_fd, &cloned_in);
 	if (pid == 0)
-		child(bin, cp[0], op[1], rp[1], ep[1], fds, n_fds);
+		child(bin, &join, cloned_in, cp[0], op[1], rp[1], ep[1], fds, n_fds);
 	int fork_errno = errno;
+	bool into_dir = join.clone_fd >= 0;
+	rb_cgroup_join_close(&join);
 	close(cp[0]), close(op[1]), close(rp[1]), close(ep[1]);
 	if (pid < 0)
-		return rb_error_set(err, fork_errno, "gateway: fork");
+		return rb_error_set(err, fork_errno, "gateway: %s", into_dir ? "clone3 into its cgroup" : "fork");
+	if (cloned_in)
+		snprintf(gw->cgroup + strlen(gw->cgroup), sizeof gw->cgroup - strlen(gw->cgroup),
+		         ", CLONE_INTO_CGROUP");
+	else if (gw->confined)
+		snprintf(gw->cgroup + strlen(gw->cgroup), sizeof gw->cgroup - strlen(gw->cgroup),
+		         ", joined before exec");
 
-	/* EOF: the exec worked (the CLOEXEC end closed); an int: the errno it failed with. */
-	int child_errno = 0;
+	/* EOF: the exec worked (the CLOEXEC end closed); else the stage and errno it failed at. */
+	struct child_failure f = {0};
 	ssize_t got;
-	while ((got = read(exec_r, &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
+	while ((got = read(exec_r, &f, sizeof f)) < 0 && errno == EINTR)
 		;
 	if (got != 0) {
 		reap(pid, NULL);
-		return rb_error_set(err, got == (ssize_t)sizeof child_errno ? child_errno : EIO, "gateway: exec `%s`",
-		                    bin);
+		int e = got == (ssize_t)sizeof f ? f.errnum : EIO;
+		if (got == (ssize_t)sizeof f && f.stage == STAGE_JOIN)
+			return rb_error_set(err, e, "gateway: join the run's cgroup (%s)", gw->cgroup);
+		return rb_error_set(err, e, "gateway: exec `%s`", bin);
 	}
 	size_t len = strlen(text);
 	ssize_t w = send(cfg_w, text, len, MSG_NOSIGNAL);
@@ -254,7 +338,12 @@ void rb_gwproc_stop(struct rb_gwproc *gw)
 	/* The gateway's CPU is the host's work for the run: it goes into the run's cost. */
 	double cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
 	                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-	if (json_is_object(gw->stats))
+	if (json_is_object(gw->stats)) {
 		json_object_set_new(gw->stats, "cpu_ms", json_real(cpu_ms));
+		/* Said as the run's limits are: enforced, by what; or not, and why. */
+		json_object_set_new(gw->stats, "cgroup",
+		                    json_pack("{s:b, s:s}", "enforced", gw->confined,
+		                              gw->confined ? "mechanism" : "reason", gw->cgroup));
+	}
 	gw->failed = !gw->stats || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }

@@ -765,6 +765,8 @@ static void kill_sandbox(struct rb_run *run)
 {
 	struct rb_error err;
 	rb_sandbox_destroy(&run->sb);
+	/* The gateway runs in the run's cgroup: stopped first, so its counts are not lost. */
+	rb_gwproc_stop(&run->gw);
 	if (run->cg && rb_cgroup_kill(run->cg, &err) < 0)
 		rb_warn("%s", err.msg);
 }
@@ -1041,7 +1043,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			if (run->sb.net.listen_fd6 >= 0)
 				lfds[n++] = run->sb.net.listen_fd6;
 			struct rb_error gerr;
-			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
+			if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->id, run->token_key, run->token_keylen,
+			                    &gerr) < 0)
 				gateway_down(run, &gerr);
 		}
 		if (p[9].revents & POLLIN) {

@@ -31,6 +31,8 @@ struct rb_cgroup_ops {
 	int (*self_join_fds)(const struct rb_cgroup *cg, int *fds, unsigned max, struct rb_error *err);
 	/* A step's own leaf (NULL: the manager has none); see rb_cgroup_step_procs. */
 	int (*step_procs)(struct rb_cgroup *cg, unsigned step, struct rb_error *err);
+	/* The run's gateway leaf (NULL: the manager has none); see rb_cgroup_gateway_join. */
+	int (*gateway_join)(struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err);
 	int (*kill)(struct rb_cgroup *cg, struct rb_error *err);
 	void (*sample)(struct rb_cgroup *cg);
 	void (*stats)(struct rb_cgroup *cg, struct rb_cgroup_stats *out);
@@ -43,7 +45,8 @@ struct rb_cg_v1_hier {
 	char parent[PATH_MAX];
 	char path[PATH_MAX];
 	bool created;
-	bool primary; /* first controller of a shared hierarchy: the one that mkdirs/attaches */
+	bool gw_created; /* its "gateway" leaf (rb_cgroup_gateway_join) */
+	bool primary;    /* first controller of a shared hierarchy: the one that mkdirs/attaches */
 };
 
 struct rb_cgroup {
@@ -61,6 +64,7 @@ struct rb_cgroup {
 	bool v2_created;
 	bool v2_leaves;    /* init and each step in a leaf of their own (see v2_make_leaves) */
 	unsigned v2_steps; /* step leaves made, step-1 .. step-N */
+	bool v2_gw;        /* the "gateway" leaf made (rb_cgroup_gateway_join) */
 
 	/* v1 */
 	struct rb_cg_v1_hier v1[RB_V1_COUNT];
@@ -95,11 +99,6 @@ int rb_cg_count_procs(const char *dir);
 int rb_cg_self_path(const char *ctrl, char *out, size_t n);
 /* The same, from the text of /proc/self/cgroup already read. */
 int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n);
-/* The parent as a path from the hierarchy's root: the override, else RUNBOX_CGROUP_PARENT,
- * else "runbox". An absolute one ("/a/b") is taken as is; a relative one lies under self_rel,
- * the caller's own cgroup in that hierarchy. */
-int rb_cg_parent_rel(const struct rb_cgroup *cg, const char *self_rel, char *out, size_t n);
-
 void rb_cg_limit_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const char *mechanism);
 /* After rb_cg_limit_enforced: the limit holds, but not over what fmt names. */
 void rb_cg_limit_partial(struct rb_cgroup *cg, enum rb_limit_kind k, const char *fmt, ...)
@@ -109,6 +108,9 @@ void rb_cg_limit_not_enforced(struct rb_cgroup *cg, enum rb_limit_kind k, const 
 
 /* cpu weight (1..10000, default 100) as v1 cpu.shares (2..262144, default 1024), as runc. */
 uint64_t rb_cg_weight_to_shares(uint64_t weight);
+
+/* The leaf a run's gateway runs in, below the run's cgroup in each hierarchy. */
+#define RB_CG_GATEWAY_LEAF "gateway"
 
 /* How long kill() waits for the cgroup to empty before it reports a failure. */
 #define RB_CG_KILL_WAIT_MS 10000

@@ -245,12 +245,18 @@ int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n)
 	return -1;
 }
 
-int rb_cg_parent_rel(const struct rb_cgroup *cg, const char *self_rel, char *out, size_t n)
+const char *rb_cgroup_parent_named(const char *override)
 {
-	const char *p = cg->parent_rel;
-	if (!p || !*p)
-		p = getenv("RUNBOX_CGROUP_PARENT");
-	if (!p || !*p)
+	if (override && *override)
+		return override;
+	const char *env = getenv("RUNBOX_CGROUP_PARENT");
+	return env && *env ? env : NULL;
+}
+
+int rb_cgroup_parent(const char *override, const char *self_rel, char *out, size_t n)
+{
+	const char *p = rb_cgroup_parent_named(override);
+	if (!p)
 		p = "runbox";
 	/* "/a/b" is a path from the hierarchy's root; "name" lies under the caller's own cgroup,
 	 * which on v1 differs per hierarchy. */
@@ -462,6 +468,37 @@ int rb_cgroup_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *e
 	return cg->ops->step_procs(cg, step, err);
 }
 
+int rb_cgroup_gateway_join(struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err)
+{
+	j->clone_fd = -1;
+	j->n = 0;
+	rb_error_clear(err);
+	if (!cg->ops->gateway_join)
+		return 0;
+	int r = cg->ops->gateway_join(cg, j, err);
+	if (r < 0)
+		rb_cgroup_join_close(j);
+	return r;
+}
+
+void rb_cgroup_join_close(struct rb_cgroup_join *j)
+{
+	if (j->clone_fd >= 0)
+		close(j->clone_fd);
+	j->clone_fd = -1;
+	while (j->n > 0)
+		close(j->fds[--j->n]);
+}
+
+const char *rb_cgroup_gateway_mechanism(const struct rb_cgroup *cg)
+{
+	if (cg->ops == &rb_cgroup_v2_ops)
+		return "cgroup v2: leaf `" RB_CG_GATEWAY_LEAF "` of the run's cgroup";
+	if (cg->ops == &rb_cgroup_v1_ops)
+		return "cgroup v1: leaf `" RB_CG_GATEWAY_LEAF "` of the run's cgroup in each hierarchy";
+	return "";
+}
+
 int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err)
 {
 	return cg->ops->kill(cg, err);
@@ -529,7 +566,8 @@ unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned 
 }
 
 /* Kills what dir holds and removes it, its child cgroups first (a v2 run with a memory limit
- * has "init" and "step-N" leaves, which hold the processes). The depth is bounded: runbox
+ * has "init" and "step-N" leaves, which hold the processes; a run that called its gateway has
+ * a "gateway" leaf, on v1 in each hierarchy). The depth is bounded: runbox
  * makes one level. */
 static int reclaim_dir(const char *dir, int depth, struct rb_error *err)
 {
@@ -585,21 +623,18 @@ static bool under_cgroup_mount(const char *path)
 }
 
 /* The parent's last component a run's cgroup may sit in: "runbox", or the last component of
- * RUNBOX_CGROUP_PARENT when the caller sets one (docs/cgroups.md). */
+ * the parent the caller names (RUNBOX_CGROUP_PARENT; docs/cgroups.md), by the same rule
+ * rb_cgroup_create follows. */
 static bool parent_name_ok(const char *name, size_t len)
 {
 	if (len == 6 && !strncmp(name, "runbox", 6))
 		return true;
-	const char *env = getenv("RUNBOX_CGROUP_PARENT");
-	if (!env || !*env)
+	char named[PATH_MAX];
+	if (!rb_cgroup_parent_named(NULL) || rb_cgroup_parent(NULL, "/", named, sizeof named) < 0)
 		return false;
-	size_t el = strlen(env);
-	while (el > 1 && env[el - 1] == '/')
-		el--;
-	const char *last = env + el;
-	while (last > env && last[-1] != '/')
-		last--;
-	return (size_t)(env + el - last) == len && !strncmp(last, name, len);
+	const char *last = strrchr(named, '/');
+	last = last ? last + 1 : named;
+	return strlen(last) == len && !strncmp(last, name, len);
 }
 
 /* gc reads the cgroups to reclaim from a state file, which is only data: before anything in

@@ -32,13 +32,23 @@ struct rb_cgroup_stats {
 	uint64_t memory_peak_bytes;
 	uint64_t oom_kills;
 	uint64_t pids_peak;
-	uint64_t cpu_usec;
+	uint64_t cpu_usec; /* the sandbox's own: the gateway leaf's usage is not in it (its CPU is
+	                    * the host's cost for the run, counted once, from its rusage) */
 };
 
 struct rb_cgroup;
 
-/* Creates the run's cgroup under runbox's own parent (parent_override, or RUNBOX_CGROUP_PARENT,
- * or a "runbox" child of the caller's cgroup) and applies lim. A parent starting with '/' is a
+/* The cgroup parent the caller names: override when non-empty, else RUNBOX_CGROUP_PARENT when
+ * set and non-empty, else NULL (runbox's default, "runbox"). The one reader of the variable. */
+const char *rb_cgroup_parent_named(const char *override);
+/* That parent resolved in one hierarchy, as a path from its root, into out (n bytes): an
+ * absolute one ("/a/b") as is, a relative one (and the default "runbox") under self_rel, the
+ * caller's own cgroup there; trailing slashes dropped. -1 with errno ENAMETOOLONG, or EINVAL
+ * for a ".." component. rb_cgroup_create, gc's reclaim and `runbox check` all use this. */
+int rb_cgroup_parent(const char *override, const char *self_rel, char *out, size_t n);
+
+/* Creates the run's cgroup under runbox's own parent (rb_cgroup_parent: parent_override, or
+ * RUNBOX_CGROUP_PARENT, or a "runbox" child of the caller's cgroup) and applies lim. A parent starting with '/' is a
  * path from each hierarchy's root; otherwise it lies under the caller's own cgroup. Never fails because limits
  * cannot be enforced: it then returns the "none" manager with reasons filled in. Fails only
  * when a limit was requested and the host could enforce it but writing it failed. */
@@ -63,6 +73,25 @@ int rb_cgroup_attach(struct rb_cgroup *cg, pid_t pid, struct rb_error *err);
  * credentials, 5.16+). -1 with err->errnum 0 when the manager has no per-step leaves (v1,
  * "none", v2 without a memory limit): the step then shares the run's cgroup. */
 int rb_cgroup_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *err);
+/* How a process the runner starts for the run on the host side (its gateway) gets into the
+ * run's cgroup before it execs: clone_fd for clone3's CLONE_INTO_CGROUP (-1: none), else the
+ * child writes "0" into each of fds once (v1: each hierarchy's `tasks`; v2: `cgroup.procs`,
+ * for kernels whose clone3 lacks CLONE_INTO_CGROUP). A child cloned in may write them too: a
+ * move into the cgroup it is in changes nothing. */
+struct rb_cgroup_join {
+	int clone_fd;
+	int fds[RB_CGROUP_MAX_JOIN_FDS];
+	unsigned n;
+};
+/* The run's "gateway" leaf, beside the steps' leaves, made on the first call: the run's memory,
+ * pids and cpu limits bound what runs in it, as they bound the steps. 1 with *j filled (the
+ * caller closes it with rb_cgroup_join_close); 0 with nothing to join when the manager has no
+ * cgroup ("none": then nothing of the run's bounds the process, as every requested limit of the
+ * run already says); -1 on error (err names the file). */
+int rb_cgroup_gateway_join(struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err);
+void rb_cgroup_join_close(struct rb_cgroup_join *j);
+/* What places the gateway ("cgroup v2 leaf `gateway` of the run's cgroup"), "" for "none". */
+const char *rb_cgroup_gateway_mechanism(const struct rb_cgroup *cg);
 /* Kills every process in the cgroup (cgroup.kill, or freeze-kill-thaw) and waits until empty. */
 int rb_cgroup_kill(struct rb_cgroup *cg, struct rb_error *err);
 void rb_cgroup_stats(struct rb_cgroup *cg, struct rb_cgroup_stats *out);

@@ -1,5 +1,6 @@
 /* The cgroup v1 manager (hybrid and legacy hosts, as root): one directory per run in each of
- * the memory, pids, cpu, cpuacct and freezer hierarchies; kill by freeze, SIGKILL, thaw. */
+ * the memory, pids, cpu, cpuacct and freezer hierarchies (with a "gateway" leaf in each for the
+ * run's gateway); kill by freeze, SIGKILL, thaw. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +70,7 @@ static int locate(struct rb_cgroup *cg, struct rb_error *err)
 		size_t rl = strlen(root);
 		if (strcmp(root, "/") != 0 && !strncmp(self, root, rl) && (self[rl] == '/' || !self[rl]))
 			rel = self[rl] ? self + rl : "/";
-		if (rb_cg_parent_rel(cg, rel, parent_rel, sizeof parent_rel) < 0)
+		if (rb_cgroup_parent(cg->parent_rel, rel, parent_rel, sizeof parent_rel) < 0)
 			return rb_error_set(err, errno, "cgroup parent `%s`", cg->parent_rel ? cg->parent_rel : "");
 		char abs[PATH_MAX];
 		if ((size_t)snprintf(abs, sizeof abs, "%s%s", h->mount, parent_rel) >= sizeof abs ||
@@ -215,24 +216,68 @@ fail:
 	return -1;
 }
 
+/* Every hierarchy's "gateway" leaf: the run's limits are hierarchical on v1 too (memory on
+ * every kernel since 5.16 and by default before, cpu's CFS quota, pids), so what runs there
+ * counts against the run's cgroup. The child writes "0" to each `tasks` before it execs. */
+static int v1_gateway_join(struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err)
+{
+	for (int c = 0; c < RB_V1_COUNT; c++) {
+		struct rb_cg_v1_hier *h = &cg->v1[c];
+		if (!h->created)
+			continue;
+		char dir[PATH_MAX], tasks[PATH_MAX];
+		if (rb_cg_join(dir, h->path, RB_CG_GATEWAY_LEAF) < 0 || rb_cg_join(tasks, dir, "tasks") < 0)
+			return rb_error_set(err, ENAMETOOLONG, "cgroup `%s/%s`", h->path, RB_CG_GATEWAY_LEAF);
+		bool made = false;
+		if (rb_cg_mkdir(dir, &made, err) < 0)
+			return -1;
+		h->gw_created |= made;
+		if (j->n == RB_CGROUP_MAX_JOIN_FDS)
+			return rb_error_set(err, E2BIG, "more cgroup v1 hierarchies than %d", RB_CGROUP_MAX_JOIN_FDS);
+		if ((j->fds[j->n] = open(tasks, O_WRONLY | O_CLOEXEC)) < 0)
+			return rb_error_set(err, errno, "open `%s`", tasks);
+		j->n++;
+	}
+	return j->n > 0 ? 1 : 0;
+}
+
+/* Calls fn on the run's directory in each hierarchy, and on its gateway leaf where made. */
+static void each_dir(const struct rb_cgroup *cg, void (*fn)(const char *dir, void *arg), void *arg)
+{
+	for (int c = 0; c < RB_V1_COUNT; c++) {
+		const struct rb_cg_v1_hier *h = &cg->v1[c];
+		char leaf[PATH_MAX];
+		if (!h->created)
+			continue;
+		fn(h->path, arg);
+		if (h->gw_created && rb_cg_join(leaf, h->path, RB_CG_GATEWAY_LEAF) == 0)
+			fn(leaf, arg);
+	}
+}
+
+static void count_one(const char *dir, void *arg)
+{
+	int n = rb_cg_count_procs(dir);
+	if (n > 0)
+		*(int *)arg += n;
+}
+
 static int count_all(const struct rb_cgroup *cg)
 {
 	int total = 0;
-	for (int c = 0; c < RB_V1_COUNT; c++) {
-		if (!cg->v1[c].created)
-			continue;
-		int n = rb_cg_count_procs(cg->v1[c].path);
-		if (n > 0)
-			total += n;
-	}
+	each_dir(cg, count_one, &total);
 	return total;
+}
+
+static void kill_one(const char *dir, void *arg)
+{
+	(void)arg;
+	rb_cg_kill_listed(dir);
 }
 
 static void kill_all(const struct rb_cgroup *cg)
 {
-	for (int c = 0; c < RB_V1_COUNT; c++)
-		if (cg->v1[c].created)
-			rb_cg_kill_listed(cg->v1[c].path);
+	each_dir(cg, kill_one, NULL);
 }
 
 static void sleep_ms(unsigned ms)
@@ -321,6 +366,11 @@ static void v1_stats(struct rb_cgroup *cg, struct rb_cgroup_stats *out)
 	}
 	if ((d = dir_of(cg, RB_V1_CPUACCT)) && rb_cg_read_u64(d, "cpuacct.usage", &v) == 0) {
 		out->have_cpu = true;
+		/* The hierarchy's usage holds the gateway's, which the run's cost counts apart. */
+		char gw[PATH_MAX];
+		uint64_t g;
+		if (rb_cg_join(gw, d, RB_CG_GATEWAY_LEAF) == 0 && rb_cg_read_u64(gw, "cpuacct.usage", &g) == 0)
+			v = g < v ? v - g : 0;
 		out->cpu_usec = v / 1000;
 	}
 }
@@ -333,7 +383,11 @@ static int v1_destroy(struct rb_cgroup *cg, struct rb_error *err)
 		if (!h->created)
 			continue;
 		struct rb_error e = {0};
-		if (rb_cg_rmdir(h->path, &e) < 0) {
+		char leaf[PATH_MAX];
+		/* The leaf first: a cgroup with children cannot go. Empty already (killed). */
+		if (h->gw_created && rb_cg_join(leaf, h->path, RB_CG_GATEWAY_LEAF) == 0 && rb_cg_rmdir(leaf, &e) == 0)
+			h->gw_created = false;
+		if (h->gw_created || rb_cg_rmdir(h->path, &e) < 0) {
 			if (r == 0 && err)
 				*err = e;
 			r = -1;
@@ -350,6 +404,7 @@ const struct rb_cgroup_ops rb_cgroup_v1_ops = {
     .clone_fd = v1_clone_fd,
     .attach = v1_attach,
     .self_join_fds = v1_self_join_fds,
+    .gateway_join = v1_gateway_join,
     .kill = v1_kill,
     .sample = v1_sample,
     .stats = v1_stats,

@@ -2,7 +2,8 @@
  * limits through memory.max, memory.swap.max, pids.max, cpu.max and cpu.weight, kill through
  * cgroup.kill (or freeze, kill, thaw), and the CLONE_INTO_CGROUP directory fd. With a memory
  * limit, init and each step get a leaf of their own below it, so that an OOM kill takes one
- * step (memory.oom.group), not init and with it the rest of the run. */
+ * step (memory.oom.group), not init and with it the rest of the run. The run's gateway runs in
+ * a "gateway" leaf, so the run's limits bound it too. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -147,12 +148,12 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 		rb_error_set(err, errno, "no cgroup v2 entry in /proc/self/cgroup");
 		return RB_CG_UNAVAILABLE;
 	}
-	if (rb_cg_parent_rel(cg, self_rel, parent_rel, sizeof parent_rel) < 0)
+	if (rb_cgroup_parent(cg->parent_rel, self_rel, parent_rel, sizeof parent_rel) < 0)
 		return rb_error_set(err, errno, "cgroup parent `%s`", cg->parent_rel ? cg->parent_rel : "");
 	if (snprintf(self_abs, sizeof self_abs, "%s%s", cg->v2_mount, strcmp(self_rel, "/") != 0 ? self_rel : "") >=
 	    (int)sizeof self_abs)
 		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s`", self_rel);
-	bool named = (cg->parent_rel && *cg->parent_rel) || getenv("RUNBOX_CGROUP_PARENT");
+	bool named = rb_cgroup_parent_named(cg->parent_rel) != NULL;
 	char why[256] = "";
 	if (make_parent(cg, parent_rel, self_abs, named, parent_abs, why, sizeof why, err) < 0)
 		return RB_CG_UNAVAILABLE;
@@ -268,10 +269,42 @@ static int v2_step_procs(struct rb_cgroup *cg, unsigned step, struct rb_error *e
 	return fd;
 }
 
+static int v2_gateway_join(struct rb_cgroup *cg, struct rb_cgroup_join *j, struct rb_error *err)
+{
+	char dir[PATH_MAX], procs[PATH_MAX];
+	if (rb_cg_join(dir, cg->v2_path, RB_CG_GATEWAY_LEAF) < 0 || rb_cg_join(procs, dir, "cgroup.procs") < 0)
+		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s/%s`", cg->v2_path, RB_CG_GATEWAY_LEAF);
+	/* Without controllers in the run's cgroup.subtree_control the leaf has none of its own,
+	 * and its processes count against the run's cgroup's limits, which hold for the subtree. */
+	bool made = false;
+	if (rb_cg_mkdir(dir, &made, err) < 0)
+		return -1;
+	cg->v2_gw |= made;
+	if ((j->clone_fd = open(dir, O_DIRECTORY | O_CLOEXEC | O_RDONLY)) < 0)
+		return rb_error_set(err, errno, "open `%s`", dir);
+	if ((j->fds[0] = open(procs, O_WRONLY | O_CLOEXEC)) < 0)
+		return rb_error_set(err, errno, "open `%s`", procs);
+	j->n = 1;
+	return 1;
+}
+
+/* SIGKILLs what the run's cgroup and each of its leaves list (cgroup.procs is per cgroup). */
+static void kill_listed_tree(const struct rb_cgroup *cg)
+{
+	char leaf[PATH_MAX];
+	rb_cg_kill_listed(cg->v2_path);
+	for (unsigned i = 0; cg->v2_leaves && i <= cg->v2_steps; i++)
+		if (v2_leaf(cg, i, leaf) == 0)
+			rb_cg_kill_listed(leaf);
+	if (cg->v2_gw && rb_cg_join(leaf, cg->v2_path, RB_CG_GATEWAY_LEAF) == 0)
+		rb_cg_kill_listed(leaf);
+}
+
 /* Waits until cgroup.events says "populated 0", waking on its change notifications. When
  * cgroup.kill is missing each wake-up also kills what a fork race let through. */
-static int wait_empty(const char *dir, bool rekill, struct rb_error *err)
+static int wait_empty(const struct rb_cgroup *cg, bool rekill, struct rb_error *err)
 {
+	const char *dir = cg->v2_path;
 	char p[PATH_MAX];
 	if (rb_cg_join(p, dir, "cgroup.events") < 0)
 		return rb_error_set(err, errno, "cgroup `%s`", dir);
@@ -290,7 +323,7 @@ static int wait_empty(const char *dir, bool rekill, struct rb_error *err)
 			return rb_error_set(err, EBUSY, "cgroup `%s` still has processes after %d ms", dir,
 			                    RB_CG_KILL_WAIT_MS);
 		if (rekill)
-			rb_cg_kill_listed(dir);
+			kill_listed_tree(cg);
 		struct pollfd pfd = {.fd = fd, .events = POLLPRI};
 		/* The 50 ms cap makes a missed notification cost little; it is no timing assumption. */
 		uint64_t left_ms = (deadline - now) / 1000;
@@ -306,7 +339,7 @@ static int v2_kill(struct rb_cgroup *cg, struct rb_error *err)
 	if (rb_cg_exists(p, "cgroup.kill")) {
 		if (rb_cg_write(p, "cgroup.kill", "1", err) < 0)
 			return -1;
-		return wait_empty(p, false, err);
+		return wait_empty(cg, false, err);
 	}
 	/* Before 5.14: freeze so nothing forks while we kill, then thaw so SIGKILL is delivered. */
 	bool frozen = rb_cg_exists(p, "cgroup.freeze") && rb_cg_write(p, "cgroup.freeze", "1", NULL) == 0;
@@ -315,10 +348,10 @@ static int v2_kill(struct rb_cgroup *cg, struct rb_error *err)
 		while (rb_cg_read_key(p, "cgroup.events", "frozen", &f) == 0 && !f && rb_now_us() < deadline)
 			usleep(1000);
 	}
-	rb_cg_kill_listed(p);
+	kill_listed_tree(cg);
 	if (frozen && rb_cg_write(p, "cgroup.freeze", "0", err) < 0)
 		return -1;
-	return wait_empty(p, true, err);
+	return wait_empty(cg, true, err);
 }
 
 static void v2_sample(struct rb_cgroup *cg)
@@ -360,6 +393,12 @@ static void v2_stats(struct rb_cgroup *cg, struct rb_cgroup_stats *out)
 	if (rb_cg_read_key(p, "cpu.stat", "usage_usec", &v) == 0) {
 		out->have_cpu = true;
 		out->cpu_usec = v;
+		/* The subtree's usage holds the gateway's, which the run's cost counts apart. */
+		char gw[PATH_MAX];
+		uint64_t g;
+		if (cg->v2_gw && rb_cg_join(gw, p, RB_CG_GATEWAY_LEAF) == 0 &&
+		    rb_cg_read_key(gw, "cpu.stat", "usage_usec", &g) == 0)
+			out->cpu_usec = g < v ? v - g : 0;
 	}
 }
 
@@ -371,9 +410,14 @@ static int v2_destroy(struct rb_cgroup *cg, struct rb_error *err)
 		close(cg->v2_dirfd);
 		cg->v2_dirfd = -1;
 	}
+	char leaf[PATH_MAX];
+	/* Leaves first: a cgroup with children cannot go. Empty already (killed). */
+	if (cg->v2_gw) {
+		if (rb_cg_join(leaf, cg->v2_path, RB_CG_GATEWAY_LEAF) < 0 || rb_cg_rmdir(leaf, err) < 0)
+			return -1;
+		cg->v2_gw = false;
+	}
 	if (cg->v2_leaves) {
-		/* Leaves first: a cgroup with children cannot go. Empty already (killed). */
-		char leaf[PATH_MAX];
 		for (unsigned i = 0; i <= cg->v2_steps; i++)
 			if (v2_leaf(cg, i, leaf) == 0 && rb_cg_rmdir(leaf, err) < 0)
 				return -1;
@@ -390,6 +434,7 @@ const struct rb_cgroup_ops rb_cgroup_v2_ops = {
     .clone_fd = v2_clone_fd,
     .attach = v2_attach,
     .step_procs = v2_step_procs,
+    .gateway_join = v2_gateway_join,
     .kill = v2_kill,
     .sample = v2_sample,
     .stats = v2_stats,

@@ -629,6 +629,11 @@ static void test_unprivileged_gets_none(void **state)
 			_exit(13);
 		if (rb_cgroup_limit(cg, RB_LIMIT_CPUS)->requested || rb_cgroup_limit(cg, RB_LIMIT_CPUS)->reason[0])
 			_exit(14);
+		/* No leaf for the gateway either: it runs unbounded, as the limits say. */
+		struct rb_cgroup_join j;
+		if (rb_cgroup_gateway_join(cg, &j, &err) != 0 || j.n != 0 || j.clone_fd != -1 ||
+		    rb_cgroup_gateway_mechanism(cg)[0])
+			_exit(16);
 		if (rb_cgroup_clone_fd(cg) != -1 || rb_cgroup_attach(cg, getpid(), &err) != 0 ||
 		    rb_cgroup_kill(cg, &err) != 0 || rb_cgroup_destroy(cg, &err) != 0)
 			_exit(15);
@@ -638,6 +643,222 @@ static void test_unprivileged_gets_none(void **state)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ---- the parent rule, shared by runs, gc and `runbox check` ---- */
+
+static void test_parent_rule(void **state)
+{
+	char out[256];
+	unsetenv("RUNBOX_CGROUP_PARENT");
+	assert_null(rb_cgroup_parent_named(NULL));
+	assert_null(rb_cgroup_parent_named(""));
+	/* The default lies under the caller's own cgroup. */
+	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), 0);
+	assert_string_equal(out, "/runbox");
+	assert_int_equal(rb_cgroup_parent(NULL, "/user.slice/x.scope", out, sizeof out), 0);
+	assert_string_equal(out, "/user.slice/x.scope/runbox");
+	/* The variable: relative (under self) or absolute (from the root), trailing slashes gone. */
+	setenv("RUNBOX_CGROUP_PARENT", "ci/", 1);
+	assert_string_equal(rb_cgroup_parent_named(NULL), "ci/");
+	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), 0);
+	assert_string_equal(out, "/me/ci");
+	setenv("RUNBOX_CGROUP_PARENT", "/a/b//", 1);
+	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), 0);
+	assert_string_equal(out, "/a/b");
+	/* An override wins over the variable; an empty one does not count. */
+	assert_string_equal(rb_cgroup_parent_named("/o"), "/o");
+	assert_string_equal(rb_cgroup_parent_named(""), "/a/b//");
+	assert_int_equal(rb_cgroup_parent("/o", "/me", out, sizeof out), 0);
+	assert_string_equal(out, "/o");
+	/* ".." is refused, wherever it is; control: a name that only starts with dots is not. */
+	setenv("RUNBOX_CGROUP_PARENT", "/a/../b", 1);
+	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), -1);
+	assert_int_equal(errno, EINVAL);
+	setenv("RUNBOX_CGROUP_PARENT", "x/..", 1);
+	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), -1);
+	setenv("RUNBOX_CGROUP_PARENT", "/a/..b", 1);
+	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), 0);
+	assert_string_equal(out, "/a/..b");
+	assert_int_equal(rb_cgroup_parent(NULL, "/", out, 4), -1);
+	assert_int_equal(errno, ENAMETOOLONG);
+	setenv("RUNBOX_CGROUP_PARENT", "", 1);
+	assert_null(rb_cgroup_parent_named(NULL));
+	unsetenv("RUNBOX_CGROUP_PARENT");
+}
+
+/* ---- the gateway's leaf ---- */
+
+/* Starts a child in cg's gateway leaf as gwproc does without clone3 (a fork that writes "0"
+ * to each join fd before anything else), which then spins. */
+static pid_t spin_in_gateway(struct rb_cgroup *cg)
+{
+	struct rb_cgroup_join j;
+	struct rb_error err = {0};
+	int r = rb_cgroup_gateway_join(cg, &j, &err);
+	if (r < 0)
+		print_message("gateway join: %s\n", err.msg);
+	assert_int_equal(r, 1);
+	assert_true(j.n > 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (unsigned i = 0; i < j.n; i++)
+			if (write(j.fds[i], "0", 1) != 1)
+				_exit(20);
+		for (;;)
+			__asm__ volatile("" ::: "memory");
+	}
+	rb_cgroup_join_close(&j);
+	assert_int_equal(j.n, 0);
+	assert_int_equal(j.clone_fd, -1);
+	return pid;
+}
+
+static bool has_token(const char *list, const char *word)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", list);
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (!strcmp(t, word))
+			return true;
+	return false;
+}
+
+/* Does every memory, cpu and pids line of pid's cgroups (the v2 line on a v2 host) end in
+ * <parent>/<id>/gateway? */
+static bool in_gateway_leaf(pid_t pid, const char *id)
+{
+	char p[64], line[1024], want[128];
+	snprintf(p, sizeof p, "/proc/%d/cgroup", (int)pid);
+	snprintf(want, sizeof want, "/%s/%s/gateway", parent, id);
+	bool unified = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+	FILE *f = fopen(p, "re");
+	int seen = 0, bad = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+		if (!b)
+			continue;
+		*b = '\0';
+		const char *ctrls = a + 1, *path = b + 1;
+		bool limited = *ctrls
+		                   ? has_token(ctrls, "memory") || has_token(ctrls, "pids") || has_token(ctrls, "cpu")
+		                   : unified;
+		if (!limited)
+			continue;
+		size_t wl = strlen(want), pl = strlen(path);
+		if (pl >= wl && !strcmp(path + pl - wl, want))
+			seen++;
+		else
+			bad++;
+	}
+	if (f)
+		fclose(f);
+	return seen > 0 && bad == 0;
+}
+
+/* The gateway's leaf: a process that joined it is in the run's cgroup in every limited
+ * hierarchy, held to the run's cpu quota, outside the run's reported cpu_usec, killed with
+ * the run, and the leaf goes with the run's cgroup. */
+static void test_gateway_leaf(void **state)
+{
+	REQUIRE_CGROUPS();
+	struct rb_limits lim = {.cpus = 0.2, .pids = 64, .memory_bytes = 256u << 20};
+	struct rb_cgroup *cg = make(&lim);
+	char path[4096], id[64];
+	snprintf(path, sizeof path, "%s", rb_cgroup_path(cg));
+	snprintf(id, sizeof id, "%s", strrchr(path, '/') + 1);
+	assert_non_null(strstr(rb_cgroup_gateway_mechanism(cg), "leaf `gateway`"));
+	pid_t gw = spin_in_gateway(cg);
+	/* Wait (bounded) until the child has joined: it writes before it spins. */
+	for (int i = 0; i < 200 && !in_gateway_leaf(gw, id); i++)
+		usleep(10000);
+	assert_true(in_gateway_leaf(gw, id));
+	/* Control: this process, which made the leaf, is not in it. */
+	assert_false(in_gateway_leaf(getpid(), id));
+	char leaf[4200];
+	snprintf(leaf, sizeof leaf, "%s/gateway", path);
+	assert_int_equal(access(leaf, F_OK), 0);
+
+	struct rb_cgroup_stats a, b;
+	rb_cgroup_stats(cg, &a);
+	uint64_t t0 = rb_now_us();
+	struct timespec ts = {1, 0};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	rb_cgroup_stats(cg, &b);
+	uint64_t t1 = rb_now_us();
+	/* The spinner is the only process: the run's own cpu_usec (the gateway's taken out)
+	 * barely moves, while the leaf's usage is held to the run's quota. */
+	assert_true(b.have_cpu);
+	assert_true(b.cpu_usec - a.cpu_usec < 50000);
+	uint64_t used = 0;
+	char v1acct[4096];
+	if (read_u64(leaf, "cpuacct.usage", &used) == 0) {
+		used /= 1000;
+	} else {
+		v1_dir(cg, "cpuacct", v1acct, sizeof v1acct);
+		char l2[4200];
+		snprintf(l2, sizeof l2, "%s/gateway", v1acct);
+		if (read_u64(l2, "cpuacct.usage", &used) == 0) {
+			used /= 1000;
+		} else {
+			char stat[512];
+			read_str(leaf, "cpu.stat", stat, sizeof stat); /* "usage_usec N" first */
+			assert_int_equal(sscanf(stat, "usage_usec %" SCNu64, &used), 1);
+		}
+	}
+	double rate = (double)used / (double)(t1 - t0);
+	print_message("gateway leaf: %.3f cpus under a 0.2 quota since it started\n", rate);
+	assert_true(rate < 0.2 * 1.5 + 0.05);
+
+	struct rb_error err = {0};
+	assert_int_equal(rb_cgroup_kill(cg, &err), 0);
+	int st;
+	assert_int_equal(waitpid(gw, &st, 0), gw);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_int_equal(rb_cgroup_destroy(cg, &err), 0);
+	assert_int_equal(access(leaf, F_OK), -1);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+/* gc after a killed runner: reclaim kills what the leaf holds and removes it with the run's. */
+static void test_reclaim_takes_gateway_leaf(void **state)
+{
+	REQUIRE_CGROUPS();
+	struct rb_cgroup *cg = make(NULL);
+	char path[4096], id[64], leaf[4200];
+	snprintf(path, sizeof path, "%s", rb_cgroup_path(cg));
+	snprintf(id, sizeof id, "%s", strrchr(path, '/') + 1);
+	snprintf(leaf, sizeof leaf, "%s/gateway", path);
+	pid_t gw = spin_in_gateway(cg);
+	for (int i = 0; i < 200 && !in_gateway_leaf(gw, id); i++)
+		usleep(10000);
+	assert_true(in_gateway_leaf(gw, id));
+	const char *dirs[8];
+	unsigned n = rb_cgroup_dirs(cg, dirs, 8);
+	assert_true(n > 0);
+	char copies[8][4096];
+	const char *list[8];
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(copies[i], sizeof copies[i], "%s", dirs[i]);
+		list[i] = copies[i];
+	}
+	struct rb_error err = {0};
+	setenv("RUNBOX_CGROUP_PARENT", parent, 1);
+	int r = rb_cgroup_reclaim(id, list, n, &err);
+	unsetenv("RUNBOX_CGROUP_PARENT");
+	if (r < 0)
+		print_message("reclaim: %s\n", err.msg);
+	assert_int_equal(r, 0);
+	int st;
+	assert_int_equal(waitpid(gw, &st, 0), gw);
+	assert_true(WIFSIGNALED(st));
+	assert_int_equal(access(leaf, F_OK), -1);
+	assert_int_equal(access(path, F_OK), -1);
+	rb_cgroup_destroy(cg, &err); /* only frees: the directories are gone */
 }
 
 /* ---- setup ---- */
@@ -710,6 +931,9 @@ int main(void)
 	    cmocka_unit_test(test_parent_from_env),
 	    cmocka_unit_test(test_reclaim_only_runbox_cgroups),
 	    cmocka_unit_test(test_unprivileged_gets_none),
+	    cmocka_unit_test(test_parent_rule),
+	    cmocka_unit_test(test_gateway_leaf),
+	    cmocka_unit_test(test_reclaim_takes_gateway_leaf),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -143,6 +143,36 @@ run cpuctl --image minimal --cpus 2 -- /bin/sh -c '/bin/probe busy 2000 & /bin/p
 [ "$(cpu_ratio cpuctl)" = over ] && pass "control: two busy loops under --cpus 2 exceed 0.6 cpu-s per wall-s" ||
 	{ fail "control: two busy loops under --cpus 2 exceed 0.6"; show cpuctl; }
 
+# --- the gateway runs in a leaf of the run's cgroup, cloned into it (CLONE_INTO_CGROUP);
+# control: the runner that started it is not there. The leaf goes with the run. ---
+"$RB" run --json --image minimal --net gateway --memory 64M --cpus 1 -- /bin/sh -c \
+	'busybox wget -q -O /dev/null "$RUNBOX_API_URL/v1/health"; echo got $?; sleep 3' >"$T/gw.json" 2>"$T/gw.err" &
+gwrb=$!
+gwpid=""
+for i in $(seq 1 100); do
+	gwpid=$(pidof runbox-gateway | cut -d " " -f 1)
+	[ -n "$gwpid" ] && break
+	sleep 0.1
+done
+gwcg=$(grep '^0::' "/proc/$gwpid/cgroup" 2>/dev/null)
+rbcg=$(grep '^0::' "/proc/$gwrb/cgroup" 2>/dev/null)
+wait $gwrb
+echo "  gateway: $gwcg; runner: $rbcg"
+case "$gwcg" in
+"0::/runbox/"*/gateway) pass "v2: the gateway runs in the run's leaf ($gwcg)" ;;
+*) fail "v2: the gateway runs in the run's leaf (pid '$gwpid': '$gwcg')"; show gw ;;
+esac
+case "$rbcg" in
+"0::/runbox/"*) fail "control: the runner is outside the run's cgroup ($rbcg)" ;;
+"0::"*) pass "control: the runner is outside the run's cgroup ($rbcg)" ;;
+*) fail "control: the runner's cgroup could not be read" ;;
+esac
+grep -q 'CLONE_INTO_CGROUP' "$T/gw.json" && grep -q '"got 0' "$T/gw.json" &&
+	pass "v2: the result says CLONE_INTO_CGROUP placed it, and the step's call was answered" ||
+	{ fail "v2: the result names CLONE_INTO_CGROUP"; grep -A4 '"cgroup": {' "$T/gw.json"; show gw; }
+[ "$(cgdirs)" = 0 ] && pass "v2: no cgroup of the gateway's run is left" ||
+	{ fail "v2: the gateway's run left cgroups"; find /sys/fs/cgroup/runbox -mindepth 1 -type d; }
+
 # --- kill: a double-forked daemon dies with the run; control: outside runbox it lives on ---
 alive() { ps -o pid,args 2>/dev/null | grep -v grep | grep -q "$1"; }
 run daemon --image minimal -- /bin/probe daemonize /tmp/d.pid vmtest-daemon-marker

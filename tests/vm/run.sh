@@ -72,7 +72,11 @@ if [ -x "$RUNBOX_BIN" ]; then
 		cp -a build/images/minimal/rootfs "$STAGE/opt/runbox/build/images/minimal/rootfs"
 		[ -e build/images/minimal/.built ] && cp build/images/minimal/.built "$STAGE/opt/runbox/build/images/minimal/"
 	fi
-	for lib in $(ldd "$RUNBOX_BIN" | sed -n 's/.*=> \(\/[^ ]*\).*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (.*/\1/p'); do
+	# runbox-gateway beside it: a run's first gateway call starts it (in the run's cgroup).
+	GW_BIN=$(dirname "$RUNBOX_BIN")/runbox-gateway
+	bins=$RUNBOX_BIN
+	[ -x "$GW_BIN" ] && cp "$GW_BIN" "$STAGE/opt/runbox/runbox-gateway" && bins="$bins $GW_BIN"
+	for lib in $(for b in $bins; do ldd "$b"; done | sed -n 's/.*=> \(\/[^ ]*\).*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (.*/\1/p' | sort -u); do
 		mkdir -p "$STAGE$(dirname "$lib")"
 		cp -L "$lib" "$STAGE$lib"
 	done
