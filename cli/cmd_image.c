@@ -31,6 +31,7 @@ static const char usage[] =
     "                           [--keep-setuid]\n"
     "       runbox image build RECIPE.json [--name NAME]\n"
     "       runbox image ls [--digests] [--json]\n"
+    "       runbox image gc [--dry-run] [--json]\n"
     "       runbox image inspect NAME|DIGEST\n"
     "       runbox image rm NAME|DIGEST\n"
     "       runbox image tag NAME|DIGEST NEWNAME\n"
@@ -42,7 +43,7 @@ struct img_args {
 	const char *state_dir, *name, *policy;
 	const char *pos[3];
 	int npos;
-	bool json, digests, keep_setuid;
+	bool json, digests, keep_setuid, dry_run;
 	uint64_t max_members, max_bytes;
 };
 
@@ -76,6 +77,8 @@ static int parse(int argc, char **argv, struct img_args *a)
 			a->digests = true;
 		} else if (!strcmp(arg, "--keep-setuid")) {
 			a->keep_setuid = true;
+		} else if (!strcmp(arg, "--dry-run")) {
+			a->dry_run = true;
 		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--policy") ||
 		           !strcmp(arg, "--max-members") || !strcmp(arg, "--max-bytes")) {
 			if (!val || !*val)
@@ -173,6 +176,36 @@ static int inspect(const struct rb_paths *p, const struct img_args *a)
 	return rb_json_print(stdout, o, JSON_INDENT(2)) < 0 ? 125 : 0;
 }
 
+/* Unnamed images no live run uses, and the leftovers of imports and builds that died. */
+static int gc(const struct rb_paths *p, const struct img_args *a)
+{
+	struct rb_error err;
+	_cleanup_json_ json_t *runs = NULL, *report = NULL;
+	if (rb_lifecycle_list(p, &runs, &err) < 0 || rb_image_gc(p, runs, a->dry_run, &report, &err) < 0) {
+		rb_err("image gc: %s", err.msg);
+		return 125;
+	}
+	if (a->json)
+		return rb_json_print(stdout, report, JSON_INDENT(2)) < 0 ? 125 : 0;
+	size_t i;
+	json_t *r;
+	json_t *removed = json_object_get(report, "removed");
+	json_array_foreach(removed, i, r)
+	{
+		const char *d = json_string_value(json_object_get(r, "digest"));
+		char sz[32];
+		if (d)
+			printf("%s %s %s\n", a->dry_run ? "would remove" : "removed", d,
+			       human((uint64_t)json_integer_value(json_object_get(r, "size")), sz));
+		else
+			printf("%s temporary %s\n", a->dry_run ? "would remove" : "removed",
+			       json_string_value(json_object_get(r, "temporary")));
+	}
+	printf("%zu removed, %" JSON_INTEGER_FORMAT " kept\n", json_array_size(removed),
+	       json_integer_value(json_object_get(report, "kept")));
+	return 0;
+}
+
 /* SIGINT and SIGTERM become a byte on the build's cancel pipe: the build stops mmdebstrap and
  * removes what it made, rather than dying with a half-made tree in the store. */
 static int cancel_pipe[2] = {-1, -1};
@@ -216,10 +249,11 @@ int rb_cmd_image(int argc, char **argv)
 	if (pr)
 		return pr > 0 ? 0 : 125;
 	const char *sub = a.npos ? a.pos[0] : "";
-	int want = !strcmp(sub, "ls") ? 1 : !strcmp(sub, "tag") ? 3 : 2;
+	int want = !strcmp(sub, "ls") || !strcmp(sub, "gc") ? 1 : !strcmp(sub, "tag") ? 3 : 2;
 	if (!a.npos || a.npos != want ||
-	    (strcmp(sub, "ls") != 0 && strcmp(sub, "import") != 0 && strcmp(sub, "build") != 0 && strcmp(sub, "inspect") != 0 &&
-	     strcmp(sub, "rm") != 0 && strcmp(sub, "tag") != 0)) {
+	    (strcmp(sub, "ls") != 0 && strcmp(sub, "gc") != 0 && strcmp(sub, "import") != 0 &&
+	     strcmp(sub, "build") != 0 && strcmp(sub, "inspect") != 0 && strcmp(sub, "rm") != 0 &&
+	     strcmp(sub, "tag") != 0)) {
 		fputs(usage, stderr);
 		return 125;
 	}
@@ -257,6 +291,8 @@ int rb_cmd_image(int argc, char **argv)
 	}
 	if (!strcmp(sub, "build"))
 		return build(&p, &a);
+	if (!strcmp(sub, "gc"))
+		return gc(&p, &a);
 	if (!strcmp(sub, "rm")) {
 		_cleanup_json_ json_t *runs = NULL;
 		if (rb_lifecycle_list(&p, &runs, &err) < 0 || rb_store_remove(&p, a.pos[1], runs, &err) < 0) {

@@ -73,8 +73,9 @@ static int command(const struct rb_recipe *r, const char *tree, struct argv *a, 
 {
 	char mm[PATH_MAX];
 	if (!rb_find_in_path("mmdebstrap", mm, sizeof mm))
-		return rb_error_set(err, ENOENT, "image build: mmdebstrap is not installed (Debian: apt-get install "
-		                                 "mmdebstrap)");
+		return rb_error_set(err, ENOENT,
+		                    "image build: mmdebstrap is not installed (Debian: apt-get install "
+		                    "mmdebstrap)");
 	if (add(a, err, "%s", mm) < 0 || add(a, err, "--variant=%s", r->variant) < 0 ||
 	    add(a, err, "--format=directory") < 0)
 		return -1;
@@ -245,6 +246,11 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 	snprintf(work, sizeof work, "%s/.build-XXXXXX", store);
 	if (!mkdtemp(work))
 		return rb_error_set(err, errno, "make `%s`", work);
+	_cleanup_close_ int hold = rb_store_hold_temp(work, err);
+	if (hold < 0) {
+		rb_store_rm_tree(work, NULL);
+		return -1;
+	}
 	snprintf(tree, sizeof tree, "%s/tree", work);
 	__attribute__((cleanup(free_argv))) struct argv a = {0};
 	int rc = command(&r, tree, &a, err);
@@ -262,9 +268,8 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 	if (rc == 0) {
 		char label[PATH_MAX + 96];
 		snprintf(label, sizeof label, "recipe %s sha256:%s", real, r.hash);
-		struct rb_import_opts io = {.name = opts->name,
-		                            .max_members = RB_IMPORT_MAX_MEMBERS,
-		                            .max_bytes = RB_IMPORT_MAX_BYTES};
+		struct rb_import_opts io = {
+		    .name = opts->name, .max_members = RB_IMPORT_MAX_MEMBERS, .max_bytes = RB_IMPORT_MAX_BYTES};
 		rc = rb_image_import_built(paths, tree, label, &io, out, err);
 	}
 	struct rb_error rmerr;

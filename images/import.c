@@ -807,6 +807,11 @@ static int import(const struct rb_paths *paths, const char *src, const char *lab
 	snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", store);
 	if (!mkdtemp(tmp))
 		return rb_error_set(err, errno, "make `%s`", tmp);
+	_cleanup_close_ int hold = rb_store_hold_temp(tmp, err);
+	if (hold < 0) {
+		rb_store_rm_tree(tmp, NULL);
+		return -1;
+	}
 	if (unpack_into(paths, src, label, opts, tmp, out, err) < 0 || rb_store_commit(paths, tmp, out, err) < 0) {
 		rb_store_rm_tree(tmp, NULL);
 		return -1;

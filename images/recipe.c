@@ -15,7 +15,7 @@
 #include "common/jsoncheck.h"
 #include "common/util.h"
 
-#define RECIPE_FILE_MAX  (256u << 10)
+#define RECIPE_FILE_MAX    (256u << 10)
 #define RECIPE_CONTENT_MAX (64u << 10)
 
 static bool all_of(const char *s, const char *extra)
@@ -148,8 +148,8 @@ static int files(const struct rb_jsonck *c, const json_t *root, struct rb_recipe
 			char *end;
 			unsigned long m = ms ? strtoul(ms, &end, 8) : 0;
 			if (!ms || !*ms || *end || m > 0777)
-				return rb_jsonck_expected(c, key, "an octal string of permission bits (\"0644\"; no setuid)",
-				                          mv);
+				return rb_jsonck_expected(
+				    c, key, "an octal string of permission bits (\"0644\"; no setuid)", mv);
 			mode = (mode_t)m;
 		}
 		struct rb_recipe_file *rf = &r->files[r->n_files++];
@@ -185,18 +185,20 @@ int rb_recipe_parse(const char *text, const char *origin, struct rb_recipe *out,
 	    word(&c, root, "variant", out->variant, sizeof out->variant, "", "apt") < 0 ||
 	    word(&c, root, "architecture", out->arch, sizeof out->arch, "-", "") < 0)
 		return -1;
-	static const char *const variants[] = {"extract", "custom",  "essential", "apt",      "required",
-	                                       "minbase", "buildd",  "important", "standard", NULL};
+	static const char *const variants[] = {"extract", "custom", "essential", "apt",      "required",
+	                                       "minbase", "buildd", "important", "standard", NULL};
 	bool known = false;
 	for (unsigned i = 0; variants[i]; i++)
 		known |= !strcmp(out->variant, variants[i]);
 	if (!known)
-		return rb_jsonck_bad(&c, "variant", "`%s` is not one of mmdebstrap's variants (extract, custom, "
-		                     "essential, apt, required, minbase, buildd, important, standard)", out->variant);
+		return rb_jsonck_bad(&c, "variant",
+		                     "`%s` is not one of mmdebstrap's variants (extract, custom, "
+		                     "essential, apt, required, minbase, buildd, important, standard)",
+		                     out->variant);
 	if (strings(&c, root, "mirrors", out->mirrors, &out->n_mirrors, RB_RECIPE_MAX_MIRRORS, mirror_ok,
 	            "an http(s)://, copy:// or file:// URI, or a sources.list `deb ...` line") < 0 ||
-	    strings(&c, root, "components", out->components, &out->n_components, RB_RECIPE_MAX_COMPS,
-	            component_ok, "a component name (main, contrib, non-free-firmware)") < 0 ||
+	    strings(&c, root, "components", out->components, &out->n_components, RB_RECIPE_MAX_COMPS, component_ok,
+	            "a component name (main, contrib, non-free-firmware)") < 0 ||
 	    strings(&c, root, "packages", out->packages, &out->n_packages, RB_RECIPE_MAX_PACKAGES, package_ok,
 	            "a Debian package name") < 0 ||
 	    files(&c, root, out) < 0)

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -352,4 +354,98 @@ int rb_store_remove(const struct rb_paths *paths, const char *ref, const json_t 
 	if (rename(dir, gone) < 0)
 		return rb_error_set(err, errno, "rename `%s`", dir);
 	return rb_store_rm_tree(gone, err);
+}
+
+int rb_store_hold_temp(const char *dir, struct rb_error *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return rb_error_set(err, errno, "open `%s`", dir);
+	if (flock(fd, LOCK_EX) < 0) {
+		int e = errno;
+		close(fd);
+		return rb_error_set(err, e, "lock `%s`", dir);
+	}
+	return fd;
+}
+
+/* A temporary tree of the store: an import's or a build's (.tmp-, .build-, held locked by its
+ * maker while it works) or a removal's (.rm-, renamed away before its deletion). */
+static bool temporary(const char *name)
+{
+	return !strncmp(name, ".tmp-", 5) || !strncmp(name, ".build-", 7) || !strncmp(name, ".rm-", 4);
+}
+
+/* A temporary tree is over when nobody holds its lock, and it is older than a minute (a maker
+ * locks it just after making it). */
+static bool temp_is_over(int store_fd, const char *name, time_t now)
+{
+	struct stat st;
+	if (fstatat(store_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < 60)
+		return false;
+	_cleanup_close_ int fd = openat(store_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+static bool in_use_by(const json_t *live_runs, const char *digest)
+{
+	char run_id[128];
+	return in_use(live_runs, digest, run_id);
+}
+
+int rb_image_gc(const struct rb_paths *paths, const json_t *live_runs, bool dry_run, json_t **report,
+                struct rb_error *err)
+{
+	*report = NULL;
+	char store[PATH_MAX], refs[PATH_MAX];
+	if (rb_store_dirs(paths, store, refs, err) < 0)
+		return -1;
+	_cleanup_json_ json_t *names = json_object();
+	if (!names || each_ref(refs, add_name, names, err) < 0)
+		return names ? -1 : rb_error_set(err, ENOMEM, "image gc");
+	_cleanup_closedir_ DIR *d = opendir(store);
+	if (!d)
+		return rb_error_set(err, errno, "open `%s`", store);
+	_cleanup_json_ json_t *removed = json_array();
+	json_int_t kept = 0, bytes = 0;
+	time_t now = time(NULL);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char path[PATH_MAX + 300];
+		snprintf(path, sizeof path, "%s/%s", store, e->d_name);
+		if (temporary(e->d_name)) {
+			if (!temp_is_over(dirfd(d), e->d_name, now)) {
+				kept++;
+				continue;
+			}
+			if (!dry_run && rb_store_rm_tree(path, err) < 0)
+				return -1;
+			json_array_append_new(removed, json_pack("{s:s}", "temporary", e->d_name));
+			continue;
+		}
+		char digest[80];
+		snprintf(digest, sizeof digest, "sha256:%.70s", e->d_name);
+		struct rb_store_image img;
+		struct rb_error merr;
+		if (!digest_valid(digest) || load_meta(store, digest, &img, &merr) != 0)
+			continue; /* not the store's: left alone */
+		if (json_object_get(names, digest) || in_use_by(live_runs, digest)) {
+			kept++;
+			continue;
+		}
+		/* Renamed away first, as rm does, so no run finds half of it. */
+		char gone[PATH_MAX + 300];
+		snprintf(gone, sizeof gone, "%s/.rm-%d-%s", store, (int)getpid(), e->d_name);
+		if (!dry_run && rename(path, gone) < 0)
+			return rb_error_set(err, errno, "remove `%s`", path);
+		if (!dry_run && rb_store_rm_tree(gone, err) < 0)
+			return -1;
+		json_array_append_new(removed, json_pack("{s:s, s:I}", "digest", digest, "size", (json_int_t)img.size));
+		bytes += (json_int_t)img.size;
+	}
+	*report = json_pack("{s:O, s:I, s:I, s:b}", "removed", removed, "kept", kept, "removed_bytes", bytes, "dry_run",
+	                    dry_run);
+	return *report ? 0 : rb_error_set(err, ENOMEM, "image gc");
 }

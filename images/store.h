@@ -52,4 +52,14 @@ int rb_store_list(const struct rb_paths *paths, json_t **out, struct rb_error *e
  * array, NULL for none) runs on the tree that would go. */
 int rb_store_remove(const struct rb_paths *paths, const char *ref, const json_t *live_runs, struct rb_error *err);
 
+/* Opens and locks (flock, exclusive) a temporary tree of the store while its maker works in
+ * it, so rb_image_gc leaves it alone. The descriptor, which holds the lock; -1 on failure. */
+int rb_store_hold_temp(const char *dir, struct rb_error *err);
+
+/* Removes store trees that no name refers to and none of live_runs runs on, and temporary
+ * trees whose maker is gone (their lock free, older than a minute). report: {removed:
+ * [{digest, size} | {temporary}], kept, removed_bytes, dry_run}. dry_run removes nothing. */
+int rb_image_gc(const struct rb_paths *paths, const json_t *live_runs, bool dry_run, json_t **report,
+                struct rb_error *err);
+
 #endif

@@ -357,3 +357,51 @@ ctl=$RC
 img --no-such-option ls
 if [ "$RC" = 125 ] && grep -q -- "--no-such-option" <<<"$ERR" && [ "$ctl" = 0 ]; then ok "\`runbox image\` refuses an unknown option, naming it"
 else not_ok "\`runbox image\` refuses an unknown option, naming it" "exit $RC (control $ctl): $(first_line "$ERR")"; fi
+
+# ---- gc -----------------------------------------------------------------------------------
+# gc removes unnamed trees no live run uses and temporary trees whose maker is gone (older than
+# a minute, lock free); it keeps named trees, an unnamed one a live run uses, and a temporary
+# tree whose maker still holds its lock. --dry-run lists the same and removes nothing.
+mkdir -p "$T/gc-named" "$T/gc-loose" "$T/gc-used"
+echo named >"$T/gc-named/f" && echo loose >"$T/gc-loose/f"
+cp -a "$MINIMAL/." "$T/gc-used/" && echo used >"$T/gc-used/marker"
+[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$T/gc-used"
+img import "$T/gc-named" --name gc-named; dn=$OUT
+img import "$T/gc-loose"; dl=$OUT
+img import "$T/gc-used"; du=$OUT
+if [[ $dn == sha256:* && $dl == sha256:* && $du == sha256:* ]]; then ok "gc: three images to collect from are imported"
+else not_ok "gc: three images to collect from are imported" "'$dn' '$dl' '$du': $(first_line "$ERR")"; fi
+stale=$STATE/images/store/.tmp-gcstale held=$STATE/images/store/.build-gcheld
+mkdir -p "$stale/rootfs" "$held/tree"
+[ "$MODE" = root ] || chown -R $NOBODY:$NOBODY "$stale" "$held"
+touch -d '-5 min' "$stale" "$held"
+"$PY" -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); time.sleep(60)' "$held" &
+holder=$!
+rbx_cmd run --image "$du" -- /bin/sleep 6
+"${RBX_CMD[@]}" >/dev/null 2>"$T/gc-bg.err" </dev/null &
+gcbg=$!
+live_du() { [ -n "$du" ] && rbx ps --json 2>/dev/null | grep -q "$du"; }
+if ! wait_for live_du; then
+	not_ok "gc: keeps an unnamed image a live run uses" "the run never showed in ps: $(first_line "$(cat "$T/gc-bg.err")")"
+else
+	img gc --dry-run --json
+	dry=$OUT
+	present=$(for d in "$dn" "$dl" "$du"; do [ -d "$STATE/images/store/${d#sha256:}" ] && echo y; done | wc -l)
+	if grep -q "$dl" <<<"$dry" && grep -q gcstale <<<"$dry" && [ "$present" = 3 ] && [ -d "$stale" ]; then
+		ok "gc --dry-run: names what would go, removes nothing"
+	else not_ok "gc --dry-run: names what would go, removes nothing" "exit $RC, $present of 3 trees: $(first_line "$dry")"; fi
+	img gc
+	if [ "$RC" = 0 ] && [ ! -e "$STATE/images/store/${dl#sha256:}" ] && [ ! -e "$stale" ]; then
+		ok "gc: removes an unnamed image and a dead maker's temporary tree"
+	else not_ok "gc: removes an unnamed image and a dead maker's temporary tree" "exit $RC: $(first_line "$OUT$ERR")"; fi
+	if [ -d "$STATE/images/store/${dn#sha256:}" ] && [ -d "$STATE/images/store/${du#sha256:}" ] && [ -d "$held" ]; then
+		ok "gc: keeps a named image, one a live run uses, and a temporary tree whose maker holds it"
+	else not_ok "gc: keeps a named image, one a live run uses, and a temporary tree whose maker holds it" "$(store_entries | tr '\n' ' ')"; fi
+fi
+wait "$gcbg"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+img gc
+if [ "$RC" = 0 ] && [ ! -e "$STATE/images/store/${du#sha256:}" ] && [ ! -e "$held" ] && [ -d "$STATE/images/store/${dn#sha256:}" ]; then
+	ok "gc: once the run has ended and the maker let go, those go too (control)"
+else not_ok "gc: once the run has ended and the maker let go, those go too (control)" "exit $RC, used $du: $(store_entries | tr '\n' ' '); $OUT; ps: $(rbx ps 2>&1 | tail -n +2)"; fi
