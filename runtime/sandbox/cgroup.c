@@ -20,6 +20,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/mountinfo.h"
 #include "common/util.h"
 #include "runtime/sandbox/cgroup-internal.h"
 
@@ -594,32 +595,19 @@ static int reclaim_dir(const char *dir, int depth, struct rb_error *err)
 	return r;
 }
 
-/* Is path below a cgroup filesystem's mount point (from /proc/self/mountinfo)? */
+static int cgroup_mount_above(const struct rb_mount *m, void *ctx)
+{
+	const char *path = ctx;
+	if (strcmp(m->fstype, "cgroup") != 0 && strcmp(m->fstype, "cgroup2") != 0)
+		return 0;
+	size_t n = strlen(m->mount_point);
+	return !strcmp(m->mount_point, "/") || (!strncmp(path, m->mount_point, n) && path[n] == '/' && path[n + 1]);
+}
+
+/* Is path below a cgroup filesystem's mount point? */
 static bool under_cgroup_mount(const char *path)
 {
-	_cleanup_free_ char *text = NULL;
-	if (rb_read_file("/proc/self/mountinfo", 1 << 22, &text, NULL, NULL) < 0)
-		return false;
-	char line[8192];
-	for (const char *p = text; rb_next_line(&p, line, sizeof line);) {
-		/* ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
-		char *save = NULL, *mp = NULL;
-		char *f = strtok_r(line, " ", &save);
-		for (int i = 1; f && i < 5; i++)
-			f = strtok_r(NULL, " ", &save);
-		mp = f;
-		while (f && strcmp(f, "-") != 0)
-			f = strtok_r(NULL, " ", &save);
-		const char *type = f ? strtok_r(NULL, " ", &save) : NULL;
-		if (!mp || !type || (strcmp(type, "cgroup") != 0 && strcmp(type, "cgroup2") != 0))
-			continue;
-		/* Mount points with spaces or other escaped bytes (\040) are compared escaped, so
-		 * they never match: no cgroup mount of runbox's has them. */
-		size_t n = strlen(mp);
-		if (!strcmp(mp, "/") || (!strncmp(path, mp, n) && path[n] == '/' && path[n + 1]))
-			return true;
-	}
-	return false;
+	return rb_mountinfo_each(cgroup_mount_above, (void *)path, NULL) == 1;
 }
 
 /* The parent's last component a run's cgroup may sit in: "runbox", or the last component of

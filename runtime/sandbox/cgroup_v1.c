@@ -13,39 +13,40 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/mountinfo.h"
 #include "common/util.h"
 #include "runtime/sandbox/cgroup-internal.h"
 
 static const char *const ctrl_names[RB_V1_COUNT] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 
-/* Finds the v1 mount holding ctrl in the text of /proc/self/mountinfo (fstype "cgroup", the
- * controller among the super options) and its root, so co-mounted cpu,cpuacct resolve to one
- * place. */
+struct find_ctrl {
+	const char *ctrl;
+	char *mount, *root; /* PATH_MAX each */
+};
+
+/* The v1 mount holding ctrl (fstype "cgroup", the controller among the super options) and its
+ * root, so co-mounted cpu,cpuacct resolve to one place. */
+static int holds_ctrl(const struct rb_mount *m, void *ctx)
+{
+	struct find_ctrl *f = ctx;
+	if (strcmp(m->fstype, "cgroup") != 0)
+		return 0;
+	char opts[sizeof m->super_opts];
+	snprintf(opts, sizeof opts, "%s", m->super_opts);
+	char *save = NULL;
+	for (char *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (!strcmp(t, f->ctrl)) {
+			snprintf(f->mount, PATH_MAX, "%s", m->mount_point);
+			snprintf(f->root, PATH_MAX, "%s", m->root);
+			return 1;
+		}
+	return 0;
+}
+
 static int find_mount(const char *mountinfo, const char *ctrl, char *mount, char *root)
 {
-	char line[4096];
-	for (const char *p = mountinfo; rb_next_line(&p, line, sizeof line);) {
-		char *sep = strstr(line, " - ");
-		if (!sep)
-			continue;
-		char fstype[32], src[256], opts[1024];
-		if (sscanf(sep + 3, "%31s %255s %1023s", fstype, src, opts) != 3 || strcmp(fstype, "cgroup") != 0)
-			continue;
-		bool match = false;
-		char *save = NULL;
-		for (char *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
-			match |= !strcmp(t, ctrl);
-		if (!match)
-			continue;
-		char r[PATH_MAX], m[PATH_MAX];
-		*sep = '\0';
-		if (sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2)
-			continue;
-		snprintf(mount, PATH_MAX, "%s", m);
-		snprintf(root, PATH_MAX, "%s", r);
-		return 0;
-	}
-	return -1;
+	struct find_ctrl f = {ctrl, mount, root};
+	return rb_mountinfo_each_in(mountinfo, holds_ctrl, &f) == 1 ? 0 : -1;
 }
 
 static int locate(struct rb_cgroup *cg, struct rb_error *err)
