@@ -1029,6 +1029,22 @@ int rb_ledger_runs(struct rb_ledger *l, const struct rb_ledger_runs_filter *f, j
 	return 0;
 }
 
+int rb_ledger_types(struct rb_ledger *l, json_t **types, struct rb_error *err)
+{
+	*types = NULL;
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db, "SELECT DISTINCT type FROM events ORDER BY type", -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "list event types");
+	_cleanup_json_ json_t *out = json_array();
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(out, json_string(col_text(s, 0)));
+	if (rc != SQLITE_DONE)
+		return db_error(l, err, "list event types");
+	*types = rb_steal_ptr(&out);
+	return 0;
+}
+
 static json_t *row_json(sqlite3_stmt *s)
 {
 	json_t *ev = json_object();
@@ -1057,19 +1073,22 @@ int rb_ledger_query(struct rb_ledger *l, const struct rb_ledger_filter *f, json_
 	struct {
 		const char *value, *clause;
 	} conds[] = {
-	    {f->run_id, " AND run_id = ?"},
+	    {f->run_id, f->prefixes ? " AND instr(run_id, ?) = 1" : " AND run_id = ?"},
 	    {f->tenant, " AND tenant = ?"},
-	    {f->agent, " AND agent = ?"},
+	    {f->agent, f->prefixes ? " AND instr(agent, ?) = 1" : " AND agent = ?"},
 	    {f->type, " AND type = ?"},
 	    {f->since ? since : NULL, " AND ts >= ?"},
 	    {f->until ? until : NULL, " AND ts < ?"},
 	    {f->grep, " AND instr(data, ?) > 0"},
 	};
-	char sql[512];
-	size_t n = (size_t)snprintf(sql, sizeof sql, "%s", COLUMNS " WHERE 1");
+	char sql[768];
+	size_t n = (size_t)snprintf(sql, sizeof sql, "%s%s", f->last ? "SELECT * FROM (" : "", COLUMNS " WHERE 1");
 	for (size_t i = 0; i < RB_ARRAY_SIZE(conds); i++)
 		if (conds[i].value)
 			n += (size_t)snprintf(sql + n, sizeof sql - n, "%s", conds[i].clause);
+	/* --last: the newest N, shown oldest first like everything else. */
+	if (f->last)
+		n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY seq DESC LIMIT %u)", f->last);
 	snprintf(sql + n, sizeof sql - n, "%s", f->limit ? " ORDER BY seq LIMIT ?" : " ORDER BY seq");
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	if (sqlite3_prepare_v2(l->db, sql, -1, &s, NULL) != SQLITE_OK)

@@ -109,6 +109,9 @@ struct rb_ledger_runs_filter {
  * (distinct digests)}. */
 int rb_ledger_runs(struct rb_ledger *l, const struct rb_ledger_runs_filter *f, json_t **runs, struct rb_error *err);
 
+/* *types gets a new array of the distinct event types the ledger holds, sorted. */
+int rb_ledger_types(struct rb_ledger *l, json_t **types, struct rb_error *err);
+
 /* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
  * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,
  * -1 when it could not read the ledger. *report (when not NULL) gets {"intact", "events",
@@ -129,6 +132,8 @@ struct rb_ledger_filter {
 	const char *until;
 	const char *grep;
 	unsigned limit;
+	unsigned last; /* > 0: only the last that many (newest) events, still in seq order */
+	bool prefixes; /* agent and run_id match as prefixes (a name cut in a table still finds it) */
 };
 
 /* *events gets an array of event objects in seq order: {"seq", "ts", "run_id", "tenant",
