@@ -21,6 +21,7 @@
 #include "ledger/ledger.h"
 #include "runtime/run/artifacts.h"
 #include "runtime/run/collect.h"
+#include "runtime/run/logs.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result.h"
 #include "runtime/run/runfile.h"
@@ -592,6 +593,9 @@ int rb_cmd_run(int argc, char **argv)
 	rb_collect_close(&col);
 	rb_scrub_free(col.scrubber);
 	rb_run_stop(&run);
+	struct rb_error kerr;
+	if (rb_logs_keep(&run, &kerr) < 0)
+		rb_warn("%s", kerr.msg);
 	/* The last commit is written, and the disk writes it while the sandbox is taken down;
 	 * the result comes only once it is durable (rb_record_sync). */
 	recorded = recorded && rb_record_run_end(&rec, code == 125 ? "failure" : rb_record_outcome(&res), &err) == 0 &&

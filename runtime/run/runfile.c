@@ -20,6 +20,7 @@
 #include "runtime/run/artifacts.h"
 #include "runtime/run/budget.h"
 #include "runtime/run/collect.h"
+#include "runtime/run/logs.h"
 #include "runtime/run/harvest.h"
 #include "runtime/sandbox/nsopen.h"
 #include "policy/manifest.h"
@@ -501,6 +502,9 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FIL
 		}
 	}
 	rb_run_stop(&rf->run);
+	struct rb_error kerr;
+	if (rb_logs_keep(&rf->run, &kerr) < 0)
+		rb_warn("%s", kerr.msg);
 	struct rb_error lerr;
 	if (rb_record_cleanup(&rf->rec, "sandbox killed, cgroup and run directory removed", true, &lerr) < 0 ||
 	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 ||

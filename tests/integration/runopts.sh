@@ -121,3 +121,32 @@ run_rbx run --versionx
 if [ "$r1" = 0 ] && [ "$r2" = 0 ] && [[ $v1 =~ ^runbox\ [0-9] ]] && [ "$v1" = "$v2" ] && [ "$RC" = 125 ]; then
 	ok "--version prints runbox's version (control: a misspelt option is refused)"
 else not_ok "--version" "'$v1' $r1 / '$v2' $r2 / misspelt $RC"; fi
+
+# 9. runbox logs RUN: the run's captured output from its records, stdout to stdout and stderr to
+# stderr, scrubbed as the run kept it; --step N that step only; another tenant gets nothing.
+sb -- sh -c 'echo "out one"; echo "err one" >&2; echo "key AKIAIOSFODNN7EXAMPLQ"'
+gid=$(runid)
+run_rbx logs "$gid"
+l_out=$OUT l_err=$ERR l_rc=$RC
+run_rbx logs "$gid" --tenant other
+o_rc=$RC
+if [ "$l_rc" = 0 ] && grep -q '^out one$' <<<"$l_out" && [ "$l_err" = "err one" ] && ! grep -q AKIAIOSFODNN7EXAMPLQ <<<"$l_out" &&
+	grep -q REDACTED <<<"$l_out" && [ "$o_rc" = 125 ]; then
+	ok "logs RUN: stdout and stderr as captured, scrubbed (control: another tenant is refused)"
+else not_ok "logs RUN" "exit $l_rc out '$(printf '%s' "$l_out" | tr '\n' '|')' err '$l_err'; other $o_rc"; fi
+run_rbx run "$T/m.json"
+mid=$(runid)
+run_rbx logs "$mid" --tenant acme --step 2
+s2=$RC
+run_rbx logs "$mid" --tenant acme --step 3
+if [ "$s2" = 0 ] && [ "$RC" = 125 ] && grep -q "no step 3" <<<"$ERR"; then ok "logs --step N: a step of the run; one it does not have is refused"
+else not_ok "logs --step" "step 2 $s2, step 3 $RC: $(first_line "$ERR")"; fi
+# ... as long as the run's results are kept: gc past its retention removes them, and logs says so.
+touch -d '3 hours ago' "$STATE/results/$gid"
+run_rbx gc --retention 1h
+run_rbx logs "$gid"
+g_rc=$RC g_err=$ERR
+run_rbx logs "$mid" --tenant acme --step 1
+if [ "$g_rc" = 1 ] && grep -q "no longer kept" <<<"$g_err" && [ "$RC" = 0 ]; then
+	ok "logs: gone once gc removed the run's results (control: a newer run's are still there)"
+else not_ok "logs after gc" "old $g_rc $(first_line "$g_err"); new $RC"; fi
