@@ -128,7 +128,7 @@ json.dump({"tenant": "t", "agent": "a", "image": "minimal",
                       "env": {"N": sys.argv[2]}}]}, open(sys.argv[1], "w"))
 PYEOF
 	chmod a+r "$T/scratch/name.json"
-	run_rbx run --state-dir "$st" "$T/scratch/name.json"
+	run_rbx run --state-dir "$st" "$T/scratch/name.json" --json
 }
 store_fail_run $'a\e[31mred\e]0;title\a'
 if grep -qF 'harvest `a\x1b[31mred\x1b]0;title\x07`' "$T/err" && ! LC_ALL=C grep -q $'\e\|\a' "$T/err"; then
