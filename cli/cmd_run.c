@@ -44,6 +44,7 @@ static void usage(FILE *f)
 	      "  --tenant ID, --agent ID  whose run this is (ledger); beside a manifest, the manifest's must match\n"
 	      "  -e, --env NAME[=VALUE] set a variable the policy's env.pass lets through (repeatable); a name\n"
 	      "                        it does not pass is an error\n"
+	      "  -w, --workdir DIR     the step's working directory (absolute; default /workspace)\n"
 	      "  --label KEY=VALUE     recorded in the ledger's run_start (repeatable)\n"
 	      "  --output DIR          after the run, copy its artifacts (its last harvest) into DIR\n"
 	      "  --force               with --output: replace files that exist in DIR\n"
@@ -70,7 +71,8 @@ struct extras {
 	const char *output; /* --output DIR */
 	bool force;
 	bool json;
-	json_t *labels; /* --label: {"K": "V"} or NULL */
+	json_t *labels;      /* --label: {"K": "V"} or NULL */
+	const char *workdir; /* -w: the step's working directory */
 	const char *env[RB_POLICY_MAX_LIST];
 	unsigned n_env;
 };
@@ -204,6 +206,10 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	if (cfg->n_inputs || x->n_env) {
 		rb_err("run %s: --%s does not combine with a manifest (list them in its `%s`)", path,
 		       cfg->n_inputs ? "input" : "env", cfg->n_inputs ? "inputs" : "env");
+		return 125;
+	}
+	if (x->workdir) {
+		rb_err("run %s: --workdir does not combine with a manifest (a script says `cd` itself)", path);
 		return 125;
 	}
 	struct view v = {.json = x->json};
@@ -375,6 +381,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {"output", required_argument, NULL, OPT_OUTPUT},
 	    {"force", no_argument, NULL, OPT_FORCE},
 	    {"env", required_argument, NULL, 'e'},
+	    {"workdir", required_argument, NULL, 'w'},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -392,7 +399,7 @@ int rb_cmd_run(int argc, char **argv)
 	/* Podman's way: options before and after a manifest are one set; a command's own words
 	 * begin at `--` or at its first word, and are never runbox's. */
 	for (;;) {
-		c = getopt_long(argc, argv, "+vhe:", opts, NULL);
+		c = getopt_long(argc, argv, "+vhe:w:", opts, NULL);
 		if (c == -1) {
 			if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && !manifest &&
 			    is_manifest(argv[optind]) && optind > 0) {
@@ -409,6 +416,15 @@ int rb_cmd_run(int argc, char **argv)
 		case OPT_OUTPUT: x.output = optarg; break;
 		case OPT_FORCE: x.force = true; break;
 		case OPT_VERSION: return rb_cmd_version(0, NULL);
+		case 'w':
+			if (optarg[0] != '/' || strlen(optarg) >= 4096) {
+				rb_err(
+				    "--workdir `%s`: expected an absolute path inside the sandbox, like /workspace/src",
+				    optarg);
+				return 125;
+			}
+			x.workdir = optarg;
+			break;
 		case 'e':
 			if (x.n_env >= RB_ARRAY_SIZE(x.env)) {
 				rb_err("--env: at most %zu", RB_ARRAY_SIZE(x.env));
@@ -565,7 +581,8 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
-	if (rb_run_step(&run, cmd, !x.json, &res, &err) < 0) {
+	struct rb_step_req req = {.argv = cmd, .passthrough = !x.json, .cwd = x.workdir};
+	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */
 		rb_run_close(&run);

@@ -150,3 +150,17 @@ run_rbx logs "$mid" --tenant acme --step 1
 if [ "$g_rc" = 1 ] && grep -q "no longer kept" <<<"$g_err" && [ "$RC" = 0 ]; then
 	ok "logs: gone once gc removed the run's results (control: a newer run's are still there)"
 else not_ok "logs after gc" "old $g_rc $(first_line "$g_err"); new $RC"; fi
+
+# 10. -w DIR: the step starts in DIR; without it in /workspace (the control); a relative DIR is
+# refused before anything runs; a DIR that is not there fails the step, naming it.
+sb -w /workspace/out -- /bin/sh -c pwd
+w1=$OUT r1=$RC
+sb -- /bin/sh -c pwd
+w0=$OUT
+sb -w out -- true
+r_rel=$RC
+sb -w /no-such-dir -- true
+if [ "$r1" = 0 ] && [ "$w1" = /workspace/out ] && [ "$w0" = /workspace ] && [ "$r_rel" = 125 ] && [ "$RC" != 0 ] &&
+	grep -q "/no-such-dir" <<<"$ERR"; then
+	ok "-w DIR: the step's working directory (control: /workspace without it; relative refused; missing named)"
+else not_ok "-w" "with '$w1' ($r1), without '$w0', relative $r_rel, missing $RC $(first_line "$ERR")"; fi
