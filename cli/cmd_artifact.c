@@ -76,7 +76,7 @@ static int parse(int argc, char **argv, struct args *a)
 			*val = argv[++i];
 		}
 	}
-	if (!a->sub || (strcmp(a->sub, "ls") && strcmp(a->sub, "get") && strcmp(a->sub, "inspect"))) {
+	if (!a->sub || (strcmp(a->sub, "ls") != 0 && strcmp(a->sub, "get") != 0 && strcmp(a->sub, "inspect") != 0)) {
 		rb_err("artifact: %s%s%s (expected ls, get or inspect)",
 		       a->sub ? "unknown command `" : "missing command", a->sub ? a->sub : "", a->sub ? "`" : "");
 		return 125;

@@ -548,12 +548,11 @@ static int print_detail(struct rb_ledger *l, json_t *run, struct rb_error *err)
 	json_array_foreach(steps, i, ev)
 	{
 		json_t *d = json_object_get(ev, "data");
-		char sz[48] = "";
+		char sz[48] = "", h[32];
 		json_int_t size = json_integer_value(json_object_get(d, "size"));
 		if (size >= 1024) {
-			human_bytes(sz + 2, sizeof sz - 4, size);
-			sz[0] = ' ', sz[1] = '(';
-			strcat(sz, ")");
+			human_bytes(h, sizeof h, size);
+			snprintf(sz, sizeof sz, " (%s)", h);
 		}
 		printf("    step %" JSON_INTEGER_FORMAT " %s", json_integer_value(json_object_get(d, "step")),
 		       str(d, "kind"));
@@ -677,10 +676,8 @@ static const char *uncut(const char *v, char *buf, size_t n)
 	if (!v)
 		return NULL;
 	size_t len = strlen(v);
-	if (len >= 3 && !strcmp(v + len - 3, "…"))
-		len -= 3;
-	else if (len >= 3 && !strcmp(v + len - 3, "..."))
-		len -= 3;
+	if (len >= 3 && (!strcmp(v + len - 3, "…") || !strcmp(v + len - 3, "...")))
+		len -= 3; /* "…" is 3 bytes of UTF-8 too */
 	snprintf(buf, n, "%.*s", (int)len, v);
 	return buf;
 }
