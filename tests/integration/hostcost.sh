@@ -101,7 +101,8 @@ tcp_step() {
 	[ "$MODE" = root ] && RBX_CMD=("${RBX_CMD[@]:0:2}" "RUNBOX_CGROUP_PARENT=/$parent" "${RBX_CMD[@]:2}")
 	coproc TCP { "${RBX_CMD[@]}" 2>&1 </dev/null; }
 	local pid=$TCP_PID
-	read -r -t 60 line <&"${TCP[0]}"
+	# past the run id runbox prints first in text mode
+	while read -r -t 60 line <&"${TCP[0]}" && [[ $line == "runbox: run "* ]]; do :; done
 	QUEUED=${line#queued }
 	for d in /sys/fs/cgroup/memory/$parent/*/; do
 		[ -r "$d/memory.kmem.tcp.max_usage_in_bytes" ] && TCP_MAX=$(cat "$d/memory.kmem.tcp.max_usage_in_bytes")
