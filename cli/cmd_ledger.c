@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/cleanup.h"
@@ -20,10 +22,18 @@
 static const char usage[] =
     "usage: runbox ledger [--state-dir DIR] COMMAND\n"
     "\n"
+    "  runs [FILTERS] [--detail] [--json]\n"
+    "                                one line per run: time, tenant, agent, run, result, steps,\n"
+    "                                artifacts; --detail adds each step's exact command (size,\n"
+    "                                sha256) and the run's artifacts with full digests\n"
     "  show RUN_ID [--json]          the run's events: seq, time, type, a one-line summary\n"
     "  query [FILTERS] [--json] [--limit N]\n"
     "                                events matching every filter, as a table (or a JSON array)\n"
     "      --tenant T  --agent A  --run RUN_ID  --type TYPE\n"
+    "                                   --agent and --run are prefixes (a name cut with … in a\n"
+    "                                   table, pasted as shown, still finds it)\n"
+    "      --last N  --reverse          the newest N only; newest first\n"
+    "      --wide                       full names and digests, nothing cut to the terminal's width\n"
     "      --since TIME  --until TIME   RFC 3339 or a prefix (2026-11-24T18:03, 2026-11-24); UTC\n"
     "                                   unless an offset is given; both ends inclusive of the span\n"
     "                                   they name (--until 2026-11-24T18:03 covers that minute)\n"
@@ -46,6 +56,10 @@ enum {
 	O_LIMIT = 1 << 8,
 	O_JSON = 1 << 9,
 	O_JSONL = 1 << 10,
+	O_LAST = 1 << 11,
+	O_REVERSE = 1 << 12,
+	O_WIDE = 1 << 13,
+	O_DETAIL = 1 << 14,
 };
 
 static const struct opt {
@@ -53,9 +67,10 @@ static const struct opt {
 	int bit;
 	bool value;
 } opts[] = {
-    {"state-dir", O_STATE, true}, {"tenant", O_TENANT, true}, {"agent", O_AGENT, true},  {"run", O_RUN, true},
-    {"type", O_TYPE, true},       {"since", O_SINCE, true},   {"until", O_UNTIL, true},  {"grep", O_GREP, true},
-    {"limit", O_LIMIT, true},     {"json", O_JSON, false},    {"jsonl", O_JSONL, false},
+    {"state-dir", O_STATE, true},  {"tenant", O_TENANT, true}, {"agent", O_AGENT, true},    {"run", O_RUN, true},
+    {"type", O_TYPE, true},        {"since", O_SINCE, true},   {"until", O_UNTIL, true},    {"grep", O_GREP, true},
+    {"limit", O_LIMIT, true},      {"json", O_JSON, false},    {"jsonl", O_JSONL, false},   {"last", O_LAST, true},
+    {"reverse", O_REVERSE, false}, {"wide", O_WIDE, false},    {"detail", O_DETAIL, false},
 };
 
 static const struct sub {
@@ -63,8 +78,12 @@ static const struct sub {
 	int args;    /* positional arguments after the subcommand */
 	int allowed; /* options it takes */
 } subs[] = {
-    {"show", 1, O_STATE | O_JSON},
-    {"query", 0, O_STATE | O_TENANT | O_AGENT | O_RUN | O_TYPE | O_SINCE | O_UNTIL | O_GREP | O_LIMIT | O_JSON},
+    {"show", 1, O_STATE | O_JSON | O_WIDE},
+    {"query", 0,
+     O_STATE | O_TENANT | O_AGENT | O_RUN | O_TYPE | O_SINCE | O_UNTIL | O_GREP | O_LIMIT | O_JSON | O_LAST |
+         O_REVERSE | O_WIDE},
+    {"runs", 0,
+     O_STATE | O_TENANT | O_AGENT | O_RUN | O_SINCE | O_UNTIL | O_JSON | O_LAST | O_REVERSE | O_WIDE | O_DETAIL},
     {"verify", 0, O_STATE | O_JSON},
     {"export", 0, O_STATE | O_JSONL},
 };
@@ -135,7 +154,7 @@ static int parse(int argc, char **argv, struct args *a)
 		a->val[bit_index(o->bit)] = v;
 	}
 	if (!a->sub)
-		return usage_error("%s", "missing command: show, query, verify or export");
+		return usage_error("%s", "missing command: runs, show, query, verify or export");
 	for (size_t k = 0; k < RB_ARRAY_SIZE(opts); k++)
 		if ((a->seen & opts[k].bit) && !(a->sub->allowed & opts[k].bit)) {
 			return usage_error("option `--%s` does not apply to `%s`", opts[k].name, a->sub->name);
@@ -150,8 +169,9 @@ static int parse(int argc, char **argv, struct args *a)
 /* --- readable output: text from the ledger can come from the sandbox, so control characters
  * (terminal escapes) are shown escaped, never written raw. --- */
 
-/* Writes s escaped and cut to max code points (0: no cut), padded with spaces to pad. */
-static void put_clean(FILE *f, const char *s, int max, int pad)
+/* Writes s escaped and cut to max code points (0: no cut), padded with spaces to pad; f NULL
+ * writes nothing. Returns the width written (before the padding). */
+static int put_clean(FILE *f, const char *s, int max, int pad)
 {
 	int width = 0;
 	const unsigned char *p = (const unsigned char *)s;
@@ -170,19 +190,22 @@ static void put_clean(FILE *f, const char *s, int max, int pad)
 			while ((p[len] & 0xc0) == 0x80)
 				len++;
 		if (max && width + w > max - 1 && (width + w > max || p[len])) {
-			fputs("…", f);
+			if (f)
+				fputs("…", f);
 			width++;
 			break;
 		}
-		if (esc[0])
+		if (f && esc[0])
 			fputs(esc, f);
-		else
+		else if (f)
 			fwrite(p, 1, (size_t)len, f);
 		width += w;
 		p += len;
 	}
-	for (; width < pad; width++)
+	int wrote = width;
+	for (; f && width < pad; width++)
 		fputc(' ', f);
+	return wrote;
 }
 
 static const char *str(json_t *o, const char *key)
@@ -209,11 +232,11 @@ static void bytes(char *out, size_t n, double b)
 	snprintf(out, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
-/* "sha256:0123456789ab" from a digest or bare hex. */
-static const char *short_digest(const char *d, char out[32])
+/* "sha256:0123456789ab" from a digest or bare hex; the whole of it when wide (--wide). */
+static const char *short_digest(const char *d, char out[80], bool wide)
 {
 	const char *hex = strncmp(d, "sha256:", 7) ? d : d + 7;
-	snprintf(out, 32, "%s%.12s", hex == d ? "" : "sha256:", hex);
+	snprintf(out, 80, "%s%.*s", hex == d ? "" : "sha256:", wide ? 64 : 12, hex);
 	return out;
 }
 
@@ -256,11 +279,11 @@ static void add_step(struct sb *b, json_t *d)
 		add(b, "step %.0f ", v);
 }
 
-static void summary(json_t *ev, struct sb *b)
+static void summary(json_t *ev, struct sb *b, bool wide)
 {
 	const char *type = str(ev, "type");
 	json_t *d = json_object_get(ev, "data");
-	char x[32], y[32];
+	char x[80], y[80];
 	double v;
 	if (!json_is_object(d)) {
 		add(b, "(data is not a JSON object)");
@@ -270,17 +293,17 @@ static void summary(json_t *ev, struct sb *b)
 		add(b, "agent %s", str(d, "agent"));
 		if (*str(d, "agent_version"))
 			add(b, " version %s", str(d, "agent_version"));
-		add(b, ", image %s %s, policy %s %s", str(d, "image"), short_digest(str(d, "image_digest"), x),
-		    str(d, "policy_name"), short_digest(str(d, "policy_hash"), y));
+		add(b, ", image %s %s, policy %s %s", str(d, "image"), short_digest(str(d, "image_digest"), x, wide),
+		    str(d, "policy_name"), short_digest(str(d, "policy_hash"), y, wide));
 		if (*str(d, "manifest_hash"))
-			add(b, ", manifest %s", short_digest(str(d, "manifest_hash"), x));
+			add(b, ", manifest %s", short_digest(str(d, "manifest_hash"), x, wide));
 	} else if (!strcmp(type, "step_start")) {
 		add_step(b, d);
 		add(b, "%s", str(d, "kind"));
 		if (num(d, "size", &v))
 			bytes(x, sizeof x, v), add(b, ", %s", x);
 		if (*str(d, "sha256"))
-			add(b, ", %s", short_digest(str(d, "sha256"), y));
+			add(b, ", %s", short_digest(str(d, "sha256"), y, wide));
 		add(b, ": %s", str(d, "text"));
 	} else if (!strcmp(type, "step_end")) {
 		add_step(b, d);
@@ -313,7 +336,7 @@ static void summary(json_t *ev, struct sb *b)
 		if (num(d, "size", &v))
 			bytes(x, sizeof x, v), add(b, "%s, ", x);
 		if (*str(d, "digest"))
-			add(b, "%s, ", short_digest(str(d, "digest"), y));
+			add(b, "%s, ", short_digest(str(d, "digest"), y, wide));
 		json_t *r = json_object_get(d, "redactions"), *n;
 		double total = 0;
 		const char *k;
@@ -367,7 +390,86 @@ static int print_json(json_t *v, size_t flags)
 	return rb_json_print(stdout, v, flags);
 }
 
-static void print_show(const char *run_id, json_t *events)
+/* The terminal's width: COLUMNS, else the terminal's own (TIOCGWINSZ); 0 when stdout is no
+ * terminal and COLUMNS is unset (a pipe or a file gets whole lines). */
+static int term_width(void)
+{
+	const char *c = getenv("COLUMNS");
+	if (c && *c) {
+		char *end;
+		long v = strtol(c, &end, 10);
+		if (!*end && v >= 20 && v <= 100000)
+			return (int)v;
+	}
+	struct winsize ws;
+	if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	return 0;
+}
+
+/* A table that fits a width: each column as wide as its widest cell, then, while the line is
+ * wider than the terminal, the widest elastic column loses a character (cut with "…", which a
+ * prefix filter takes as pasted). The last column is not padded. */
+#define TABLE_COLS 8
+struct table {
+	int n;
+	const char *head[TABLE_COLS];
+	int min[TABLE_COLS]; /* 0: fixed, never cut */
+	int w[TABLE_COLS];
+	json_t *rows; /* arrays of strings */
+};
+
+static void table_row(struct table *t, const char *const *cells)
+{
+	json_t *row = json_array();
+	for (int c = 0; c < t->n; c++)
+		json_array_append_new(row, json_string(cells[c] ? cells[c] : ""));
+	json_array_append_new(t->rows, row);
+}
+
+static void table_print(struct table *t, int width, bool reverse)
+{
+	for (int c = 0; c < t->n; c++)
+		t->w[c] = (int)strlen(t->head[c]);
+	size_t i;
+	json_t *row;
+	json_array_foreach(t->rows, i, row) for (int c = 0; c < t->n; c++)
+	{
+		int w = put_clean(NULL, json_string_value(json_array_get(row, (size_t)c)), 0, 0);
+		if (w > t->w[c])
+			t->w[c] = w;
+	}
+	for (;;) {
+		int total = 0, widest = -1;
+		for (int c = 0; c < t->n; c++) {
+			total += t->w[c] + (c ? 2 : 0);
+			if (t->min[c] && t->w[c] > t->min[c] && (widest < 0 || t->w[c] > t->w[widest]))
+				widest = c;
+		}
+		if (!width || total <= width || widest < 0)
+			break;
+		t->w[widest]--;
+	}
+	for (int c = 0; c < t->n; c++) {
+		if (c)
+			fputs("  ", stdout);
+		put_clean(stdout, t->head[c], t->w[c], c + 1 < t->n ? t->w[c] : 0);
+	}
+	fputc('\n', stdout);
+	size_t n = json_array_size(t->rows);
+	for (i = 0; i < n; i++) {
+		row = json_array_get(t->rows, reverse ? n - 1 - i : i);
+		for (int c = 0; c < t->n; c++) {
+			if (c)
+				fputs("  ", stdout);
+			put_clean(stdout, json_string_value(json_array_get(row, (size_t)c)), t->w[c],
+			          c + 1 < t->n ? t->w[c] : 0);
+		}
+		fputc('\n', stdout);
+	}
+}
+
+static void print_show(const char *run_id, json_t *events, bool wide)
 {
 	json_t *first = json_array_get(events, 0);
 	fputs("run ", stdout);
@@ -382,40 +484,202 @@ static void print_show(const char *run_id, json_t *events)
 	json_array_foreach(events, i, ev)
 	{
 		struct sb b = {.n = 0};
-		summary(ev, &b);
+		summary(ev, &b, wide);
 		printf("%-6" JSON_INTEGER_FORMAT "  ", json_integer_value(json_object_get(ev, "seq")));
 		put_clean(stdout, str(ev, "ts"), 24, 24);
 		fputs("  ", stdout);
 		put_clean(stdout, str(ev, "type"), 14, 14);
 		fputs("  ", stdout);
-		put_clean(stdout, b.buf, 200, 0);
+		put_clean(stdout, b.buf, wide ? 0 : 200, 0);
 		fputc('\n', stdout);
 	}
 }
 
-static void print_table(json_t *events)
+/* "2026-11-24T18:03:05Z" from a ledger time: to the second, still a valid --since/--until. */
+static const char *ts_second(const char *ts, char out[32])
 {
-	printf("%-6s  %-24s  %-12s  %-12s  %-20s  %-14s  %s\n", "SEQ", "TIME (UTC)", "TENANT", "AGENT", "RUN", "TYPE",
-	       "SUMMARY");
+	const char *dot = strchr(ts, '.');
+	if (!dot || strlen(ts) > 31)
+		return ts;
+	snprintf(out, 32, "%.*sZ", (int)(dot - ts), ts);
+	return out;
+}
+
+static void print_table(json_t *events, bool wide, bool reverse)
+{
+	struct table t = {.n = 7,
+	                  .head = {"SEQ", "TIME (UTC)", "TENANT", "AGENT", "RUN", "TYPE", "SUMMARY"},
+	                  .min = {0, 0, 6, 8, 13, 0, 24},
+	                  .rows = json_array()};
 	size_t i;
 	json_t *ev;
 	json_array_foreach(events, i, ev)
 	{
 		struct sb b = {.n = 0};
-		summary(ev, &b);
-		printf("%-6" JSON_INTEGER_FORMAT "  ", json_integer_value(json_object_get(ev, "seq")));
-		static const struct {
-			const char *key;
-			int w;
-		} cols[] = {{"ts", 24}, {"tenant", 12}, {"agent", 12}, {"run_id", 20}, {"type", 14}};
-		for (size_t c = 0; c < RB_ARRAY_SIZE(cols); c++) {
-			put_clean(stdout, str(ev, cols[c].key), cols[c].w, cols[c].w);
-			fputs("  ", stdout);
+		summary(ev, &b, wide);
+		char seq[32];
+		snprintf(seq, sizeof seq, "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(ev, "seq")));
+		const char *cells[] = {
+		    seq, str(ev, "ts"), str(ev, "tenant"), str(ev, "agent"), str(ev, "run_id"), str(ev, "type"), b.buf};
+		table_row(&t, cells);
+	}
+	table_print(&t, wide ? 0 : term_width(), reverse);
+	json_decref(t.rows);
+	printf("(%zu event%s)\n", json_array_size(events), json_array_size(events) == 1 ? "" : "s");
+}
+
+static void human_bytes(char *out, size_t n, json_int_t b)
+{
+	bytes(out, n, (double)b);
+}
+
+/* --detail: what each run ran (the exact text, its size and sha256) and what it produced (its
+ * artifacts, full digests): the compliance question in one command. */
+static int print_detail(struct rb_ledger *l, json_t *run, struct rb_error *err)
+{
+	const char *id = str(run, "run_id");
+	_cleanup_json_ json_t *steps = NULL, *arts = NULL;
+	struct rb_ledger_filter f = {.run_id = id, .type = "step_start"};
+	if (rb_ledger_query(l, &f, &steps, err) < 0 ||
+	    rb_ledger_run_artifacts(l, id, str(run, "tenant"), &arts, err) < 0)
+		return -1;
+	size_t i;
+	json_t *ev;
+	json_array_foreach(steps, i, ev)
+	{
+		json_t *d = json_object_get(ev, "data");
+		char sz[48] = "", h[32];
+		json_int_t size = json_integer_value(json_object_get(d, "size"));
+		if (size >= 1024) {
+			human_bytes(h, sizeof h, size);
+			snprintf(sz, sizeof sz, " (%s)", h);
 		}
-		put_clean(stdout, b.buf, 120, 0);
+		printf("    step %" JSON_INTEGER_FORMAT " %s", json_integer_value(json_object_get(d, "step")),
+		       str(d, "kind"));
+		if (*str(d, "name")) {
+			fputs(" ", stdout);
+			put_clean(stdout, str(d, "name"), 0, 0);
+		}
+		printf(" at %s, %" JSON_INTEGER_FORMAT " bytes%s, sha256:%s\n", str(ev, "ts"), size, sz,
+		       str(d, "sha256"));
+		/* The exact text, each line indented; control characters escaped, never obeyed. */
+		const char *text = str(d, "text");
+		while (*text) {
+			const char *nl = strchr(text, '\n');
+			size_t len = nl ? (size_t)(nl - text) : strlen(text);
+			_cleanup_free_ char *line = strndup(text, len);
+			fputs("      | ", stdout);
+			put_clean(stdout, line ? line : "", 0, 0);
+			fputc('\n', stdout);
+			text += len + (nl ? 1 : 0);
+		}
+	}
+	json_array_foreach(arts, i, ev)
+	{
+		printf("    artifact %s  %" JSON_INTEGER_FORMAT " bytes  ", str(ev, "digest"),
+		       json_integer_value(json_object_get(ev, "size")));
+		put_clean(stdout, str(ev, "path"), 0, 0);
 		fputc('\n', stdout);
 	}
-	printf("(%zu event%s)\n", json_array_size(events), json_array_size(events) == 1 ? "" : "s");
+	return 0;
+}
+
+static int print_runs(struct rb_ledger *l, json_t *runs, bool wide, bool reverse, bool detail, struct rb_error *err)
+{
+	struct table t = {.n = 7,
+	                  .head = {"TIME (UTC)", "TENANT", "AGENT", "RUN", "RESULT", "STEPS", "ARTIFACTS"},
+	                  .min = {0, 6, 8, 13, 0, 0, 0},
+	                  .rows = json_array()};
+	size_t i, n = json_array_size(runs);
+	json_t *r;
+	json_array_foreach(runs, i, r)
+	{
+		char steps[32], arts[32];
+		snprintf(steps, sizeof steps, "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(r, "steps")));
+		snprintf(arts, sizeof arts, "%" JSON_INTEGER_FORMAT,
+		         json_integer_value(json_object_get(r, "artifacts")));
+		const char *result = json_is_string(json_object_get(r, "result")) ? str(r, "result") : "(no end)";
+		char ts[32];
+		const char *cells[] = {wide ? str(r, "ts") : ts_second(str(r, "ts"), ts),
+		                       str(r, "tenant"),
+		                       str(r, "agent"),
+		                       str(r, "run_id"),
+		                       result,
+		                       steps,
+		                       arts};
+		table_row(&t, cells);
+	}
+	if (!detail) {
+		table_print(&t, wide ? 0 : term_width(), reverse);
+	} else {
+		/* A run's line, then what it ran and produced, uncut: this is the record itself. */
+		for (i = 0; i < n; i++) {
+			r = json_array_get(runs, reverse ? n - 1 - i : i);
+			fputs("run ", stdout);
+			put_clean(stdout, str(r, "run_id"), 0, 0);
+			fputs("  tenant ", stdout);
+			put_clean(stdout, str(r, "tenant"), 0, 0);
+			fputs("  agent ", stdout);
+			put_clean(stdout, str(r, "agent"), 0, 0);
+			printf("  %s to %s  %s\n", str(r, "ts"), str(r, "end_ts"),
+			       json_is_string(json_object_get(r, "result")) ? str(r, "result") : "(no end)");
+			if (print_detail(l, r, err) < 0) {
+				json_decref(t.rows);
+				return -1;
+			}
+		}
+	}
+	json_decref(t.rows);
+	printf("(%zu run%s)\n", n, n == 1 ? "" : "s");
+	return 0;
+}
+
+/* The event types runbox writes (docs/ledger.md), and any other the ledger holds. */
+static const char *const known_types[] = {"run_start",       "step_start",      "step_end",       "artifact",
+                                          "storage_stopped", "harvest_skipped", "egress_blocked", "gateway_call",
+                                          "cleanup",         "run_end"};
+
+static int check_type(struct rb_ledger *l, const char *type, struct rb_error *err)
+{
+	for (size_t k = 0; k < RB_ARRAY_SIZE(known_types); k++)
+		if (!strcmp(type, known_types[k]))
+			return 0;
+	_cleanup_json_ json_t *have = NULL;
+	if (rb_ledger_types(l, &have, err) < 0) {
+		rb_err("ledger: %s", err->msg);
+		return 125;
+	}
+	char list[1024];
+	size_t n = 0;
+	for (size_t k = 0; k < RB_ARRAY_SIZE(known_types); k++)
+		n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", known_types[k]);
+	size_t i;
+	json_t *v;
+	json_array_foreach(have, i, v)
+	{
+		const char *t = json_string_value(v);
+		if (!strcmp(t, type))
+			return 0;
+		bool listed = false;
+		for (size_t k = 0; k < RB_ARRAY_SIZE(known_types); k++)
+			listed |= !strcmp(t, known_types[k]);
+		if (!listed && n < sizeof list)
+			n += (size_t)snprintf(list + n, sizeof list - n, ", %s", t);
+	}
+	rb_err("ledger: --type `%s`: no such event type (types: %s)", type, list);
+	return 125;
+}
+
+/* A name cut in a table ends in "…" (or "..." typed): the prefix before it. */
+static const char *uncut(const char *v, char *buf, size_t n)
+{
+	if (!v)
+		return NULL;
+	size_t len = strlen(v);
+	if (len >= 3 && (!strcmp(v + len - 3, "…") || !strcmp(v + len - 3, "...")))
+		len -= 3; /* "…" is 3 bytes of UTF-8 too */
+	snprintf(buf, n, "%.*s", (int)len, v);
+	return buf;
 }
 
 /* A write to stdout failed: a reader that went away (`ledger query | head -1`, EPIPE, SIGPIPE
@@ -445,10 +709,13 @@ int rb_cmd_ledger(int argc, char **argv)
 	if (rc || !a.sub)
 		return rc ? rc : 125;
 	const char *sub = a.sub->name;
+	char agent[256], run[256];
+	bool wide = a.seen & O_WIDE, reverse = a.seen & O_REVERSE;
 	struct rb_ledger_filter f = {
 	    .tenant = a.val[bit_index(O_TENANT)],
-	    .agent = a.val[bit_index(O_AGENT)],
-	    .run_id = a.val[bit_index(O_RUN)],
+	    .agent = uncut(a.val[bit_index(O_AGENT)], agent, sizeof agent),
+	    .run_id = uncut(a.val[bit_index(O_RUN)], run, sizeof run),
+	    .prefixes = true,
 	    .type = a.val[bit_index(O_TYPE)],
 	    .since = a.val[bit_index(O_SINCE)],
 	    .until = a.val[bit_index(O_UNTIL)],
@@ -462,6 +729,15 @@ int rb_cmd_ledger(int argc, char **argv)
 		if (errno || end == s || *end || n == 0 || n > 1000000000 || *s == '-')
 			return usage_error("--limit `%s`: expected a positive integer", s);
 		f.limit = (unsigned)n;
+	}
+	if (a.seen & O_LAST) {
+		const char *s = a.val[bit_index(O_LAST)];
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(s, &end, 10);
+		if (errno || end == s || *end || n == 0 || n > 1000000000 || *s == '-')
+			return usage_error("--last `%s`: expected a positive integer", s);
+		f.last = (unsigned)n;
 	}
 	/* Bad times are usage errors, reported before anything is opened. */
 	struct rb_error err = {0};
@@ -537,6 +813,31 @@ int rb_cmd_ledger(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (!strcmp(sub, "runs")) {
+		struct rb_ledger_runs_filter rf = {.tenant = f.tenant,
+		                                   .agent_prefix = f.agent,
+		                                   .run_prefix = f.run_id,
+		                                   .since = f.since,
+		                                   .until = f.until,
+		                                   .last = f.last};
+		_cleanup_json_ json_t *runs = NULL;
+		if (rb_ledger_runs(l, &rf, &runs, &err) < 0) {
+			rb_err("ledger: %s", err.msg);
+			return 125;
+		}
+		if (a.seen & O_JSON) {
+			if (print_json(runs, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+				return write_failed(errno);
+		} else if (print_runs(l, runs, wide, reverse, a.seen & O_DETAIL, &err) < 0) {
+			rb_err("ledger: %s", err.msg);
+			return 125;
+		}
+		if (fflush(stdout) == EOF)
+			return write_failed(errno);
+		return 0;
+	}
+	if (f.type && (rc = check_type(l, f.type, &err)))
+		return rc;
 	if (!strcmp(sub, "show")) {
 		f = (struct rb_ledger_filter){.run_id = a.pos[0]};
 	}
@@ -549,13 +850,22 @@ int rb_cmd_ledger(int argc, char **argv)
 		rb_err("ledger: no events for run `%s`", a.pos[0]);
 		return 125;
 	}
+	if (reverse) {
+		size_t n = json_array_size(events);
+		_cleanup_json_ json_t *rev = json_array();
+		for (size_t i = n; i > 0; i--)
+			json_array_append(rev, json_array_get(events, i - 1));
+		json_decref(events);
+		events = rb_steal_ptr(&rev);
+		reverse = false;
+	}
 	if (a.seen & O_JSON) {
 		if (print_json(events, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
 			return write_failed(errno);
 	} else if (!strcmp(sub, "show")) {
-		print_show(a.pos[0], events);
+		print_show(a.pos[0], events, wide);
 	} else {
-		print_table(events);
+		print_table(events, wide, reverse);
 	}
 	if (fflush(stdout) == EOF)
 		return write_failed(errno);

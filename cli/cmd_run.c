@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -9,11 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/cleanup.h"
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "ledger/ledger.h"
+#include "runtime/run/artifacts.h"
+#include "runtime/run/collect.h"
+#include "runtime/run/logs.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result.h"
 #include "runtime/run/runfile.h"
@@ -22,7 +30,9 @@
 static void usage(FILE *f)
 {
 	fputs("usage: runbox run [OPTIONS] -- CMD [ARGS...]\n"
-	      "       runbox run [OPTIONS] SPEC.json   (the options are ceilings for the manifest)\n"
+	      "       runbox run [OPTIONS] SPEC.json|- [OPTIONS]   (a manifest, `-` from stdin; the options are\n"
+	      "                                                   ceilings for it)\n"
+	      "Options may come before or after a manifest, and before `--` (or the first word of a command).\n"
 	      "  --image NAME|DIR      minimal | host (default host) | an absolute path to a root filesystem\n"
 	      "  --policy NAME|FILE    a shipped profile (default, strict) or a policy file\n"
 	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m: at most the policy's (default: the policy's)\n"
@@ -32,6 +42,12 @@ static void usage(FILE *f)
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
 	      "  --net none|gateway    network mode (default: the policy's)\n"
 	      "  --tenant ID, --agent ID  whose run this is (ledger); beside a manifest, the manifest's must match\n"
+	      "  -e, --env NAME[=VALUE] set a variable the policy's env.pass lets through (repeatable); a name\n"
+	      "                        it does not pass is an error\n"
+	      "  -w, --workdir DIR     the step's working directory (absolute; default /workspace)\n"
+	      "  --label KEY=VALUE     recorded in the ledger's run_start (repeatable)\n"
+	      "  --output DIR          after the run, copy its artifacts (its last harvest) into DIR\n"
+	      "  --force               with --output: replace files that exist in DIR\n"
 	      "  --json                print the result as one JSON object\n"
 	      "  --state-dir DIR       where runbox keeps state (also RUNBOX_STATE_DIR)\n"
 	      "  -v, --verbose         log what runbox does\n"
@@ -40,14 +56,163 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Every option given beside a manifest is a ceiling for it (runfile.h); --input is the manifest's
- * own business, so it is refused rather than dropped. */
-static int run_manifest(const char *path, const struct rb_run_config *cfg)
+/* Text from the run (a step's name, an error) with control bytes shown escaped, never obeyed. */
+static void put_clean(FILE *f, const char *s)
 {
-	if (cfg->n_inputs) {
-		rb_err("run %s: --input does not combine with a manifest (list inputs in its `inputs`)", path);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+}
+
+/* What the command line adds to a run beside its limits. */
+struct extras {
+	const char *output; /* --output DIR */
+	bool force;
+	bool json;
+	json_t *labels;      /* --label: {"K": "V"} or NULL */
+	const char *workdir; /* -w: the step's working directory */
+	const char *env[RB_POLICY_MAX_LIST];
+	unsigned n_env;
+};
+
+/* --output DIR: the run's artifacts (its last harvest, as the ledger recorded them) copied out
+ * of the store under the names they were stored with. Returns 0 or 125 (reported). */
+static int copy_out(const char *state_dir, const char *run_id, const char *tenant, const struct extras *x)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	struct rb_paths paths;
+	if (rb_paths_init(&paths, state_dir, &err) < 0) {
+		rb_err("--output: %s", err.msg);
 		return 125;
 	}
+	struct rb_ledger *l = NULL;
+	json_t *arts = NULL;
+	if (rb_ledger_open(paths.state_dir, &l, &err) < 0 ||
+	    rb_ledger_run_artifacts(l, run_id, tenant, &arts, &err) < 0) {
+		rb_err("--output: %s", err.msg);
+		if (l)
+			rb_ledger_close(l);
+		return 125;
+	}
+	rb_ledger_close(l);
+	if (mkdir(x->output, 0755) < 0 && errno != EEXIST) {
+		rb_err("--output `%s`: mkdir: %s", x->output, strerror(errno));
+		json_decref(arts);
+		return 125;
+	}
+	_cleanup_close_ int dfd = open(x->output, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		rb_err("--output `%s`: open: %s", x->output, strerror(errno));
+		json_decref(arts);
+		return 125;
+	}
+	char store[sizeof paths.state_dir + 16];
+	snprintf(store, sizeof store, "%s/artifacts", paths.state_dir);
+	int rc = 0;
+	size_t i, copied = 0;
+	json_t *a;
+	json_array_foreach(arts, i, a)
+	{
+		const char *path = json_string_value(json_object_get(a, "path"));
+		const char *digest = json_string_value(json_object_get(a, "digest"));
+		if (!path || !digest)
+			continue;
+		if (rb_artifact_export(store, digest, dfd, path, x->force, &err) < 0) {
+			rb_err("--output `%s`: %s", x->output, err.msg);
+			rc = 125;
+			continue;
+		}
+		copied++;
+	}
+	if (!x->json)
+		fprintf(stderr, "runbox: %zu artifact%s copied to %s\n", copied, copied == 1 ? "" : "s", x->output);
+	json_decref(arts);
+	return rc;
+}
+
+/* Text mode of a manifest run: a line per step as it ends, the run id first (stderr) and a
+ * summary last. */
+struct view {
+	bool json; /* the id is in the JSON: not said on stderr */
+	char run_id[80];
+	size_t artifacts;
+	uint64_t redactions;
+	unsigned steps;
+};
+
+static void view_begin(void *ctx, const char *run_id)
+{
+	struct view *v = ctx;
+	snprintf(v->run_id, sizeof v->run_id, "%s", run_id);
+	if (!v->json)
+		fprintf(stderr, "runbox: run %s\n", run_id);
+}
+
+static void view_step(void *ctx, const json_t *st)
+{
+	struct view *v = ctx;
+	json_t *h = json_object_get(st, "harvest");
+	size_t arts = json_array_size(json_object_get(h, "artifacts"));
+	json_int_t red = json_integer_value(json_object_get(h, "redactions_total"));
+	const char *name = json_string_value(json_object_get(st, "name"));
+	/* Each harvest walks all of /workspace/out: the last is the run's state, not a sum. */
+	if (h) {
+		v->artifacts = arts;
+		v->redactions = (uint64_t)(red > 0 ? red : 0);
+	}
+	v->steps++;
+	char wall[32];
+	snprintf(wall, sizeof wall, "%.1f ms", json_number_value(json_object_get(st, "wall_ms")));
+	printf("step %" JSON_INTEGER_FORMAT " ", json_integer_value(json_object_get(st, "step")));
+	if (name)
+		put_clean(stdout, name);
+	else
+		fputs("-", stdout);
+	printf(": %s, exit %" JSON_INTEGER_FORMAT ", %s, %zu artifact%s, %" JSON_INTEGER_FORMAT " redaction%s\n",
+	       json_string_value(json_object_get(st, "status")), json_integer_value(json_object_get(st, "exit")), wall,
+	       arts, arts == 1 ? "" : "s", red, red == 1 ? "" : "s");
+	const char *e = json_string_value(json_object_get(st, "error"));
+	if (e) {
+		fputs("  error: ", stdout);
+		put_clean(stdout, e);
+		fputc('\n', stdout);
+	}
+	fflush(stdout);
+}
+
+static void view_end(void *ctx, const json_t *res)
+{
+	struct view *v = ctx;
+	printf("run %s: %s, %u step%s, %zu artifact%s, %" PRIu64 " redaction%s, exit %" JSON_INTEGER_FORMAT "\n",
+	       v->run_id, json_string_value(json_object_get(res, "result")), v->steps, v->steps == 1 ? "" : "s",
+	       v->artifacts, v->artifacts == 1 ? "" : "s", v->redactions, v->redactions == 1 ? "" : "s",
+	       json_integer_value(json_object_get(res, "exit")));
+	const char *e = json_string_value(json_object_get(res, "error"));
+	if (e) {
+		fputs("  error: ", stdout);
+		put_clean(stdout, e);
+		fputc('\n', stdout);
+	}
+	fflush(stdout);
+}
+
+/* Every option given beside a manifest is a ceiling for it (runfile.h); --input and --env are
+ * the manifest's own business, so they are refused rather than dropped. */
+static int run_manifest(const char *path, const struct rb_run_config *cfg, const struct extras *x)
+{
+	if (cfg->n_inputs || x->n_env) {
+		rb_err("run %s: --%s does not combine with a manifest (list them in its `%s`)", path,
+		       cfg->n_inputs ? "input" : "env", cfg->n_inputs ? "inputs" : "env");
+		return 125;
+	}
+	if (x->workdir) {
+		rb_err("run %s: --workdir does not combine with a manifest (a script says `cd` itself)", path);
+		return 125;
+	}
+	struct view v = {.json = x->json};
 	struct rb_runfile_opts opts = {
 	    .state_dir = cfg->state_dir,
 	    .ceilings = {.tenant = cfg->tenant,
@@ -56,15 +221,76 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	                 .image = cfg->image,
 	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
 	    .net_mode = cfg->net_mode,
+	    .labels = x->labels,
+	    .on_begin = view_begin,
+	    .on_step = x->json ? NULL : view_step,
+	    .on_end = x->json ? NULL : view_end,
+	    .ctx = &v,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
 	int code;
-	if (rb_runfile_execute(path, &opts, stdout, &code, &err) < 0) {
+	if (rb_runfile_execute(path, &opts, x->json ? stdout : NULL, &code, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
+	if (x->output && v.run_id[0]) {
+		/* The manifest's tenant, which the ceilings held to --tenant when given. */
+		struct rb_ledger *l = NULL;
+		struct rb_paths paths;
+		const char *tenant = cfg->tenant;
+		char t[80] = "";
+		if (!tenant && rb_paths_init(&paths, cfg->state_dir, &err) == 0 &&
+		    rb_ledger_open(paths.state_dir, &l, &err) == 0) {
+			json_t *ev = NULL;
+			struct rb_ledger_filter f = {.run_id = v.run_id, .type = "run_start", .limit = 1};
+			if (rb_ledger_query(l, &f, &ev, &err) == 0)
+				snprintf(t, sizeof t, "%s",
+				         json_string_value(json_object_get(json_array_get(ev, 0), "tenant")) ?: "");
+			json_decref(ev);
+			rb_ledger_close(l);
+			tenant = t;
+		}
+		int rc = copy_out(cfg->state_dir, v.run_id, tenant ? tenant : "local", x);
+		if (rc && !code)
+			code = rc;
+	}
 	return code;
+}
+
+/* -e NAME[=VALUE]: the policy decides which variables reach a step (env.pass, copied from
+ * runbox's own environment); -e may only name one of those, and gives it its value by setting
+ * it in runbox's environment, where the policy takes it from. */
+static int apply_env(const struct rb_policy *pol, const struct extras *x)
+{
+	for (unsigned i = 0; i < x->n_env; i++) {
+		const char *e = x->env[i], *eq = strchr(e, '=');
+		size_t len = eq ? (size_t)(eq - e) : strlen(e);
+		bool passed = false;
+		for (unsigned k = 0; k < pol->n_env_pass; k++)
+			if (strlen(pol->env_pass[k]) == len && !strncmp(pol->env_pass[k], e, len))
+				passed = true;
+		if (!passed) {
+			char list[1024] = "";
+			size_t n = 0;
+			for (unsigned k = 0; k < pol->n_env_pass && n < sizeof list; k++)
+				n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "",
+				                      pol->env_pass[k]);
+			rb_err("--env `%.*s`: policy `%s` does not pass it (its env.pass: %s); only the operator's "
+			       "policy widens the environment",
+			       (int)len, e, pol->name, pol->n_env_pass ? list : "none");
+			return 125;
+		}
+		if (eq) {
+			char name[256];
+			snprintf(name, sizeof name, "%.*s", (int)len, e);
+			if (setenv(name, eq + 1, 1) < 0) {
+				rb_err("--env `%s`: %s", name, strerror(errno));
+				return 125;
+			}
+		}
+	}
+	return 0;
 }
 
 /* The ledger's record of a one-step run: the command, its end, the run's end. */
@@ -111,49 +337,130 @@ static void report_limits(const struct rb_run *run, const struct rb_step_result 
 		rb_err("seccomp killed the step (SIGSYS): it made a system call the policy does not allow");
 }
 
+/* "-" or a name ending in ".json": a manifest, where a command would be. */
+static bool is_manifest(const char *arg)
+{
+	size_t n = strlen(arg);
+	return !strcmp(arg, "-") || (n > 5 && !strcmp(arg + n - 5, ".json"));
+}
+
+enum {
+	OPT_IMAGE = 256,
+	OPT_POLICY,
+	OPT_TIMEOUT,
+	OPT_INPUT,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_CPUS,
+	OPT_NET,
+	OPT_JSON,
+	OPT_TENANT,
+	OPT_AGENT,
+	OPT_STATE,
+	OPT_OUTPUT,
+	OPT_FORCE,
+	OPT_LABEL,
+	OPT_VERSION,
+};
+
 int rb_cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"image", required_argument, NULL, 'i'},
-	    {"policy", required_argument, NULL, 'p'},
-	    {"timeout", required_argument, NULL, 't'},
-	    {"input", required_argument, NULL, 'I'},
-	    {"memory", required_argument, NULL, 'm'},
-	    {"pids", required_argument, NULL, 'P'},
-	    {"cpus", required_argument, NULL, 'c'},
-	    {"net", required_argument, NULL, 'n'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"tenant", required_argument, NULL, 'T'},
-	    {"agent", required_argument, NULL, 'A'},
-	    {"state-dir", required_argument, NULL, 's'},
+	    {"image", required_argument, NULL, OPT_IMAGE},
+	    {"policy", required_argument, NULL, OPT_POLICY},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	    {"input", required_argument, NULL, OPT_INPUT},
+	    {"memory", required_argument, NULL, OPT_MEMORY},
+	    {"pids", required_argument, NULL, OPT_PIDS},
+	    {"cpus", required_argument, NULL, OPT_CPUS},
+	    {"net", required_argument, NULL, OPT_NET},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"tenant", required_argument, NULL, OPT_TENANT},
+	    {"agent", required_argument, NULL, OPT_AGENT},
+	    {"state-dir", required_argument, NULL, OPT_STATE},
+	    {"output", required_argument, NULL, OPT_OUTPUT},
+	    {"force", no_argument, NULL, OPT_FORCE},
+	    {"env", required_argument, NULL, 'e'},
+	    {"workdir", required_argument, NULL, 'w'},
+	    {"label", required_argument, NULL, OPT_LABEL},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct rb_run_config cfg = {.net_mode = -1};
 	const char *inputs[RB_MAX_INPUTS];
-	bool json = false;
+	struct extras x = {0};
+	_cleanup_json_ json_t *labels = NULL;
+	const char *manifest = NULL;
 	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+	/* Podman's way: options before and after a manifest are one set; a command's own words
+	 * begin at `--` or at its first word, and are never runbox's. */
+	for (;;) {
+		c = getopt_long(argc, argv, "+vhe:w:", opts, NULL);
+		if (c == -1) {
+			if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && !manifest &&
+			    is_manifest(argv[optind]) && optind > 0) {
+				manifest = argv[optind++];
+				continue;
+			}
+			break;
+		}
 		switch (c) {
-		case 'i': cfg.image = optarg; break;
-		case 'p': cfg.policy = optarg; break;
-		case 's': cfg.state_dir = optarg; break;
-		case 'j': json = true; break;
-		case 'T':
-		case 'A':
-			if (!rb_manifest_id_ok(optarg)) {
-				rb_err("--%s `%s`: expected an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\")",
-				       c == 'T' ? "tenant" : "agent", optarg);
+		case OPT_IMAGE: cfg.image = optarg; break;
+		case OPT_POLICY: cfg.policy = optarg; break;
+		case OPT_STATE: cfg.state_dir = optarg; break;
+		case OPT_JSON: x.json = true; break;
+		case OPT_OUTPUT: x.output = optarg; break;
+		case OPT_FORCE: x.force = true; break;
+		case OPT_VERSION: return rb_cmd_version(0, NULL);
+		case 'w':
+			if (optarg[0] != '/' || strlen(optarg) >= 4096) {
+				rb_err(
+				    "--workdir `%s`: expected an absolute path inside the sandbox, like /workspace/src",
+				    optarg);
 				return 125;
 			}
-			*(c == 'T' ? &cfg.tenant : &cfg.agent) = optarg;
+			x.workdir = optarg;
+			break;
+		case 'e':
+			if (x.n_env >= RB_ARRAY_SIZE(x.env)) {
+				rb_err("--env: at most %zu", RB_ARRAY_SIZE(x.env));
+				return 125;
+			}
+			x.env[x.n_env++] = optarg;
+			break;
+		case OPT_LABEL: {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || eq - optarg > 128) {
+				rb_err("--label `%s`: expected KEY=VALUE with a KEY of 1 to 128 characters", optarg);
+				return 125;
+			}
+			if (!labels)
+				labels = json_object();
+			char key[129];
+			snprintf(key, sizeof key, "%.*s", (int)(eq - optarg), optarg);
+			json_t *v = json_string(eq + 1);
+			if (!v || json_object_set_new(labels, key, v) < 0) {
+				rb_err("--label `%s`: not valid UTF-8", optarg);
+				return 125;
+			}
+			break;
+		}
+		case OPT_TENANT:
+		case OPT_AGENT:
+			if (!rb_manifest_id_ok(optarg)) {
+				rb_err("--%s `%s`: expected an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\")",
+				       c == OPT_TENANT ? "tenant" : "agent", optarg);
+				return 125;
+			}
+			*(c == OPT_TENANT ? &cfg.tenant : &cfg.agent) = optarg;
 			break;
 		case 'v': rb_log_set_level(RB_LOG_DEBUG); break;
 		case 'h': usage(stdout); return 0;
-		case 't':
+		case OPT_TIMEOUT:
 			if (rb_parse_duration_ms(optarg, &cfg.timeout_ms) < 0 || cfg.timeout_ms == 0) {
 				rb_err("--timeout `%s`: expected a duration above 0 with a unit (ms, s, m or h), like "
 				       "2.5s or 300ms",
@@ -161,13 +468,13 @@ int rb_cmd_run(int argc, char **argv)
 				return 125;
 			}
 			break;
-		case 'm':
+		case OPT_MEMORY:
 			if (rb_parse_size(optarg, &cfg.memory_bytes) < 0 || cfg.memory_bytes == 0) {
 				rb_err("--memory `%s`: expected a size above 0 like 256M (units K, M, G, T)", optarg);
 				return 125;
 			}
 			break;
-		case 'P': {
+		case OPT_PIDS: {
 			/* Digits only: strtoull takes "-5" as 2^64 - 5, which reached pids.max. The range
 			 * is the policy's limits.pids. */
 			char *end;
@@ -180,7 +487,7 @@ int rb_cmd_run(int argc, char **argv)
 			cfg.pids = v;
 			break;
 		}
-		case 'c': {
+		case OPT_CPUS: {
 			char *end;
 			errno = 0;
 			double v = strtod(optarg, &end);
@@ -192,7 +499,7 @@ int rb_cmd_run(int argc, char **argv)
 			cfg.cpus = v;
 			break;
 		}
-		case 'n':
+		case OPT_NET:
 			if (!strcmp(optarg, "none"))
 				cfg.net_mode = RB_NET_NONE;
 			else if (!strcmp(optarg, "gateway"))
@@ -202,7 +509,7 @@ int rb_cmd_run(int argc, char **argv)
 				return 125;
 			}
 			break;
-		case 'I':
+		case OPT_INPUT:
 			if (cfg.n_inputs >= RB_MAX_INPUTS) {
 				rb_err("--input: at most %d inputs", RB_MAX_INPUTS);
 				return 125;
@@ -214,15 +521,23 @@ int rb_cmd_run(int argc, char **argv)
 			return 125;
 		}
 	}
+	x.labels = labels;
+	if (x.force && !x.output) {
+		rb_err("run: --force applies to --output only");
+		return 125;
+	}
+	if (manifest) {
+		if (optind < argc) {
+			rb_err("run %s: unexpected `%s` after the manifest (a manifest's steps are its own)", manifest,
+			       argv[optind]);
+			return 125;
+		}
+		return run_manifest(manifest, &cfg, &x);
+	}
 	if (optind >= argc) {
 		rb_err("run: no command given (usage: runbox run [OPTIONS] -- CMD ARGS... | runbox run SPEC.json)");
 		return 125;
 	}
-	/* `runbox run spec.json`: a whole run from a manifest (no `--` before it). */
-	size_t alen = strlen(argv[optind]);
-	if (optind == argc - 1 && strcmp(argv[optind - 1], "--") != 0 && alen > 5 &&
-	    !strcmp(argv[optind] + alen - 5, ".json"))
-		return run_manifest(argv[optind], &cfg);
 	cfg.inputs = inputs;
 	char **cmd = argv + optind;
 	/* The command travels as JSON text (to init, into the ledger): bytes that are not UTF-8
@@ -245,11 +560,19 @@ int rb_cmd_run(int argc, char **argv)
 		rb_run_close(&run);
 		return 125;
 	}
+	if (apply_env(&run.policy, &x) != 0) {
+		rb_run_close(&run);
+		return 125;
+	}
+	if (!x.json)
+		fprintf(stderr, "runbox: run %s\n", run.id);
 	/* Every command is written ahead into the run's state file before it runs, and committed
 	 * to the ledger beside its start; a run that cannot be recorded does not go on. */
 	struct rb_record rec;
 	rb_debug("ledger: record start");
-	if (rb_record_open(&rec, &run, &err) < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
+	int opened = rb_record_open(&rec, &run, &err);
+	rec.labels = labels; /* into run_start */
+	if (opened < 0 || rb_record_run_start(&rec, NULL, NULL, &err) < 0 ||
 	    record_step(&rec, cmd, NULL, false, &err) < 0) {
 		rb_err("ledger: %s", err.msg);
 		rb_record_close(&rec);
@@ -258,28 +581,57 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
-	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
+	struct rb_step_req req = {.argv = cmd, .passthrough = !x.json, .cwd = x.workdir};
+	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */
 		rb_run_close(&run);
 		return 125;
 	}
 	int code = rb_step_exit_code(&res);
+	/* /workspace/out is harvested as a manifest step's is: scrubbed (the run token known),
+	 * within the caps and the run's storage budget, recorded. */
+	struct rb_collect col;
+	rb_collect_init(&col, &run);
+	struct rb_scrub_secret secret = {"run-token", run.token, strlen(run.token)};
+	json_t *hj = json_object();
+	struct rb_harvest_result h = {0};
+	bool harvested = false;
+	bool recorded = record_step(&rec, cmd, &res, true, &err) == 0;
+	if (recorded && res.status != RB_STEP_SETUP_FAILED) {
+		if (rb_scrub_new_labeled(&secret, run.token[0] ? 1 : 0, &col.scrubber, &err) < 0 ||
+		    rb_collect_step(&col, &run, &rec, 1, NULL, hj, &h, &err) < 0) {
+			rb_err("harvest: %s", err.msg);
+			code = 125;
+		} else {
+			harvested = true;
+		}
+	}
+	rb_collect_close(&col);
+	rb_scrub_free(col.scrubber);
 	rb_run_stop(&run);
+	struct rb_error kerr;
+	if (rb_logs_keep(&run, &kerr) < 0)
+		rb_warn("%s", kerr.msg);
 	/* The last commit is written, and the disk writes it while the sandbox is taken down;
 	 * the result comes only once it is durable (rb_record_sync). */
-	bool recorded = record_step(&rec, cmd, &res, true, &err) == 0 &&
-	                rb_record_run_end(&rec, rb_record_outcome(&res), &err) == 0 &&
-	                rb_record_flush(&rec, RB_RECORD_DEFERRED, &err) == 0;
+	recorded = recorded && rb_record_run_end(&rec, code == 125 ? "failure" : rb_record_outcome(&res), &err) == 0 &&
+	           rb_record_flush(&rec, RB_RECORD_DEFERRED, &err) == 0;
 	if (!recorded) {
 		rb_err("ledger: %s", err.msg);
 		code = 125;
 		rb_record_close(&rec); /* before the run's close: it keeps the state file */
 	}
-	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
-	if (!json)
+	json_t *result = x.json ? rb_result_json(&run, cmd, &res) : NULL;
+	if (result && json_object_get(hj, "harvest"))
+		json_object_set(result, "harvest", json_object_get(hj, "harvest"));
+	json_decref(hj);
+	if (!x.json)
 		report_limits(&run, &res);
 	uint64_t timeout_ms = run.timeout_ms;
+	char run_id[sizeof run.id], tenant[sizeof run.tenant];
+	snprintf(run_id, sizeof run_id, "%s", run.id);
+	snprintf(tenant, sizeof tenant, "%s", run.tenant);
 	rb_run_close(&run);
 	if (recorded) {
 		if (rb_record_sync(&rec, &err) < 0) {
@@ -296,6 +648,15 @@ int rb_cmd_run(int argc, char **argv)
 	} else if (res.status == RB_STEP_TIMEOUT) {
 		rb_err("timed out after %llu ms; the sandbox was killed", (unsigned long long)timeout_ms);
 	}
+	if (!x.json && harvested && h.n_artifacts)
+		fprintf(stderr, "runbox: run %s stored %zu artifact%s (`runbox artifact ls %s`)\n", run_id,
+		        h.n_artifacts, h.n_artifacts == 1 ? "" : "s", run_id);
+	rb_harvest_result_free(&h);
 	rb_step_result_free(&res);
+	if (x.output && recorded) {
+		int rc = copy_out(cfg.state_dir, run_id, tenant, &x);
+		if (rc && !code)
+			code = rc;
+	}
 	return code;
 }

@@ -10,5 +10,9 @@ int rb_cmd_ps(int argc, char **argv);
 int rb_cmd_kill(int argc, char **argv);
 int rb_cmd_gc(int argc, char **argv);
 int rb_cmd_image(int argc, char **argv);
+int rb_cmd_artifact(int argc, char **argv);
+int rb_cmd_logs(int argc, char **argv);
+/* `runbox --version`, `runbox version`, `runbox run --version`. */
+int rb_cmd_version(int argc, char **argv);
 
 #endif

@@ -14,11 +14,14 @@ static void usage(FILE *f)
 	      "  check                          what this host supports, what is degraded, why\n"
 	      "  run [OPTIONS] -- CMD ARGS...   one step in a fresh sandbox\n"
 	      "  run SPEC.json                  a whole run from a manifest: inputs, skills, steps\n"
-	      "  ledger show|query|verify|export   the tamper-evident record of every run\n"
+	      "  ledger runs|show|query|verify|export   the tamper-evident record of every run\n"
 	      "  ps | kill RUN | gc [--retention DUR] [--dry-run]\n"
 	      "                                 live runs, stop one, clean up after a crash, old artifacts\n"
 	      "  policy validate FILE | show NAME\n"
 	      "  image import|ls|inspect|rm|tag  the image store: trees by digest, names for them\n"
+	      "  artifact ls RUN | get DIGEST|RUN:PATH | inspect DIGEST   a run's files, back out of the store\n"
+	      "  logs RUN [--step N]            a run's captured output, from its records\n"
+	      "  --version                      runbox's version\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",
 	      f);
@@ -48,11 +51,15 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
+		return rb_cmd_version(argc - 1, argv + 1);
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
-	            {"ps", rb_cmd_ps},   {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc},         {"image", rb_cmd_image}};
+	} cmds[] = {{"run", rb_cmd_run},       {"check", rb_cmd_check}, {"policy", rb_cmd_policy},
+	            {"ledger", rb_cmd_ledger}, {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},
+	            {"gc", rb_cmd_gc},         {"image", rb_cmd_image}, {"artifact", rb_cmd_artifact},
+	            {"logs", rb_cmd_logs}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

@@ -43,6 +43,8 @@ char *rb_json_escape_controls(const char *dumped)
 
 int rb_json_print(FILE *f, const json_t *v, size_t flags)
 {
+	if (!(flags & JSON_REAL_PRECISION(31)))
+		flags |= RB_JSON_REAL_PRECISION;
 	_cleanup_free_ char *text = json_dumps(v, flags);
 	_cleanup_free_ char *safe = text ? rb_json_escape_controls(text) : NULL;
 	if (!safe) {

@@ -923,6 +923,128 @@ bad:
 	    err, 0, "bad time `%s`: expected RFC 3339 like 2026-11-24T18:03:05Z or a prefix like 2026-11-24T18:03", s);
 }
 
+int rb_ledger_run_artifacts(struct rb_ledger *l, const char *run_id, const char *tenant, json_t **arts,
+                            struct rb_error *err)
+{
+	*arts = NULL;
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "WITH a AS (SELECT data, json_extract(data, '$.step') AS step FROM events"
+	                       " WHERE run_id = ?1 AND tenant = ?2 AND type = 'artifact')"
+	                       " SELECT data FROM a WHERE step = (SELECT MAX(step) FROM a)"
+	                       " ORDER BY json_extract(data, '$.path')",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "list a run's artifacts");
+	sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	_cleanup_json_ json_t *out = json_array();
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *d = json_loads(col_text(s, 0), 0, NULL);
+		if (json_is_object(d))
+			json_array_append_new(out, d);
+		else
+			json_decref(d);
+	}
+	if (rc != SQLITE_DONE)
+		return db_error(l, err, "list a run's artifacts");
+	*arts = rb_steal_ptr(&out);
+	return 0;
+}
+
+int rb_ledger_artifact_events(struct rb_ledger *l, const char *digest, const char *tenant, json_t **rows,
+                              struct rb_error *err)
+{
+	*rows = NULL;
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT seq, ts, run_id, tenant, agent, json_extract(data, '$.step'),"
+	                       " json_extract(data, '$.path'), json_extract(data, '$.size') FROM events"
+	                       " WHERE type = 'artifact' AND tenant = ?2 AND instr(data, ?1) > 0"
+	                       " AND json_extract(data, '$.digest') = ?1 ORDER BY seq",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "look up an artifact's runs");
+	sqlite3_bind_text(s, 1, digest, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	_cleanup_json_ json_t *out = json_array();
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(out,
+		                      json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:s, s:I}", "seq",
+		                                (json_int_t)sqlite3_column_int64(s, 0), "ts", col_text(s, 1), "run_id",
+		                                col_text(s, 2), "tenant", col_text(s, 3), "agent", col_text(s, 4),
+		                                "step", (json_int_t)sqlite3_column_int64(s, 5), "path", col_text(s, 6),
+		                                "size", (json_int_t)sqlite3_column_int64(s, 7)));
+	if (rc != SQLITE_DONE)
+		return db_error(l, err, "look up an artifact's runs");
+	*rows = rb_steal_ptr(&out);
+	return 0;
+}
+
+int rb_ledger_runs(struct rb_ledger *l, const struct rb_ledger_runs_filter *f, json_t **runs, struct rb_error *err)
+{
+	*runs = NULL;
+	char since[32], until[32];
+	if (f->since && rb_ledger_parse_time(f->since, 0, since, err) < 0)
+		return rb_error_prefix(err, "--since");
+	if (f->until && rb_ledger_parse_time(f->until, 1, until, err) < 0)
+		return rb_error_prefix(err, "--until");
+	/* Prefixes by substr, not LIKE: a `_` or `%` in a name is that character. */
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(
+	        l->db,
+	        "SELECT * FROM (SELECT run_id, MIN(ts) AS t0, MAX(ts), tenant, agent,"
+	        " (SELECT json_extract(data, '$.result') FROM events r WHERE r.run_id = e.run_id AND r.type = 'run_end'"
+	        "  ORDER BY seq DESC LIMIT 1),"
+	        " SUM(type = 'step_start'),"
+	        " COUNT(DISTINCT CASE WHEN type = 'artifact' THEN json_extract(data, '$.digest') END), MIN(seq) AS s0"
+	        " FROM events e WHERE (?1 IS NULL OR tenant = ?1)"
+	        " AND (?2 IS NULL OR substr(agent, 1, length(?2)) = ?2)"
+	        " AND (?3 IS NULL OR substr(run_id, 1, length(?3)) = ?3)"
+	        " GROUP BY run_id HAVING (?4 IS NULL OR t0 >= ?4) AND (?5 IS NULL OR t0 < ?5)"
+	        " ORDER BY s0 DESC LIMIT ?6) ORDER BY s0",
+	        -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "list runs");
+	const char *v[5] = {f->tenant, f->agent_prefix, f->run_prefix, f->since ? since : NULL,
+	                    f->until ? until : NULL};
+	for (int i = 0; i < 5; i++)
+		if (v[i])
+			sqlite3_bind_text(s, i + 1, v[i], -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(s, 6, f->last ? (int64_t)f->last : -1);
+	_cleanup_json_ json_t *out = json_array();
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "run_id", col_text(s, 0), "ts",
+		                        col_text(s, 1), "end_ts", col_text(s, 2), "tenant", col_text(s, 3), "agent",
+		                        col_text(s, 4), "steps", (json_int_t)sqlite3_column_int64(s, 6), "artifacts",
+		                        (json_int_t)sqlite3_column_int64(s, 7));
+		json_object_set_new(row, "result",
+		                    sqlite3_column_type(s, 5) == SQLITE_NULL ? json_null()
+		                                                             : json_string(col_text(s, 5)));
+		json_array_append_new(out, row);
+	}
+	if (rc != SQLITE_DONE)
+		return db_error(l, err, "list runs");
+	*runs = rb_steal_ptr(&out);
+	return 0;
+}
+
+int rb_ledger_types(struct rb_ledger *l, json_t **types, struct rb_error *err)
+{
+	*types = NULL;
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db, "SELECT DISTINCT type FROM events ORDER BY type", -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "list event types");
+	_cleanup_json_ json_t *out = json_array();
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(out, json_string(col_text(s, 0)));
+	if (rc != SQLITE_DONE)
+		return db_error(l, err, "list event types");
+	*types = rb_steal_ptr(&out);
+	return 0;
+}
+
 static json_t *row_json(sqlite3_stmt *s)
 {
 	json_t *ev = json_object();
@@ -951,19 +1073,22 @@ int rb_ledger_query(struct rb_ledger *l, const struct rb_ledger_filter *f, json_
 	struct {
 		const char *value, *clause;
 	} conds[] = {
-	    {f->run_id, " AND run_id = ?"},
+	    {f->run_id, f->prefixes ? " AND instr(run_id, ?) = 1" : " AND run_id = ?"},
 	    {f->tenant, " AND tenant = ?"},
-	    {f->agent, " AND agent = ?"},
+	    {f->agent, f->prefixes ? " AND instr(agent, ?) = 1" : " AND agent = ?"},
 	    {f->type, " AND type = ?"},
 	    {f->since ? since : NULL, " AND ts >= ?"},
 	    {f->until ? until : NULL, " AND ts < ?"},
 	    {f->grep, " AND instr(data, ?) > 0"},
 	};
-	char sql[512];
-	size_t n = (size_t)snprintf(sql, sizeof sql, "%s", COLUMNS " WHERE 1");
+	char sql[768];
+	size_t n = (size_t)snprintf(sql, sizeof sql, "%s%s", f->last ? "SELECT * FROM (" : "", COLUMNS " WHERE 1");
 	for (size_t i = 0; i < RB_ARRAY_SIZE(conds); i++)
 		if (conds[i].value)
 			n += (size_t)snprintf(sql + n, sizeof sql - n, "%s", conds[i].clause);
+	/* --last: the newest N, shown oldest first like everything else. */
+	if (f->last)
+		n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY seq DESC LIMIT %u)", f->last);
 	snprintf(sql + n, sizeof sql - n, "%s", f->limit ? " ORDER BY seq LIMIT ?" : " ORDER BY seq");
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	if (sqlite3_prepare_v2(l->db, sql, -1, &s, NULL) != SQLITE_OK)

@@ -81,6 +81,37 @@ int rb_ledger_live_digests(struct rb_ledger *l, const char *since, json_t **set,
 int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const char *digest, bool *found,
                                   struct rb_error *err);
 
+/* The artifacts of run_id's last state, when it is a run of tenant (else none, whether the run
+ * exists or not): the artifact events of the run's highest step that stored any (each harvest
+ * walks all of /workspace/out, so earlier steps' lists are older states of the same folder).
+ * *arts gets a new array of their data objects (path, size, digest, redactions, step, ...),
+ * sorted by path. */
+int rb_ledger_run_artifacts(struct rb_ledger *l, const char *run_id, const char *tenant, json_t **arts,
+                            struct rb_error *err);
+/* Who stored digest within tenant: *rows gets one object per artifact event of that tenant
+ * naming it, {"seq", "ts", "run_id", "tenant", "agent", "step", "path", "size"}, in seq order. */
+int rb_ledger_artifact_events(struct rb_ledger *l, const char *digest, const char *tenant, json_t **rows,
+                              struct rb_error *err);
+
+/* One row per run, for people (`runbox ledger runs`). tenant is exact; agent and run_id are
+ * prefixes (a name cut in a table still finds it); since/until (as in rb_ledger_filter) bound
+ * the run's first event. last > 0 keeps the last that many runs. */
+struct rb_ledger_runs_filter {
+	const char *tenant;
+	const char *agent_prefix;
+	const char *run_prefix;
+	const char *since;
+	const char *until;
+	unsigned last;
+};
+/* *runs gets an array, oldest first, of {"run_id", "ts" (first event), "end_ts" (last), "tenant",
+ * "agent", "result" (run_end's, or null while it runs or when it died), "steps", "artifacts"
+ * (distinct digests)}. */
+int rb_ledger_runs(struct rb_ledger *l, const struct rb_ledger_runs_filter *f, json_t **runs, struct rb_error *err);
+
+/* *types gets a new array of the distinct event types the ledger holds, sorted. */
+int rb_ledger_types(struct rb_ledger *l, json_t **types, struct rb_error *err);
+
 /* Walks the whole chain: seq continuity from 1, each prev_hash, each recomputed hash, and the
  * head file (which catches events deleted from the end). Returns 0 when intact, 1 when broken,
  * -1 when it could not read the ledger. *report (when not NULL) gets {"intact", "events",
@@ -101,6 +132,8 @@ struct rb_ledger_filter {
 	const char *until;
 	const char *grep;
 	unsigned limit;
+	unsigned last; /* > 0: only the last that many (newest) events, still in seq order */
+	bool prefixes; /* agent and run_id match as prefixes (a name cut in a table still finds it) */
 };
 
 /* *events gets an array of event objects in seq order: {"seq", "ts", "run_id", "tenant",

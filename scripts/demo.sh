@@ -18,7 +18,10 @@ say ./runbox run --image host --json -- sh -c 'echo from the host image: $(uname
 ./runbox run --image host --json -- sh -c 'echo from the host image: $(uname -s)'
 
 say '(cd docs/examples && ../../runbox run manifest.json)   # three steps: two scripts and a skill'
-(cd docs/examples && ../../runbox run manifest.json) | grep -E '^  "(run_id|result|exit)"|"(name|status|path|digest)":' || true
+(cd docs/examples && ../../runbox run manifest.json) || true
+
+say ./runbox ledger runs --tenant acme --agent weekly-report --last 1 --detail
+./runbox ledger runs --tenant acme --agent weekly-report --last 1 --detail
 
 say ./runbox ledger query --tenant acme --agent weekly-report --limit 8
 ./runbox ledger query --tenant acme --agent weekly-report --limit 8

@@ -296,7 +296,7 @@ EOF
 # (120) and KILL 5 s later; KILL at once shows a hung runbox as exit 137 with no result. Sets
 # RC, OUT, ERR; the result is in $T/out.
 run_manifest() {
-	rbx_cmd run "$1"
+	rbx_cmd run "$1" --json
 	timeout -k 5 -s "${3:-TERM}" "${2:-120}" "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err"
 	RC=$?
 	OUT=$(cat "$T/out")

@@ -8,6 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -132,5 +135,106 @@ int rb_artifact_sync(const char *store_dir, struct rb_error *err)
 		return rb_error_set(err, errno, "open `%s`", store_dir);
 	if (syncfs(fd) < 0)
 		return rb_error_set(err, errno, "syncfs `%s`", store_dir);
+	return 0;
+}
+
+int rb_artifact_read(const char *store_dir, const char *digest, char **data, size_t *len, struct rb_error *err)
+{
+	*data = NULL;
+	*len = 0;
+	char path[PATH_MAX];
+	if (rb_artifact_path(store_dir, digest, path, err) < 0)
+		return -1;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return rb_error_set(err, errno, "artifact %s: open `%s`", digest, path);
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > RB_ARTIFACT_READ_MAX)
+		return rb_error_set(err, EINVAL, "artifact %s: `%s` is not a stored object", digest, path);
+	_cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return rb_error_set(err, ENOMEM, "artifact %s", digest);
+	size_t n = 0;
+	while (n < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return rb_error_set(err, r < 0 ? errno : EIO, "artifact %s: read `%s`", digest, path);
+		n += (size_t)r;
+	}
+	char hex[65];
+	rb_sha256_hex(buf, n, hex);
+	const char *want = strncmp(digest, "sha256:", 7) == 0 ? digest + 7 : digest;
+	if (strcmp(hex, want) != 0)
+		return rb_error_set(err, EIO,
+		                    "artifact %s: `%s` no longer has that digest (sha256:%s): the store is damaged",
+		                    digest, path, hex);
+	buf[n] = '\0';
+	*data = rb_steal_ptr(&buf);
+	*len = n;
+	return 0;
+}
+
+/* One component below dirfd, never through a link. */
+static int open_beneath(int dirfd, const char *name, uint64_t flags)
+{
+	struct open_how how = {.flags = flags | O_NOFOLLOW | O_CLOEXEC,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+}
+
+int rb_artifact_export(const char *store_dir, const char *digest, int dirfd, const char *relpath, bool force,
+                       struct rb_error *err)
+{
+	if (!relpath[0] || relpath[0] == '/')
+		return rb_error_set(err, EINVAL, "artifact path `%s`: not a relative path", relpath);
+	_cleanup_free_ char *path = strdup(relpath);
+	if (!path)
+		return rb_error_set(err, ENOMEM, "artifact path `%s`", relpath);
+	_cleanup_close_ int dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	if (dfd < 0)
+		return rb_error_set(err, errno, "artifact path `%s`", relpath);
+	char *name = path;
+	for (char *slash; (slash = strchr(name, '/')); name = slash + 1) {
+		*slash = '\0';
+		if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
+			return rb_error_set(err, EINVAL, "artifact path `%s`: empty, `.` or `..` component", relpath);
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+			return rb_error_set(err, errno, "mkdir `%s` (of `%s`)", name, relpath);
+		int next = open_beneath(dfd, name, O_PATH | O_DIRECTORY);
+		if (next < 0)
+			return rb_error_set(err, errno, "open `%s` (of `%s`): not a directory, or a link", name,
+			                    relpath);
+		close(dfd);
+		dfd = next;
+	}
+	if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
+		return rb_error_set(err, EINVAL, "artifact path `%s`: empty, `.` or `..` component", relpath);
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+	if (rb_artifact_read(store_dir, digest, &data, &len, err) < 0)
+		return -1;
+	/* Without force, O_EXCL: an entry already there (a file, a link, anything) stays. With
+	 * force, a temporary file renamed over it: rename replaces a link, never writes through it. */
+	char tmp[300];
+	snprintf(tmp, sizeof tmp, ".runbox-%d-%.16s", (int)getpid(),
+	         strncmp(digest, "sha256:", 7) ? digest : digest + 7);
+	const char *target = force ? tmp : name;
+	_cleanup_close_ int fd = openat(dfd, target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EEXIST && !force)
+		return rb_error_set(err, 0, "`%s` exists already (--force replaces it)", relpath);
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", relpath);
+	if (rb_write_all(fd, data, len) < 0 || close(rb_steal_fd(&fd)) < 0) {
+		int e = errno;
+		unlinkat(dfd, target, 0);
+		return rb_error_set(err, e, "write `%s`", relpath);
+	}
+	if (force && renameat(dfd, tmp, dfd, name) < 0) {
+		int e = errno;
+		unlinkat(dfd, tmp, 0);
+		return rb_error_set(err, e, "replace `%s`", relpath);
+	}
 	return 0;
 }

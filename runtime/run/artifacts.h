@@ -32,4 +32,20 @@ bool rb_artifact_digest_valid(const char *digest);
  * Returns 0, or -1 with err for an invalid digest or a path that does not fit. */
 int rb_artifact_path(const char *store_dir, const char *digest, char out[PATH_MAX], struct rb_error *err);
 
+/* Largest object read back whole (rb_artifact_read): a harvest stores nothing above its
+ * per-file cap, 64 MiB by default; the bound leaves room for an operator's larger cap. */
+#define RB_ARTIFACT_READ_MAX (1ULL << 30)
+
+/* Reads the object of digest into a new buffer (*data, *len), checking that its bytes still
+ * have that digest: a damaged store is an error naming the object, never wrong content. */
+int rb_artifact_read(const char *store_dir, const char *digest, char **data, size_t *len, struct rb_error *err);
+
+/* Writes the object of digest at relpath below the directory dirfd, as a harvest recorded it:
+ * relpath's folders made as needed (0755), no link followed anywhere on the way (openat2
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), an absolute path or a ".." refused. An existing entry
+ * is an error (EEXIST) unless force, which replaces it by rename (a link there is replaced,
+ * never followed). The file is 0644. Returns 0, or -1 with err naming relpath. */
+int rb_artifact_export(const char *store_dir, const char *digest, int dirfd, const char *relpath, bool force,
+                       struct rb_error *err);
+
 #endif

@@ -151,6 +151,8 @@ int rb_record_run_start(struct rb_record *rec, const char *agent_version, const 
 	                      "policy_name", run->policy.name, "policy_hash", run->policy.hash, "image",
 	                      run->image.name, "image_digest", run->image.digest, "limits", limits, "network",
 	                      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none", "instance", run->instance);
+	if (d && rec->labels)
+		json_object_set(d, "labels", rec->labels);
 	return append(rec, "run_start", d, err);
 }
 

@@ -48,6 +48,7 @@ struct rb_record {
 	struct rb_run *keeper; /* rb_record_attach's run: it keeps what could not be committed */
 	bool taken;            /* the ledger refused the run id: another run has it */
 	bool sync_pending;     /* a RB_RECORD_DEFERRED commit awaits rb_record_sync */
+	json_t *labels;        /* --label's {"K": "V"} for run_start, or NULL; not owned */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */

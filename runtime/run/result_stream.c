@@ -35,7 +35,7 @@ static void put(struct rb_result_stream *s, const char *text, size_t len)
 /* o as printed JSON: DEL and the C1 controls escaped too (common/jsonout.h). */
 static char *dump(const json_t *o)
 {
-	_cleanup_free_ char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	_cleanup_free_ char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | RB_JSON_REAL_PRECISION);
 	return text ? rb_json_escape_controls(text) : NULL;
 }
 

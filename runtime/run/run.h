@@ -173,6 +173,7 @@ struct rb_step_req {
 	const struct rb_step_file *files; /* at most RB_STEP_MAX_FILES */
 	unsigned n_files;
 	uint64_t timeout_ms; /* 0: the run's */
+	const char *cwd;     /* the step's working directory, absolute; NULL: /workspace */
 	bool passthrough;    /* copy the step's stdout/stderr to ours as they come */
 	/* Scrubs the streams as they come (NULL: one knowing the run token), before they are
 	 * captured, copied or logged; a copy to a terminal shows control bytes, never obeys them. */

@@ -19,6 +19,8 @@
 #include "policy/skill.h"
 #include "runtime/run/artifacts.h"
 #include "runtime/run/budget.h"
+#include "runtime/run/collect.h"
+#include "runtime/run/logs.h"
 #include "runtime/run/harvest.h"
 #include "runtime/sandbox/nsopen.h"
 #include "policy/manifest.h"
@@ -43,11 +45,8 @@ struct runfile {
 	const char **skill_dirs, **skill_names;
 	char (*skill_digest)[RB_SEAL_DIGEST_LEN]; /* each bundle's, as sealed in the run dir */
 	char (*sealed_skill)[32];                 /* "skills[<i>]": its placeholder and copy's name */
-	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
-	struct rb_nsopener ns;
-	bool ns_prepared;
-	struct rb_budget budget;      /* what the run's harvests may still store */
-	bool budget_loaded;           /* the tenant's use of the store is read (first harvest) */
+	struct rb_collect collect;                /* the harvests: scrub, caps, budget */
+	const struct rb_runfile_opts *opts;
 	struct rb_result_stream out;  /* the result, as it is written */
 	struct rb_result_spill spill; /* what the result does not hold */
 	char last_status[32];         /* the last step's status in the result */
@@ -55,60 +54,7 @@ struct runfile {
 
 static int harvest(struct runfile *rf, unsigned step, json_t *out_json, struct rb_error *err)
 {
-	struct rb_run *run = &rf->run;
-	if (run->sb.workspace_fd < 0)
-		return 0;
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-	                       .resolve =
-	                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-	_cleanup_close_ int out = (int)syscall(SYS_openat2, run->sb.workspace_fd, "out", &how, sizeof how);
-	if (out < 0) {
-		/* The step removed out/ or put a link there: nothing is followed, and it is said. */
-		json_object_set_new(out_json, "harvest",
-		                    json_pack("{s:s}", "error", "/workspace/out is missing or not a directory"));
-		return 0;
-	}
-	struct rb_harvest_caps caps;
-	rb_harvest_caps_default(&caps);
-	if (!rf->budget_loaded) {
-		if ((!rf->rec.ledger && rb_ledger_open(run->paths.state_dir, &rf->rec.ledger, err) < 0) ||
-		    rb_budget_load_tenant(&rf->budget, rf->rec.ledger, run->tenant, err) < 0)
-			return rb_error_prefix(err, "harvest: the tenant's use of the store");
-		rf->budget_loaded = true;
-	}
-	rb_budget_caps(&rf->budget, run->paths.state_dir, (uint64_t)rf->rec.committed + rf->rec.n_pending, &caps);
-	struct rb_harvest_result h;
-	memset(&h, 0, sizeof h);
-	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
-	 * subordinate ids this process may not read: the reopen hook opens them from inside the
-	 * sandbox's user namespace. Root reads everything itself. */
-	struct rb_harvest_hooks hooks = {0};
-	if (geteuid() != 0 && !rf->ns_prepared) {
-		struct rb_error nerr;
-		if (rb_nsopener_prepare(&rf->ns, run->sb.userns_fd, &nerr) == 0)
-			rf->ns_prepared = true;
-		else
-			rb_warn("harvest: %s: private files of other sandbox users will be unreadable", nerr.msg);
-	}
-	if (rf->ns_prepared) {
-		hooks.reopen = rb_nsopener_open;
-		hooks.reopen_ctx = &rf->ns;
-	}
-	if (rb_harvest_hooked(out, &caps, rb_scrub_harvest_cb, rf->scrubber, rf->store, &hooks, &h, err) < 0) {
-		rb_harvest_result_free(&h);
-		return -1;
-	}
-	json_t *hj = rb_harvest_json(&h);
-	rb_result_spill_artifacts(&rf->spill, step, hj); /* the ledger gets every one */
-	const char *cut = rb_budget_account(&rf->budget, step, &h);
-	if (cut)
-		json_object_set_new(hj, "budget", json_string(cut)); /* the run's budget, not the harvest's caps */
-	json_object_set_new(out_json, "harvest", hj);
-	int r = rb_record_harvest(&rf->rec, step, &h, err);
-	if (r == 0 && cut && rf->budget.stopped_step == step)
-		r = rb_record_storage_stopped(&rf->rec, step, cut, err);
-	rb_harvest_result_free(&h);
-	return r;
+	return rb_collect_step(&rf->collect, &rf->run, &rf->rec, step, &rf->spill, out_json, NULL, err);
 }
 
 /* One step: its request, its ledger record, its result. Returns 1 to go on, 0 to stop. */
@@ -227,6 +173,8 @@ static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_er
 		r = harvest(rf, i + 1, sj, err);
 	const char *status = json_string_value(json_object_get(sj, "status"));
 	snprintf(rf->last_status, sizeof rf->last_status, "%s", status ? status : "");
+	if (rf->opts->on_step)
+		rf->opts->on_step(rf->opts->ctx, sj);
 	rb_result_stream_step(&rf->out, sj); /* written now, and freed: the runner holds one step */
 	json_decref(sj);
 	bool alive = !run->sb.reaped;
@@ -354,10 +302,25 @@ static int choose_policy(const struct rb_manifest *m, const struct rb_runfile_op
 	return 0;
 }
 
+/* The manifest at path, or on stdin for "-" (its relative paths then from the cwd). */
+static int load(const char *path, struct rb_manifest *m, struct rb_error *err)
+{
+	if (strcmp(path, "-") != 0)
+		return rb_manifest_load(path, m, err);
+	memset(m, 0, sizeof *m);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (rb_read_file("/dev/stdin", 4u << 20, &text, &len, err) < 0)
+		return rb_error_prefix(err, "manifest from stdin");
+	if (strlen(text) != len)
+		return rb_error_set(err, 0, "manifest from stdin: holds a NUL byte");
+	return rb_manifest_parse(text, "(stdin)", NULL, m, err);
+}
+
 static int prepare(struct runfile *rf, const char *path, const struct rb_runfile_opts *o, struct rb_error *err)
 {
 	const char *state_dir = o->state_dir;
-	if (rb_manifest_load(path, &rf->m, err) < 0)
+	if (load(path, &rf->m, err) < 0)
 		return -1;
 	if (rb_manifest_check_ceilings(&rf->m, &o->ceilings, err) < 0)
 		return -1;
@@ -432,7 +395,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;
-	rb_budget_init(&rf->budget, &rf->run.policy);
+	rb_collect_init(&rf->collect, &rf->run);
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
 	const struct rb_manifest_limits *l = &m->limits;
@@ -442,6 +405,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 		return -1;
 	if (rb_record_open(&rf->rec, &rf->run, err) < 0)
 		return -1;
+	rf->rec.labels = o->labels;
 	if (m->run_id[0]) {
 		/* A run id from the manifest must be new: said before any sandbox exists. The run's
 		 * first commit checks again under the ledger's write lock (rb_ledger_append_run), so
@@ -466,13 +430,15 @@ static int start(struct runfile *rf, struct rb_error *err)
 	if (rb_run_start(&rf->run, err) < 0)
 		return -1;
 	struct rb_scrub_secret secret = {"run-token", rf->run.token, strlen(rf->run.token)};
-	return rb_scrub_new_labeled(&secret, rf->run.token[0] ? 1 : 0, &rf->scrubber, err);
+	if (rb_scrub_new_labeled(&secret, rf->run.token[0] ? 1 : 0, &rf->scrubber, err) < 0)
+		return -1;
+	rf->collect.scrubber = rf->scrubber;
+	return 0;
 }
 
 static void release(struct runfile *rf)
 {
-	if (rf->ns_prepared)
-		rb_nsopener_close(&rf->ns);
+	rb_collect_close(&rf->collect);
 	rb_record_close(&rf->rec);
 	rb_run_close(&rf->run);
 	rb_scrub_free(rf->scrubber);
@@ -498,6 +464,7 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FIL
 	if (!rf)
 		return rb_error_set(err, ENOMEM, "manifest");
 	*exit_code = 125;
+	rf->opts = opts;
 	int r = prepare(rf, path, opts, err);
 	if (r == 0)
 		r = rb_record_run_start(&rf->rec, rf->m.agent_version, rf->m.hash, err);
@@ -509,6 +476,8 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FIL
 	rb_result_spill_init(&rf->spill, rf->run.paths.state_dir, rf->run.id);
 	json_t *head = json_pack("{s:s, s:s, s:s, s:s}", "run_id", rf->run.id, "tenant", rf->run.tenant, "agent",
 	                         rf->run.agent, "manifest_hash", rf->m.hash);
+	if (opts->on_begin)
+		opts->on_begin(opts->ctx, rf->run.id);
 	rb_result_stream_begin(&rf->out, out, head);
 	json_decref(head);
 	int code = 0;
@@ -533,6 +502,9 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FIL
 		}
 	}
 	rb_run_stop(&rf->run);
+	struct rb_error kerr;
+	if (rb_logs_keep(&rf->run, &kerr) < 0)
+		rb_warn("%s", kerr.msg);
 	struct rb_error lerr;
 	if (rb_record_cleanup(&rf->rec, "sandbox killed, cgroup and run directory removed", true, &lerr) < 0 ||
 	    rb_record_run_end(&rf->rec, outcome, &lerr) < 0 ||
@@ -564,9 +536,14 @@ int rb_runfile_execute(const char *path, const struct rb_runfile_opts *opts, FIL
 	                              "host_cpu_seconds", rf->rec.host_cpu_seconds));
 	if (rf->run.gw.stats)
 		json_object_set(res, "gateway", rf->run.gw.stats);
-	json_object_set_new(res, "storage", rb_budget_json(&rf->budget));
+	json_object_set_new(res, "storage", rb_budget_json(&rf->collect.budget));
 	if (rf->spill.made)
 		json_object_set_new(res, "results_dir", json_string(rf->spill.dir));
+	if (opts->on_end) {
+		json_object_set_new(res, "run_id", json_string(rf->run.id));
+		opts->on_end(opts->ctx, res);
+		json_object_del(res, "run_id");
+	}
 	rb_result_stream_end(&rf->out, res);
 	json_decref(res);
 	release(rf);

@@ -3,6 +3,7 @@
 #ifndef RB_RUNFILE_H
 #define RB_RUNFILE_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "common/error.h"
@@ -13,6 +14,14 @@ struct rb_runfile_opts {
 	const char *state_dir;                /* NULL: the default location */
 	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
 	int net_mode;                         /* --net: -1 when not given */
+	json_t *labels;                       /* --label: {"K": "V"} into run_start, or NULL */
+	/* A view of the run as it goes, beside (or instead of) the JSON: begin once the run has its
+	 * id, step with each step's result object as it ends, end with the run's closing object
+	 * (run_id, result, exit, ...). Each may be NULL; ctx is theirs. */
+	void (*on_begin)(void *ctx, const char *run_id);
+	void (*on_step)(void *ctx, const json_t *step);
+	void (*on_end)(void *ctx, const json_t *result);
+	void *ctx;
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:

@@ -101,7 +101,8 @@ tcp_step() {
 	[ "$MODE" = root ] && RBX_CMD=("${RBX_CMD[@]:0:2}" "RUNBOX_CGROUP_PARENT=/$parent" "${RBX_CMD[@]:2}")
 	coproc TCP { "${RBX_CMD[@]}" 2>&1 </dev/null; }
 	local pid=$TCP_PID
-	read -r -t 60 line <&"${TCP[0]}"
+	# past the run id runbox prints first in text mode
+	while read -r -t 60 line <&"${TCP[0]}" && [[ $line == "runbox: run "* ]]; do :; done
 	QUEUED=${line#queued }
 	for d in /sys/fs/cgroup/memory/$parent/*/; do
 		[ -r "$d/memory.kmem.tcp.max_usage_in_bytes" ] && TCP_MAX=$(cat "$d/memory.kmem.tcp.max_usage_in_bytes")
@@ -278,7 +279,7 @@ check "control: a small run spills nothing" \
 
 # Streamed: the first step's object is out while the second step still runs.
 manifest "$T/scratch/b/m-stream.json" acme "" "echo first" "sleep 10"
-rbx_cmd run "$T/scratch/b/m-stream.json"
+rbx_cmd run "$T/scratch/b/m-stream.json" --json
 coproc STREAM { "${RBX_CMD[@]}" 2>/dev/null </dev/null; }
 spid=$STREAM_PID
 seen="" running=""
@@ -290,7 +291,7 @@ wait "$spid"
 if [ -n "$seen" ] && [ -n "$running" ]; then ok "the result is written step by step: step 1 is out while step 2 runs"
 else not_ok "the result is written step by step: step 1 is out while step 2 runs" "seen=$seen running=$running"; fi
 # A reader that goes away does not stop the run: it ends and is recorded.
-rbx_cmd run "$T/scratch/b/m-stream.json"
+rbx_cmd run "$T/scratch/b/m-stream.json" --json
 "${RBX_CMD[@]}" 2>"$T/err" </dev/null | head -c 1 >/dev/null
 rc=${PIPESTATUS[0]}
 last=$(rbx ledger query --type run_end --json --limit 1000 2>/dev/null | "$PY" -c 'import json, sys; e = json.load(sys.stdin); print(e[-1]["data"]["result"], e[-1]["data"]["steps"])')

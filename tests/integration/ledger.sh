@@ -320,11 +320,11 @@ dup_manifest() {
 }
 dup_id=dup$(printf '%05x%05x' $RANDOM $RANDOM)
 dup_manifest "$T/dup-first.json" acme "$dup_id" first-run
-run_rbx run "$T/dup-first.json"
+run_rbx run "$T/dup-first.json" --json
 if [ "$RC" = 0 ]; then ok "control: a manifest with a new run_id runs (exit 0)"
 else not_ok "control: a manifest with a new run_id runs (exit 0)" "exit $RC: $(first_line "$ERR")"; fi
 dup_manifest "$T/dup-second.json" intruder "$dup_id" second-run
-run_rbx run "$T/dup-second.json"
+run_rbx run "$T/dup-second.json" --json
 dup_rc=$RC dup_err=$ERR
 run_rbx ledger show "$dup_id" --json
 if [ "$dup_rc" = 125 ] && grep -q "already in the ledger" <<<"$dup_err" && ! grep -q intruder <<<"$OUT" &&
@@ -340,7 +340,7 @@ race_id=race$(printf '%05x%05x' $RANDOM $RANDOM)
 race_bg() {
 	mkdir -p "$T/rd-$1"
 	[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/rd-$1"
-	rbx_cmd run "$T/race-$1.json"
+	rbx_cmd run "$T/race-$1.json" --json
 	local i
 	for i in "${!RBX_CMD[@]}"; do
 		[ "${RBX_CMD[$i]}" = "XDG_RUNTIME_DIR=$T/xdg" ] && RBX_CMD[$i]="RUNBOX_RUN_DIR=$T/rd-$1"

@@ -437,7 +437,7 @@ if [ "$RC" = 0 ] && [ "$cres" = success ]; then ok "cancel control: the same run
 else not_ok "cancel control: the same run left alone succeeds" "exit $RC, run_end result '$cres': $(first_line "$ERR")"; fi
 
 cancel_manifest "$CRUN" 300 "$CMARK" >"$T/cancel.json"
-rbx_cmd run "$T/cancel.json"
+rbx_cmd run "$T/cancel.json" --json
 timeout -k 5 120 "${RBX_CMD[@]}" </dev/null >"$T/cancel.out" 2>"$T/cancel.err" &
 cpid=$!
 if ! wait_for has_marker "$CMARK"; then
@@ -490,7 +490,7 @@ cat >"$T/logs.json" <<'EOF2'
            {"script": "head -c 41943040 /dev/zero >&2"},
            {"script": "sleep 5"}]}
 EOF2
-rbx_cmd run "$T/logs.json"
+rbx_cmd run "$T/logs.json" --json
 timeout -k 5 120 "${RBX_CMD[@]}" </dev/null >"$T/logs.out" 2>"$T/logs.err" &
 lp=$!
 logged=""

@@ -59,7 +59,7 @@ else not_ok "directories runbox creates for the run are 0711" "exit $RC, modes $
 # bound into a later run as an input.
 printf '{"tenant": "acme", "agent": "a1", "image": "minimal",
  "steps": [{"script": "mkdir -p /workspace/out && echo stored-%s > /workspace/out/a.txt"}]}\n' "$$" >"$T/store.json"
-run_rbx run "$T/store.json"
+run_rbx run "$T/store.json" --json
 digest=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["steps"][0]["harvest"]["artifacts"][0]["digest"])' "$T/out" 2>/dev/null)
 hex=${digest#sha256:}
 shard=$STATE/artifacts/sha256/${hex:0:2}
@@ -77,7 +77,7 @@ else
 	printf '{"tenant": "acme", "agent": "a1", "image": "minimal",
  "inputs": [{"artifact": "%s", "to": "/workspace/in/a.txt"}],
  "steps": [{"script": "cat /workspace/in/a.txt"}]}\n' "$digest" >"$T/reuse.json"
-	run_rbx run "$T/reuse.json"
+	run_rbx run "$T/reuse.json" --json
 	if [ "$RC" = 0 ] && grep -q "stored-$$" <<<"$OUT"; then ok "an artifact is still bound into a later run as an input"
 	else not_ok "an artifact is still bound into a later run as an input" "exit $RC: $(first_line "$ERR")"; fi
 fi

@@ -37,7 +37,7 @@ leftovers() {
 	if [ -z "$left" ]; then ok "$name: no runbox process left"
 	else not_ok "$name: no runbox process left" "pids$left"; fi
 	local dirs
-	dirs=$(find "$STATE" "$T/xdg" -name "*$id*" 2>/dev/null | grep -v -e '/artifacts/' -e '/ledger' | head -n 3)
+	dirs=$(find "$STATE" "$T/xdg" -name "*$id*" 2>/dev/null | grep -v -e '/artifacts/' -e '/ledger' -e '/results/' | head -n 3)
 	if [ -z "$dirs" ]; then ok "$name: no run directory or state file left"
 	else not_ok "$name: no run directory or state file left" "$(echo $dirs)"; fi
 	local cg

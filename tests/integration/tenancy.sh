@@ -148,7 +148,7 @@ bundle "$T/bw" "$wait_body" "data-before"
 orig=$(walk_digest "$T/bw")
 ID=w$$r$RANDOM
 skill_manifest "$T/bw.json" "$ID" "$T/bw" '{"inputs": [{"from": "'"$T/live"'", "to": "/workspace/in/live"}]}'
-rbx_cmd run "$T/bw.json"
+rbx_cmd run "$T/bw.json" --json
 "${RBX_CMD[@]}" </dev/null >"$T/out" 2>"$T/err" &
 pid=$!
 sealed=$STATE/run/$ID/sealed

@@ -28,43 +28,43 @@ err_has() { grep -qF -- "$1" <<<"$ERR"; }
 # 1. The review's repro: --policy strict --net none --timeout 1s --memory 64M beside a manifest
 # that names `default` and asks for more. It must fail, naming both values.
 manifest "$S/repro.json" '"policy": "default", "limits": {"timeout": "10s", "memory": "256M"},' 'echo ran'
-run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/repro.json"
+run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/repro.json" --json
 if [ "$RC" = 125 ] && err_has '`default` is not --policy `strict`'; then ok "repro: a manifest naming another policy than --policy fails, naming both"
 else not_ok "repro: a manifest naming another policy than --policy fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
 manifest "$S/repro-limits.json" '"limits": {"timeout": "10s", "memory": "256M"},' 'echo ran'
-run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/repro-limits.json"
+run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/repro-limits.json" --json
 if [ "$RC" = 125 ] && err_has 'limits.timeout: 10s is above --timeout 1s'; then ok "repro: a manifest timeout above --timeout fails, naming both"
 else not_ok "repro: a manifest timeout above --timeout fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
 manifest "$S/repro-mem.json" '"limits": {"memory": "256M"},' 'echo ran'
-run_rbx run --policy strict --memory 64M "$S/repro-mem.json"
+run_rbx run --policy strict --memory 64M "$S/repro-mem.json" --json
 if [ "$RC" = 125 ] && err_has 'limits.memory: 256M is above --memory 64M'; then ok "repro: a manifest memory above --memory fails, naming both"
 else not_ok "repro: a manifest memory above --memory fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
 
 # Control: values under the ceilings run, with them, under the command line's policy and net.
 manifest "$S/under.json" '"limits": {"timeout": "900ms", "memory": "32M"},' 'env | grep -c ^RUNBOX_TOKEN= ; echo ran'
-run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/under.json"
+run_rbx run --policy strict --net none --timeout 1s --memory 64M "$S/under.json" --json
 check "control: values under the ceilings run with them (strict, 900 ms, 32M, no network, no token)" \
 	'r["result"] == "success" and r["policy"]["name"] == "strict" and r["limits"]["timeout_ms"] == 900 and r["limits"]["memory_bytes"] == 32 << 20 and r["limits"]["network"] == "none" and r["steps"][0]["stdout"] == "0\nran\n"' \
 	'"exit %s, policy %s, limits %s, stdout %r" % (r["exit"], r["policy"]["name"], r["limits"], r["steps"][0]["stdout"])'
 # A manifest that names no limit gets the ceiling: a step longer than --timeout is killed.
 manifest "$S/long.json" '' 'sleep 5; echo late'
-run_rbx run --policy strict --timeout 1s "$S/long.json"
+run_rbx run --policy strict --timeout 1s "$S/long.json" --json
 check "a manifest naming no timeout gets --timeout: a 5 s step is killed at 1 s" \
 	'r["limits"]["timeout_ms"] == 1000 and r["steps"][0]["timed_out"] and "late" not in r["steps"][0]["stdout"]' \
 	'"exit %s, limits %s, step %s" % (r["exit"], r.get("limits"), r["steps"][0].get("status"))'
-run_rbx run --policy strict --timeout 10s "$S/long.json"
+run_rbx run --policy strict --timeout 10s "$S/long.json" --json
 check "control: the same step under --timeout 10s finishes" \
 	'r["result"] == "success" and r["steps"][0]["stdout"] == "late\n"' '"exit %s, stdout %r" % (r["exit"], r["steps"][0]["stdout"])'
 # The tenant the caller runs a manifest for: a manifest (often an agent's) may not pick another,
 # as the artifact store's tenant boundary rests on it. Control: the same tenant runs.
 manifest "$S/tenant.json" '' 'echo ran'
-run_rbx run --tenant other "$S/tenant.json"
+run_rbx run --tenant other "$S/tenant.json" --json
 if [ "$RC" = 125 ] && err_has 'tenant: `t` is not --tenant `other`'; then ok "a manifest for another tenant than --tenant fails, naming both"
 else not_ok "a manifest for another tenant than --tenant fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
-run_rbx run --agent b "$S/tenant.json"
+run_rbx run --agent b "$S/tenant.json" --json
 if [ "$RC" = 125 ] && err_has 'agent: `a` is not --agent `b`'; then ok "a manifest for another agent than --agent fails, naming both"
 else not_ok "a manifest for another agent than --agent fails, naming both" "exit $RC: $(first_line "$ERR$OUT")"; fi
-run_rbx run --tenant t --agent a "$S/tenant.json"
+run_rbx run --tenant t --agent a "$S/tenant.json" --json
 check "control: --tenant and --agent that match the manifest run it" 'r["result"] == "success" and r["tenant"] == "t"' '"exit %s" % r.get("exit")'
 # An ad-hoc run is recorded under the --tenant and --agent given; a malformed id is refused.
 run_rbx run --image minimal --tenant acme --agent bot-1 -- true
@@ -96,34 +96,34 @@ cp "$S/mine.json" "$CFG/policies/mine.json"
 chmod a+r "$CFG/policies/mine.json"
 RBX_ENV=("RUNBOX_CONFIG_DIR=$CFG" "RBX_HOST_VAR=from-the-host")
 manifest "$S/by-path.json" '"policy": "mine.json",' 'echo V=$RBX_HOST_VAR'
-run_rbx run "$S/by-path.json"
+run_rbx run "$S/by-path.json" --json
 if [ "$RC" = 125 ] && err_has 'policy: `'"$S"'/mine.json` is a path' && ! grep -q from-the-host <<<"$OUT"; then
 	ok "a manifest naming a policy by path fails (its env.pass never applies)"
 else not_ok "a manifest naming a policy by path fails" "exit $RC: $(first_line "$ERR$OUT")"; fi
 manifest "$S/by-name.json" '"policy": "mine",' 'echo V=$RBX_HOST_VAR'
-run_rbx run "$S/by-name.json"
+run_rbx run "$S/by-name.json" --json
 check "control: by name from the operator's config dir it runs, and that policy's env.pass passes the variable" \
 	'r["result"] == "success" and r["policy"]["name"] == "mine" and r["steps"][0]["stdout"] == "V=from-the-host\n"' \
 	'"exit %s, policy %s, stdout %r" % (r["exit"], r["policy"]["name"], r["steps"][0]["stdout"])'
 # Control of the control: the manifest's own env sets values, it never passes host ones.
 manifest "$S/no-pass.json" '"policy": "strict",' 'echo V=$RBX_HOST_VAR'
-run_rbx run "$S/no-pass.json"
+run_rbx run "$S/no-pass.json" --json
 check "control: under a policy without that env.pass the variable does not get in" \
 	'r["result"] == "success" and r["steps"][0]["stdout"] == "V=\n"' '"stdout %r" % r["steps"][0]["stdout"]'
 put "$CFG/config.json" '{"manifest_policy_paths": true}'
-run_rbx run "$S/by-path.json"
+run_rbx run "$S/by-path.json" --json
 check "with the operator's config.json allowing paths, the manifest's policy path runs" \
 	'r["result"] == "success" and r["policy"]["name"] == "mine"' '"exit %s: %s" % (r["exit"], r.get("error"))'
 put "$CFG/config.json" '{"manifest_policy_paths": "yes"}'
-run_rbx run "$S/by-path.json"
+run_rbx run "$S/by-path.json" --json
 if [ "$RC" = 125 ] && err_has 'manifest_policy_paths: expected true or false'; then ok "a config.json with a wrong type is refused, naming the key"
 else not_ok "a config.json with a wrong type is refused, naming the key" "exit $RC: $(first_line "$ERR")"; fi
 rm -f "$CFG/config.json"
 # The command line's --policy PATH stays allowed: whoever types it owns their config dir too.
-run_rbx run --policy "$S/mine.json" "$S/no-pass.json"
+run_rbx run --policy "$S/mine.json" "$S/no-pass.json" --json
 if [ "$RC" = 125 ] && err_has '`strict` is not --policy'; then ok "--policy PATH beside a manifest naming another policy fails"
 else not_ok "--policy PATH beside a manifest naming another policy fails" "exit $RC: $(first_line "$ERR")"; fi
-run_rbx run --policy "$S/mine.json" "$S/long.json"
+run_rbx run --policy "$S/mine.json" "$S/long.json" --json
 check "control: --policy PATH beside a manifest naming none runs under it" \
 	'r["policy"]["name"] == "mine"' '"exit %s: %s" % (r["exit"], r.get("error"))'
 RBX_ENV=()
@@ -134,12 +134,12 @@ put "$CFG/policies/bare.json" '{"name": "bare"}'
 put "$CFG/policies/open.json" '{"name": "open", "limits": {"timeout": "unlimited", "memory": "unlimited", "pids": "unlimited", "cpus": "unlimited"}}'
 RBX_ENV=("RUNBOX_CONFIG_DIR=$CFG")
 manifest "$S/bare.json" '"policy": "bare",' 'echo ok'
-run_rbx run "$S/bare.json"
+run_rbx run "$S/bare.json" --json
 check "a policy naming no limits gets the default timeout, memory and pids (30m, 1G, 1024)" \
 	'r["limits"]["timeout_ms"] == 1800000 and r["limits"]["memory_bytes"] == 1 << 30 and r["limits"]["pids"] == 1024 and r["limits"]["cpus"] == 2' \
 	'"exit %s, limits %s %s" % (r["exit"], r.get("limits"), r.get("error"))'
 manifest "$S/open.json" '"policy": "open",' 'echo ok'
-run_rbx run "$S/open.json"
+run_rbx run "$S/open.json" --json
 check "control: \"unlimited\" written out is accepted and gives no limit" \
 	'r["result"] == "success" and r["limits"]["timeout_ms"] is None and r["limits"]["memory_bytes"] is None and r["limits"]["pids"] is None' \
 	'"exit %s, limits %s %s" % (r["exit"], r.get("limits"), r.get("error"))'
@@ -210,20 +210,20 @@ else not_ok "control: two destinations run" "exit $RC: $(first_line "$ERR$OUT")"
 
 # A manifest's input errors name its key, never a --input flag.
 put "$S/in-missing.json" "{\"tenant\": \"t\", \"agent\": \"a\", \"image\": \"minimal\", \"inputs\": [{\"from\": \"in-a\"}, {\"from\": \"no-such-file\"}], \"steps\": [{\"script\": \"true\"}]}"
-run_rbx run "$S/in-missing.json"
+run_rbx run "$S/in-missing.json" --json
 if [ "$RC" = 125 ] && err_has "inputs[1].from" && ! err_has -- "--input"; then ok "a manifest's missing input is named by its key (inputs[1].from)"
 else not_ok "a manifest's missing input is named by its key" "exit $RC: $(first_line "$ERR")"; fi
 put "$S/in-dup.json" "{\"tenant\": \"t\", \"agent\": \"a\", \"image\": \"minimal\", \"inputs\": [{\"from\": \"in-a\", \"to\": \"/workspace/in/z\"}, {\"from\": \"/etc/shadow\", \"to\": \"/workspace/in/w\"}], \"steps\": [{\"script\": \"true\"}]}"
-run_rbx run "$S/in-dup.json"
+run_rbx run "$S/in-dup.json" --json
 if [ "$RC" = 125 ] && err_has "inputs[1].from \`/etc/shadow\`" && ! err_has -- "--input"; then ok "a manifest's never-an-input is named by its key (inputs[1].from)"
 else not_ok "a manifest's never-an-input is named by its key" "exit $RC: $(first_line "$ERR")"; fi
 put "$S/in-ok.json" "{\"tenant\": \"t\", \"agent\": \"a\", \"image\": \"minimal\", \"inputs\": [{\"from\": \"in-a\"}, {\"from\": \"in-b\"}], \"steps\": [{\"script\": \"cat /workspace/in/in-a /workspace/in/in-b\"}]}"
-run_rbx run "$S/in-ok.json"
+run_rbx run "$S/in-ok.json" --json
 check "control: the manifest's inputs that exist run" 'r["result"] == "success" and r["steps"][0]["stdout"] == "a\nb\n"' \
 	'"exit %s: %s" % (r["exit"], r.get("error"))'
 run_rbx run --image minimal --input "$S/no-such-file" -- true
 if [ "$RC" = 125 ] && err_has "--input \`$S/no-such-file\`"; then ok "control: the command line's missing input is named as --input"
 else not_ok "control: the command line's missing input is named as --input" "exit $RC: $(first_line "$ERR")"; fi
-run_rbx run --input "$S/in-a" "$S/in-ok.json"
+run_rbx run --input "$S/in-a" "$S/in-ok.json" --json
 if [ "$RC" = 125 ] && err_has "--input does not combine with a manifest"; then ok "--input beside a manifest is refused, not dropped"
 else not_ok "--input beside a manifest is refused, not dropped" "exit $RC: $(first_line "$ERR")"; fi

@@ -721,6 +721,92 @@ static void test_tenant_has_artifact(void **state)
 	assert_false(found);
 }
 
+/* The run's last state: the highest step's artifacts, sorted, only for the run's tenant. */
+static void test_run_artifacts(void **state)
+{
+	struct fx *f = *state;
+	append(f, "r1", "acme", "a", "artifact",
+	       "{\"step\": 1, \"path\": \"b.txt\", \"size\": 1, \"digest\": \"sha256:11\"}");
+	append(f, "r1", "acme", "a", "artifact",
+	       "{\"step\": 2, \"path\": \"b.txt\", \"size\": 2, \"digest\": \"sha256:22\"}");
+	append(f, "r1", "acme", "a", "artifact",
+	       "{\"step\": 2, \"path\": \"a.txt\", \"size\": 3, \"digest\": \"sha256:33\"}");
+	append(f, "r2", "acme", "a", "artifact",
+	       "{\"step\": 1, \"path\": \"c.txt\", \"size\": 4, \"digest\": \"sha256:44\"}");
+	struct rb_error err = {0};
+	json_t *arts = NULL;
+	assert_int_equal(rb_ledger_run_artifacts(f->l, "r1", "acme", &arts, &err), 0);
+	assert_int_equal(json_array_size(arts), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(arts, 0), "path")), "a.txt");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(arts, 1), "digest")), "sha256:22");
+	json_decref(arts);
+	/* Another tenant: nothing, as for a run that does not exist. */
+	assert_int_equal(rb_ledger_run_artifacts(f->l, "r1", "other", &arts, &err), 0);
+	assert_int_equal(json_array_size(arts), 0);
+	json_decref(arts);
+	assert_int_equal(rb_ledger_artifact_events(f->l, "sha256:22", "acme", &arts, &err), 0);
+	assert_int_equal(json_array_size(arts), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(arts, 0), "run_id")), "r1");
+	json_decref(arts);
+	assert_int_equal(rb_ledger_artifact_events(f->l, "sha256:22", "other", &arts, &err), 0);
+	assert_int_equal(json_array_size(arts), 0);
+	json_decref(arts);
+}
+
+/* One row per run; agent and run as prefixes (an underscore is itself); --last the newest. */
+static void test_runs(void **state)
+{
+	struct fx *f = *state;
+	append(f, "r1", "acme", "weekly_report", "run_start", "{}");
+	append(f, "r1", "acme", "weekly_report", "step_start", "{\"step\": 1}");
+	append(f, "r1", "acme", "weekly_report", "artifact", "{\"step\": 1, \"digest\": \"sha256:11\"}");
+	append(f, "r1", "acme", "weekly_report", "artifact", "{\"step\": 1, \"digest\": \"sha256:11\"}");
+	append(f, "r1", "acme", "weekly_report", "run_end", "{\"result\": \"success\"}");
+	append(f, "r2", "acme", "weeklyXreport", "run_start", "{}");
+	append(f, "s3", "globex", "weekly_report", "run_start", "{}");
+	struct rb_error err = {0};
+	json_t *runs = NULL;
+	struct rb_ledger_runs_filter all = {0};
+	assert_int_equal(rb_ledger_runs(f->l, &all, &runs, &err), 0);
+	assert_int_equal(json_array_size(runs), 3);
+	json_t *r1 = json_array_get(runs, 0);
+	assert_string_equal(json_string_value(json_object_get(r1, "result")), "success");
+	assert_int_equal(json_integer_value(json_object_get(r1, "steps")), 1);
+	assert_int_equal(json_integer_value(json_object_get(r1, "artifacts")), 1);
+	assert_true(json_is_null(json_object_get(json_array_get(runs, 1), "result")));
+	json_decref(runs);
+	struct rb_ledger_runs_filter pre = {.agent_prefix = "weekly_"};
+	assert_int_equal(rb_ledger_runs(f->l, &pre, &runs, &err), 0);
+	assert_int_equal(json_array_size(runs), 2); /* not weeklyXreport: `_` is no wildcard */
+	json_decref(runs);
+	struct rb_ledger_runs_filter t = {.tenant = "acme", .run_prefix = "r"};
+	assert_int_equal(rb_ledger_runs(f->l, &t, &runs, &err), 0);
+	assert_int_equal(json_array_size(runs), 2);
+	json_decref(runs);
+	struct rb_ledger_runs_filter last = {.last = 1};
+	assert_int_equal(rb_ledger_runs(f->l, &last, &runs, &err), 0);
+	assert_int_equal(json_array_size(runs), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 0), "run_id")), "s3");
+	json_decref(runs);
+	/* query: prefixes when asked, exact otherwise; last keeps the newest, in seq order. */
+	json_t *ev = NULL;
+	struct rb_ledger_filter q = {.agent = "weekly", .prefixes = true};
+	assert_int_equal(rb_ledger_query(f->l, &q, &ev, &err), 0);
+	assert_int_equal(json_array_size(ev), 7);
+	json_decref(ev);
+	q.prefixes = false;
+	assert_int_equal(rb_ledger_query(f->l, &q, &ev, &err), 0);
+	assert_int_equal(json_array_size(ev), 0);
+	json_decref(ev);
+	struct rb_ledger_filter ql = {.last = 2};
+	assert_int_equal(rb_ledger_query(f->l, &ql, &ev, &err), 0);
+	assert_int_equal(json_array_size(ev), 2);
+	assert_true(json_integer_value(json_object_get(json_array_get(ev, 0), "seq")) <
+	            json_integer_value(json_object_get(json_array_get(ev, 1), "seq")));
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 1), "seq")), 7);
+	json_decref(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -740,6 +826,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_busy_without_wait, setup, teardown),
 	    cmocka_unit_test(test_parse_time),
 	    cmocka_unit_test_setup_teardown(test_tenant_has_artifact, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_run_artifacts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export_jsonl, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_appenders, setup, teardown),
 	};
