@@ -454,9 +454,15 @@ static int parse_seccomp(const struct rb_jsonck *c, const json_t *sec, struct rb
 	return 0;
 }
 
+/* A connector's name becomes a URL segment and a key of the gateway's config. */
+static const char *check_connector(const char *s)
+{
+	return *s && strlen(s) < 64 && all_chars(s, "_-", false, true) ? NULL : "a connector name is [a-z0-9_-]{1,63}";
+}
+
 static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"mode", NULL};
+	static const char *const keys[] = {"mode", "connectors", NULL};
 	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
@@ -469,6 +475,11 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 		else
 			return rb_jsonck_expected(c, "network.mode", "one of \"none\", \"gateway\"", v);
 	}
+	if ((v = json_object_get(sec, "connectors")) &&
+	    get_list(c, "network.connectors", v, p->connectors, &p->n_connectors, check_connector) < 0)
+		return -1;
+	if (p->n_connectors && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.connectors", "needs network.mode \"gateway\"");
 	return 0;
 }
 
@@ -804,6 +815,7 @@ void rb_policy_free(struct rb_policy *p)
 	free_list(p->seccomp_deny, &p->n_seccomp_deny);
 	free_list(p->seccomp_allow, &p->n_seccomp_allow);
 	free_list(p->input_allow, &p->n_input_allow);
+	free_list(p->connectors, &p->n_connectors);
 	free_list(p->image_allow, &p->n_image_allow);
 	free_list(p->env_pass, &p->n_env_pass);
 	free_list(p->env_set, &p->n_env_set);
@@ -869,6 +881,11 @@ unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *c
 	}
 	if (p->net_mode == RB_NET_GATEWAY)
 		say(line, ctx, &n, "network.mode: gateway (the run token and the gateway's URL enter the sandbox)");
+	if (p->n_connectors) {
+		join(buf, sizeof buf, p->connectors, p->n_connectors);
+		say(line, ctx, &n, "network.connectors: %s (called through the gateway with the operator's credentials)",
+		    buf);
+	}
 	bool any_path = false;
 	for (unsigned i = 0; i < p->n_input_allow; i++)
 		any_path = any_path || !strcmp(p->input_allow[i], "/");

@@ -52,6 +52,8 @@ struct rb_policy {
 
 	/* network */
 	enum rb_net_mode net_mode;
+	char *connectors[RB_POLICY_MAX_LIST]; /* gateway connectors the run may call, by name */
+	unsigned n_connectors;
 
 	/* inputs: host path prefixes that may be bound into /workspace/in */
 	char *input_allow[RB_POLICY_MAX_LIST];
