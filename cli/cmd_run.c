@@ -31,6 +31,7 @@ static void usage(FILE *f)
 	      "  --pids N              process limit (at most the policy's)\n"
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
 	      "  --net none|gateway    network mode (default: the policy's)\n"
+	      "  --gateway-config FILE the gateway's connectors (default: gateway.json in the config dir)\n"
 	      "  --tenant ID, --agent ID  whose run this is (ledger); beside a manifest, the manifest's must match\n"
 	      "  --json                print the result as one JSON object\n"
 	      "  --state-dir DIR       where runbox keeps state (also RUNBOX_STATE_DIR)\n"
@@ -56,6 +57,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	                 .image = cfg->image,
 	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
 	    .net_mode = cfg->net_mode,
+	    .gateway_config = cfg->gateway_config,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -122,6 +124,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {"pids", required_argument, NULL, 'P'},
 	    {"cpus", required_argument, NULL, 'c'},
 	    {"net", required_argument, NULL, 'n'},
+	    {"gateway-config", required_argument, NULL, 'G'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"tenant", required_argument, NULL, 'T'},
 	    {"agent", required_argument, NULL, 'A'},
@@ -132,6 +135,7 @@ int rb_cmd_run(int argc, char **argv)
 	};
 	struct rb_run_config cfg = {.net_mode = -1};
 	const char *inputs[RB_MAX_INPUTS];
+	char gw_config[PATH_MAX];
 	bool json = false;
 	optind = 1;
 	opterr = 0;
@@ -201,6 +205,14 @@ int rb_cmd_run(int argc, char **argv)
 				rb_err("--net `%s`: expected none or gateway", optarg);
 				return 125;
 			}
+			break;
+		case 'G':
+			/* Absolute, so the gateway finds it whatever its directory; it must exist now. */
+			if (!realpath(optarg, gw_config)) {
+				rb_err("--gateway-config `%s`: %s", optarg, strerror(errno));
+				return 125;
+			}
+			cfg.gateway_config = gw_config;
 			break;
 		case 'I':
 			if (cfg.n_inputs >= RB_MAX_INPUTS) {
@@ -279,6 +291,8 @@ int rb_cmd_run(int argc, char **argv)
 	json_t *result = json ? rb_result_json(&run, cmd, &res) : NULL;
 	if (!json)
 		report_limits(&run, &res);
+	if (!json && res.gateway_hint[0])
+		rb_warn("%s", res.gateway_hint);
 	uint64_t timeout_ms = run.timeout_ms;
 	rb_run_close(&run);
 	if (recorded) {

@@ -46,8 +46,8 @@ static const char *header_why(const char *s)
 	for (const char *p = s; *p; p++)
 		if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-.^_`|~", *p))
 			return "not an HTTP header name";
-	static const char *const managed[] = {"host", "content-length", "transfer-encoding", "connection", "cookie",
-	                                      NULL};
+	static const char *const managed[] = {"host",       "content-length", "transfer-encoding",
+	                                      "connection", "cookie",         NULL};
 	for (unsigned i = 0; managed[i]; i++)
 		if (!strcasecmp(s, managed[i]))
 			return "a header the gateway sets itself";
@@ -105,8 +105,10 @@ static int parse_route(const struct rb_jsonck *c, const char *path, const json_t
 		const char *t = r->paths[i], *star = strchr(t, '*');
 		if (t[0] != '/' || strstr(t, "//") || strstr(t, "/../") || strstr(t, "/./") || strchr(t, '%') ||
 		    strchr(t, '?'))
-			return rb_jsonck_bad(c, p, "\"%s\": a path template starts with '/', has no empty, '.' or '..' "
-			                           "segments, no '%%' and no query", t);
+			return rb_jsonck_bad(c, p,
+			                     "\"%s\": a path template starts with '/', has no empty, '.' or '..' "
+			                     "segments, no '%%' and no query",
+			                     t);
 		for (; star; star = strchr(star + 1, '*'))
 			if (star[-1] != '/' || (star[1] && star[1] != '/'))
 				return rb_jsonck_bad(c, p, "\"%s\": '*' stands for a whole segment", t);
@@ -135,7 +137,9 @@ static int parse_connector(const struct rb_jsonck *c, const char *name, const js
 	snprintf(p, sizeof p, "%s.url", path);
 	if (get_str(c, p, json_object_get(v, "url"), k->url, sizeof k->url) < 0)
 		return -1;
-	const char *host = !strncmp(k->url, "http://", 7) ? k->url + 7 : !strncmp(k->url, "https://", 8) ? k->url + 8 : NULL;
+	const char *host = !strncmp(k->url, "http://", 7)    ? k->url + 7
+	                   : !strncmp(k->url, "https://", 8) ? k->url + 8
+	                                                     : NULL;
 	if (!host || !*host || *host == '/' || strchr(k->url, '?') || strchr(k->url, '#') || strchr(host, '@'))
 		return rb_jsonck_bad(c, p, "\"%s\": an http:// or https:// URL with a host, no user, query or fragment",
 		                     k->url);
@@ -250,8 +254,8 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
 	}
 	const json_t *pu = json_object_get(root, "private_upstreams");
 	if (pu) {
-		if (parse_strings(&c, "private_upstreams", pu, out->private_upstreams[0], sizeof out->private_upstreams[0],
-		                  RB_GWCONF_MAX_LIST, &out->n_private) < 0)
+		if (parse_strings(&c, "private_upstreams", pu, out->private_upstreams[0],
+		                  sizeof out->private_upstreams[0], RB_GWCONF_MAX_LIST, &out->n_private) < 0)
 			return -1;
 		for (unsigned i = 0; i < out->n_private; i++) {
 			unsigned char a[16];
@@ -302,8 +306,10 @@ int rb_gwconf_secret(const struct rb_gw_connector *c, char *buf, size_t len, str
 	if (c->cred == RB_CRED_ENV) {
 		const char *v = getenv(c->cred_ref);
 		if (!v || !*v)
-			return rb_error_set(err, 0, "connector `%s`: credential variable %s is not set in the gateway's "
-			                            "environment", c->name, c->cred_ref);
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential variable %s is not set in the gateway's "
+			                    "environment",
+			                    c->name, c->cred_ref);
 		n = strlen(v);
 		if (n >= len)
 			return rb_error_set(err, 0, "connector `%s`: credential in %s is over %zu bytes", c->name,
@@ -318,16 +324,18 @@ int rb_gwconf_secret(const struct rb_gw_connector *c, char *buf, size_t len, str
 			return rb_error_set(err, errno, "connector `%s`: credential file `%s`: fstat", c->name,
 			                    c->cred_ref);
 		if (!S_ISREG(st.st_mode))
-			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is not a regular file", c->name,
-			                    c->cred_ref);
+			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is not a regular file",
+			                    c->name, c->cred_ref);
 		if (st.st_uid != geteuid())
-			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is owned by uid %u, not by the "
-			                            "gateway's uid %u", c->name, c->cred_ref, (unsigned)st.st_uid,
-			                    (unsigned)geteuid());
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential file `%s` is owned by uid %u, not by the "
+			                    "gateway's uid %u",
+			                    c->name, c->cred_ref, (unsigned)st.st_uid, (unsigned)geteuid());
 		if (st.st_mode & 077)
-			return rb_error_set(err, 0, "connector `%s`: credential file `%s` has mode %04o; it must be 0600 "
-			                            "(no group or other access)", c->name, c->cred_ref,
-			                    (unsigned)(st.st_mode & 07777));
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential file `%s` has mode %04o; it must be 0600 "
+			                    "(no group or other access)",
+			                    c->name, c->cred_ref, (unsigned)(st.st_mode & 07777));
 		ssize_t r;
 		n = 0;
 		while (n < len - 1 && (r = read(fd, buf + n, len - 1 - n)) != 0) {
@@ -353,8 +361,10 @@ int rb_gwconf_secret(const struct rb_gw_connector *c, char *buf, size_t len, str
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) {
 			memset(buf, 0, len);
-			return rb_error_set(err, 0, "connector `%s`: credential holds a control character (it goes into a "
-			                            "header)", c->name);
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential holds a control character (it goes into a "
+			                    "header)",
+			                    c->name);
 		}
 	return 0;
 }

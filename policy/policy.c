@@ -883,8 +883,8 @@ unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *c
 		say(line, ctx, &n, "network.mode: gateway (the run token and the gateway's URL enter the sandbox)");
 	if (p->n_connectors) {
 		join(buf, sizeof buf, p->connectors, p->n_connectors);
-		say(line, ctx, &n, "network.connectors: %s (called through the gateway with the operator's credentials)",
-		    buf);
+		say(line, ctx, &n,
+		    "network.connectors: %s (called through the gateway with the operator's credentials)", buf);
 	}
 	bool any_path = false;
 	for (unsigned i = 0; i < p->n_input_allow; i++)

@@ -243,6 +243,9 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	if (check_requested(cfg, pol, err) < 0)
 		return -1;
+	if (cfg->gateway_config && snprintf(run->gateway_config, sizeof run->gateway_config, "%s",
+	                                    cfg->gateway_config) >= (int)sizeof run->gateway_config)
+		return rb_error_set(err, ENAMETOOLONG, "--gateway-config `%s`", cfg->gateway_config);
 	run->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : pol->timeout_ms;
 	run->limits.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes : pol->memory_bytes;
 	run->limits.pids = cfg->pids ? cfg->pids : pol->pids;
@@ -447,6 +450,9 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, run->instance,
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
+		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
+		run->gw.grants = run->policy.connectors;
+		run->gw.n_grants = run->policy.n_connectors;
 	}
 	run->state_saved = false; /* and init */
 	if (save_state(run, err) < 0)
@@ -780,6 +786,27 @@ static void gateway_down(struct rb_run *run, const struct rb_error *why)
 	rb_warn("%s; the run's gateway calls are refused from now on", why->msg);
 }
 
+/* The step's gateway calls (each recorded before its answer ended, so every call the step
+ * saw answered is here), and the first refusal as the step's one-line hint. */
+static void gateway_calls(struct rb_run *run, struct rb_step_result *res)
+{
+	res->gateway_calls = rb_gwproc_take_calls(&run->gw);
+	size_t i;
+	json_t *c;
+	json_array_foreach(res->gateway_calls, i, c)
+	{
+		if (!json_is_true(json_object_get(c, "refused")))
+			continue;
+		if (res->gateway_refused++ == 0)
+			snprintf(res->gateway_hint, sizeof res->gateway_hint, "gateway refused %s %s (rule %s): %s; %s",
+			         json_string_value(json_object_get(c, "method")) ?: "?",
+			         json_string_value(json_object_get(c, "connector")) ?: "a call",
+			         json_string_value(json_object_get(c, "rule")) ?: "?",
+			         json_string_value(json_object_get(c, "error")) ?: "",
+			         json_string_value(json_object_get(c, "hint")) ?: "");
+	}
+}
+
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
                 struct rb_error *err)
 {
@@ -1016,7 +1043,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[10] = {
+		struct pollfd p[11] = {
 		    {.fd = run->sb.ctl, .events = POLLIN},
 		    {.fd = out_open ? out_r : -1, .events = POLLIN},
 		    {.fd = err_open ? err_r : -1, .events = POLLIN},
@@ -1027,8 +1054,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
 		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
 		    {.fd = rb_gwproc_watch_fd(&run->gw), .events = POLLIN},
+		    {.fd = run->gw.pid > 0 ? run->gw.out : -1, .events = POLLIN}, /* its call records */
 		};
-		if (poll(p, 10, -1) < 0) {
+		if (poll(p, 11, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -1044,6 +1072,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			if (rb_gwproc_start(&run->gw, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
 				gateway_down(run, &gerr);
 		}
+		if (p[10].revents & POLLIN)
+			rb_gwproc_drain(&run->gw);
 		if (p[9].revents & POLLIN) {
 			struct rb_error gerr;
 			rb_gwproc_reap(&run->gw, &gerr);
@@ -1146,6 +1176,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	res->wall_us = rb_now_us() - t0;
 	host_cpu(&ru0, &res->host);
 	rb_debug("step %u: ended", step_no);
+	if (run->token[0])
+		gateway_calls(run, res);
 	if (run->sb.net.nft_fd >= 0) {
 		struct rb_net_counters c;
 		struct rb_error nerr;
@@ -1254,4 +1286,6 @@ void rb_step_result_free(struct rb_step_result *res)
 	res->out.data = res->err.data = NULL;
 	json_decref(res->egress);
 	res->egress = NULL;
+	json_decref(res->gateway_calls);
+	res->gateway_calls = NULL;
 }

@@ -13,6 +13,7 @@ struct rb_runfile_opts {
 	const char *state_dir;                /* NULL: the default location */
 	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
 	int net_mode;                         /* --net: -1 when not given */
+	const char *gateway_config;           /* --gateway-config, or NULL */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
