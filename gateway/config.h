@@ -15,6 +15,7 @@
 #define RB_GWCONF_MAX_ROUTES     8
 #define RB_GWCONF_MAX_LIST       8
 #define RB_GWCONF_NAME_MAX       64
+#define RB_GWCONF_MAX_PROXY      128 /* a policy's list bound, RB_POLICY_MAX_LIST */
 #define RB_GWCONF_SECRET_MAX     4096
 #define RB_GWCONF_FILE_MAX       (256 * 1024)
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "gateway/connector.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <netdb.h>
@@ -162,8 +163,10 @@ enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *m
 
 struct fwd {
 	const struct rb_gw_ctx *ctx;
-	const struct rb_gw_connector *conn;
+	const struct rb_gw_connector *conn; /* NULL on the proxy door */
 	const struct rb_gw_secret *sec;
+	const char *door;
+	char name[300]; /* the connector, or the proxied host:port */
 	CURL *curl;
 	struct curl_slist *hdrs, *resolve;
 	int sp[2]; /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
@@ -240,6 +243,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 	size_t len = size * n;
 	if (!f->head_done)
 		head_complete(f);
+	if (!f->ss) { /* the proxy door: no credential to scrub, the bytes pass as they are */
+		f->bytes_down += len;
+		return send_all(f->sp[1], p, len) ? len : 0;
+	}
 	struct rb_buf_out out = {0};
 	struct rb_error err;
 	if (rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0)
@@ -261,7 +268,7 @@ static void *produce(void *cls)
 	if (headless)
 		head_complete(f); /* the handler answers 502 itself and records nothing yet */
 	bool whole = f->rc == CURLE_OK;
-	if (whole && !headless) {
+	if (whole && !headless && f->ss) {
 		struct rb_buf_out out = {0};
 		struct rb_error err;
 		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0 && send_all(f->sp[1], out.data, out.len);
@@ -269,8 +276,8 @@ static void *produce(void *cls)
 		free(out.data);
 	}
 	double up_ms = (double)(f->up1 - f->up0) / 1000;
-	json_t *ev = record_new("connector", f->conn->name, f->method, headless ? 502 : (unsigned)f->status, f->route,
-	                        f->host, f->t0);
+	json_t *ev =
+	    record_new(f->door, f->name, f->method, headless ? 502 : (unsigned)f->status, f->route, f->host, f->t0);
 	json_object_set_new(ev, "route", json_string(f->route));
 	json_object_set_new(ev, "upstream_ms", json_real(up_ms));
 	json_object_set_new(ev, "bytes_up", json_integer((json_int_t)f->bytes_up));
@@ -332,12 +339,12 @@ static bool stripped(const char *name, const struct rb_gw_connector *c)
 	static const char *const names[] = {
 	    "authorization", "cookie",  "host",           "connection", "keep-alive", "transfer-encoding", "te",
 	    "trailer",       "upgrade", "content-length", "expect",     NULL};
-	for (unsigned i = 0; names[i]; i++)
+	for (unsigned i = c ? 0 : 1; names[i]; i++) /* the proxy door (c NULL) passes Authorization */
 		if (!strcasecmp(name, names[i]))
 			return true;
 	if (!strncasecmp(name, "proxy-", 6))
 		return true;
-	return c->inject == RB_INJECT_HEADER && !strcasecmp(name, c->inject_name);
+	return c && c->inject == RB_INJECT_HEADER && !strcasecmp(name, c->inject_name);
 }
 
 static bool resp_dropped(const char *name)
@@ -426,15 +433,15 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
 }
 
 /* host and port of the connector's URL, its addresses checked, the first pinned for curl. */
-static int pin_upstream(struct fwd *f, char *why, size_t n)
+static int pin_upstream(struct fwd *f, const char *url, char *why, size_t n)
 {
 	CURLU *u = curl_url();
 	char *host = NULL, *port = NULL;
 	int r = -1;
-	if (!u || curl_url_set(u, CURLUPART_URL, f->conn->url, 0) != CURLUE_OK ||
+	if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-		snprintf(why, n, "connector URL `%s` does not parse", f->conn->url);
+		snprintf(why, n, "URL `%.200s` does not parse", url);
 		goto out;
 	}
 	snprintf(f->host, sizeof f->host, "%s:%s", host, port);
@@ -498,6 +505,93 @@ static char *credential_header(const struct rb_gw_connector *c, const struct rb_
 	return line;
 }
 
+/* Sends f's request to url and answers the client: the head once the upstream's came, the body
+ * streamed by libmicrohttpd's reader from the producer's socketpair. Consumes f. */
+static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const char *url, const char *method,
+                               const char *body, size_t body_len)
+{
+	CURL *c = f->curl;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect goes back to the client, uncredentialed */
+	curl_easy_setopt(c, CURLOPT_PROXY, "");          /* the gateway's own environment names no proxy */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, f->hdrs);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, f);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, f->errbuf);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else if (strcmp(method, "GET") != 0 || body_len) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+		curl_easy_setopt(c, CURLOPT_COPYPOSTFIELDS, body_len ? body : "");
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	}
+	f->bytes_up = body_len;
+	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
+		fwd_free(f);
+		return MHD_NO;
+	}
+	f->started = true;
+	pthread_mutex_lock(&f->lock);
+	while (!f->head_done)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+
+	if (f->headless || f->status < 200) { /* no answer from the upstream */
+		pthread_join(f->thread, NULL);
+		f->started = false;
+		const struct rb_gw_ctx *ctx = f->ctx;
+		const char *door = f->door;
+		uint64_t t0 = f->t0;
+		char name[sizeof f->name];
+		snprintf(name, sizeof name, "%s", f->name);
+		char e[400], host[sizeof f->host];
+		snprintf(e, sizeof e, "upstream: %s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(f->rc));
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);
+		json_object_set_new(ev, "error", json_string(e));
+		rb_gw_record(ctx, ev);
+		return queue_json(mc, 502,
+		                  json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host", host,
+		                            "hint", "the connector's upstream did not answer; retry later"));
+	}
+	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader, f, fwd_free);
+	if (!r) {
+		fwd_free(f);
+		return MHD_NO;
+	}
+	size_t i;
+	json_t *h;
+	json_array_foreach(f->resp_headers, i, h)
+	{
+		const char *hn = json_string_value(json_array_get(h, 0)), *hv = json_string_value(json_array_get(h, 1));
+		if (!hn || !hv || resp_dropped(hn) || !value_ok(hn) || !value_ok(hv))
+			continue;
+		struct rb_buf_out sn = {0}, sv = {0};
+		struct rb_error err;
+		if (!f->sec)
+			MHD_add_response_header(r, hn, hv);
+		else if (rb_scrub_buffer(f->sec->scrub, hn, strlen(hn), &sn, NULL, &err) == 0 &&
+		         rb_scrub_buffer(f->sec->scrub, hv, strlen(hv), &sv, NULL, &err) == 0)
+			MHD_add_response_header(r, sn.data, sv.data);
+		free(sn.data);
+		free(sv.data);
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)f->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
                                      const char *method, const char *body, size_t body_len, uint64_t t0_us)
 {
@@ -536,14 +630,15 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 	f->sp[0] = f->sp[1] = -1;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
-	f->ctx = ctx, f->conn = v.conn, f->sec = sec, f->t0 = t0_us, f->route = v.route;
+	f->ctx = ctx, f->conn = v.conn, f->sec = sec, f->t0 = t0_us, f->route = v.route, f->door = "connector";
+	snprintf(f->name, sizeof f->name, "%s", name);
 	snprintf(f->method, sizeof f->method, "%s", method);
 	f->resp_headers = json_array();
 	char why[300];
 	struct hdr_walk hw = {.f = f};
 	struct query_walk qw = {.conn = v.conn};
 	struct rb_error err;
-	if (pin_upstream(f, why, sizeof why) < 0) {
+	if (pin_upstream(f, v.conn->url, why, sizeof why) < 0) {
 		char host[sizeof f->host];
 		snprintf(host, sizeof host, "%s", f->host);
 		fwd_free(f);
@@ -602,78 +697,76 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 		fwd_free(f);
 		return MHD_NO;
 	}
-	CURL *c = f->curl;
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect goes back to the client, uncredentialed */
-	curl_easy_setopt(c, CURLOPT_PROXY, "");          /* the gateway's own environment names no proxy */
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, f->hdrs);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, f);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, f->errbuf);
-	if (!strcmp(method, "HEAD"))
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-	else if (strcmp(method, "GET") != 0 || body_len) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-		curl_easy_setopt(c, CURLOPT_COPYPOSTFIELDS, body_len ? body : "");
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	}
-	f->bytes_up = body_len;
+	enum MHD_Result r = forward(f, mc, url, method, body, body_len);
 	OPENSSL_cleanse(url, strlen(url)); /* curl keeps its own copy */
 	free(url);
-	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
-		fwd_free(f);
-		return MHD_NO;
-	}
-	f->started = true;
-	pthread_mutex_lock(&f->lock);
-	while (!f->head_done)
-		pthread_cond_wait(&f->cond, &f->lock);
-	pthread_mutex_unlock(&f->lock);
+	return r;
+}
 
-	if (f->headless || f->status < 200) { /* no answer from the upstream */
-		pthread_join(f->thread, NULL);
-		f->started = false;
-		char e[400], host[sizeof f->host];
-		snprintf(e, sizeof e, "upstream: %s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(f->rc));
-		snprintf(host, sizeof host, "%s", f->host);
-		fwd_free(f);
-		json_t *ev = record_new("connector", name, method, 502, "upstream", host, t0_us);
-		json_object_set_new(ev, "error", json_string(e));
-		rb_gw_record(ctx, ev);
-		return queue_json(mc, 502,
-		                  json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host", host,
-		                            "hint", "the connector's upstream did not answer; retry later"));
+enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *body, size_t body_len, uint64_t t0_us)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL, *scheme = NULL;
+	char hp[300] = "";
+	bool parsed = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && !strcmp(scheme, "http") &&
+	              curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	              curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+	bool userinfo = parsed && strchr(url + 7, '@') && strchr(url + 7, '@') < strchr(url + 7, '/');
+	struct rb_gw_verdict v = {0};
+	if (parsed) {
+		for (char *c = host; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		snprintf(hp, sizeof hp, "%s:%s", host, port);
+		rb_gw_decide_proxy(ctx->proxy, ctx->n_proxy, host, (unsigned)strtoul(port, NULL, 10), &v);
 	}
-	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader, f, fwd_free);
-	if (!r) {
+	curl_free(host);
+	curl_free(port);
+	curl_free(scheme);
+	curl_url_cleanup(u);
+	if (!parsed || userinfo)
+		return rb_gw_deny(ctx, mc, 403, "proxy", NULL, method, "url", hp,
+		                  "the request's URL is not plain http://host[:port]/path",
+		                  "the proxy forwards absolute-form http:// requests without userinfo", t0_us);
+	if (v.status)
+		return rb_gw_deny(ctx, mc, v.status, "proxy", hp, method, v.rule, hp, v.error, v.hint, t0_us);
+
+	struct fwd *f = calloc(1, sizeof *f);
+	if (!f)
+		return MHD_NO;
+	f->sp[0] = f->sp[1] = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->ctx = ctx, f->t0 = t0_us, f->route = v.route, f->door = "proxy";
+	snprintf(f->name, sizeof f->name, "%s", hp);
+	snprintf(f->method, sizeof f->method, "%s", method);
+	f->resp_headers = json_array();
+	char why[300];
+	if (pin_upstream(f, url, why, sizeof why) < 0) {
+		fwd_free(f);
+		return rb_gw_deny(
+		    ctx, mc, 403, "proxy", hp, method, "address", hp, why,
+		    "the host resolves to an address the gateway does not reach; the operator may name it in "
+		    "the gateway config's private_upstreams",
+		    t0_us);
+	}
+	struct hdr_walk hw = {.f = f};
+	MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header, &hw);
+	if (hw.bad) {
+		char e[200];
+		snprintf(e, sizeof e, "header `%s` holds a line break or control byte", hw.bad_name);
+		fwd_free(f);
+		return rb_gw_deny(ctx, mc, 403, "proxy", hp, method, "header", hp, e,
+		                  "send header values without CR, LF or control bytes", t0_us);
+	}
+	if (!hw.has_ctype)
+		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
+	f->hdrs = curl_slist_append(f->hdrs, "Expect:");
+	if (!f->hdrs || !(f->curl = curl_easy_init()) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
 		fwd_free(f);
 		return MHD_NO;
 	}
-	size_t i;
-	json_t *h;
-	json_array_foreach(f->resp_headers, i, h)
-	{
-		const char *hn = json_string_value(json_array_get(h, 0)), *hv = json_string_value(json_array_get(h, 1));
-		if (!hn || !hv || resp_dropped(hn) || !value_ok(hn) || !value_ok(hv))
-			continue;
-		struct rb_buf_out sn = {0}, sv = {0};
-		if (rb_scrub_buffer(sec->scrub, hn, strlen(hn), &sn, NULL, &err) == 0 &&
-		    rb_scrub_buffer(sec->scrub, hv, strlen(hv), &sv, NULL, &err) == 0)
-			MHD_add_response_header(r, sn.data, sv.data);
-		free(sn.data);
-		free(sv.data);
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)f->status, r);
-	MHD_destroy_response(r);
-	return ret;
+	return forward(f, mc, url, method, body, body_len);
 }

@@ -29,7 +29,9 @@ struct rb_gw_ctx {
 	struct rb_gw_secret *secrets; /* one per conf->connectors[i] (granted ones loaded) */
 	int event_fd;                 /* call records, one JSON line each ({"call": {...}}); -1: none */
 	pthread_mutex_t *event_lock;
-	uint64_t *refused; /* counts refusals (__atomic) */
+	uint64_t *refused;        /* counts refusals (__atomic) */
+	const char *const *proxy; /* the policy's network.proxy */
+	unsigned n_proxy;
 };
 
 /* Loads the granted connectors' secrets and scrubbers into ctx->secrets (allocated, n =
@@ -48,6 +50,12 @@ enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *m
 /* Serves one connector call; rest is the URL after "/v1/connectors/", body the request's. */
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
                                      const char *method, const char *body, size_t body_len, uint64_t t0_us);
+
+/* The installing proxy's door: an absolute-form request (url "http://host[:port]/..."),
+ * checked by rb_gw_decide_proxy and the address rules, forwarded without credentials and
+ * unscrubbed (there is no secret on this door), streamed back. */
+enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *body, size_t body_len, uint64_t t0_us);
 
 uint64_t rb_gw_now_us(void);
 

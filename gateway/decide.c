@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int hexval(char c)
@@ -130,6 +131,33 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 	snprintf(what, sizeof what, "%.16s %.1000s", rq->method, v->path);
 	refuse(v, 403, "route", "the connector's routes in the gateway config do not allow this method and path",
 	       "%s matches no route of the connector", what);
+}
+
+void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *host, unsigned port,
+                        struct rb_gw_verdict *v)
+{
+	memset(v, 0, sizeof *v);
+	size_t hl = strlen(host);
+	for (unsigned i = 0; i < n_allow; i++) {
+		const char *e = allow[i], *colon = strrchr(e, ':');
+		if (!colon || strtoul(colon + 1, NULL, 10) != port)
+			continue;
+		size_t el = (size_t)(colon - e);
+		bool m;
+		if (el > 2 && e[0] == '*' && e[1] == '.')
+			m = hl > el - 1 && !strncmp(host + hl - (el - 1), e + 1, el - 1) && host[0] != '[';
+		else
+			m = hl == el && !strncmp(host, e, el);
+		if (m) {
+			v->rule = "network.proxy";
+			v->route = allow[i];
+			return;
+		}
+	}
+	refuse(v, 403, "network.proxy",
+	       "the run's policy does not list this host:port in network.proxy (IP literals and other ports need "
+	       "their own entry)",
+	       "%.200s:%u is not on the proxy allowlist", host, port);
 }
 
 static bool in4(uint32_t a, uint32_t net, unsigned bits)

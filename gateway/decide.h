@@ -32,6 +32,14 @@ struct rb_gw_verdict {
  * "..", or would decode to one, or to anything holding '/', '\', NUL or a control byte. */
 void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
 
+/* The installing proxy's door: host (lower-cased by the caller; an IP literal as written,
+ * IPv6 in brackets) and port against the policy's network.proxy entries. An entry "h:p"
+ * allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An IP literal
+ * is allowed only by an entry naming it; a port only by an entry naming it. Fills *v (rule
+ * "network.proxy" when refused). */
+void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *host, unsigned port,
+                        struct rb_gw_verdict *v);
+
 /* true when the gateway may connect to sa: a public address, or one the config's
  * private_upstreams names. Else false and why says which class it is in (loopback, private,
  * link-local, CGNAT, metadata, ...). */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -125,13 +126,17 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, jso
 	return ret;
 }
 
+static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
+                                     const char *method, struct req *rq);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
 	struct rb_gateway *gw = cls;
 	struct req *rq = *req_cls;
-	bool connector = !strncmp(url, "/v1/connectors/", 15);
+	bool proxy = !strncmp(url, "http://", 7) || !strcmp(method, "CONNECT");
+	bool connector = !strncmp(url, "/v1/connectors/", 15) || proxy;
 	if (!rq) {
 		if (!(rq = calloc(1, sizeof *rq)))
 			return MHD_NO;
@@ -164,6 +169,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
+	if (proxy)
+		return proxy_request(gw, conn, url, method, rq);
 	if (connector) {
 		/* The token is the second factor beside the socket: checked before any decision. */
 		unsigned st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
@@ -185,6 +192,76 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (status == 401)
 		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
 	return respond(conn, status, body);
+}
+
+/* Proxy-Authorization: Basic base64("runbox:" TOKEN), as clients send the userinfo of
+ * HTTP_PROXY: the token is the proxy door's second factor too. */
+static bool proxy_token(const char *h, char *out, size_t n)
+{
+	if (!h || strncasecmp(h, "Basic ", 6) != 0)
+		return false;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	size_t len = strlen(h);
+	if (len % 4 || len / 4 * 3 >= n)
+		return false;
+	int got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)h, (int)len);
+	if (got < 0)
+		return false;
+	while (got > 0 && len && h[--len] == '=')
+		got--;
+	out[got] = '\0';
+	if (strncmp(out, "runbox:", 7) != 0)
+		return false;
+	memmove(out, out + 7, (size_t)got - 6);
+	return true;
+}
+
+static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
+                                     const char *method, struct req *rq)
+{
+	char tok[RB_TOKEN_MAX + 16], authz[RB_TOKEN_MAX + 32];
+	const char *pa = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Proxy-Authorization");
+	json_t *body = NULL;
+	unsigned st = 401;
+	if (proxy_token(pa, tok, sizeof tok)) {
+		snprintf(authz, sizeof authz, "Bearer %s", tok);
+		st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
+		OPENSSL_cleanse(tok, sizeof tok);
+		OPENSSL_cleanse(authz, sizeof authz);
+	} else {
+		body =
+		    json_pack("{s:s}", "error", "missing proxy credentials (the run token as HTTP_PROXY's password)");
+	}
+	if (st != 200) {
+		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
+		rb_gw_record(&gw->ctx,
+		             json_pack("{s:s, s:s, s:i, s:s, s:b, s:O?}", "door", "proxy", "method", method, "status",
+		                       407, "rule", "token", "refused", 1, "error", json_object_get(body, "error")));
+		char *text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		struct MHD_Response *r =
+		    text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+		if (!r) {
+			free(text);
+			return MHD_NO;
+		}
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_PROXY_AUTHENTICATE, "Basic realm=\"runbox\"");
+		enum MHD_Result ret = MHD_queue_response(conn, 407, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	json_decref(body);
+	if (!strcmp(method, "CONNECT"))
+		return rb_gw_deny(&gw->ctx, conn, 403, "proxy", url, method, "connect", url,
+		                  "CONNECT tunnels are not served by this gateway",
+		                  "use an http:// index or mirror on the policy's network.proxy allowlist", rq->t0);
+	if (rq->too_big)
+		return rb_gw_deny(&gw->ctx, conn, 413, "proxy", NULL, method, "body", NULL, "request body over 1 MiB",
+		                  "send a smaller body", rq->t0);
+	return rb_gw_proxy_call(&gw->ctx, conn, url, method, rq->body, rq->len, rq->t0);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
@@ -234,7 +311,9 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .n_grants = cfg->conf ? cfg->n_grants : 0,
 	                             .event_fd = cfg->event_fd,
 	                             .event_lock = &gw->event_lock,
-	                             .refused = &gw->refused};
+	                             .refused = &gw->refused,
+	                             .proxy = cfg->proxy,
+	                             .n_proxy = cfg->n_proxy};
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);

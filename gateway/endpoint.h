@@ -33,6 +33,8 @@ struct rb_gateway_config {
 	const struct rb_gwconf *conf;
 	const char *const *grants;
 	unsigned n_grants;
+	const char *const *proxy; /* the policy's network.proxy (must outlive the gateway) */
+	unsigned n_proxy;
 	int event_fd; /* each call's record, one JSON line ({"call": {...}}); -1: none */
 };
 

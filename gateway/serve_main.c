@@ -2,7 +2,8 @@
  * of the runbox binary so that libmicrohttpd (and the TLS library it loads) costs nothing on
  * a run that never calls the gateway: the runner starts this on the first connection.
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
- * "gateway_config": path or null (the default places), "connectors": [granted names]}, read to
+ * "gateway_config": path or null (the default places), "connectors": [granted names],
+ * "proxy": [the policy's network.proxy]}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. */
@@ -81,6 +82,13 @@ int main(void)
 		if (n_grants < RB_GWCONF_MAX_CONNECTORS && json_is_string(v))
 			grants[n_grants++] = json_string_value(v);
 	}
+	const char *proxy[RB_GWCONF_MAX_PROXY];
+	unsigned n_proxy = 0;
+	json_array_foreach(json_object_get(cfg, "proxy"), i, v)
+	{
+		if (n_proxy < RB_GWCONF_MAX_PROXY && json_is_string(v))
+			proxy[n_proxy++] = json_string_value(v);
+	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
 	if (!conf || rb_paths_init(&paths, NULL, &err) < 0 ||
@@ -100,6 +108,8 @@ int main(void)
 	                               .conf = conf,
 	                               .grants = grants,
 	                               .n_grants = n_grants,
+	                               .proxy = proxy,
+	                               .n_proxy = n_proxy,
 	                               .event_fd = STDOUT_FILENO};
 	struct rb_gateway *gw = NULL;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {

@@ -142,9 +142,12 @@ int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const 
 	json_t *grants = json_array();
 	for (unsigned i = 0; i < gw->n_grants; i++)
 		json_array_append_new(grants, json_string(gw->grants[i]));
-	json_t *cfg =
-	    json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o}", "run_id", run_id, "key", hex, "listen_fds", listen, "ready_fd",
-	              FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path, "connectors", grants);
+	json_t *proxy = json_array();
+	for (unsigned i = 0; i < gw->n_proxy; i++)
+		json_array_append_new(proxy, json_string(gw->proxy[i]));
+	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o}", "run_id", run_id, "key", hex, "listen_fds",
+	                        listen, "ready_fd", FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path,
+	                        "connectors", grants, "proxy", proxy);
 	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	memset(hex, 0, sizeof hex);

@@ -27,6 +27,8 @@ struct rb_gwproc {
 	const char *conf_path;
 	char *const *grants;
 	unsigned n_grants;
+	char *const *proxy; /* the policy's network.proxy */
+	unsigned n_proxy;
 	json_t *calls; /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
 	char *line;    /* a record's start, read before its newline */
 	size_t line_len;

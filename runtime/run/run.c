@@ -453,6 +453,8 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
 		run->gw.grants = run->policy.connectors;
 		run->gw.n_grants = run->policy.n_connectors;
+		run->gw.proxy = run->policy.proxy;
+		run->gw.n_proxy = run->policy.n_proxy;
 	}
 	run->state_saved = false; /* and init */
 	if (save_state(run, err) < 0)
@@ -733,6 +735,17 @@ static json_t *step_env(const struct rb_run *run)
 		json_array_append_new(env, json_string(kv));
 		snprintf(kv, sizeof kv, "RUNBOX_TOKEN=%s", run->token);
 		json_array_append_new(env, json_string(kv));
+		/* The installing proxy is the endpoint; the run token is its password. The endpoint itself
+		 * (127.0.0.1, ::1) is reached directly; a name, localhost too, goes through the proxy. */
+		static const char *const proxy_vars[] = {"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"};
+		for (size_t i = 0; pol->n_proxy && i < RB_ARRAY_SIZE(proxy_vars); i++) {
+			snprintf(kv, sizeof kv, "%s=http://runbox:%s@%s", proxy_vars[i], run->token, url + 7);
+			json_array_append_new(env, json_string(kv));
+		}
+		if (pol->n_proxy) {
+			json_array_append_new(env, json_string("NO_PROXY=127.0.0.1,::1"));
+			json_array_append_new(env, json_string("no_proxy=127.0.0.1,::1"));
+		}
 	}
 	for (unsigned i = 0; i < pol->n_env_set; i++)
 		json_array_append_new(env, json_string(pol->env_set[i]));
