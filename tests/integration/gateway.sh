@@ -6,7 +6,9 @@
 # client credentials are stripped, redirects are not followed, bad tokens, unlisted routes,
 # traversal paths, header injection and smuggling shapes are refused with a JSON denial and
 # recorded in the ledger; the gateway config is validated strictly. Every check has its
-# control. Traffic goes only to 127.0.0.1.
+# control; the installing proxy: pip downloads from an allowed local index, not from another,
+# and IP literals, other ports, CONNECT and calls without the token are refused. Traffic goes
+# only to 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gateway
@@ -358,3 +360,69 @@ case $ERR$OUT in *'network.connectors[0]'*) ok "a bad connector name in a policy
 *) not_ok "a bad connector name in a policy is named by path" "exit $RC: $(first_line "$ERR$OUT")" ;; esac
 run_rbx policy validate "$T/pol.json"
 [ "$RC" = 0 ] && ok "control: the test's policy with connectors validates" || not_ok "control: the test's policy validates" "$(first_line "$ERR$OUT")"
+
+# ---------------------------------------------------------------------------------------
+# 5. The installing proxy: pip downloads from an index (on host 127.0.0.1, reached by the name
+# localhost, which the gateway resolves) the policy allows, and not from one it does not.
+"$PY" "$FIX/index.py" "$T/iport" "$T/index.log" 2>"$T/ix.err" &
+IX_PID=$!
+"$PY" "$FIX/index.py" "$T/iport2" "$T/index2.log" 2>"$T/ix2.err" &
+IX2_PID=$!
+trap 'kill $IX_PID $IX2_PID 2>/dev/null; gw_cleanup' EXIT
+for _ in $(seq 50); do [ -s "$T/iport" ] && [ -s "$T/iport2" ] && break; sleep 0.1; done
+IP1=$(cat "$T/iport") IP2=$(cat "$T/iport2")
+touch "$T/index.log" "$T/index2.log"
+policy_variant default "$T/polp.json" gwproxy "p[\"network\"] = {\"mode\": \"gateway\", \"proxy\": [\"localhost:$IP1\"]}"
+PIP='cd /tmp && python3 -m pip download --disable-pip-version-check --no-cache-dir --no-deps --retries 0 --timeout 10 -d /tmp/dl'
+run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw.json" --timeout 120s -- /bin/sh -c \
+	"$PIP --index-url http://localhost:$IP1/simple rbxpkg && ls /tmp/dl"
+if [ "$RC" = 0 ] && grep -q 'rbxpkg-1.0-py3-none-any.whl' "$T/out" && grep -q '^GET /files/rbxpkg' "$T/index.log"; then
+	ok "pip download through the proxy from an index the policy allows succeeds (the index served the wheel)"
+else not_ok "pip download through the proxy from an allowed index succeeds" "exit $RC: $(tail -n 3 "$T/out" | tr '\n' ' ') $(first_line "$ERR")"; fi
+grep -q "gateway refused" "$T/err" && not_ok "control: no hint when the proxy allowed everything" "$(first_line "$ERR")" ||
+	ok "control: no hint when the proxy allowed everything"
+run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw.json" --timeout 120s -- /bin/sh -c \
+	"$PIP --index-url http://localhost:$IP2/simple rbxpkg"
+if [ "$RC" != 0 ] && [ ! -s "$T/index2.log" ] && grep -q "gateway refused GET localhost:$IP2 (rule network.proxy)" "$T/err"; then
+	ok "pip download from an index the policy does not allow fails, with the hint on stderr, and the index got nothing"
+else not_ok "pip download from a disallowed index fails with the hint" "exit $RC, index2: $(head -c 100 "$T/index2.log"), stderr: $(first_line "$ERR")"; fi
+n=$("$PY" - "$STATE/ledger.db" "$IP2" <<'PYEOF'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(sum(1 for (d,) in db.execute("SELECT data FROM events WHERE type='gateway_call'")
+          if json.loads(d).get("door") == "proxy" and json.loads(d).get("connector") == "localhost:" + sys.argv[2]
+          and json.loads(d).get("status") == 403 and json.loads(d).get("rule") == "network.proxy"))
+PYEOF
+)
+[ "${n:-0}" -ge 1 ] && ok "the refused proxy request is a gateway_call ledger event (door proxy, rule network.proxy)" ||
+	not_ok "the refused proxy request is in the ledger" "$n events"
+
+# The same index by IP literal, without the run token, and on a name whose address the gateway
+# config does not name: all refused; control: by its allowed name, through the same proxy.
+: >"$T/index.log"
+run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw.json" -- /bin/sh -c "
+c() { curl -s -o /dev/null -w '%{http_code} ' --noproxy '' \"\$@\"; }
+c -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/
+c -x \"\$HTTP_PROXY\" http://127.0.0.1:$IP1/simple/rbxpkg/
+c -x \"\$HTTP_PROXY\" http://localhost:$((IP1 == 65535 ? 1 : IP1 + 1))/simple/rbxpkg/
+c -x \"http://127.0.0.1:\${HTTP_PROXY##*:}\" http://localhost:$IP1/simple/rbxpkg/
+c -p -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/; echo"
+set -- $OUT
+[ "${1:-}" = 200 ] && ok "control: the allowed name through the proxy answers 200" || not_ok "control: the allowed name through the proxy answers 200" "$OUT $(first_line "$ERR")"
+[ "${2:-}" = 403 ] && ok "an IP literal no proxy entry names is refused (403)" || not_ok "an IP literal no proxy entry names is refused" "$OUT"
+[ "${3:-}" = 403 ] && ok "another port of an allowed name is refused (403)" || not_ok "another port of an allowed name is refused" "$OUT"
+[ "${4:-}" = 407 ] && ok "the proxy without the run token is 407" || not_ok "the proxy without the run token is 407" "$OUT"
+[ "${5:-}" != 200 ] && ok "a CONNECT tunnel is refused ($5)" || not_ok "a CONNECT tunnel is refused" "$OUT"
+n=$(grep -c . "$T/index.log")
+[ "$n" = 1 ] && ok "only the allowed request reached the index" || not_ok "only the allowed request reached the index" "$n requests: $(head -c 200 "$T/index.log")"
+run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw-nopriv.json" -- /bin/sh -c \
+	"curl -s -w ' %{http_code}' --noproxy '' -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/"
+case $OUT in *'"rule":"address"'*" 403") ok "a name resolving to loopback is refused when private_upstreams does not name the address" ;;
+*) not_ok "a name resolving to loopback is refused without private_upstreams" "$OUT" ;; esac
+run_rbx run --image host --policy "$T/pol.json" --gateway-config "$T/gw.json" -- /bin/sh -c 'env | grep -ci proxy'
+[ "$OUT" = 0 ] && ok "control: a policy with no network.proxy puts no proxy variables in the step's environment" ||
+	not_ok "control: no proxy variables without network.proxy" "$OUT"
+policy_variant default "$T/badpol3.json" badpol3 'p["network"] = {"mode": "gateway", "proxy": ["pypi.org"]}'
+run_rbx policy validate "$T/badpol3.json"
+case $ERR$OUT in *'network.proxy[0]'*) ok "a proxy entry without a port is refused, named by path" ;;
+*) not_ok "a proxy entry without a port is refused" "exit $RC: $(first_line "$ERR$OUT")" ;; esac
