@@ -127,8 +127,7 @@ RBX_ENV=()
 cp "$T/out" "$T/run1.json"
 expect_status "a connector call reaches its upstream (bearer)" echo 200
 expect_status "a POST with a body goes through" post 200
-n=$(up_count 'r["path"].endswith("case=bearer") and h.get("authorization") == "Bearer " + sys.argv[3]' "$SECRET")
-# up_count takes one expression; the secret comes through the environment instead.
+# The secret comes through the environment.
 n=$(RBX_S="$SECRET" "$PY" -c 'import json,os
 s=os.environ["RBX_S"]; n=0
 for l in open("'"$T/up.log"'"):
@@ -137,7 +136,6 @@ for l in open("'"$T/up.log"'"):
 print(n)')
 if [ "$n" = 1 ]; then ok "the upstream sees the operator's bearer credential; the client's Cookie and Proxy-Authorization are stripped, other headers kept"
 else not_ok "the upstream sees the operator's bearer credential; the client's Cookie and Proxy-Authorization are stripped, other headers kept" "$(head -c 600 "$T/up.log")"; fi
-n=$(up_count '"runbox" in json.dumps(r["headers"]).lower() or any(v.count(".") >= 2 and len(v) > 60 for k, v in r["headers"])')
 tok=$("$PY" -c 'import json,sys; print(bytes(x ^ 0x5A for x in bytes.fromhex(json.load(open(sys.argv[1]))["runt_hex"])).decode())' "$T/client.json" 2>/dev/null)
 if [ -z "$tok" ]; then not_ok "the run token never goes upstream" "no token in the client's output"
 elif grep -qF "$tok" "$T/up.log"; then not_ok "the run token never goes upstream" "the upstream got it"
