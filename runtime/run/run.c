@@ -1242,6 +1242,8 @@ void rb_run_close(struct rb_run *run)
 	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");
 	json_decref(run->gw.stats);
+	json_decref(run->gw.calls); /* records of calls made after the last step ended */
+	run->gw.calls = NULL;
 	run->gw.stats = NULL;
 	memset(run->token_key, 0, sizeof run->token_key);
 	if (run->cg) {
