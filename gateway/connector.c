@@ -257,6 +257,22 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 	return ok ? len : 0;
 }
 
+/* curl's message for the transfer, scrubbed of the credential in place: a message may quote
+ * the URL, whose query can hold it. */
+static const char *curl_error(struct fwd *f)
+{
+	if (!f->errbuf[0])
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", curl_easy_strerror(f->rc));
+	struct rb_buf_out out = {0};
+	struct rb_error err;
+	if (f->sec && rb_scrub_buffer(f->sec->scrub, f->errbuf, strlen(f->errbuf), &out, NULL, &err) == 0)
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", out.data);
+	else if (f->sec)
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", curl_easy_strerror(f->rc));
+	free(out.data);
+	return f->errbuf;
+}
+
 static void *produce(void *cls)
 {
 	struct fwd *f = cls;
@@ -283,7 +299,7 @@ static void *produce(void *cls)
 	json_object_set_new(ev, "bytes_up", json_integer((json_int_t)f->bytes_up));
 	json_object_set_new(ev, "bytes_down", json_integer((json_int_t)f->bytes_down));
 	if (!whole) {
-		json_object_set_new(ev, "error", json_string(f->errbuf[0] ? f->errbuf : curl_easy_strerror(f->rc)));
+		json_object_set_new(ev, "error", json_string(curl_error(f)));
 		__atomic_store_n(&f->failed, true, __ATOMIC_RELEASE);
 	}
 	/* Recorded before the client sees the end: a step that got its answer finds its call in
@@ -554,7 +570,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		char name[sizeof f->name];
 		snprintf(name, sizeof name, "%s", f->name);
 		char e[400], host[sizeof f->host];
-		snprintf(e, sizeof e, "upstream: %s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(f->rc));
+		snprintf(e, sizeof e, "upstream: %s", curl_error(f));
 		snprintf(host, sizeof host, "%s", f->host);
 		fwd_free(f);
 		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);

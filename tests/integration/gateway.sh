@@ -55,6 +55,7 @@ c = {"connectors": {
     "qry": {"url": url + "/", "credential": {"file": t + "/cred"}, "inject": {"query": "key"}, "routes": r},
     "bas": {"url": url, "credential": {"file": t + "/basic"}, "inject": "basic", "routes": r},
     "lax": {"url": url, "credential": {"file": t + "/cred644"}, "inject": "bearer", "routes": r},
+    "down": {"url": "http://127.0.0.1:1", "credential": {"file": t + "/cred"}, "inject": {"query": "key"}, "routes": r},
     "other": {"url": url, "credential": {"file": t + "/cred"}, "inject": "bearer", "routes": r}}}
 if priv:
     c["private_upstreams"] = json.loads(priv)
@@ -65,7 +66,7 @@ PYEOF
 conf "$T/gw.json" '["127.0.0.1"]'
 conf "$T/gw-nopriv.json" ''
 policy_variant default "$T/pol.json" gwtest \
-	'p["network"] = {"mode": "gateway", "connectors": ["echo", "hdr", "qry", "bas", "lax"]}'
+	'p["network"] = {"mode": "gateway", "connectors": ["echo", "hdr", "qry", "bas", "lax", "down"]}'
 
 # spec FILE JSON: the client's calls.
 spec() { printf '%s' "$2" >"$1" && chmod a+r "$1"; }
@@ -239,6 +240,7 @@ spec "$T/s2.json" '[
  {"name": "other-run", "path": "/v1/connectors/echo/v1/x?case=otherrun", "token": "'"$other_tok"'"},
  {"name": "lax-file", "path": "/v1/connectors/lax/v1/x?case=lax"},
  {"name": "env-missing", "path": "/v1/connectors/hdr/v1/x?case=envmissing"},
+ {"name": "down", "path": "/v1/connectors/down/v1/x?case=down"},
  {"name": "cr-inject", "raw": "GET /v1/connectors/echo/v1/x?case=cr HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\nX-A: a\rX-Injected: 1\r\nConnection: close\r\n\r\n"},
  {"name": "fold-inject", "raw": "GET /v1/connectors/echo/v1/x?case=fold HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\nX-A: a\r\n X-Folded: 1\r\nConnection: close\r\n\r\n"},
  {"name": "smuggle", "raw": "POST /v1/connectors/echo/v1/x?case=smuggle HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\nGET /v1/smuggled HTTP/1.1\r\nHost: a\r\n\r\n"}
@@ -258,6 +260,9 @@ expect_status "a forged token is refused (401)" forged 401
 expect_status "another run's token is refused (401; it worked in its own run)" other-run 401
 expect_status "a credential file with mode 0644 fails closed (403)" lax-file 403
 expect_status "a credential variable missing from the gateway's environment fails closed (403)" env-missing 403
+b=$(body down)
+case "$(status down) $b" in '502 '*'"rule":"upstream"'*) ok "an upstream that does not answer is 502, rule upstream (its record is in the leak check below)" ;;
+*) not_ok "an upstream that does not answer is 502" "$(status down) $b" ;; esac
 b=$(body env-missing)
 case $b in *'"rule":"credential"'*) case $b in *'connector `hdr`'*) ok "the missing secret's denial names the connector and the rule" ;;
 	*) not_ok "the missing secret's denial names the connector" "$b" ;; esac ;;
