@@ -17,7 +17,7 @@
 #define RB_GWCONF_NAME_MAX       64
 #define RB_GWCONF_MAX_PROXY      128 /* a policy's list bound, RB_POLICY_MAX_LIST */
 #define RB_GWCONF_SECRET_MAX     4096
-#define RB_GWCONF_FILE_MAX       (256 * 1024)
+#define RB_GWCONF_FILE_MAX       ((size_t)256 * 1024)
 
 enum rb_gw_inject { RB_INJECT_BEARER, RB_INJECT_HEADER, RB_INJECT_BASIC, RB_INJECT_QUERY };
 enum rb_gw_cred { RB_CRED_FILE, RB_CRED_ENV };
