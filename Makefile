@@ -29,13 +29,13 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 
 # Library sources: everything in the components except the two mains and the HTTP endpoint,
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
-GW_SRCS  := gateway/endpoint.c
+GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 SAN_OBJS := $(LIB_SRCS:%.c=$(B)/asan/%.o) $(GW_SRCS:%.c=$(B)/asan/%.o)
-GW_LIBS  := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+GW_LIBS  := $(shell pkg-config --libs libmicrohttpd libcurl 2>/dev/null)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/unit/%)
 PROBE    := $(B)/probe

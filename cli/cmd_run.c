@@ -41,6 +41,7 @@ static void usage(FILE *f)
 	      "  --pids N              process limit (at most the policy's)\n"
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
 	      "  --net none|gateway    network mode (default: the policy's)\n"
+	      "  --gateway-config FILE the gateway's connectors (default: gateway.json in the config dir)\n"
 	      "  --tenant ID, --agent ID  whose run this is (ledger); beside a manifest, the manifest's must match\n"
 	      "  -e, --env NAME[=VALUE] set a variable the policy's env.pass lets through (repeatable); a name\n"
 	      "                        it does not pass is an error\n"
@@ -226,6 +227,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	    .on_step = x->json ? NULL : view_step,
 	    .on_end = x->json ? NULL : view_end,
 	    .ctx = &v,
+	    .gateway_config = cfg->gateway_config,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -361,6 +363,7 @@ enum {
 	OPT_FORCE,
 	OPT_LABEL,
 	OPT_VERSION,
+	OPT_GATEWAY_CONFIG,
 };
 
 int rb_cmd_run(int argc, char **argv)
@@ -384,6 +387,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {"workdir", required_argument, NULL, 'w'},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"version", no_argument, NULL, OPT_VERSION},
+	    {"gateway-config", required_argument, NULL, OPT_GATEWAY_CONFIG},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -393,6 +397,7 @@ int rb_cmd_run(int argc, char **argv)
 	struct extras x = {0};
 	_cleanup_json_ json_t *labels = NULL;
 	const char *manifest = NULL;
+	char gw_config[PATH_MAX];
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -508,6 +513,14 @@ int rb_cmd_run(int argc, char **argv)
 				rb_err("--net `%s`: expected none or gateway", optarg);
 				return 125;
 			}
+			break;
+		case OPT_GATEWAY_CONFIG:
+			/* Absolute, so the gateway finds it whatever its directory; it must exist now. */
+			if (!realpath(optarg, gw_config)) {
+				rb_err("--gateway-config `%s`: %s", optarg, strerror(errno));
+				return 125;
+			}
+			cfg.gateway_config = gw_config;
 			break;
 		case OPT_INPUT:
 			if (cfg.n_inputs >= RB_MAX_INPUTS) {
@@ -628,6 +641,8 @@ int rb_cmd_run(int argc, char **argv)
 	json_decref(hj);
 	if (!x.json)
 		report_limits(&run, &res);
+	if (!x.json && res.gateway_hint[0])
+		rb_warn("%s", res.gateway_hint);
 	uint64_t timeout_ms = run.timeout_ms;
 	char run_id[sizeof run.id], tenant[sizeof run.tenant];
 	snprintf(run_id, sizeof run_id, "%s", run.id);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,11 +20,13 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "gateway/connector.h"
 #include "gateway/ratelimit.h"
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
-#define CONN_MEMORY    (32 * 1024) /* request headers beyond this get 431/413 from libmicrohttpd */
+#define CONN_MEMORY    (32 * 1024)   /* request headers beyond this get 431/413 from libmicrohttpd */
+#define BODY_MAX       (1024 * 1024) /* a connector call's request body, held until it is sent */
 
 struct rb_gateway {
 	struct rb_gateway_scope scope;
@@ -32,7 +35,18 @@ struct rb_gateway {
 	uint64_t requests; /* updated with __atomic builtins from the daemons' threads */
 	uint64_t unauthorized;
 	uint64_t rate_limited;
+	uint64_t refused;
 	struct rb_ratelimit rate; /* one bucket for the run, over all its listening sockets */
+	struct rb_gw_ctx ctx;     /* the connector door */
+	pthread_mutex_t event_lock;
+};
+
+/* One request's state between libmicrohttpd's calls: the body of a connector call. */
+struct req {
+	uint64_t t0;
+	char *body;
+	size_t len;
+	bool too_big;
 };
 
 static uint64_t mono_us(void)
@@ -112,18 +126,37 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, jso
 	return ret;
 }
 
+static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
+                                     const char *method, struct req *rq);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
 	struct rb_gateway *gw = cls;
-	static int started; /* only its address is used: marks "headers seen" per request */
-	if (!*req_cls) {
-		*req_cls = &started;
+	struct req *rq = *req_cls;
+	bool proxy = !strncmp(url, "http://", 7) || !strcmp(method, "CONNECT");
+	bool connector = !strncmp(url, "/v1/connectors/", 15) || proxy;
+	if (!rq) {
+		if (!(rq = calloc(1, sizeof *rq)))
+			return MHD_NO;
+		rq->t0 = mono_us();
+		*req_cls = rq;
 		return MHD_YES;
 	}
-	if (*upload_data_size) { /* no endpoint takes a body: discard it */
+	if (*upload_data_size) { /* only a connector call takes a body, up to BODY_MAX */
+		size_t n = *upload_data_size;
 		*upload_data_size = 0;
+		if (!connector || rq->too_big)
+			return MHD_YES;
+		char *b = rq->len + n <= BODY_MAX ? realloc(rq->body, rq->len + n + 1) : NULL;
+		if (!b) {
+			rq->too_big = true;
+			return MHD_YES;
+		}
+		memcpy(b + rq->len, upload_data, n);
+		rq->body = b;
+		rq->len += n;
 		return MHD_YES;
 	}
 	__atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
@@ -136,10 +169,116 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
+	if (proxy)
+		return proxy_request(gw, conn, url, method, rq);
+	if (connector) {
+		/* The token is the second factor beside the socket: checked before any decision. */
+		unsigned st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
+		if (st != 200) {
+			__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
+			json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:b, s:O?}", "door", "connector", "method", method,
+			                       "status", (int)st, "rule", "token", "refused", 1, "error",
+			                       json_object_get(body, "error"));
+			rb_gw_record(&gw->ctx, ev);
+			return respond(conn, st, body);
+		}
+		json_decref(body);
+		if (rq->too_big)
+			return rb_gw_deny(&gw->ctx, conn, 413, "connector", NULL, method, "body", NULL,
+			                  "request body over 1 MiB", "send a smaller body", rq->t0);
+		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len, rq->t0);
+	}
 	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
 	if (status == 401)
 		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
 	return respond(conn, status, body);
+}
+
+/* Proxy-Authorization: Basic base64("runbox:" TOKEN), as clients send the userinfo of
+ * HTTP_PROXY: the token is the proxy door's second factor too. */
+static bool proxy_token(const char *h, char *out, size_t n)
+{
+	if (!h || strncasecmp(h, "Basic ", 6) != 0)
+		return false;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	size_t len = strlen(h);
+	if (len % 4 || len / 4 * 3 >= n)
+		return false;
+	int got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)h, (int)len);
+	if (got < 0)
+		return false;
+	while (got > 0 && len && h[--len] == '=')
+		got--;
+	out[got] = '\0';
+	if (strncmp(out, "runbox:", 7) != 0)
+		return false;
+	memmove(out, out + 7, (size_t)got - 6);
+	return true;
+}
+
+static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
+                                     const char *method, struct req *rq)
+{
+	char tok[RB_TOKEN_MAX + 16], authz[RB_TOKEN_MAX + 32];
+	const char *pa = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Proxy-Authorization");
+	json_t *body = NULL;
+	unsigned st = 401;
+	if (proxy_token(pa, tok, sizeof tok)) {
+		snprintf(authz, sizeof authz, "Bearer %s", tok);
+		st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
+		OPENSSL_cleanse(tok, sizeof tok);
+		OPENSSL_cleanse(authz, sizeof authz);
+	} else {
+		body =
+		    json_pack("{s:s}", "error", "missing proxy credentials (the run token as HTTP_PROXY's password)");
+	}
+	if (st != 200) {
+		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
+		rb_gw_record(&gw->ctx,
+		             json_pack("{s:s, s:s, s:i, s:s, s:b, s:O?}", "door", "proxy", "method", method, "status",
+		                       407, "rule", "token", "refused", 1, "error", json_object_get(body, "error")));
+		char *text = json_dumps(body, JSON_COMPACT);
+		json_decref(body);
+		struct MHD_Response *r =
+		    text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+		if (!r) {
+			free(text);
+			return MHD_NO;
+		}
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_PROXY_AUTHENTICATE, "Basic realm=\"runbox\"");
+		enum MHD_Result ret = MHD_queue_response(conn, 407, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	json_decref(body);
+	if (!strcmp(method, "CONNECT"))
+		return rb_gw_deny(&gw->ctx, conn, 403, "proxy", url, method, "connect", url,
+		                  "CONNECT tunnels are not served by this gateway",
+		                  "use an http:// index or mirror on the policy's network.proxy allowlist", rq->t0);
+	if (rq->too_big)
+		return rb_gw_deny(&gw->ctx, conn, 413, "proxy", NULL, method, "body", NULL, "request body over 1 MiB",
+		                  "send a smaller body", rq->t0);
+	return rb_gw_proxy_call(&gw->ctx, conn, url, method, rq->body, rq->len, rq->t0);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct req *rq = *req_cls;
+	if (rq) {
+		free(rq->body);
+		free(rq);
+	}
+	*req_cls = NULL;
+}
+
+/* The path and query reach the handler as sent: the connector door decodes and judges them
+ * itself (an encoded '/' or '..' must be seen to be refused) and forwards them unchanged. */
+static size_t no_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	return strlen(s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -166,6 +305,20 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	memcpy(gw->scope.key, cfg->key, cfg->keylen);
 	gw->scope.keylen = cfg->keylen;
 	snprintf(gw->scope.run_id, sizeof gw->scope.run_id, "%s", cfg->run_id);
+	pthread_mutex_init(&gw->event_lock, NULL);
+	gw->ctx = (struct rb_gw_ctx){.conf = cfg->conf,
+	                             .grants = cfg->grants,
+	                             .n_grants = cfg->conf ? cfg->n_grants : 0,
+	                             .event_fd = cfg->event_fd,
+	                             .event_lock = &gw->event_lock,
+	                             .refused = &gw->refused,
+	                             .proxy = cfg->proxy,
+	                             .n_proxy = cfg->n_proxy};
+	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
+		pthread_mutex_destroy(&gw->event_lock);
+		free(gw);
+		return -1;
+	}
 	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
 	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
 	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
@@ -178,10 +331,13 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 			return -1;
 		}
 		gw->daemons[i] = MHD_start_daemon(
-		    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, gw,
-		    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
-		    MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		    (size_t)CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+		    /* A thread per connection: a connector's answer is streamed by blocking reads. */
+		    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		    on_request, gw, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
+		    no_unescape, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+		    (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S,
+		    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		    MHD_OPTION_END);
 		if (!gw->daemons[i]) {
 			close(fd);
 			rb_error_set(err, 0, "gateway: libmicrohttpd refused listening socket %d", cfg->listen_fds[i]);
@@ -199,12 +355,14 @@ void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *
 	out->requests = __atomic_load_n(&gw->requests, __ATOMIC_RELAXED);
 	out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
 	out->rate_limited = __atomic_load_n(&gw->rate_limited, __ATOMIC_RELAXED);
+	out->refused = __atomic_load_n(&gw->refused, __ATOMIC_RELAXED);
 }
 
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s)
 {
-	return json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
-	                 (json_int_t)s->unauthorized, "rate_limited", (json_int_t)s->rate_limited);
+	return json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
+	                 (json_int_t)s->unauthorized, "rate_limited", (json_int_t)s->rate_limited, "refused",
+	                 (json_int_t)s->refused);
 }
 
 void rb_gateway_stop(struct rb_gateway *gw)
@@ -214,6 +372,8 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	for (unsigned i = 0; i < gw->n; i++)
 		MHD_stop_daemon(gw->daemons[i]); /* joins the thread, closes the dup */
 	rb_ratelimit_destroy(&gw->rate);
+	rb_gw_secrets_free(&gw->ctx);
+	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);
 }

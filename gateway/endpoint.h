@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/token.h"
+#include "gateway/config.h"
 
 #define RB_GATEWAY_MAX_FDS 4
 #define RB_GATEWAY_KEY_MAX 64
@@ -27,6 +28,14 @@ struct rb_gateway_config {
 	size_t keylen;
 	const char *run_id;   /* the one run whose tokens are accepted (copied) */
 	uint64_t rate, burst; /* 0: RB_GATEWAY_RATE, RB_GATEWAY_BURST */
+	/* The connectors (NULL: none) and those the run's policy grants; both must outlive the
+	 * gateway. Credentials are read at start (gateway/connector.h). */
+	const struct rb_gwconf *conf;
+	const char *const *grants;
+	unsigned n_grants;
+	const char *const *proxy; /* the policy's network.proxy (must outlive the gateway) */
+	unsigned n_proxy;
+	int event_fd; /* each call's record, one JSON line ({"call": {...}}); -1: none */
 };
 
 /* What one run's endpoint knows: enough to answer any request without other state. */
@@ -40,6 +49,7 @@ struct rb_gateway_stats {
 	uint64_t requests;     /* every request answered */
 	uint64_t unauthorized; /* answered 401: missing, bad, expired or other run's token */
 	uint64_t rate_limited; /* answered 429: over the run's request rate */
+	uint64_t refused;      /* connector calls refused (403, 404) */
 };
 
 struct rb_gateway;
@@ -47,7 +57,7 @@ struct rb_gateway;
 int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err);
 /* A consistent-enough snapshot (each count is read atomically); safe while serving. */
 void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *out);
-/* {"requests": n, "unauthorized": n, "rate_limited": n} for the result. */
+/* {"requests": n, "unauthorized": n, "rate_limited": n, "refused": n} for the result. */
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s);
 /* Stops the daemons (joins their threads) and closes the gateway's dups. NULL is fine. */
 void rb_gateway_stop(struct rb_gateway *gw);

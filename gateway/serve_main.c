@@ -1,18 +1,25 @@
 /* runbox-gateway: serves one run's gateway endpoint on listening sockets it inherits. Kept out
  * of the runbox binary so that libmicrohttpd (and the TLS library it loads) costs nothing on
  * a run that never calls the gateway: the runner starts this on the first connection.
- * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd}, read
- * to EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it.
- * SIGTERM: stop, print {"requests": n, "unauthorized": n} on stdout, exit 0. */
+ * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
+ * "gateway_config": path or null (the default places), "connectors": [granted names],
+ * "proxy": [the policy's network.proxy]}, read to
+ * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
+ * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
+ * {"stats": {"requests": n, ...}} on stdout, exit 0. */
 #define _GNU_SOURCE
+#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "common/paths.h"
+#include "gateway/config.h"
 #include "gateway/endpoint.h"
 
 static int hex_decode(const char *hex, uint8_t *out, size_t max, size_t *len)
@@ -64,17 +71,53 @@ int main(void)
 		if (n < RB_GATEWAY_MAX_FDS && json_is_integer(v))
 			fds[n++] = (int)json_integer_value(v);
 	}
-	struct rb_gateway_config gc = {
-	    .listen_fds = fds, .n_listen_fds = n, .key = key, .keylen = keylen, .run_id = run_id};
-	struct rb_gateway *gw = NULL;
 	struct rb_error err;
+	/* The operator's connectors: the file the runner names, else the default places. */
+	json_t *conf_j = json_object_get(cfg, "gateway_config");
+	json_t *grants_j = json_object_get(cfg, "connectors");
+	const char *grants[RB_GWCONF_MAX_CONNECTORS];
+	unsigned n_grants = 0;
+	json_array_foreach(grants_j, i, v)
+	{
+		if (n_grants < RB_GWCONF_MAX_CONNECTORS && json_is_string(v))
+			grants[n_grants++] = json_string_value(v);
+	}
+	const char *proxy[RB_GWCONF_MAX_PROXY];
+	unsigned n_proxy = 0;
+	json_array_foreach(json_object_get(cfg, "proxy"), i, v)
+	{
+		if (n_proxy < RB_GWCONF_MAX_PROXY && json_is_string(v))
+			proxy[n_proxy++] = json_string_value(v);
+	}
+	struct rb_gwconf *conf = calloc(1, sizeof *conf);
+	struct rb_paths paths;
+	if (!conf || rb_paths_init(&paths, NULL, &err) < 0 ||
+	    rb_gwconf_load(json_string_value(conf_j), &paths, conf, &err) < 0) {
+		fprintf(stderr, "runbox-gateway: %s\n", conf ? err.msg : "out of memory");
+		return 125;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "runbox-gateway: curl_global_init failed\n");
+		return 125;
+	}
+	struct rb_gateway_config gc = {.listen_fds = fds,
+	                               .n_listen_fds = n,
+	                               .key = key,
+	                               .keylen = keylen,
+	                               .run_id = run_id,
+	                               .conf = conf,
+	                               .grants = grants,
+	                               .n_grants = n_grants,
+	                               .proxy = proxy,
+	                               .n_proxy = n_proxy,
+	                               .event_fd = STDOUT_FILENO};
+	struct rb_gateway *gw = NULL;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", err.msg);
 		return 125;
 	}
 	memset(key, 0, sizeof key);
 	int ready_fd = (int)json_integer_value(ready_j);
-	json_decref(cfg);
 	if (write(ready_fd, "R", 1) != 1) {
 		fprintf(stderr, "runbox-gateway: readiness fd %d: %s\n", ready_fd, strerror(errno));
 		return 125;
@@ -86,9 +129,12 @@ int main(void)
 	struct rb_gateway_stats st;
 	rb_gateway_get_stats(gw, &st);
 	rb_gateway_stop(gw);
-	json_t *out = rb_gateway_stats_json(&st);
+	json_t *out = json_pack("{s:o}", "stats", rb_gateway_stats_json(&st));
 	json_dumpf(out, stdout, JSON_COMPACT);
 	fputc('\n', stdout);
 	json_decref(out);
+	json_decref(cfg); /* the grants' strings lived in it */
+	free(conf);
+	curl_global_cleanup();
 	return 0;
 }

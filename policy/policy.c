@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "policy/policy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -454,9 +455,38 @@ static int parse_seccomp(const struct rb_jsonck *c, const json_t *sec, struct rb
 	return 0;
 }
 
+/* A connector's name becomes a URL segment and a key of the gateway's config. */
+static const char *check_connector(const char *s)
+{
+	return *s && strlen(s) < 64 && all_chars(s, "_-", false, true) ? NULL : "a connector name is [a-z0-9_-]{1,63}";
+}
+
+/* "host:port" or "*.suffix:port": a lower-case name or an IP literal ([v6]), a port 1..65535. */
+static const char *check_proxy(const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	if (!colon || colon == s)
+		return "a proxy entry is host:port";
+	char *end;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (!colon[1] || *end || port == 0 || port > 65535)
+		return "the port is 1..65535";
+	const char *h = s, *he = colon;
+	if (*h == '[')
+		return he[-1] == ']' && he - h > 2 ? NULL : "an IPv6 literal is [addr]:port";
+	if (!strncmp(h, "*.", 2))
+		h += 2;
+	if (h == he)
+		return "a name after *.";
+	for (const char *q = h; q < he; q++)
+		if (!islower((unsigned char)*q) && !isdigit((unsigned char)*q) && *q != '-' && *q != '.')
+			return "a host is lower-case letters, digits, '-' and '.' ('*.' only in front)";
+	return NULL;
+}
+
 static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"mode", NULL};
+	static const char *const keys[] = {"mode", "connectors", "proxy", NULL};
 	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
@@ -469,6 +499,16 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 		else
 			return rb_jsonck_expected(c, "network.mode", "one of \"none\", \"gateway\"", v);
 	}
+	if ((v = json_object_get(sec, "connectors")) &&
+	    get_list(c, "network.connectors", v, p->connectors, &p->n_connectors, check_connector) < 0)
+		return -1;
+	if (p->n_connectors && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.connectors", "needs network.mode \"gateway\"");
+	if ((v = json_object_get(sec, "proxy")) &&
+	    get_list(c, "network.proxy", v, p->proxy, &p->n_proxy, check_proxy) < 0)
+		return -1;
+	if (p->n_proxy && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.proxy", "needs network.mode \"gateway\"");
 	return 0;
 }
 
@@ -804,6 +844,8 @@ void rb_policy_free(struct rb_policy *p)
 	free_list(p->seccomp_deny, &p->n_seccomp_deny);
 	free_list(p->seccomp_allow, &p->n_seccomp_allow);
 	free_list(p->input_allow, &p->n_input_allow);
+	free_list(p->connectors, &p->n_connectors);
+	free_list(p->proxy, &p->n_proxy);
 	free_list(p->image_allow, &p->n_image_allow);
 	free_list(p->env_pass, &p->n_env_pass);
 	free_list(p->env_set, &p->n_env_set);
@@ -869,6 +911,11 @@ unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *c
 	}
 	if (p->net_mode == RB_NET_GATEWAY)
 		say(line, ctx, &n, "network.mode: gateway (the run token and the gateway's URL enter the sandbox)");
+	if (p->n_connectors) {
+		join(buf, sizeof buf, p->connectors, p->n_connectors);
+		say(line, ctx, &n,
+		    "network.connectors: %s (called through the gateway with the operator's credentials)", buf);
+	}
 	bool any_path = false;
 	for (unsigned i = 0; i < p->n_input_allow; i++)
 		any_path = any_path || !strcmp(p->input_allow[i], "/");

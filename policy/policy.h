@@ -52,6 +52,10 @@ struct rb_policy {
 
 	/* network */
 	enum rb_net_mode net_mode;
+	char *connectors[RB_POLICY_MAX_LIST]; /* gateway connectors the run may call, by name */
+	unsigned n_connectors;
+	char *proxy[RB_POLICY_MAX_LIST]; /* "host:port", "*.suffix:port": the installing proxy's allowlist */
+	unsigned n_proxy;
 
 	/* inputs: host path prefixes that may be bound into /workspace/in */
 	char *input_allow[RB_POLICY_MAX_LIST];

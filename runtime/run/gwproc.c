@@ -207,8 +207,15 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	json_t *listen = json_array();
 	for (unsigned i = 0; i < n_fds; i++)
 		json_array_append_new(listen, json_integer(FIRST_LISTEN_FD + (int)i));
-	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i}", "run_id", run_id, "key", hex, "listen_fds", listen, "ready_fd",
-	                        FIRST_LISTEN_FD + (int)n_fds);
+	json_t *grants = json_array();
+	for (unsigned i = 0; i < gw->n_grants; i++)
+		json_array_append_new(grants, json_string(gw->grants[i]));
+	json_t *proxy = json_array();
+	for (unsigned i = 0; i < gw->n_proxy; i++)
+		json_array_append_new(proxy, json_string(gw->proxy[i]));
+	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o}", "run_id", run_id, "key", hex, "listen_fds",
+	                        listen, "ready_fd", FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path,
+	                        "connectors", grants, "proxy", proxy);
 	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	memset(hex, 0, sizeof hex);
@@ -286,7 +293,68 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	gw->pid = pid;
 	gw->pidfd = rb_steal_fd(&pidfd);
 	gw->out = rb_steal_fd(&out_r);
+	/* Records are drained as they come; room for a burst while the runner is busy. */
+	fcntl(gw->out, F_SETPIPE_SZ, 1 << 20);
+	fcntl(gw->out, F_SETFL, O_NONBLOCK);
 	return 0;
+}
+
+/* One line from the gateway: {"call": {...}} is a record, {"stats": {...}} its counts. */
+static void take_line(struct rb_gwproc *gw, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(line, len, 0, &jerr);
+	json_t *call = json_object_get(j, "call"), *stats = json_object_get(j, "stats");
+	if (json_is_object(call)) {
+		if (!gw->calls)
+			gw->calls = json_array();
+		json_array_append(gw->calls, call);
+	} else if (json_is_object(stats)) {
+		json_decref(gw->stats);
+		gw->stats = json_incref(stats);
+	}
+	json_decref(j);
+}
+
+/* Reads what fd holds (until EAGAIN or EOF); complete lines are taken, a partial one kept. */
+static void read_records(struct rb_gwproc *gw)
+{
+	char buf[16384];
+	for (;;) {
+		ssize_t n = read(gw->out, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		char *grown = realloc(gw->line, gw->line_len + (size_t)n);
+		if (!grown)
+			return;
+		gw->line = grown;
+		memcpy(gw->line + gw->line_len, buf, (size_t)n);
+		gw->line_len += (size_t)n;
+		size_t start = 0;
+		for (size_t i = 0; i < gw->line_len; i++)
+			if (gw->line[i] == '\n') {
+				take_line(gw, gw->line + start, i - start);
+				start = i + 1;
+			}
+		memmove(gw->line, gw->line + start, gw->line_len - start);
+		gw->line_len -= start;
+	}
+}
+
+void rb_gwproc_drain(struct rb_gwproc *gw)
+{
+	if (gw->pid > 0 && gw->out >= 0)
+		read_records(gw);
+}
+
+json_t *rb_gwproc_take_calls(struct rb_gwproc *gw)
+{
+	rb_gwproc_drain(gw);
+	json_t *c = gw->calls ? gw->calls : json_array();
+	gw->calls = NULL;
+	return c;
 }
 
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw)
@@ -302,6 +370,7 @@ void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err)
 	}
 	char how[64];
 	describe(reap(gw->pid, NULL), how, sizeof how);
+	read_records(gw); /* what it recorded before it died */
 	gw->pid = 0;
 	close(gw->pidfd);
 	close(gw->out);
@@ -316,16 +385,11 @@ void rb_gwproc_stop(struct rb_gwproc *gw)
 		return;
 	/* Through the pidfd: never a signal to a pid someone else may have reused. */
 	syscall(SYS_pidfd_send_signal, gw->pidfd, SIGTERM, NULL, 0);
-	char buf[512];
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(gw->out, buf + len, sizeof buf - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || (len += (size_t)n) >= sizeof buf - 1)
-			break;
-	}
-	buf[len] = '\0';
+	fcntl(gw->out, F_SETFL, 0); /* to its EOF: the last records, then the counts */
+	read_records(gw);
+	free(gw->line);
+	gw->line = NULL;
+	gw->line_len = 0;
 	close(gw->out);
 	gw->out = -1;
 	struct rusage ru = {0};
@@ -333,8 +397,6 @@ void rb_gwproc_stop(struct rb_gwproc *gw)
 	close(gw->pidfd);
 	gw->pidfd = -1;
 	gw->pid = 0;
-	json_error_t jerr;
-	gw->stats = json_loads(buf, 0, &jerr);
 	/* The gateway's CPU is the host's work for the run: it goes into the run's cost. */
 	double cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
 	                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;

@@ -26,6 +26,16 @@ struct rb_gwproc {
 	char error[256];  /* why it failed, for the result */
 	bool confined;    /* it runs in the run's cgroup (rb_cgroup_gateway_join) */
 	char cgroup[256]; /* confined: what placed it there; else why it is not (the "none" reason) */
+	/* Set by the runner before the start: the gateway config (NULL: the default places) and
+	 * the connectors the policy grants. */
+	const char *conf_path;
+	char *const *grants;
+	unsigned n_grants;
+	char *const *proxy; /* the policy's network.proxy */
+	unsigned n_proxy;
+	json_t *calls; /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
+	char *line;    /* a record's start, read before its newline */
+	size_t line_len;
 };
 
 /* Starts runbox-gateway (beside the running binary) serving fds for run_id with key, and
@@ -41,8 +51,13 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw);
 /* After its watch fd was readable: reaps the gateway and says how it ended in err. */
 void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err);
-/* SIGTERM, collect the counts (and where it ran: stats' "cgroup"), reap. Safe when never
- * started or already reaped. */
+/* Reads the call records the gateway has written so far, without blocking (its out fd is
+ * polled for POLLIN while it runs). */
+void rb_gwproc_drain(struct rb_gwproc *gw);
+/* The records read so far (a new array, possibly empty); the caller owns it. */
+json_t *rb_gwproc_take_calls(struct rb_gwproc *gw);
+/* SIGTERM, collect the counts (the last records, and where it ran: stats' "cgroup"), reap.
+ * Safe when never started or already reaped. */
 void rb_gwproc_stop(struct rb_gwproc *gw);
 
 #endif

@@ -199,6 +199,18 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 	                    json_integer((json_int_t)(res->host.stdout_dropped + res->host.stderr_dropped)));
 	if (append(rec, "step_end", d, err) < 0)
 		return -1;
+	/* Each gateway call is its own event: door, connector, method, route, status, bytes,
+	 * times, rule (docs/network.md). Never a credential: the gateway records none. */
+	size_t gi;
+	json_t *call;
+	json_array_foreach(res->gateway_calls, gi, call)
+	{
+		json_t *e = json_deep_copy(call);
+		if (e)
+			json_object_set_new(e, "step", json_integer(step));
+		if (append(rec, "gateway_call", e, err) < 0)
+			return -1;
+	}
 	json_t *blocked = res->egress ? json_object_get(res->egress, "blocked_packets") : NULL;
 	if (blocked && json_integer_value(blocked) > 0) {
 		json_t *e = json_deep_copy(res->egress);

@@ -110,7 +110,11 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	if (res->egress)
 		json_object_set(o, "egress", res->egress);
 	if (run->token[0]) {
-		json_t *gw = json_pack("{s:b}", "started", run->gw.stats != NULL);
+		json_t *gw = json_pack("{s:b, s:I, s:I}", "started", run->gw.stats != NULL, "calls",
+		                       (json_int_t)json_array_size(res->gateway_calls), "calls_refused",
+		                       (json_int_t)res->gateway_refused);
+		if (res->gateway_hint[0])
+			json_object_set_new(gw, "hint", json_string(res->gateway_hint));
 		if (run->gw.stats)
 			json_object_update(gw, run->gw.stats);
 		if (run->gw.error[0])

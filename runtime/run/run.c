@@ -243,6 +243,9 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	if (check_requested(cfg, pol, err) < 0)
 		return -1;
+	if (cfg->gateway_config && snprintf(run->gateway_config, sizeof run->gateway_config, "%s",
+	                                    cfg->gateway_config) >= (int)sizeof run->gateway_config)
+		return rb_error_set(err, ENAMETOOLONG, "--gateway-config `%s`", cfg->gateway_config);
 	run->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : pol->timeout_ms;
 	run->limits.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes : pol->memory_bytes;
 	run->limits.pids = cfg->pids ? cfg->pids : pol->pids;
@@ -447,6 +450,11 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, run->instance,
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
+		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
+		run->gw.grants = run->policy.connectors;
+		run->gw.n_grants = run->policy.n_connectors;
+		run->gw.proxy = run->policy.proxy;
+		run->gw.n_proxy = run->policy.n_proxy;
 	}
 	run->state_saved = false; /* and init */
 	if (save_state(run, err) < 0)
@@ -727,6 +735,17 @@ static json_t *step_env(const struct rb_run *run)
 		json_array_append_new(env, json_string(kv));
 		snprintf(kv, sizeof kv, "RUNBOX_TOKEN=%s", run->token);
 		json_array_append_new(env, json_string(kv));
+		/* The installing proxy is the endpoint; the run token is its password. The endpoint itself
+		 * (127.0.0.1, ::1) is reached directly; a name, localhost too, goes through the proxy. */
+		static const char *const proxy_vars[] = {"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"};
+		for (size_t i = 0; pol->n_proxy && i < RB_ARRAY_SIZE(proxy_vars); i++) {
+			snprintf(kv, sizeof kv, "%s=http://runbox:%s@%s", proxy_vars[i], run->token, url + 7);
+			json_array_append_new(env, json_string(kv));
+		}
+		if (pol->n_proxy) {
+			json_array_append_new(env, json_string("NO_PROXY=127.0.0.1,::1"));
+			json_array_append_new(env, json_string("no_proxy=127.0.0.1,::1"));
+		}
 	}
 	for (unsigned i = 0; i < pol->n_env_set; i++)
 		json_array_append_new(env, json_string(pol->env_set[i]));
@@ -780,6 +799,27 @@ static void gateway_down(struct rb_run *run, const struct rb_error *why)
 	snprintf(run->gw.error, sizeof run->gw.error, "%s", why->msg);
 	rb_net_close_gateway(&run->sb.net);
 	rb_warn("%s; the run's gateway calls are refused from now on", why->msg);
+}
+
+/* The step's gateway calls (each recorded before its answer ended, so every call the step
+ * saw answered is here), and the first refusal as the step's one-line hint. */
+static void gateway_calls(struct rb_run *run, struct rb_step_result *res)
+{
+	res->gateway_calls = rb_gwproc_take_calls(&run->gw);
+	size_t i;
+	json_t *c;
+	json_array_foreach(res->gateway_calls, i, c)
+	{
+		if (!json_is_true(json_object_get(c, "refused")))
+			continue;
+		if (res->gateway_refused++ == 0)
+			snprintf(res->gateway_hint, sizeof res->gateway_hint, "gateway refused %s %s (rule %s): %s; %s",
+			         json_string_value(json_object_get(c, "method")) ?: "?",
+			         json_string_value(json_object_get(c, "connector")) ?: "a call",
+			         json_string_value(json_object_get(c, "rule")) ?: "?",
+			         json_string_value(json_object_get(c, "error")) ?: "",
+			         json_string_value(json_object_get(c, "hint")) ?: "");
+	}
 }
 
 int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
@@ -1018,7 +1058,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		/* Until the gateway runs, its listeners are watched here: the first connection
 		 * starts it (the connection waits in the backlog meanwhile). */
 		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[10] = {
+		struct pollfd p[11] = {
 		    {.fd = run->sb.ctl, .events = POLLIN},
 		    {.fd = out_open ? out_r : -1, .events = POLLIN},
 		    {.fd = err_open ? err_r : -1, .events = POLLIN},
@@ -1029,8 +1069,9 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
 		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
 		    {.fd = rb_gwproc_watch_fd(&run->gw), .events = POLLIN},
+		    {.fd = run->gw.pid > 0 ? run->gw.out : -1, .events = POLLIN}, /* its call records */
 		};
-		if (poll(p, 10, -1) < 0) {
+		if (poll(p, 11, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -1047,6 +1088,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			                    &gerr) < 0)
 				gateway_down(run, &gerr);
 		}
+		if (p[10].revents & POLLIN)
+			rb_gwproc_drain(&run->gw);
 		if (p[9].revents & POLLIN) {
 			struct rb_error gerr;
 			rb_gwproc_reap(&run->gw, &gerr);
@@ -1149,6 +1192,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	res->wall_us = rb_now_us() - t0;
 	host_cpu(&ru0, &res->host);
 	rb_debug("step %u: ended", step_no);
+	if (run->token[0])
+		gateway_calls(run, res);
 	if (run->sb.net.nft_fd >= 0) {
 		struct rb_net_counters c;
 		struct rb_error nerr;
@@ -1200,6 +1245,8 @@ void rb_run_close(struct rb_run *run)
 	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");
 	json_decref(run->gw.stats);
+	json_decref(run->gw.calls); /* records of calls made after the last step ended */
+	run->gw.calls = NULL;
 	run->gw.stats = NULL;
 	memset(run->token_key, 0, sizeof run->token_key);
 	if (run->cg) {
@@ -1257,4 +1304,6 @@ void rb_step_result_free(struct rb_step_result *res)
 	res->out.data = res->err.data = NULL;
 	json_decref(res->egress);
 	res->egress = NULL;
+	json_decref(res->gateway_calls);
+	res->gateway_calls = NULL;
 }

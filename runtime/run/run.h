@@ -40,9 +40,10 @@ struct rb_run_config {
 	const char *const *skill_dirs; /* bundle folders, mounted at /workspace/skills/<name> */
 	const char *const *skill_names;
 	unsigned n_skills;
-	const char *run_id; /* NULL: a new time-ordered id */
-	const char *tenant; /* NULL: "local" */
-	const char *agent;  /* NULL: "cli" */
+	const char *run_id;         /* NULL: a new time-ordered id */
+	const char *tenant;         /* NULL: "local" */
+	const char *agent;          /* NULL: "cli" */
+	const char *gateway_config; /* NULL: the default places (gateway/config.h) */
 };
 
 struct rb_buf {
@@ -81,6 +82,9 @@ struct rb_step_result {
 	struct rb_cgroup_stats cgroup;
 	json_t *egress; /* the drop counters after the step (rb_net_counters_json), or NULL */
 	struct rb_host_cost host;
+	json_t *gateway_calls;    /* the step's gateway call records (ledger events), or NULL */
+	unsigned gateway_refused; /* how many of them were refused */
+	char gateway_hint[512];   /* the first refusal, said in one line; "" when none */
 };
 
 /* The ledger's part in a run (rb_record_attach fills it in), placed where the runner would
@@ -124,7 +128,8 @@ struct rb_run {
 	bool ready;                     /* rb_run_start completed: init said `ready` */
 	char start_error[RB_ERROR_MAX]; /* why rb_run_start failed, or "" */
 	char tenant[RB_TOKEN_FIELD_MAX], agent[RB_TOKEN_FIELD_MAX];
-	char token[RB_TOKEN_MAX]; /* the run token (gateway mode), "" otherwise */
+	char token[RB_TOKEN_MAX];      /* the run token (gateway mode), "" otherwise */
+	char gateway_config[PATH_MAX]; /* --gateway-config, "" for the default places */
 	uint8_t token_key[RB_TOKEN_KEY_LEN];
 	size_t token_keylen;
 	struct rb_gwproc gw;

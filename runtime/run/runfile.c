@@ -149,6 +149,11 @@ static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_er
 	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
 	if (res.egress)
 		json_object_set(sj, "egress", res.egress);
+	if (res.gateway_hint[0])
+		json_object_set_new(sj, "gateway",
+		                    json_pack("{s:I, s:I, s:s}", "calls",
+		                              (json_int_t)json_array_size(res.gateway_calls), "calls_refused",
+		                              (json_int_t)res.gateway_refused, "hint", res.gateway_hint));
 
 	bool ok = res.status == RB_STEP_EXITED && res.exit_code == 0;
 	if (ok && skill) {
@@ -384,6 +389,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .pids = top->pids,
 	    .cpus = top->cpus,
 	    .net_mode = o->net_mode,
+	    .gateway_config = o->gateway_config,
 	    .input_reqs = rf->input_reqs,
 	    .n_inputs = (unsigned)m->n_inputs,
 	    .skill_dirs = rf->skill_dirs,

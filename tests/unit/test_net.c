@@ -481,7 +481,8 @@ static void test_gateway_endpoint(void **state)
 	                                .n_listen_fds = net.listen_fd6 >= 0 ? 2 : 1,
 	                                .key = key,
 	                                .keylen = sizeof key,
-	                                .run_id = "run-A"};
+	                                .run_id = "run-A",
+	                                .event_fd = -1};
 	struct rb_gateway *gw;
 	struct rb_error err = {0};
 	if (rb_gateway_start(&cfg, &gw, &err) < 0)
@@ -522,7 +523,13 @@ static void test_gateway_endpoint(void **state)
 	assert_int_equal(http_get("127.0.0.1", net.port, "/v1/whoami", wrongkey, body, sizeof body), 401);
 	assert_int_equal(http_get("127.0.0.1", net.port, "/v1/whoami", "garbage", body, sizeof body), 401);
 	assert_int_equal(http_get("127.0.0.1", net.port, "/v1/nope", good, body, sizeof body), 404);
-	unsigned expect = 8;
+	/* The connector door checks the token first: an expired one is 401 before any decision;
+	 * the good one (control) gets to the decision, which knows no connector without a config. */
+	assert_int_equal(http_get("127.0.0.1", net.port, "/v1/connectors/x/v1/y", expired, body, sizeof body), 401);
+	assert_non_null(strstr(body, "expired"));
+	assert_int_equal(http_get("127.0.0.1", net.port, "/v1/connectors/x/v1/y", good, body, sizeof body), 404);
+	assert_non_null(strstr(body, "\"rule\":\"connector\""));
+	unsigned expect = 10;
 	if (net.listen_fd6 >= 0) {
 		assert_int_equal(http_get("::1", net.port6, "/v1/whoami", good, body, sizeof body), 200);
 		expect++;
@@ -531,7 +538,8 @@ static void test_gateway_endpoint(void **state)
 	struct rb_gateway_stats st;
 	rb_gateway_get_stats(gw, &st);
 	assert_int_equal(st.requests, expect);
-	assert_int_equal(st.unauthorized, 5);
+	assert_int_equal(st.unauthorized, 6);
+	assert_int_equal(st.refused, 1);
 	/* The endpoint's traffic stayed on the sandbox's loopback: nothing counted. */
 	struct rb_net_counters c = counters(&net);
 	for (int i = 0; i < RB_NFT_NCOUNTERS; i++)

@@ -1,0 +1,370 @@
+/* The gateway's configuration: strict parsing of gateway.json (connectors, private upstreams),
+ * where it is found, and reading a connector's credential (file or environment). */
+#define _GNU_SOURCE
+#include "gateway/config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/jsoncheck.h"
+#include "common/util.h"
+
+static int get_str(const struct rb_jsonck *c, const char *path, const json_t *v, char *out, size_t len)
+{
+	if (!json_is_string(v))
+		return rb_jsonck_expected(c, path, "a string", v);
+	const char *s = json_string_value(v);
+	if (!*s || strlen(s) >= len)
+		return rb_jsonck_bad(c, path, "1..%zu bytes", len - 1);
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x21 || *p == 0x7f)
+			return rb_jsonck_bad(c, path, "\"%.80s\": no spaces or control characters", s);
+	snprintf(out, len, "%s", s);
+	return 0;
+}
+
+static bool name_ok(const char *s)
+{
+	for (; *s; s++)
+		if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
+/* A header name is an RFC 9110 token; the ones the gateway manages itself are refused. */
+static const char *header_why(const char *s)
+{
+	for (const char *p = s; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-.^_`|~", *p))
+			return "not an HTTP header name";
+	static const char *const managed[] = {"host",       "content-length", "transfer-encoding",
+	                                      "connection", "cookie",         NULL};
+	for (unsigned i = 0; managed[i]; i++)
+		if (!strcasecmp(s, managed[i]))
+			return "a header the gateway sets itself";
+	return NULL;
+}
+
+static int parse_strings(const struct rb_jsonck *c, const char *path, const json_t *v, char *out, size_t each,
+                         unsigned max, unsigned *n)
+{
+	if (!json_is_array(v))
+		return rb_jsonck_expected(c, path, "an array of strings", v);
+	if (json_array_size(v) == 0 || json_array_size(v) > max)
+		return rb_jsonck_bad(c, path, "1..%u entries, got %zu", max, json_array_size(v));
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		char ip[300];
+		snprintf(ip, sizeof ip, "%s[%zu]", path, i);
+		if (get_str(c, ip, e, out + i * each, each) < 0)
+			return -1;
+	}
+	*n = (unsigned)json_array_size(v);
+	return 0;
+}
+
+static int parse_route(const struct rb_jsonck *c, const char *path, const json_t *v, struct rb_gw_route *r)
+{
+	static const char *const keys[] = {"methods", "paths", NULL};
+	if (!json_is_object(v))
+		return rb_jsonck_expected(c, path, "an object", v);
+	if (rb_jsonck_keys(c, path, v, keys) < 0)
+		return -1;
+	char p[300];
+	snprintf(p, sizeof p, "%s.methods", path);
+	const json_t *m = json_object_get(v, "methods");
+	if (!m)
+		return rb_jsonck_bad(c, p, "missing");
+	if (parse_strings(c, p, m, r->methods[0], sizeof r->methods[0], RB_GWCONF_MAX_LIST, &r->n_methods) < 0)
+		return -1;
+	for (unsigned i = 0; i < r->n_methods; i++) {
+		for (char *s = r->methods[i]; *s; s++) {
+			if (!isalpha((unsigned char)*s))
+				return rb_jsonck_bad(c, p, "\"%s\": a method is letters", r->methods[i]);
+			*s = (char)toupper((unsigned char)*s);
+		}
+	}
+	snprintf(p, sizeof p, "%s.paths", path);
+	const json_t *ps = json_object_get(v, "paths");
+	if (!ps)
+		return rb_jsonck_bad(c, p, "missing");
+	if (parse_strings(c, p, ps, r->paths[0], sizeof r->paths[0], RB_GWCONF_MAX_LIST, &r->n_paths) < 0)
+		return -1;
+	for (unsigned i = 0; i < r->n_paths; i++) {
+		const char *t = r->paths[i], *star = strchr(t, '*');
+		if (t[0] != '/' || strstr(t, "//") || strstr(t, "/../") || strstr(t, "/./") || strchr(t, '%') ||
+		    strchr(t, '?'))
+			return rb_jsonck_bad(c, p,
+			                     "\"%s\": a path template starts with '/', has no empty, '.' or '..' "
+			                     "segments, no '%%' and no query",
+			                     t);
+		for (; star; star = strchr(star + 1, '*'))
+			if (star[-1] != '/' || (star[1] && star[1] != '/'))
+				return rb_jsonck_bad(c, p, "\"%s\": '*' stands for a whole segment", t);
+	}
+	return 0;
+}
+
+static int parse_connector(const struct rb_jsonck *c, const char *name, const json_t *v, struct rb_gw_connector *k)
+{
+	static const char *const keys[] = {"url", "credential", "inject", "routes", NULL};
+	char path[300], p[340];
+	snprintf(path, sizeof path, "connectors.%s", name);
+	if (!name_ok(name) || !*name || strlen(name) >= sizeof k->name)
+		return rb_jsonck_bad(c, path, "a connector name is [a-z0-9_-]{1,63}");
+	snprintf(k->name, sizeof k->name, "%s", name);
+	if (!json_is_object(v))
+		return rb_jsonck_expected(c, path, "an object", v);
+	if (rb_jsonck_keys(c, path, v, keys) < 0)
+		return -1;
+	for (unsigned i = 0; keys[i]; i++)
+		if (!json_object_get(v, keys[i])) {
+			snprintf(p, sizeof p, "%s.%s", path, keys[i]);
+			return rb_jsonck_bad(c, p, "missing");
+		}
+
+	snprintf(p, sizeof p, "%s.url", path);
+	if (get_str(c, p, json_object_get(v, "url"), k->url, sizeof k->url) < 0)
+		return -1;
+	const char *host = !strncmp(k->url, "http://", 7)    ? k->url + 7
+	                   : !strncmp(k->url, "https://", 8) ? k->url + 8
+	                                                     : NULL;
+	if (!host || !*host || *host == '/' || strchr(k->url, '?') || strchr(k->url, '#') || strchr(host, '@'))
+		return rb_jsonck_bad(c, p, "\"%s\": an http:// or https:// URL with a host, no user, query or fragment",
+		                     k->url);
+	size_t ul = strlen(k->url);
+	while (ul && k->url[ul - 1] == '/')
+		k->url[--ul] = '\0';
+
+	snprintf(p, sizeof p, "%s.credential", path);
+	const json_t *cr = json_object_get(v, "credential");
+	static const char *const ckeys[] = {"file", "env", NULL};
+	if (!json_is_object(cr))
+		return rb_jsonck_expected(c, p, "an object {\"file\": PATH} or {\"env\": NAME}", cr);
+	if (rb_jsonck_keys(c, p, cr, ckeys) < 0)
+		return -1;
+	if (json_object_size(cr) != 1)
+		return rb_jsonck_bad(c, p, "exactly one of \"file\" and \"env\"");
+	char q[360];
+	if (json_object_get(cr, "file")) {
+		k->cred = RB_CRED_FILE;
+		snprintf(q, sizeof q, "%s.file", p);
+		if (get_str(c, q, json_object_get(cr, "file"), k->cred_ref, sizeof k->cred_ref) < 0)
+			return -1;
+		if (k->cred_ref[0] != '/')
+			return rb_jsonck_bad(c, q, "\"%s\": an absolute path", k->cred_ref);
+	} else {
+		k->cred = RB_CRED_ENV;
+		snprintf(q, sizeof q, "%s.env", p);
+		if (get_str(c, q, json_object_get(cr, "env"), k->cred_ref, sizeof k->cred_ref) < 0)
+			return -1;
+		for (const char *s = k->cred_ref; *s; s++)
+			if (!isalnum((unsigned char)*s) && *s != '_')
+				return rb_jsonck_bad(c, q, "\"%s\": an environment variable name is [A-Za-z0-9_]+",
+				                     k->cred_ref);
+	}
+
+	snprintf(p, sizeof p, "%s.inject", path);
+	const json_t *in = json_object_get(v, "inject");
+	const char *is = json_string_value(in);
+	if (is && !strcmp(is, "bearer")) {
+		k->inject = RB_INJECT_BEARER;
+	} else if (is && !strcmp(is, "basic")) {
+		k->inject = RB_INJECT_BASIC;
+	} else if (json_is_object(in)) {
+		static const char *const ikeys[] = {"header", "query", NULL};
+		if (rb_jsonck_keys(c, p, in, ikeys) < 0)
+			return -1;
+		if (json_object_size(in) != 1)
+			return rb_jsonck_bad(c, p, "exactly one of \"header\" and \"query\"");
+		bool header = json_object_get(in, "header") != NULL;
+		k->inject = header ? RB_INJECT_HEADER : RB_INJECT_QUERY;
+		snprintf(q, sizeof q, "%s.%s", p, header ? "header" : "query");
+		if (get_str(c, q, json_object_get(in, header ? "header" : "query"), k->inject_name,
+		            sizeof k->inject_name) < 0)
+			return -1;
+		const char *why = header ? header_why(k->inject_name) : NULL;
+		if (!header)
+			for (const char *s = k->inject_name; *s && !why; s++)
+				if (!isalnum((unsigned char)*s) && !strchr("-_.~", *s))
+					why = "a query parameter name is [A-Za-z0-9._~-]+";
+		if (why)
+			return rb_jsonck_bad(c, q, "\"%s\": %s", k->inject_name, why);
+	} else {
+		return rb_jsonck_expected(c, p, "\"bearer\", \"basic\", {\"header\": NAME} or {\"query\": NAME}", in);
+	}
+
+	snprintf(p, sizeof p, "%s.routes", path);
+	const json_t *rs = json_object_get(v, "routes");
+	if (!json_is_array(rs))
+		return rb_jsonck_expected(c, p, "an array of routes", rs);
+	if (json_array_size(rs) == 0 || json_array_size(rs) > RB_GWCONF_MAX_ROUTES)
+		return rb_jsonck_bad(c, p, "1..%d routes, got %zu", RB_GWCONF_MAX_ROUTES, json_array_size(rs));
+	size_t i;
+	json_t *r;
+	json_array_foreach(rs, i, r)
+	{
+		snprintf(q, sizeof q, "%s[%zu]", p, i);
+		if (parse_route(c, q, r, &k->routes[i]) < 0)
+			return -1;
+	}
+	k->n_routes = (unsigned)json_array_size(rs);
+	return 0;
+}
+
+int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out, struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
+	snprintf(out->origin, sizeof out->origin, "%s", origin);
+	struct rb_jsonck c = {"gateway config", origin, err};
+	json_error_t jerr;
+	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return rb_jsonck_bad(&c, "", "line %d: %s", jerr.line, jerr.text);
+	if (!json_is_object(root))
+		return rb_jsonck_expected(&c, "", "an object", root);
+	static const char *const keys[] = {"connectors", "private_upstreams", NULL};
+	if (rb_jsonck_keys(&c, "", root, keys) < 0)
+		return -1;
+	const json_t *cs = json_object_get(root, "connectors");
+	if (cs) {
+		if (!json_is_object(cs))
+			return rb_jsonck_expected(&c, "connectors", "an object of connectors by name", cs);
+		if (json_object_size(cs) > RB_GWCONF_MAX_CONNECTORS)
+			return rb_jsonck_bad(&c, "connectors", "at most %d connectors", RB_GWCONF_MAX_CONNECTORS);
+		const char *name;
+		json_t *v;
+		json_object_foreach((json_t *)cs, name, v)
+		{
+			if (parse_connector(&c, name, v, &out->connectors[out->n_connectors]) < 0)
+				return -1;
+			out->n_connectors++;
+		}
+	}
+	const json_t *pu = json_object_get(root, "private_upstreams");
+	if (pu) {
+		if (parse_strings(&c, "private_upstreams", pu, out->private_upstreams[0],
+		                  sizeof out->private_upstreams[0], RB_GWCONF_MAX_LIST, &out->n_private) < 0)
+			return -1;
+		for (unsigned i = 0; i < out->n_private; i++) {
+			unsigned char a[16];
+			if (inet_pton(AF_INET, out->private_upstreams[i], a) != 1 &&
+			    inet_pton(AF_INET6, out->private_upstreams[i], a) != 1)
+				return rb_jsonck_bad(&c, "private_upstreams", "\"%s\": an IPv4 or IPv6 address",
+				                     out->private_upstreams[i]);
+		}
+	}
+	return 0;
+}
+
+int rb_gwconf_load(const char *path, const struct rb_paths *paths, struct rb_gwconf *out, struct rb_error *err)
+{
+	char found[PATH_MAX] = "";
+	if (path) {
+		snprintf(found, sizeof found, "%s", path);
+	} else {
+		char cand[PATH_MAX];
+		snprintf(cand, sizeof cand, "%s/gateway.json", paths->config_dir);
+		if (access(cand, F_OK) == 0)
+			snprintf(found, sizeof found, "%s", cand);
+		else if (access("/etc/runbox/gateway.json", F_OK) == 0)
+			snprintf(found, sizeof found, "%s", "/etc/runbox/gateway.json");
+	}
+	if (!found[0]) {
+		memset(out, 0, sizeof *out);
+		return 0;
+	}
+	_cleanup_free_ char *text = NULL;
+	if (rb_read_document(found, RB_GWCONF_FILE_MAX, &text, err) < 0)
+		return rb_error_prefix(err, "gateway config");
+	return rb_gwconf_parse(text, found, out, err);
+}
+
+const struct rb_gw_connector *rb_gwconf_find(const struct rb_gwconf *c, const char *name)
+{
+	for (unsigned i = 0; i < c->n_connectors; i++)
+		if (!strcmp(c->connectors[i].name, name))
+			return &c->connectors[i];
+	return NULL;
+}
+
+int rb_gwconf_secret(const struct rb_gw_connector *c, char *buf, size_t len, struct rb_error *err)
+{
+	buf[0] = '\0';
+	size_t n;
+	if (c->cred == RB_CRED_ENV) {
+		const char *v = getenv(c->cred_ref);
+		if (!v || !*v)
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential variable %s is not set in the gateway's "
+			                    "environment",
+			                    c->name, c->cred_ref);
+		n = strlen(v);
+		if (n >= len)
+			return rb_error_set(err, 0, "connector `%s`: credential in %s is over %zu bytes", c->name,
+			                    c->cred_ref, len - 1);
+		memcpy(buf, v, n + 1);
+	} else {
+		_cleanup_close_ int fd = open(c->cred_ref, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return rb_error_set(err, errno, "connector `%s`: credential file `%s`", c->name, c->cred_ref);
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return rb_error_set(err, errno, "connector `%s`: credential file `%s`: fstat", c->name,
+			                    c->cred_ref);
+		if (!S_ISREG(st.st_mode))
+			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is not a regular file",
+			                    c->name, c->cred_ref);
+		if (st.st_uid != geteuid())
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential file `%s` is owned by uid %u, not by the "
+			                    "gateway's uid %u",
+			                    c->name, c->cred_ref, (unsigned)st.st_uid, (unsigned)geteuid());
+		if (st.st_mode & 077)
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential file `%s` has mode %04o; it must be 0600 "
+			                    "(no group or other access)",
+			                    c->name, c->cred_ref, (unsigned)(st.st_mode & 07777));
+		ssize_t r;
+		n = 0;
+		while (n < len - 1 && (r = read(fd, buf + n, len - 1 - n)) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				return rb_error_set(err, errno, "connector `%s`: read credential file `%s`", c->name,
+				                    c->cred_ref);
+			n += (size_t)r;
+		}
+		buf[n] = '\0';
+		if (n == len - 1)
+			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is over %zu bytes", c->name,
+			                    c->cred_ref, len - 2);
+		if (n && buf[n - 1] == '\n')
+			buf[--n] = '\0';
+		if (n && buf[n - 1] == '\r')
+			buf[--n] = '\0';
+		if (memchr(buf, '\0', n) || !n)
+			return rb_error_set(err, 0, "connector `%s`: credential file `%s` is empty or holds a NUL byte",
+			                    c->name, c->cred_ref);
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) {
+			memset(buf, 0, len);
+			return rb_error_set(err, 0,
+			                    "connector `%s`: credential holds a control character (it goes into a "
+			                    "header)",
+			                    c->name);
+		}
+	return 0;
+}

@@ -1,0 +1,788 @@
+/* Connector calls: the decision (gateway/decide.h), the upstream's address checked and pinned,
+ * the client's credentials stripped and the operator's added, the answer scrubbed and streamed
+ * through a socketpair (curl's writes block on it: backpressure), and the call's record. */
+#define _GNU_SOURCE
+#include "gateway/connector.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "gateway/decide.h"
+
+#define READ_BLOCK (32 * 1024)
+
+uint64_t rb_gw_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- secrets ---------------------------------------------------------------------------- */
+
+static bool granted(const struct rb_gw_ctx *ctx, const char *name)
+{
+	for (unsigned i = 0; i < ctx->n_grants; i++)
+		if (!strcmp(ctx->grants[i], name))
+			return true;
+	return false;
+}
+
+int rb_gw_secrets_load(struct rb_gw_ctx *ctx, struct rb_error *err)
+{
+	unsigned n = ctx->conf ? ctx->conf->n_connectors : 0;
+	ctx->secrets = calloc(n ? n : 1, sizeof *ctx->secrets);
+	if (!ctx->secrets)
+		return rb_error_set(err, ENOMEM, "gateway: secrets");
+	for (unsigned i = 0; i < n; i++) {
+		const struct rb_gw_connector *c = &ctx->conf->connectors[i];
+		struct rb_gw_secret *s = &ctx->secrets[i];
+		if (!granted(ctx, c->name))
+			continue;
+		struct rb_error e = {0};
+		if (rb_gwconf_secret(c, s->value, sizeof s->value, &e) < 0) {
+			snprintf(s->error, sizeof s->error, "%s", e.msg);
+			rb_warn("gateway: %s; its calls are refused", e.msg);
+			continue;
+		}
+		s->len = strlen(s->value);
+		char label[RB_SCRUB_LABEL_MAX + 1];
+		snprintf(label, sizeof label, "connector.%.29s", c->name);
+		/* Basic's password alone is scrubbed too: "user:" is no secret, the rest is. */
+		struct rb_scrub_secret sec[2] = {{label, s->value, s->len}};
+		size_t ns = 1;
+		const char *colon = c->inject == RB_INJECT_BASIC ? strchr(s->value, ':') : NULL;
+		if (colon && strlen(colon + 1) >= RB_SCRUB_MIN_SECRET)
+			sec[ns++] = (struct rb_scrub_secret){label, colon + 1, strlen(colon + 1)};
+		if (rb_scrub_new_labeled(sec, ns, &s->scrub, &e) < 0) {
+			OPENSSL_cleanse(s->value, sizeof s->value);
+			s->len = 0;
+			snprintf(s->error, sizeof s->error, "connector `%s`: credential refused: %s", c->name, e.msg);
+			rb_warn("gateway: %s; its calls are refused", s->error);
+		}
+	}
+	return 0;
+}
+
+void rb_gw_secrets_free(struct rb_gw_ctx *ctx)
+{
+	unsigned n = ctx->conf ? ctx->conf->n_connectors : 0;
+	for (unsigned i = 0; ctx->secrets && i < n; i++) {
+		rb_scrub_free(ctx->secrets[i].scrub);
+		OPENSSL_cleanse(ctx->secrets[i].value, sizeof ctx->secrets[i].value);
+	}
+	free(ctx->secrets);
+	ctx->secrets = NULL;
+}
+
+/* ---- records and denials ---------------------------------------------------------------- */
+
+void rb_gw_record(const struct rb_gw_ctx *ctx, json_t *ev)
+{
+	if (ctx->event_fd < 0 || !ev) {
+		json_decref(ev);
+		return;
+	}
+	json_t *line = json_pack("{s:o}", "call", ev);
+	_cleanup_free_ char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+	json_decref(line);
+	if (!text)
+		return;
+	size_t n = strlen(text);
+	text[n] = '\n'; /* the NUL becomes the line's end: one write per record */
+	pthread_mutex_lock(ctx->event_lock);
+	for (size_t off = 0; off <= n;) {
+		ssize_t w = write(ctx->event_fd, text + off, n + 1 - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	pthread_mutex_unlock(ctx->event_lock);
+}
+
+static json_t *record_new(const char *door, const char *connector, const char *method, unsigned status,
+                          const char *rule, const char *host, uint64_t t0_us)
+{
+	return json_pack("{s:s, s:s?, s:s, s:i, s:s?, s:s?, s:f}", "door", door, "connector", connector, "method",
+	                 method, "status", (int)status, "rule", rule, "host", host, "gateway_ms",
+	                 (double)(rb_gw_now_us() - t0_us) / 1000);
+}
+
+static enum MHD_Result queue_json(struct MHD_Connection *mc, unsigned status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(mc, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, unsigned status, const char *door,
+                           const char *connector, const char *method, const char *rule, const char *host,
+                           const char *error, const char *hint, uint64_t t0_us)
+{
+	__atomic_add_fetch(ctx->refused, 1, __ATOMIC_RELAXED);
+	json_t *ev = record_new(door, connector, method, status, rule, host, t0_us);
+	if (ev) {
+		json_object_set_new(ev, "refused", json_true());
+		json_object_set_new(ev, "error", json_string(error));
+		json_object_set_new(ev, "hint", json_string(hint));
+	}
+	rb_gw_record(ctx, ev);
+	return queue_json(
+	    mc, status,
+	    json_pack("{s:s, s:s, s:s, s:s}", "error", error, "rule", rule, "host", host ? host : "", "hint", hint));
+}
+
+/* ---- forwarding ------------------------------------------------------------------------- */
+
+struct fwd {
+	const struct rb_gw_ctx *ctx;
+	const struct rb_gw_connector *conn; /* NULL on the proxy door */
+	const struct rb_gw_secret *sec;
+	const char *door;
+	char name[300]; /* the connector, or the proxied host:port */
+	CURL *curl;
+	struct curl_slist *hdrs, *resolve;
+	int sp[2]; /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool head_done;
+	bool headless; /* the transfer ended before a final response's head */
+	long status;
+	json_t *resp_headers; /* [[name, value], ...] of the final response, unscrubbed */
+	struct rb_scrub_stream *ss;
+	bool failed; /* the body did not arrive whole (__atomic: the reader checks it after EOF) */
+	uint64_t t0, up0, up1, bytes_up, bytes_down;
+	CURLcode rc;
+	char method[16];
+	char host[300];
+	const char *route;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+static bool send_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		p += w, n -= (size_t)w;
+	}
+	return true;
+}
+
+static void head_complete(struct fwd *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->head_done = true;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *cls)
+{
+	struct fwd *f = cls;
+	size_t len = size * n;
+	if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
+		const char *sp = memchr(p, ' ', len);
+		f->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		json_array_clear(f->resp_headers);
+		return len;
+	}
+	if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
+		if (f->status >= 200)
+			head_complete(f);
+		return len;
+	}
+	const char *colon = memchr(p, ':', len);
+	if (!colon)
+		return len;
+	size_t nl = (size_t)(colon - p), vs = nl + 1;
+	while (vs < len && (p[vs] == ' ' || p[vs] == '\t'))
+		vs++;
+	size_t ve = len;
+	while (ve > vs && (p[ve - 1] == '\r' || p[ve - 1] == '\n' || p[ve - 1] == ' '))
+		ve--;
+	json_array_append_new(f->resp_headers, json_pack("[s%, s%]", p, nl, p + vs, ve - vs));
+	return len;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *cls)
+{
+	struct fwd *f = cls;
+	size_t len = size * n;
+	if (!f->head_done)
+		head_complete(f);
+	if (!f->ss) { /* the proxy door: no credential to scrub, the bytes pass as they are */
+		f->bytes_down += len;
+		return send_all(f->sp[1], p, len) ? len : 0;
+	}
+	struct rb_buf_out out = {0};
+	struct rb_error err;
+	if (rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0)
+		return 0; /* nothing unscrubbed leaves: the transfer ends */
+	bool ok = send_all(f->sp[1], out.data, out.len);
+	f->bytes_down += out.len;
+	free(out.data);
+	return ok ? len : 0;
+}
+
+/* curl's message for the transfer, scrubbed of the credential in place: a message may quote
+ * the URL, whose query can hold it. */
+static const char *curl_error(struct fwd *f)
+{
+	if (!f->errbuf[0])
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", curl_easy_strerror(f->rc));
+	struct rb_buf_out out = {0};
+	struct rb_error err;
+	if (f->sec && rb_scrub_buffer(f->sec->scrub, f->errbuf, strlen(f->errbuf), &out, NULL, &err) == 0)
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", out.data);
+	else if (f->sec)
+		snprintf(f->errbuf, sizeof f->errbuf, "%s", curl_easy_strerror(f->rc));
+	free(out.data);
+	return f->errbuf;
+}
+
+static void *produce(void *cls)
+{
+	struct fwd *f = cls;
+	f->up0 = rb_gw_now_us();
+	f->rc = curl_easy_perform(f->curl);
+	f->up1 = rb_gw_now_us();
+	bool headless = !f->head_done;
+	f->headless = headless;
+	if (headless)
+		head_complete(f); /* the handler answers 502 itself and records nothing yet */
+	bool whole = f->rc == CURLE_OK;
+	if (whole && !headless && f->ss) {
+		struct rb_buf_out out = {0};
+		struct rb_error err;
+		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0 && send_all(f->sp[1], out.data, out.len);
+		f->bytes_down += out.len;
+		free(out.data);
+	}
+	double up_ms = (double)(f->up1 - f->up0) / 1000;
+	json_t *ev =
+	    record_new(f->door, f->name, f->method, headless ? 502 : (unsigned)f->status, f->route, f->host, f->t0);
+	json_object_set_new(ev, "route", json_string(f->route));
+	json_object_set_new(ev, "upstream_ms", json_real(up_ms));
+	json_object_set_new(ev, "bytes_up", json_integer((json_int_t)f->bytes_up));
+	json_object_set_new(ev, "bytes_down", json_integer((json_int_t)f->bytes_down));
+	if (!whole) {
+		json_object_set_new(ev, "error", json_string(curl_error(f)));
+		__atomic_store_n(&f->failed, true, __ATOMIC_RELEASE);
+	}
+	/* Recorded before the client sees the end: a step that got its answer finds its call in
+	 * the record when it ends. */
+	if (!headless)
+		rb_gw_record(f->ctx, ev);
+	else
+		json_decref(ev);
+	shutdown(f->sp[1], SHUT_WR);
+	return NULL;
+}
+
+static void fwd_free(void *cls)
+{
+	struct fwd *f = cls;
+	if (!f)
+		return;
+	if (f->sp[0] >= 0)
+		close(f->sp[0]); /* a producer still writing gets EPIPE and ends the transfer */
+	if (f->started)
+		pthread_join(f->thread, NULL);
+	if (f->sp[1] >= 0)
+		close(f->sp[1]);
+	if (f->curl)
+		curl_easy_cleanup(f->curl);
+	curl_slist_free_all(f->hdrs);
+	curl_slist_free_all(f->resolve);
+	json_decref(f->resp_headers);
+	rb_scrub_stream_free(f->ss);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct fwd *f = cls;
+	for (;;) {
+		ssize_t n = recv(f->sp[0], buf, max, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n > 0)
+			return n;
+		if (n == 0 && !__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+}
+
+/* Client headers that never go upstream: credentials, hop-by-hop, what curl sets itself. */
+static bool stripped(const char *name, const struct rb_gw_connector *c)
+{
+	static const char *const names[] = {
+	    "authorization", "cookie",  "host",           "connection", "keep-alive", "transfer-encoding", "te",
+	    "trailer",       "upgrade", "content-length", "expect",     NULL};
+	for (unsigned i = c ? 0 : 1; names[i]; i++) /* the proxy door (c NULL) passes Authorization */
+		if (!strcasecmp(name, names[i]))
+			return true;
+	if (!strncasecmp(name, "proxy-", 6))
+		return true;
+	return c && c->inject == RB_INJECT_HEADER && !strcasecmp(name, c->inject_name);
+}
+
+static bool resp_dropped(const char *name)
+{
+	static const char *const names[] = {"connection", "keep-alive", "transfer-encoding", "content-length",
+	                                    "te",         "trailer",    "upgrade",           "proxy-authenticate",
+	                                    NULL};
+	for (unsigned i = 0; names[i]; i++)
+		if (!strcasecmp(name, names[i]))
+			return true;
+	return false;
+}
+
+struct hdr_walk {
+	struct fwd *f;
+	bool bad;
+	char bad_name[64];
+	bool has_ctype;
+};
+
+static bool value_ok(const char *v)
+{
+	for (; *v; v++)
+		if (*v == '\r' || *v == '\n' || (unsigned char)*v < 0x09 || *v == 0x7f)
+			return false;
+	return true;
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct hdr_walk *w = cls;
+	if (!value_ok(key) || (value && !value_ok(value)) || strchr(key, ' ') || strchr(key, ':')) {
+		w->bad = true;
+		snprintf(w->bad_name, sizeof w->bad_name, "%.60s", key);
+		return MHD_NO;
+	}
+	if (stripped(key, w->f->conn))
+		return MHD_YES;
+	if (!strcasecmp(key, "content-type"))
+		w->has_ctype = true;
+	char *line = NULL;
+	if (asprintf(&line, value && *value ? "%s: %s" : "%s;", key, value ? value : "") < 0)
+		return MHD_NO;
+	w->f->hdrs = curl_slist_append(w->f->hdrs, line);
+	free(line);
+	return MHD_YES;
+}
+
+struct query_walk {
+	const struct rb_gw_connector *conn;
+	char *q;
+	size_t len, cap;
+	bool oom;
+};
+
+static void q_append(struct query_walk *w, const char *s)
+{
+	size_t n = strlen(s);
+	if (w->len + n + 1 > w->cap) {
+		size_t cap = (w->len + n + 1) * 2;
+		char *q = realloc(w->q, cap);
+		if (!q) {
+			w->oom = true;
+			return;
+		}
+		w->q = q, w->cap = cap;
+	}
+	memcpy(w->q + w->len, s, n + 1);
+	w->len += n;
+}
+
+/* The query as sent (the endpoint's unescape is the identity): kept raw, but for the
+ * parameter the credential goes into, which the client may not set. */
+static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct query_walk *w = cls;
+	if (w->conn->inject == RB_INJECT_QUERY && !strcmp(key, w->conn->inject_name))
+		return MHD_YES;
+	q_append(w, w->len ? "&" : "?");
+	q_append(w, key);
+	if (value) {
+		q_append(w, "=");
+		q_append(w, value);
+	}
+	return MHD_YES;
+}
+
+/* host and port of the connector's URL, its addresses checked, the first pinned for curl. */
+static int pin_upstream(struct fwd *f, const char *url, char *why, size_t n)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+	int r = -1;
+	if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+		snprintf(why, n, "URL `%.200s` does not parse", url);
+		goto out;
+	}
+	snprintf(f->host, sizeof f->host, "%s:%s", host, port);
+	char bare[256];
+	size_t hl = strlen(host);
+	if (host[0] == '[' && hl > 2)
+		snprintf(bare, sizeof bare, "%.*s", (int)(hl - 2), host + 1);
+	else
+		snprintf(bare, sizeof bare, "%s", host);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	int g = getaddrinfo(bare, port, &hints, &ai);
+	if (g != 0) {
+		snprintf(why, n, "resolve `%s`: %s", bare, gai_strerror(g));
+		goto out;
+	}
+	char first[64] = "";
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		if (!rb_gw_address_allowed(f->ctx->conf, a->ai_addr, why, n)) {
+			freeaddrinfo(ai);
+			goto out;
+		}
+		if (!first[0]) {
+			char t[INET6_ADDRSTRLEN];
+			getnameinfo(a->ai_addr, a->ai_addrlen, t, sizeof t, NULL, 0, NI_NUMERICHOST);
+			snprintf(first, sizeof first, a->ai_family == AF_INET6 ? "[%s]" : "%s", t);
+		}
+	}
+	freeaddrinfo(ai);
+	char entry[400];
+	snprintf(entry, sizeof entry, "%s:%s:%s", bare, port, first);
+	f->resolve = curl_slist_append(NULL, entry);
+	r = f->resolve ? 0 : -1;
+out:
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return r;
+}
+
+static char *credential_header(const struct rb_gw_connector *c, const struct rb_gw_secret *s)
+{
+	char *line = NULL;
+	if (c->inject == RB_INJECT_BEARER) {
+		if (asprintf(&line, "Authorization: Bearer %s", s->value) < 0)
+			return NULL;
+	} else if (c->inject == RB_INJECT_HEADER) {
+		if (asprintf(&line, "%s: %s", c->inject_name, s->value) < 0)
+			return NULL;
+	} else if (c->inject == RB_INJECT_BASIC) {
+		size_t cap = 4 * ((s->len + 2) / 3) + 1;
+		char *b64 = malloc(cap);
+		if (!b64)
+			return NULL;
+		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)s->value, (int)s->len);
+		int r = asprintf(&line, "Authorization: Basic %s", b64);
+		OPENSSL_cleanse(b64, cap);
+		free(b64);
+		if (r < 0)
+			return NULL;
+	}
+	return line;
+}
+
+/* Sends f's request to url and answers the client: the head once the upstream's came, the body
+ * streamed by libmicrohttpd's reader from the producer's socketpair. Consumes f. */
+static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const char *url, const char *method,
+                               const char *body, size_t body_len)
+{
+	CURL *c = f->curl;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect goes back to the client, uncredentialed */
+	curl_easy_setopt(c, CURLOPT_PROXY, "");          /* the gateway's own environment names no proxy */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, f->hdrs);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, f);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, f->errbuf);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	else if (strcmp(method, "GET") != 0 || body_len) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+		curl_easy_setopt(c, CURLOPT_COPYPOSTFIELDS, body_len ? body : "");
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	}
+	f->bytes_up = body_len;
+	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
+		fwd_free(f);
+		return MHD_NO;
+	}
+	f->started = true;
+	pthread_mutex_lock(&f->lock);
+	while (!f->head_done)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+
+	if (f->headless || f->status < 200) { /* no answer from the upstream */
+		pthread_join(f->thread, NULL);
+		f->started = false;
+		const struct rb_gw_ctx *ctx = f->ctx;
+		const char *door = f->door;
+		uint64_t t0 = f->t0;
+		char name[sizeof f->name];
+		snprintf(name, sizeof name, "%s", f->name);
+		char e[400], host[sizeof f->host];
+		snprintf(e, sizeof e, "upstream: %s", curl_error(f));
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);
+		json_object_set_new(ev, "error", json_string(e));
+		rb_gw_record(ctx, ev);
+		return queue_json(mc, 502,
+		                  json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host", host,
+		                            "hint", "the connector's upstream did not answer; retry later"));
+	}
+	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader, f, fwd_free);
+	if (!r) {
+		fwd_free(f);
+		return MHD_NO;
+	}
+	size_t i;
+	json_t *h;
+	json_array_foreach(f->resp_headers, i, h)
+	{
+		const char *hn = json_string_value(json_array_get(h, 0)), *hv = json_string_value(json_array_get(h, 1));
+		if (!hn || !hv || resp_dropped(hn) || !value_ok(hn) || !value_ok(hv))
+			continue;
+		struct rb_buf_out sn = {0}, sv = {0};
+		struct rb_error err;
+		if (!f->sec)
+			MHD_add_response_header(r, hn, hv);
+		else if (rb_scrub_buffer(f->sec->scrub, hn, strlen(hn), &sn, NULL, &err) == 0 &&
+		         rb_scrub_buffer(f->sec->scrub, hv, strlen(hv), &sv, NULL, &err) == 0)
+			MHD_add_response_header(r, sn.data, sv.data);
+		free(sn.data);
+		free(sv.data);
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(mc, (unsigned)f->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
+                                     const char *method, const char *body, size_t body_len, uint64_t t0_us)
+{
+	char name[RB_GWCONF_NAME_MAX];
+	const char *slash = strchr(rest, '/');
+	size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
+	snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), rest);
+	struct rb_gw_request rq = {.connector = name,
+	                           .method = method,
+	                           .raw_path = rest + nl,
+	                           .conf = ctx->conf,
+	                           .grants = ctx->grants,
+	                           .n_grants = ctx->n_grants};
+	struct rb_gw_verdict v;
+	rb_gw_decide(&rq, &v);
+	char uhost[256] = ""; /* the upstream's host[:port] as configured, for the record and the denial */
+	if (v.conn) {
+		const char *h = strstr(v.conn->url, "://") + 3;
+		snprintf(uhost, sizeof uhost, "%.*s", (int)strcspn(h, "/"), h);
+	}
+	if (v.status)
+		return rb_gw_deny(ctx, mc, v.status, "connector", name, method, v.rule, uhost, v.error, v.hint, t0_us);
+	const struct rb_gw_secret *sec = &ctx->secrets[v.conn - ctx->conf->connectors];
+	if (sec->error[0] || !sec->len) {
+		char e[300];
+		snprintf(e, sizeof e, "connector `%s`: its credential is not available to the gateway", name);
+		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "credential", uhost, e,
+		                  "the operator's credential for this connector is missing or refused; the gateway "
+		                  "log and the run's record say why",
+		                  t0_us);
+	}
+
+	struct fwd *f = calloc(1, sizeof *f);
+	if (!f)
+		return MHD_NO;
+	f->sp[0] = f->sp[1] = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->ctx = ctx, f->conn = v.conn, f->sec = sec, f->t0 = t0_us, f->route = v.route, f->door = "connector";
+	snprintf(f->name, sizeof f->name, "%s", name);
+	snprintf(f->method, sizeof f->method, "%s", method);
+	f->resp_headers = json_array();
+	char why[300];
+	struct hdr_walk hw = {.f = f};
+	struct query_walk qw = {.conn = v.conn};
+	struct rb_error err;
+	if (pin_upstream(f, v.conn->url, why, sizeof why) < 0) {
+		char host[sizeof f->host];
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "address", host, why,
+		                  "the connector's upstream resolves to an address the gateway does not reach; the "
+		                  "operator may name it in private_upstreams",
+		                  t0_us);
+	}
+	MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header, &hw);
+	if (hw.bad) {
+		char e[200], host[sizeof f->host];
+		snprintf(e, sizeof e, "header `%s` holds a line break or control byte", hw.bad_name);
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "header", host, e,
+		                  "send header values without CR, LF or control bytes", t0_us);
+	}
+	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, &qw);
+	if (v.conn->inject == RB_INJECT_QUERY) {
+		char *enc = curl_easy_escape(NULL, sec->value, (int)sec->len);
+		q_append(&qw, qw.len ? "&" : "?");
+		q_append(&qw, v.conn->inject_name);
+		q_append(&qw, "=");
+		if (enc)
+			q_append(&qw, enc);
+		qw.oom = qw.oom || !enc;
+		if (enc) {
+			OPENSSL_cleanse(enc, strlen(enc));
+			curl_free(enc);
+		}
+	}
+	char *cred = credential_header(v.conn, sec);
+	char *url = NULL;
+	bool ok = !qw.oom && (v.conn->inject == RB_INJECT_QUERY || cred) &&
+	          asprintf(&url, "%s%s%s", v.conn->url, rq.raw_path[0] ? rq.raw_path : "/", qw.q ? qw.q : "") >= 0;
+	if (qw.q) {
+		OPENSSL_cleanse(qw.q, qw.len);
+		free(qw.q);
+	}
+	if (ok && cred)
+		f->hdrs = curl_slist_append(f->hdrs, cred);
+	if (cred) {
+		OPENSSL_cleanse(cred, strlen(cred));
+		free(cred);
+	}
+	if (ok && !hw.has_ctype)
+		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
+	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
+	ok = ok && f->hdrs && (f->curl = curl_easy_init()) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
+	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
+	if (!ok) {
+		if (url) {
+			OPENSSL_cleanse(url, strlen(url));
+			free(url);
+		}
+		fwd_free(f);
+		return MHD_NO;
+	}
+	enum MHD_Result r = forward(f, mc, url, method, body, body_len);
+	OPENSSL_cleanse(url, strlen(url)); /* curl keeps its own copy */
+	free(url);
+	return r;
+}
+
+enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *body, size_t body_len, uint64_t t0_us)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL, *scheme = NULL;
+	char hp[300] = "";
+	bool parsed = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && !strcmp(scheme, "http") &&
+	              curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	              curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+	bool userinfo = parsed && strchr(url + 7, '@') && strchr(url + 7, '@') < strchr(url + 7, '/');
+	struct rb_gw_verdict v = {0};
+	if (parsed) {
+		for (char *c = host; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		snprintf(hp, sizeof hp, "%s:%s", host, port);
+		rb_gw_decide_proxy(ctx->proxy, ctx->n_proxy, host, (unsigned)strtoul(port, NULL, 10), &v);
+	}
+	curl_free(host);
+	curl_free(port);
+	curl_free(scheme);
+	curl_url_cleanup(u);
+	if (!parsed || userinfo)
+		return rb_gw_deny(ctx, mc, 403, "proxy", NULL, method, "url", hp,
+		                  "the request's URL is not plain http://host[:port]/path",
+		                  "the proxy forwards absolute-form http:// requests without userinfo", t0_us);
+	if (v.status)
+		return rb_gw_deny(ctx, mc, v.status, "proxy", hp, method, v.rule, hp, v.error, v.hint, t0_us);
+
+	struct fwd *f = calloc(1, sizeof *f);
+	if (!f)
+		return MHD_NO;
+	f->sp[0] = f->sp[1] = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->ctx = ctx, f->t0 = t0_us, f->route = v.route, f->door = "proxy";
+	snprintf(f->name, sizeof f->name, "%s", hp);
+	snprintf(f->method, sizeof f->method, "%s", method);
+	f->resp_headers = json_array();
+	char why[300];
+	if (pin_upstream(f, url, why, sizeof why) < 0) {
+		fwd_free(f);
+		return rb_gw_deny(
+		    ctx, mc, 403, "proxy", hp, method, "address", hp, why,
+		    "the host resolves to an address the gateway does not reach; the operator may name it in "
+		    "the gateway config's private_upstreams",
+		    t0_us);
+	}
+	struct hdr_walk hw = {.f = f};
+	MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header, &hw);
+	if (hw.bad) {
+		char e[200];
+		snprintf(e, sizeof e, "header `%s` holds a line break or control byte", hw.bad_name);
+		fwd_free(f);
+		return rb_gw_deny(ctx, mc, 403, "proxy", hp, method, "header", hp, e,
+		                  "send header values without CR, LF or control bytes", t0_us);
+	}
+	if (!hw.has_ctype)
+		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
+	f->hdrs = curl_slist_append(f->hdrs, "Expect:");
+	if (!f->hdrs || !(f->curl = curl_easy_init()) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+		fwd_free(f);
+		return MHD_NO;
+	}
+	return forward(f, mc, url, method, body, body_len);
+}

@@ -1,0 +1,48 @@
+/* The gateway's one decision: may this call go out, and if not, which rule refused it and what
+ * the agent can do. Every door asks here (today: connectors); nothing here does I/O. */
+#ifndef RB_GATEWAY_DECIDE_H
+#define RB_GATEWAY_DECIDE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "gateway/config.h"
+
+struct rb_gw_request {
+	const char *connector; /* the name in /v1/connectors/NAME/... */
+	const char *method;
+	const char *raw_path; /* after the name, as sent (still percent-encoded), "" for none */
+	const struct rb_gwconf *conf;
+	const char *const *grants; /* the policy's network.connectors */
+	unsigned n_grants;
+};
+
+struct rb_gw_verdict {
+	unsigned status;  /* 0: allowed; else 403, or 404 for an unknown connector */
+	const char *rule; /* what refused it ("network.connectors", "path", "route") or the route matched */
+	const struct rb_gw_connector *conn;
+	const char *route; /* the template that allowed it */
+	char path[1024];   /* the normalized path (decoded segments), to match and to record */
+	char error[256];
+	char hint[256];
+};
+
+/* Fills *v. The path is refused before any route is consulted when a segment is empty, "." or
+ * "..", or would decode to one, or to anything holding '/', '\', NUL or a control byte. */
+void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
+
+/* The installing proxy's door: host (lower-cased by the caller; an IP literal as written,
+ * IPv6 in brackets) and port against the policy's network.proxy entries. An entry "h:p"
+ * allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An IP literal
+ * is allowed only by an entry naming it; a port only by an entry naming it. Fills *v (rule
+ * "network.proxy" when refused). */
+void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *host, unsigned port,
+                        struct rb_gw_verdict *v);
+
+/* true when the gateway may connect to sa: a public address, or one the config's
+ * private_upstreams names. Else false and why says which class it is in (loopback, private,
+ * link-local, CGNAT, metadata, ...). */
+bool rb_gw_address_allowed(const struct rb_gwconf *conf, const struct sockaddr *sa, char *why, size_t n);
+
+#endif
