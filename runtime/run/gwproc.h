@@ -24,10 +24,9 @@ struct rb_gwproc {
 	char error[256]; /* why it failed, for the result */
 };
 
-/* Starts runbox-gateway (beside the running binary) serving fds for run_id with key, and
- * returns once it has said it serves. A failed exec (the errno comes back over a CLOEXEC
- * pipe), an exit before the readiness byte, or no byte within RB_GWPROC_READY_MS is an error
- * naming the binary; nothing is left running then. */
+/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds for run_id with key,
+ * and returns once it has said it serves. A failed exec (the errno comes back over a CLOEXEC pipe), an exit before the
+ * readiness byte, or no byte within RB_GWPROC_READY_MS is an error naming the binary; nothing is left running then. */
 int rb_gwproc_start(struct rb_gwproc *gw, const int *fds, unsigned n_fds, const char *run_id, const uint8_t *key,
                     size_t keylen, struct rb_error *err);
 /* The fd to poll for the gateway's death (POLLIN), or -1 when it is not running. */
