@@ -166,7 +166,7 @@ lint:
 	clang-tidy --quiet $(LIB_SRCS) $(MAIN_SRC) -- -std=gnu17 -I. $(PKG_CFLAGS)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LIB_SRCS) $(MAIN_SRC)
 
-# Fuzz targets (tests/fuzz, docs/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
+# Fuzz targets (tests/fuzz, docs/internals/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
 # and the sanitizers and runs it FUZZ_SECONDS; `make test` replays every kept corpus and
 # regression input once through the same targets, built with gcc and a plain main.
 FUZZ_TARGETS := policy manifest skill token scrub
