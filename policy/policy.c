@@ -32,18 +32,18 @@
 #define RLIMIT_KEEP        UINT64_MAX
 /* Absent is safe (SPEC "Who may say what"): a policy that names no limit gets the shipped
  * `default` profile's value for it; no limit at all is written out as "unlimited". */
-#define DEFAULT_TIMEOUT_MS     (30ull * 60 * 1000)
-#define DEFAULT_MEMORY         (1ull << 30)
-#define DEFAULT_PIDS           1024
-#define DEFAULT_CPUS           2.0
-#define DEFAULT_ROOTFS_SIZE    (1ull << 30)
-#define DEFAULT_WORKSPACE_SIZE (1ull << 30)
-#define DEFAULT_TMP_SIZE       (256ull << 20)
-#define DEFAULT_NOFILE         1024
-#define DEFAULT_NPROC          4096
-#define DEFAULT_CORE           0
-#define DEFAULT_FSIZE          (1ull << 30)
-#define UNLIMITED              "unlimited"
+#define DEFAULT_TIMEOUT_MS        (30ull * 60 * 1000)
+#define DEFAULT_MEMORY            (1ull << 30)
+#define DEFAULT_PIDS              1024
+#define DEFAULT_CPUS              2.0
+#define DEFAULT_ROOTFS_SIZE       (1ull << 30)
+#define DEFAULT_WORKSPACE_SIZE    (1ull << 30)
+#define DEFAULT_TMP_SIZE          (256ull << 20)
+#define DEFAULT_NOFILE            1024
+#define DEFAULT_NPROC             4096
+#define DEFAULT_CORE              0
+#define DEFAULT_FSIZE             (1ull << 30)
+#define UNLIMITED                 "unlimited"
 #define DEFAULT_IMAGE_MAX_ENTRIES 1000000u
 #define DEFAULT_IMAGE_MAX_BYTES   (16ull << 30)
 /* A run's storage budget when the policy names none (docs/policy.md, "output"). */
