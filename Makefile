@@ -158,13 +158,17 @@ bench:
 bench-scrub:
 	@bench/scrub_eval.sh
 
+# Every warning fails: clang-tidy's through WarningsAsErrors in .clang-tidy, clang-format's
+# through --Werror, cppcheck's through --error-exitcode.
+LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN)
+LINT_HDRS := $(filter-out build/% tests/%,$(wildcard */*.h */*/*.h))
 lint:
-	@scripts/install-deps.sh lint
+	@scripts/install-deps.sh build lint
 	@$(MAKE) --no-print-directory $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o)
 	scripts/check-layout.sh $(B)/obj
-	clang-format --dry-run --Werror $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h)
-	clang-tidy --quiet $(LIB_SRCS) $(MAIN_SRC) -- -std=gnu17 -I. $(PKG_CFLAGS)
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LIB_SRCS) $(MAIN_SRC)
+	clang-format --dry-run --Werror $(LINT_SRCS) $(LINT_HDRS)
+	clang-tidy --quiet $(LINT_SRCS) -- -std=gnu17 -I. $(PKG_CFLAGS)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LINT_SRCS)
 
 # Fuzz targets (tests/fuzz, docs/internals/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
 # and the sanitizers and runs it FUZZ_SECONDS; `make test` replays every kept corpus and
