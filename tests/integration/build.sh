@@ -51,3 +51,20 @@ if [ -x "$tok" ]; then
 else
 	skip "control: test_token links the provider machinery" "build/unit/test_token not built"
 fi
+
+# The link (Makefile, docs/benchmarks.md "Linking"): the libraries a distribution updates are
+# loaded shared, so their fixes (and libseccomp's syscall table) reach runbox without a
+# rebuild; libcrypto and libarchive are linked in. Control: the static probe needs nothing,
+# so an empty list is what a static link looks like to this check.
+needed() { readelf -dW "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'; }
+for lib in libseccomp.so.2 libcap.so.2 libnftnl.so.11 libmnl.so.0 libjansson.so.4 libsqlite3.so.0; do
+	if needed "$ROOT/runbox" | grep -qx "$lib"; then ok "runbox loads $lib shared"
+	else not_ok "runbox loads $lib shared" "needed: $(needed "$ROOT/runbox" | tr '\n' ' ')"; fi
+done
+for lib in libcrypto.so.3 libarchive.so.13; do
+	if needed "$ROOT/runbox" | grep -qx "$lib"; then not_ok "runbox links ${lib%%.so*} statically" "it loads $lib"
+	else ok "runbox links ${lib%%.so*} statically"; fi
+done
+if [ -z "$(needed "$PROBE")" ] && needed "$ROOT/runbox" | grep -qx 'libc.so.6'; then
+	ok "control: the static probe needs no library, runbox needs libc"
+else not_ok "control: the static probe needs no library, runbox needs libc" "probe: $(needed "$PROBE" | tr '\n' ' ')"; fi
