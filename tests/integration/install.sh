@@ -37,6 +37,7 @@ fi
 
 # From /, with the installed binary; rbx_cmd's environment is PATH, HOME and the state dirs.
 cd / || exit 1
+# shellcheck disable=SC2034 # read by rbx_cmd (tests/lib.sh)
 RUNBOX=$P/bin/runbox
 
 run_rbx check
@@ -50,6 +51,7 @@ sb -- /bin/sh -c 'echo hi; id -u'
 if [ "$RC" = 0 ] && [ "$(head -n 1 <<<"$OUT")" = hi ]; then ok "installed: runbox run --image minimal"
 else not_ok "installed: runbox run --image minimal" "exit $RC: $(first_line "$OUT $ERR")"; fi
 
+# shellcheck disable=SC2016 # expanded by the sandbox's sh
 WHO='wget -qO- "$RUNBOX_API_URL/v1/whoami" --header "Authorization: Bearer $RUNBOX_TOKEN"'
 sb --json --timeout 20s -- /bin/sh -c "$WHO"
 run_id=$(jv run_id)
