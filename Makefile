@@ -3,18 +3,37 @@
 
 CC       ?= gcc
 PKGS     := libseccomp libcap libmnl libnftnl jansson libarchive
-# The libraries are linked statically where Debian ships an archive (all but libmnl and
-# glibc's): each shared library costs the loader its mapping, its relocations and their page
-# faults at every start, ~12.5 us per fault on a PVM guest like the one this was measured on
-# (A/B of 30 runs: -1.1 ms for seccomp, cap, nftnl and jansson; libcrypto and SQLite were
-# 5.7M -> 2.7M start-up instructions under callgrind). The cost: a security update of one of
-# them needs a rebuild of runbox. libcrypto contributes only SHA-256, base64 and cleanse:
-# nothing may call its EVP or provider layer (see rb_hmac_sha256).
-# libarchive (image import) is linked statically too: its shared library pulls in libxml2, ICU
-# and libstdc++ (13 more libraries at every start); static, only its tar reader, disk reader
-# and filters come in, needing just libzstd and libacl (Debian ships no archive of either).
-STATIC_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz \
-               -Wl,-Bdynamic -lmnl -l:libzstd.so.1 -l:libacl.so.1 -ldl -lpthread -lm
+# The libraries are shared by default, as a distribution links them: a security update of
+# SQLite, libseccomp, libcap, libnftnl or jansson then needs no rebuild, and libseccomp's
+# syscall table (which names the syscalls a profile may list) is the installed one, so a
+# syscall newer than this build is still nameable. The loader costs each start its mappings,
+# relocations and their page faults (docs/benchmarks.md has the before and after; a daemon
+# pays it once). Two are kept static unless asked (docs/benchmarks.md, "Linking"):
+# - libcrypto (LIBCRYPTO_STATIC=0 to share it): runbox takes only SHA-256, base64, cleanse and
+#   memcmp from it, code OpenSSL's security fixes do not touch, while its shared library is
+#   the one that costs: ~20k relocations and ~120 page faults at every start, several ms here.
+#   Nothing may call its EVP or provider layer (see rb_hmac_sha256): shared or static, the
+#   first fetch loads openssl.cnf and the providers.
+# - libarchive (image import; LIBARCHIVE_STATIC=0 to share it): its shared library pulls in
+#   libxml2, ICU, libstdc++ and nettle (11 more libraries at every start of every command);
+#   static, only its tar reader, disk reader and filters come in, needing libzstd and libacl.
+# STATIC_DEPS=1 links every library Debian ships an archive of statically (all but libmnl,
+# libzstd, libacl and glibc's), for a host that measured it wants the start-up time back and
+# rebuilds on every update of them.
+STATIC_DEPS       ?= 0
+LIBCRYPTO_STATIC  ?= 1
+LIBARCHIVE_STATIC ?= 1
+ifeq ($(STATIC_DEPS),1)
+DEP_LIBS := -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz \
+            -Wl,-Bdynamic -lmnl -l:libzstd.so.1 -l:libacl.so.1 -ldl -lpthread -lm
+else
+DEP_STATIC := $(if $(filter 1,$(LIBARCHIVE_STATIC)),-larchive -llzma -lbz2 -lz) $(if $(filter 1,$(LIBCRYPTO_STATIC)),-lcrypto)
+DEP_SHARED := $(if $(filter 1,$(LIBARCHIVE_STATIC)),-l:libzstd.so.1 -l:libacl.so.1,-larchive) \
+              $(if $(filter 1,$(LIBCRYPTO_STATIC)),,-lcrypto) -lsqlite3 -lseccomp -lcap -lmnl -lnftnl -ljansson
+BSTATIC  := -Wl,-Bstatic
+BDYNAMIC := -Wl,-Bdynamic
+DEP_LIBS := $(if $(strip $(DEP_STATIC)),$(BSTATIC) $(DEP_STATIC) $(BDYNAMIC)) $(DEP_SHARED) -ldl -lpthread -lm
+endif
 B        := build
 # format-truncation is off: bounded snprintf into PATH_MAX buffers is the idiom here, and
 # paths that do not fit are rejected where it matters (rb_paths_init, run dirs).
@@ -24,7 +43,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) $(HARDEN) -I. -MMD -MP
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(STATIC_LIBS)
+PKG_LIBS   = $(DEP_LIBS)
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # Library sources: everything in the components except the two mains and the HTTP endpoint,
@@ -49,13 +68,19 @@ all: runbox runbox-gateway $(PROBE) $(B)/images/minimal/.built
 deps:
 	@scripts/install-deps.sh build
 
+# The link line as a file, rewritten only when it changes: STATIC_DEPS=1 relinks.
+.PHONY: FORCE
+$(B)/link-libs: FORCE
+	@mkdir -p $(B)
+	@echo '$(DEP_LIBS) $(LDFLAGS)' | cmp -s - $@ || echo '$(DEP_LIBS) $(LDFLAGS)' >$@
+
 # Linked aside and renamed, so a runbox that is running (tests, benchmarks) never blocks a build.
-runbox: $(LIB_OBJS) $(B)/obj/$(MAIN_SRC:.c=.o)
-	$(CC) $(LDFLAGS) -o $@.tmp $^ $(PKG_LIBS)
+runbox: $(LIB_OBJS) $(B)/obj/$(MAIN_SRC:.c=.o) $(B)/link-libs
+	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS)
 	mv -f $@.tmp $@
 
-runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o)
-	$(CC) $(LDFLAGS) -o $@.tmp $^ $(PKG_LIBS) $(GW_LIBS)
+runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o) $(B)/link-libs
+	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
 $(B)/obj/%.o: %.c
@@ -79,6 +104,30 @@ $(PROBE): tests/probe/probe.c
 $(B)/images/minimal/.built: images/minimal/build.sh $(PROBE)
 	images/minimal/build.sh $(MINIMAL) $(PROBE)
 	@touch $@
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the layout rb_parts_find (common/paths.c)
+# finds from the installed binary, so only PREFIX moves it (bin/, libexec/runbox/ and
+# share/runbox/ stay side by side below it). The minimal image keeps its owners (root).
+PREFIX ?= /usr/local
+IDIR    = $(DESTDIR)$(PREFIX)
+MAN1    := $(wildcard man/*.1)
+.PHONY: install uninstall
+install: all
+	install -d $(IDIR)/bin $(IDIR)/libexec/runbox $(IDIR)/share/runbox/policy/profiles \
+		$(IDIR)/share/runbox/policy/seccomp $(IDIR)/share/runbox/images/minimal $(IDIR)/share/man/man1
+	install -m 0755 runbox $(IDIR)/bin/runbox
+	install -m 0755 runbox-gateway $(IDIR)/libexec/runbox/runbox-gateway
+	install -m 0644 policy/profiles/*.json $(IDIR)/share/runbox/policy/profiles/
+	install -m 0644 policy/seccomp/*.json $(IDIR)/share/runbox/policy/seccomp/
+	rm -rf $(IDIR)/share/runbox/images/minimal/rootfs $(IDIR)/share/runbox/images/minimal/.built
+	cp -a $(MINIMAL) $(IDIR)/share/runbox/images/minimal/rootfs
+	touch $(IDIR)/share/runbox/images/minimal/.built
+	install -m 0644 $(MAN1) $(IDIR)/share/man/man1/
+
+uninstall:
+	rm -f $(IDIR)/bin/runbox $(IDIR)/libexec/runbox/runbox-gateway $(MAN1:man/%=$(IDIR)/share/man/man1/%)
+	rm -rf $(IDIR)/share/runbox
+	-rmdir $(IDIR)/libexec/runbox
 
 test:
 	@scripts/install-deps.sh build test vm
@@ -109,15 +158,19 @@ bench:
 bench-scrub:
 	@bench/scrub_eval.sh
 
+# Every warning fails: clang-tidy's through WarningsAsErrors in .clang-tidy, clang-format's
+# through --Werror, cppcheck's through --error-exitcode.
+LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN)
+LINT_HDRS := $(filter-out build/% tests/%,$(wildcard */*.h */*/*.h))
 lint:
-	@scripts/install-deps.sh lint
+	@scripts/install-deps.sh build lint
 	@$(MAKE) --no-print-directory $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o)
 	scripts/check-layout.sh $(B)/obj
-	clang-format --dry-run --Werror $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h)
-	clang-tidy --quiet $(LIB_SRCS) $(MAIN_SRC) -- -std=gnu17 -I. $(PKG_CFLAGS)
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LIB_SRCS) $(MAIN_SRC)
+	clang-format --dry-run --Werror $(LINT_SRCS) $(LINT_HDRS)
+	clang-tidy --quiet $(LINT_SRCS) -- -std=gnu17 -I. $(PKG_CFLAGS)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr -I. $(LINT_SRCS)
 
-# Fuzz targets (tests/fuzz, docs/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
+# Fuzz targets (tests/fuzz, docs/internals/fuzzing.md). `make fuzz` builds each with clang's libFuzzer
 # and the sanitizers and runs it FUZZ_SECONDS; `make test` replays every kept corpus and
 # regression input once through the same targets, built with gcc and a plain main.
 FUZZ_TARGETS := policy manifest skill token scrub

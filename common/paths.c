@@ -25,27 +25,63 @@ static int is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Shipped data sits beside the binary (a source tree or build dir), else in
- * ../share/runbox relative to it (make install). RUNBOX_DATA_DIR overrides. */
-static int find_data_dir(char *out, struct rb_error *err)
+/* The three layouts, tried in this order:
+ *   RUNBOX_DATA_DIR=D    D/policy/, D/build/images/, the gateway beside the binary;
+ *   the build tree       policy/ beside the binary: ./runbox from a checkout (or a copy
+ *                        of it with policy/ and build/ beside it, as the tests make);
+ *   an installed tree    BIN/../share/runbox/{policy,images}/, BIN/../libexec/runbox/
+ *                        (make install PREFIX=P puts runbox in P/bin).
+ * The first whose policy/profiles exists wins; the parts are not required to exist yet. */
+static int parts_at(struct rb_parts *out, const char *layout, const char *data, const char *images, const char *gwdir,
+                    struct rb_error *err)
 {
-	const char *env = getenv("RUNBOX_DATA_DIR");
-	if (env && *env)
-		return set(out, "data", err, "%s%s", env, "");
+	snprintf(out->layout, sizeof out->layout, "%s", layout);
+	if (set(out->data_dir, "data", err, NULL, data, "") < 0 ||
+	    set(out->images_dir, "images", err, NULL, images, "") < 0 ||
+	    set(out->gateway, "gateway", err, NULL, gwdir, "/runbox-gateway") < 0)
+		return -1;
+	return 0;
+}
+
+int rb_parts_find(struct rb_parts *out, struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	if (n < 0)
 		return rb_error_set(err, errno, "readlink `/proc/self/exe`");
 	exe[n] = '\0';
-	char *dir = dirname(exe);
-	char probe[PATH_MAX + 32];
-	snprintf(probe, sizeof probe, "%s/policy/profiles", dir);
-	if (is_dir(probe))
-		return set(out, "data", err, "%s%s", dir, "");
-	snprintf(probe, sizeof probe, "%s/../share/runbox/policy/profiles", dir);
-	if (is_dir(probe))
-		return set(out, "data", err, "%s%s", dir, "/../share/runbox");
-	return rb_error_set(err, ENOENT, "shipped data (policy/profiles) not found beside `%s`", exe);
+	char copy[PATH_MAX], bindir[PATH_MAX];
+	memcpy(copy, exe, (size_t)n + 1);
+	snprintf(bindir, sizeof bindir, "%s", dirname(copy));
+	char a[PATH_MAX], b[PATH_MAX];
+
+	const char *env = getenv("RUNBOX_DATA_DIR");
+	if (env && *env) {
+		if (snprintf(b, sizeof b, "%s/build/images", env) >= (int)sizeof b)
+			return rb_error_set(err, ENAMETOOLONG, "RUNBOX_DATA_DIR `%s`", env);
+		return parts_at(out, "RUNBOX_DATA_DIR", env, b, bindir, err);
+	}
+	if (snprintf(a, sizeof a, "%s/policy/profiles", bindir) < (int)sizeof a && is_dir(a)) {
+		snprintf(b, sizeof b, "%s/build/images", bindir);
+		return parts_at(out, "build tree", bindir, b, bindir, err);
+	}
+	/* Installed: the prefix named without "..", so errors show the paths an operator knows. */
+	char prefix[PATH_MAX];
+	snprintf(a, sizeof a, "%s/..", bindir);
+	if (!realpath(a, prefix))
+		return rb_error_set(err, errno, "the install prefix `%s`", a);
+	char data[PATH_MAX], images[PATH_MAX], gwdir[PATH_MAX];
+	if (snprintf(data, sizeof data, "%s/share/runbox", prefix) >= (int)sizeof data ||
+	    snprintf(images, sizeof images, "%s/share/runbox/images", prefix) >= (int)sizeof images ||
+	    snprintf(gwdir, sizeof gwdir, "%s/libexec/runbox", prefix) >= (int)sizeof gwdir)
+		return rb_error_set(err, ENAMETOOLONG, "the install prefix `%s`", prefix);
+	snprintf(a, sizeof a, "%s/policy/profiles", data);
+	if (is_dir(a))
+		return parts_at(out, "installed", data, images, gwdir, err);
+	return rb_error_set(err, ENOENT,
+	                    "shipped data not found for `%s`: neither `%s/policy/profiles` nor `%s` exists", exe,
+	                    bindir, a);
 }
 
 int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err)
@@ -110,7 +146,12 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 		else if (home && *home)
 			set(p->config_dir, "config", err, "%s%s", home, "/.config/runbox");
 	}
-	return find_data_dir(p->data_dir, err);
+	struct rb_parts parts;
+	if (rb_parts_find(&parts, err) < 0)
+		return -1;
+	memcpy(p->data_dir, parts.data_dir, sizeof p->data_dir);
+	memcpy(p->images_dir, parts.images_dir, sizeof p->images_dir);
+	return 0;
 }
 
 static void add_own(struct rb_own_dirs *o, const char *a, const char *b)

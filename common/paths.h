@@ -11,8 +11,21 @@ struct rb_paths {
 	char state_dir[PATH_MAX];  /* ledger, artifacts, images, keys, caches */
 	char run_dir[PATH_MAX];    /* live runs */
 	char config_dir[PATH_MAX]; /* policies and gateway config of the operator */
-	char data_dir[PATH_MAX];   /* shipped data: policy/, build/images/ */
+	char data_dir[PATH_MAX];   /* shipped data: policy/profiles, policy/seccomp */
+	char images_dir[PATH_MAX]; /* built-in images: minimal/rootfs and its minimal/.built stamp */
 };
+
+/* runbox's own parts, found from the running binary (/proc/self/exe), never the cwd: in the
+ * build tree beside it (./runbox, runbox-gateway, policy/, build/images/), or installed under
+ * its prefix (PREFIX/bin/runbox, PREFIX/libexec/runbox/runbox-gateway,
+ * PREFIX/share/runbox/{policy,images}/). RUNBOX_DATA_DIR names the data directory instead. */
+struct rb_parts {
+	char layout[24];           /* "build tree", "installed" or "RUNBOX_DATA_DIR" */
+	char data_dir[PATH_MAX];   /* as rb_paths.data_dir */
+	char images_dir[PATH_MAX]; /* as rb_paths.images_dir */
+	char gateway[PATH_MAX];    /* the runbox-gateway binary (may be missing: its exec then fails) */
+};
+int rb_parts_find(struct rb_parts *out, struct rb_error *err);
 
 /* Fills paths for the caller: root uses /var/lib, /run, /etc; others the XDG directories.
  * state_override (--state-dir) or RUNBOX_STATE_DIR wins for the state directory; the run

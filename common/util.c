@@ -327,7 +327,7 @@ void rb_sha256_hex(const void *data, size_t len, char out[65])
 	SHA256_Init(&ctx);
 	SHA256_Update(&ctx, data, len);
 	SHA256_Final(md, &ctx);
-	for (unsigned i = 0; i < 32; i++)
+	for (size_t i = 0; i < 32; i++)
 		sprintf(out + 2 * i, "%02x", md[i]);
 	out[64] = '\0';
 }

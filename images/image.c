@@ -183,11 +183,13 @@ int rb_image_resolve(const char *name, const struct rb_policy *pol, const struct
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
 	if (!strcmp(name, "minimal")) {
-		snprintf(out->rootfs, sizeof out->rootfs, "%s/build/images/minimal/rootfs", paths->data_dir);
+		snprintf(out->rootfs, sizeof out->rootfs, "%s/minimal/rootfs", paths->images_dir);
 		char stamp[PATH_MAX + 16];
-		snprintf(stamp, sizeof stamp, "%s/../.built", out->rootfs);
+		snprintf(stamp, sizeof stamp, "%s/minimal/.built", paths->images_dir);
 		if (access(stamp, F_OK) < 0)
-			return rb_error_set(err, 0, "image `minimal` is not built (run `make` in %s)", paths->data_dir);
+			return rb_error_set(
+			    err, errno, "image `minimal` is not built or installed (`%s`; `make` or `make install`)",
+			    stamp);
 		out->owned_by_runbox = true;
 		return digest_of(out->rootfs, paths, &builtin_limits, out->digest, err);
 	}

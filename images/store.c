@@ -256,6 +256,7 @@ int rb_store_list(const struct rb_paths *paths, json_t **out, struct rb_error *e
 			continue; /* a temporary import, a removal under way, or not the store's */
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
+			// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of json_t pointers
 			json_t **ni = realloc(items, cap * sizeof *ni);
 			if (!ni) {
 				for (size_t i = 0; i < n; i++)
@@ -270,6 +271,7 @@ int rb_store_list(const struct rb_paths *paths, json_t **out, struct rb_error *e
 		                       (json_int_t)img.created, "source", img.source);
 	}
 	if (n)
+		// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of json_t pointers
 		qsort(items, n, sizeof *items, by_created);
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++)

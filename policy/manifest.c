@@ -87,6 +87,7 @@ static int dup_text(const ctx *c, const char *path, const json_t *v, size_t max,
 	const char *s;
 	if (get_text(c, path, v, max, false, &s) < 0)
 		return -1;
+	// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): s is set when get_text returns 0
 	if (!(*out = strdup(s)))
 		return oom(c, path);
 	return 0;
@@ -170,7 +171,7 @@ static char *abs_path(const char *base, const char *p)
 static const char *dest_problem(const char *to)
 {
 	size_t pre = strlen(RB_MANIFEST_IN_DIR);
-	if (strncmp(to, RB_MANIFEST_IN_DIR, pre))
+	if (strncmp(to, RB_MANIFEST_IN_DIR, pre) != 0)
 		return "must start with \"" RB_MANIFEST_IN_DIR "\"";
 	if (!to[pre])
 		return "must name a file or folder under " RB_MANIFEST_IN_DIR;
@@ -193,6 +194,7 @@ static const char *dest_problem(const char *to)
 
 static bool dest_overlaps(const char *a, const char *b)
 {
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): `to` is set when parse_input returns 0
 	size_t na = strlen(a), nb = strlen(b), n = na < nb ? na : nb;
 	return !strncmp(a, b, n) && (na == nb || (na < nb ? b[n] : a[n]) == '/');
 }
@@ -290,7 +292,7 @@ static int parse_input(const ctx *c, const char *path, const json_t *v, const ch
 		rb_jsonck_join(p, sizeof p, path, "artifact");
 		if (get_text(c, p, art, 0, false, &s) < 0)
 			return -1;
-		if (strncmp(s, "sha256:", 7) || strlen(s) != 7 + 64 || strspn(s + 7, "0123456789abcdef") != 64)
+		if (strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 64 || strspn(s + 7, "0123456789abcdef") != 64)
 			return rb_jsonck_expected(c, p, "\"sha256:\" and 64 lowercase hex digits", art);
 		if (!(in->artifact = strdup(s + 7)))
 			return oom(c, p);
@@ -359,6 +361,7 @@ static int parse_skills(const ctx *c, const json_t *v, const char *base, struct 
 		snprintf(p, sizeof p, "skills[%zu]", i);
 		if (get_text(c, p, e, PATH_MAX - 1, false, &s) < 0)
 			return -1;
+		// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): s is set when get_text returns 0
 		if (!(m->skills[i] = abs_path(base, s)))
 			return oom(c, p);
 		m->n_skills = i + 1;
@@ -489,6 +492,7 @@ static int parse_policy_ref(const ctx *c, const json_t *v, const char *base, str
 	const char *s;
 	if (get_text(c, "policy", v, PATH_MAX - 1, false, &s) < 0)
 		return -1;
+	// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): s is set when get_text returns 0
 	size_t n = strlen(s);
 	/* The same test as rb_policy_load: a '/' or ".json" makes it a file, else a name. */
 	m->policy_given = true;
@@ -699,19 +703,19 @@ int rb_manifest_check_ceilings(const struct rb_manifest *m, const struct rb_mani
 	ctx c = {.what = "manifest", .origin = m->origin ? m->origin : "(text)", .err = err};
 	/* The tenant and agent the caller runs the manifest for: the artifact store's tenant
 	 * boundary rests on the tenant, so a manifest (often an agent's) may not pick another. */
-	if (cl->tenant && strcmp(cl->tenant, m->tenant))
+	if (cl->tenant && strcmp(cl->tenant, m->tenant) != 0)
 		return rb_jsonck_bad(&c, "tenant", "`%s` is not --tenant `%s`; a manifest runs for the caller's tenant",
 		                     m->tenant, cl->tenant);
-	if (cl->agent && strcmp(cl->agent, m->agent))
+	if (cl->agent && strcmp(cl->agent, m->agent) != 0)
 		return rb_jsonck_bad(&c, "agent", "`%s` is not --agent `%s`", m->agent, cl->agent);
 	/* The command line's policy and image are the run's: a manifest naming others would have
 	 * its author's choice silently replaced, or the caller's. Either way it is said. */
-	if (cl->policy && m->policy_given && strcmp(cl->policy, m->policy))
+	if (cl->policy && m->policy_given && strcmp(cl->policy, m->policy) != 0)
 		return rb_jsonck_bad(&c, "policy",
 		                     "`%.200s` is not --policy `%.200s`; the command line's policy applies (name the "
 		                     "same one, or leave `policy` out)",
 		                     m->policy, cl->policy);
-	if (cl->image && m->image_given && strcmp(cl->image, m->image))
+	if (cl->image && m->image_given && strcmp(cl->image, m->image) != 0)
 		return rb_jsonck_bad(&c, "image",
 		                     "`%.200s` is not --image `%.200s`; the command line's image applies (name the "
 		                     "same one, or leave `image` out)",

@@ -137,6 +137,7 @@ static int fm_value(const struct fm_ctx *c, unsigned line, const char *key, char
 
 static int set_inputs(const struct fm_ctx *c, unsigned line, const char *v, struct rb_skill *s)
 {
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): v is set when fm_value returns 0
 	_cleanup_free_ char *copy = strdup(v);
 	if (!copy)
 		return rb_error_set(c->err, ENOMEM, "skill bundle `%s`", c->dir);
@@ -165,7 +166,7 @@ static int fm_set(const struct fm_ctx *c, unsigned line, const char *key, const 
 {
 	static const char *const keys[] = {"name", "description", "entry", "inputs", "timeout"};
 	unsigned k = 0;
-	while (k < RB_ARRAY_SIZE(keys) && strcmp(keys[k], key))
+	while (k < RB_ARRAY_SIZE(keys) && strcmp(keys[k], key) != 0)
 		k++;
 	if (k == RB_ARRAY_SIZE(keys))
 		return fm_bad(c, line, "unknown key `%.64s` (known keys: name, description, entry, inputs, timeout)",
@@ -180,11 +181,13 @@ static int fm_set(const struct fm_ctx *c, unsigned line, const char *key, const 
 		snprintf(s->name, sizeof s->name, "%s", v);
 		return 0;
 	case 1:
+		// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): v is set when fm_value returns 0
 		if (strlen(v) > DESCRIPTION_MAX)
 			return fm_bad(c, line, "description: longer than %d characters", DESCRIPTION_MAX);
 		s->description = strdup(v);
 		break;
 	case 2:
+		// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): v is set when fm_value returns 0
 		if (strlen(v) > ENTRY_MAX)
 			return fm_bad(c, line, "entry: longer than %d characters", ENTRY_MAX);
 		s->entry = strdup(v);
@@ -202,6 +205,7 @@ static int fm_set(const struct fm_ctx *c, unsigned line, const char *key, const 
 
 static int parse_front_matter(const struct fm_ctx *c, char *text, struct rb_skill *s)
 {
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): text is set when read_fd returns 0
 	if (!strncmp(text, "\xEF\xBB\xBF", 3))
 		text += 3;
 	unsigned line = 0, seen = 0;
@@ -212,7 +216,7 @@ static int parse_front_matter(const struct fm_ctx *c, char *text, struct rb_skil
 		if (n && l[n - 1] == '\r')
 			l[--n] = '\0';
 		if (!open) {
-			if (strcmp(rtrim(l), "---"))
+			if (strcmp(rtrim(l), "---") != 0)
 				return fm_bad(c, 0,
 				              SKILL_MD " must start with front matter: a `---` line, `key: value` "
 				                       "lines, and a closing `---` line");

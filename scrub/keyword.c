@@ -333,11 +333,9 @@ static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len
 	} else if (c == ':') {
 		if (after < len && in[after] == '=')
 			after++;
-		else if (after < len && (in[after] == ':' || in[after] == '/'))
-			return; /* a::b, scheme:// */
-		else if (q > 0 && in[q - 1] == ':')
-			return;
-	} else { /* " - " */
+		else if ((after < len && (in[after] == ':' || in[after] == '/')) || (q > 0 && in[q - 1] == ':'))
+			return; /* a::b (either colon), scheme:// */
+	} else {                /* " - " */
 		if (q == 0 || in[q - 1] != ' ' || after >= len || in[after] != ' ')
 			return;
 	}

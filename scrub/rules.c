@@ -10,7 +10,7 @@
 
 #include "scrub/internal.h"
 
-#define RB_SR_NAME_(id, name) [RB_SR_##id] = name,
+#define RB_SR_NAME_(id, name) [RB_SR_##id] = (name),
 const char *const rb_scrub_rule_names[RB_SR_FIRST_EXACT] = {RB_SCRUB_RULES(RB_SR_NAME_)};
 #undef RB_SR_NAME_
 
@@ -433,6 +433,7 @@ static const char *next_elem(const char *p, struct elem *e)
 		*e = (struct elem){0, (unsigned char)*p, 1, 1};
 		return p + 1;
 	}
+	e->lit = 0; /* a run: lit is unused, but every field is written */
 	e->cs = spec_class(p[1]);
 	char *q;
 	e->min = strtoul(p + 2, &q, 10);

@@ -145,7 +145,6 @@ static struct enc b64(const unsigned char *in, size_t n, const char *alpha, unsi
 		last = (8 * (k + n)) / 6; /* chars complete within the secret */
 		memmove(o, o + first, last - first);
 		last -= first;
-		first = 0;
 	}
 	return (struct enc){o, last};
 }
@@ -680,7 +679,7 @@ int rb_scrub_buffer(struct rb_scrubber *s, const char *in_, size_t len, struct r
 	if (!in && len)
 		return rb_error_set(err, EINVAL, "scrub: NULL buffer of %zu bytes", len);
 	struct rb_scrub_spans sp = {0};
-	size_t n;
+	size_t n = 0;
 	int r = rb_scrub_find_spans(s, in, len, &sp, &n, err);
 	if (r == 0)
 		r = rb_scrub_render(s, in, len, sp.v, n, out, counts, err);
@@ -728,9 +727,9 @@ int rb_scrub_harvest_cb(void *ctx, const char *in, size_t len, char **out, size_
                         struct rb_error *err)
 {
 	struct rb_scrub_counts c = {0};
-	struct rb_buf_out b;
+	struct rb_buf_out b = {0};
 	struct rb_scrub_spans sp = {0};
-	size_t n;
+	size_t n = 0;
 	*out = NULL;
 	*out_len = 0;
 	*redactions = NULL;

@@ -1038,11 +1038,10 @@ static void hier_init(struct ctx *c, struct hier *h, const char *ctrl)
 static void cg_init(struct ctx *c)
 {
 	struct statfs sf;
-	if (statfs("/sys/fs/cgroup", &sf) < 0)
-		c->cgmode = CG_NONE;
-	else if (sf.f_type == CGROUP2_SUPER_MAGIC)
+	bool found = statfs("/sys/fs/cgroup", &sf) == 0;
+	if (found && sf.f_type == CGROUP2_SUPER_MAGIC)
 		c->cgmode = CG_UNIFIED;
-	else if (sf.f_type == TMPFS_MAGIC) {
+	else if (found && sf.f_type == TMPFS_MAGIC) {
 		struct statfs uf;
 		c->cgmode = statfs("/sys/fs/cgroup/unified", &uf) == 0 && uf.f_type == CGROUP2_SUPER_MAGIC ? CG_HYBRID
 		                                                                                           : CG_LEGACY;

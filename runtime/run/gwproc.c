@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/paths.h"
 #include "common/util.h"
 
 #ifndef CLONE_INTO_CGROUP
@@ -192,12 +192,10 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	gw->pidfd = gw->out = -1;
 	if (n_fds > MAX_LISTEN_FDS)
 		return rb_error_set(err, E2BIG, "gateway: %u listeners", n_fds);
-	char exe[PATH_MAX], bin[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n < 0)
-		return rb_error_set(err, errno, "readlink `/proc/self/exe`");
-	exe[n] = '\0';
-	snprintf(bin, sizeof bin, "%s/runbox-gateway", dirname(exe));
+	struct rb_parts parts;
+	if (rb_parts_find(&parts, err) < 0)
+		return -1;
+	const char *bin = parts.gateway;
 
 	/* The config (with the key) goes through a socket, never argv or the environment; a
 	 * socket, so a gateway that died early costs an EPIPE (MSG_NOSIGNAL), not a SIGPIPE. */

@@ -38,7 +38,7 @@ struct rb_gwproc {
 	size_t line_len;
 };
 
-/* Starts runbox-gateway (beside the running binary) serving fds for run_id with key, and
+/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds for run_id with key, and
  * returns once it has said it serves. It starts in cg's gateway leaf (clone3 into it, or a
  * join before exec): it never runs a request outside the run's cgroup, and if it cannot join
  * it does not start. With the "none" manager (or cg NULL) it runs in the runner's cgroup, and

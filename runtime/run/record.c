@@ -196,7 +196,7 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 		json_object_set_new(d, "pids_peak", json_integer((json_int_t)res->cgroup.pids_peak));
 	json_object_set_new(d, "host_cpu_ms", json_real((double)(res->host.cpu_user_us + res->host.cpu_sys_us) / 1000));
 	json_object_set_new(d, "output_dropped_bytes",
-	                    json_integer((json_int_t)(res->host.stdout_dropped + res->host.stderr_dropped)));
+	                    json_integer((json_int_t)res->host.stdout_dropped + (json_int_t)res->host.stderr_dropped));
 	if (append(rec, "step_end", d, err) < 0)
 		return -1;
 	/* Each gateway call is its own event: door, connector, method, route, status, bytes,

@@ -36,7 +36,7 @@ static void put(SHA256_CTX *sha, const char *s)
 
 static void hex_of(const unsigned char md[SHA256_DIGEST_LENGTH], char out[65])
 {
-	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
+	for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 

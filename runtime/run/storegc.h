@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/paths.h"
 
-#define RB_STORE_RETENTION_S (30u * 24 * 3600) /* the default: 30 days */
+#define RB_STORE_RETENTION_S ((uint64_t)30 * 24 * 3600) /* the default: 30 days */
 
 /* The ledger time (`2026-11-24T18:03:00.000Z`) retention_s ago. */
 void rb_store_cutoff(uint64_t retention_s, char out[32]);

@@ -26,8 +26,8 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
-#define BATCH_LIMIT (32 * 1024)
-#define RECV_SIZE   (64 * 1024)
+#define BATCH_LIMIT ((size_t)32 * 1024)
+#define RECV_SIZE   ((size_t)64 * 1024)
 #define L4_ANY      (-1)
 
 /* What each counter catches: the family, and the layer-4 protocol (or any). */
@@ -86,7 +86,7 @@ static int exchange(int fd, const void *msg, size_t len, uint32_t seq_lo, uint32
 	_cleanup_free_ char *buf = malloc(RECV_SIZE);
 	if (!buf)
 		return -1;
-	struct sockaddr_nl self;
+	struct sockaddr_nl self = {0};
 	socklen_t sl = sizeof self;
 	if (getsockname(fd, (struct sockaddr *)&self, &sl) < 0)
 		// cppcheck-suppress memleak ; buf is _cleanup_free_, which cppcheck does not model
@@ -364,7 +364,7 @@ static int on_obj(const struct nlmsghdr *nlh, void *data)
 	if (r == 0 && table && name && !strcmp(table, RB_NFT_TABLE) &&
 	    nftnl_obj_get_u32(o, NFTNL_OBJ_TYPE) == NFT_OBJECT_COUNTER) {
 		for (int c = 0; c < RB_NFT_NCOUNTERS; c++) {
-			if (strcmp(name, counters[c].name))
+			if (strcmp(name, counters[c].name) != 0)
 				continue;
 			ctx->out[c].packets = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
 			ctx->out[c].bytes = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_BYTES);

@@ -225,7 +225,7 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 
 /* The spawner's stack, which init's copy of the memory keeps as its own: room for init's whole
  * life. Untouched pages cost nothing. */
-#define SPAWNER_STACK (4 * 1024 * 1024)
+#define SPAWNER_STACK ((size_t)4 * 1024 * 1024)
 
 int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
                       struct rb_error *err)

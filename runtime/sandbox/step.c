@@ -210,7 +210,7 @@ static int child(void *arg)
 
 /* The child's stack, kept for the init's later steps. The child uses a few KiB: hardening and
  * an execve; a guard page below catches the unexpected. */
-#define CHILD_STACK (256 * 1024)
+#define CHILD_STACK ((size_t)256 * 1024)
 
 static char *child_stack(void)
 {

@@ -37,7 +37,11 @@ done
 
 # OpenSSL 3's provider layer: EVP_MD_fetch is its entry; runbox uses SHA256_* directly.
 # Control: a unit test that calls HMAC() through EVP has it.
-provider() { nm "$1" 2>/dev/null | grep -qE ' (EVP_MD_fetch|OSSL_PROVIDER_load)$'; }
+# With a shared libcrypto (LIBCRYPTO_STATIC=0) the calls into it are imports instead.
+provider() {
+	nm "$1" 2>/dev/null | grep -qE ' (EVP_MD_fetch|OSSL_PROVIDER_load)$' ||
+		nm -D --undefined-only "$1" 2>/dev/null | grep -qE ' (EVP_MD_fetch|EVP_Digest[A-Za-z_]*|EVP_sha[0-9_]+|EVP_MAC_[A-Za-z_]+|HMAC[A-Za-z_]*|OSSL_[A-Za-z_]+)@'
+}
 if provider "$ROOT/runbox"; then not_ok "runbox links no OpenSSL provider machinery" "EVP_MD_fetch is in"
 else ok "runbox links no OpenSSL provider machinery"; fi
 tok=$ROOT/build/unit/test_token
@@ -47,3 +51,20 @@ if [ -x "$tok" ]; then
 else
 	skip "control: test_token links the provider machinery" "build/unit/test_token not built"
 fi
+
+# The link (Makefile, docs/benchmarks.md "Linking"): the libraries a distribution updates are
+# loaded shared, so their fixes (and libseccomp's syscall table) reach runbox without a
+# rebuild; libcrypto and libarchive are linked in. Control: the static probe needs nothing,
+# so an empty list is what a static link looks like to this check.
+needed() { readelf -dW "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'; }
+for lib in libseccomp.so.2 libcap.so.2 libnftnl.so.11 libmnl.so.0 libjansson.so.4 libsqlite3.so.0; do
+	if needed "$ROOT/runbox" | grep -qx "$lib"; then ok "runbox loads $lib shared"
+	else not_ok "runbox loads $lib shared" "needed: $(needed "$ROOT/runbox" | tr '\n' ' ')"; fi
+done
+for lib in libcrypto.so.3 libarchive.so.13; do
+	if needed "$ROOT/runbox" | grep -qx "$lib"; then not_ok "runbox links ${lib%%.so*} statically" "it loads $lib"
+	else ok "runbox links ${lib%%.so*} statically"; fi
+done
+if [ -z "$(needed "$PROBE")" ] && needed "$ROOT/runbox" | grep -qx 'libc.so.6'; then
+	ok "control: the static probe needs no library, runbox needs libc"
+else not_ok "control: the static probe needs no library, runbox needs libc" "probe: $(needed "$PROBE" | tr '\n' ' ')"; fi

@@ -9,7 +9,7 @@ lib_init rootfs
 # clean. Control: inside the same run the file is there, so the later check can see it.
 # As root the image is idmapped to the sandbox's ids, so even its /etc is root's inside;
 # rootless, an image that host root built keeps its owner unmapped: only the overlay's own
-# top directory is the sandbox's (docs/design.md).
+# top directory is the sandbox's (docs/internals/design.md).
 if [ "$MODE" = root ]; then img_marker=etc/rbx-overlay-test; else img_marker=rbx-overlay-test; fi
 if [ "$MODE" != root ]; then
 	sb -- /bin/probe write /etc/rbx-overlay-test x
