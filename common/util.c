@@ -185,7 +185,7 @@ int rb_read_document(const char *path, size_t max, char **out, struct rb_error *
 	size_t len = 0;
 	if (read_fd(fd, path, max, &text, &len, err) < 0)
 		return -1;
-	if (strlen(text) != len)
+	if (!text || strlen(text) != len)
 		return rb_error_set(err, EINVAL, "`%s`: contains a NUL byte", path);
 	*out = rb_steal_ptr(&text);
 	return 0;

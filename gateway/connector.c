@@ -23,7 +23,7 @@
 #include "common/log.h"
 #include "gateway/decide.h"
 
-#define READ_BLOCK (32 * 1024)
+#define READ_BLOCK ((size_t)32 * 1024)
 
 uint64_t rb_gw_now_us(void)
 {
@@ -628,8 +628,10 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 		const char *h = strstr(v.conn->url, "://") + 3;
 		snprintf(uhost, sizeof uhost, "%.*s", (int)strcspn(h, "/"), h);
 	}
-	if (v.status)
-		return rb_gw_deny(ctx, mc, v.status, "connector", name, method, v.rule, uhost, v.error, v.hint, t0_us);
+	if (v.status || !v.conn)
+		return rb_gw_deny(ctx, mc, v.status ? v.status : 500, "connector", name, method,
+		                  v.status ? v.rule : "internal", uhost, v.status ? v.error : "no connector decided",
+		                  v.status ? v.hint : "report this to the operator", t0_us);
 	const struct rb_gw_secret *sec = &ctx->secrets[v.conn - ctx->conf->connectors];
 	if (sec->error[0] || !sec->len) {
 		char e[300];

@@ -25,8 +25,8 @@
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
-#define CONN_MEMORY    (32 * 1024)   /* request headers beyond this get 431/413 from libmicrohttpd */
-#define BODY_MAX       (1024 * 1024) /* a connector call's request body, held until it is sent */
+#define CONN_MEMORY    (32 * 1024)           /* request headers beyond this get 431/413 from libmicrohttpd */
+#define BODY_MAX       ((size_t)1024 * 1024) /* a connector call's request body, held until it is sent */
 
 struct rb_gateway {
 	struct rb_gateway_scope scope;

@@ -105,6 +105,8 @@ static int command(const struct rb_recipe *r, const char *tree, struct argv *a, 
 static int run_mmdebstrap(const struct argv *a, const struct rb_recipe *r, const struct rb_build_opts *o,
                           struct rb_error *err)
 {
+	if (!a->n || !a->v[0])
+		return rb_error_set(err, EINVAL, "image build: no command");
 	char epoch[32];
 	snprintf(epoch, sizeof epoch, "%lld", (long long)r->source_date_epoch);
 	pid_t pid = fork();

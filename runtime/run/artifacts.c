@@ -194,6 +194,7 @@ int rb_artifact_export(const char *store_dir, const char *digest, int dirfd, con
 		return rb_error_set(err, ENOMEM, "artifact path `%s`", relpath);
 	_cleanup_close_ int dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
 	if (dfd < 0)
+		// cppcheck-suppress memleak ; path is _cleanup_free_
 		return rb_error_set(err, errno, "artifact path `%s`", relpath);
 	char *name = path;
 	for (char *slash; (slash = strchr(name, '/')); name = slash + 1) {

@@ -38,13 +38,12 @@ struct rb_gwproc {
 	size_t line_len;
 };
 
-/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds for run_id with key, and
- * returns once it has said it serves. It starts in cg's gateway leaf (clone3 into it, or a
- * join before exec): it never runs a request outside the run's cgroup, and if it cannot join
- * it does not start. With the "none" manager (or cg NULL) it runs in the runner's cgroup, and
- * gw->cgroup says why. A failed join or exec (the errno comes back over a CLOEXEC pipe), an
- * exit before the readiness byte, or no byte within RB_GWPROC_READY_MS is an error naming the
- * binary or the cgroup; nothing is left running then. */
+/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds for run_id with key,
+ * and returns once it has said it serves. It starts in cg's gateway leaf (clone3 into it, or a join before exec): it
+ * never runs a request outside the run's cgroup, and if it cannot join it does not start. With the "none" manager (or
+ * cg NULL) it runs in the runner's cgroup, and gw->cgroup says why. A failed join or exec (the errno comes back over a
+ * CLOEXEC pipe), an exit before the readiness byte, or no byte within RB_GWPROC_READY_MS is an error naming the binary
+ * or the cgroup; nothing is left running then. */
 int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, const char *run_id,
                     const uint8_t *key, size_t keylen, struct rb_error *err);
 /* The fd to poll for the gateway's death (POLLIN), or -1 when it is not running. */

@@ -120,7 +120,7 @@ static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_er
 
 	int r = rb_record_step_start(&rf->rec, i + 1, st->name, skill ? "skill" : "script", text, text_len,
 	                             skill ? st->inputs : NULL, bundle, err);
-	struct rb_step_result res;
+	struct rb_step_result res = {0};
 	if (r == 0)
 		r = rb_run_exec(run, &req, &res, err); /* it writes the step ahead, then commits it */
 	for (char **e = env; *e; e++)

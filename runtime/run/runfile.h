@@ -22,7 +22,7 @@ struct rb_runfile_opts {
 	void (*on_step)(void *ctx, const json_t *step);
 	void (*on_end)(void *ctx, const json_t *result);
 	void *ctx;
-	const char *gateway_config;           /* --gateway-config, or NULL */
+	const char *gateway_config; /* --gateway-config, or NULL */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
