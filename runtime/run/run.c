@@ -934,8 +934,8 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 			rb_warn("step %u runs in the run's cgroup: %s", step_no, cerr.msg);
 		}
 	}
-	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o, s:b}", "op", "exec", "argv", args, "env", env, "cwd",
-	                        "/workspace", "files", files, "cgroup", step_cgroup);
+	json_t *msg = json_pack("{s:s, s:I, s:o, s:o, s:s, s:o, s:b}", "op", "exec", "id", (json_int_t)step_no, "argv",
+	                        args, "env", env, "cwd", "/workspace", "files", files, "cgroup", step_cgroup);
 	if (r == 0)
 		r = save_state(run, err); /* what is about to run, written ahead of the ledger */
 	_cleanup_close_ int tfd = r == 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC) : -1;
