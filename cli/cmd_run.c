@@ -8,9 +8,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/cleanup.h"
+#include "common/ttysafe.h"
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -18,6 +23,62 @@
 #include "runtime/run/result.h"
 #include "runtime/run/runfile.h"
 #include "runtime/run/run.h"
+#include "runtime/run/session.h"
+
+/* Signals belong to the CLI: SIGINT and SIGTERM become the run's cancel, an eventfd that
+ * the handler writes the signal's number to (the session reads it, runtime/run/session.h).
+ * Process-wide by nature: a handler has only globals to find its fd. */
+static int cancel_efd = -1;
+
+static void on_cancel_signal(int sig)
+{
+	int saved = errno;
+	uint64_t v = (uint64_t)sig;
+	if (write(cancel_efd, &v, sizeof v) < 0)
+		(void)0; /* the counter is full: a cancel is pending anyway */
+	errno = saved;
+}
+
+static int wire_cancel(void)
+{
+	if (cancel_efd < 0)
+		cancel_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (cancel_efd < 0)
+		return -1;
+	struct sigaction sa = {.sa_handler = on_cancel_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return cancel_efd;
+}
+
+/* The terminal is the CLI's too: the step's output copied to ours as it comes, and to a
+ * terminal with control bytes shown, never obeyed. A reader gone (`| head -1`, EPIPE) closes
+ * that stream of the step. */
+struct term_sink {
+	struct rb_ttysafe tty[2];
+	bool is_tty[2];
+};
+
+static int to_terminal(void *ctx, const struct rb_chunk *c)
+{
+	struct term_sink *t = ctx;
+	int i = c->stream == RB_STREAM_STDERR;
+	int fd = i ? STDERR_FILENO : STDOUT_FILENO;
+	int r = 0;
+	if (!c->data) {
+		char tail[8];
+		if (t->is_tty[i])
+			r = rb_write_all(fd, tail, rb_ttysafe_end(&t->tty[i], tail));
+	} else if (t->is_tty[i]) {
+		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(c->len));
+		if (safe)
+			r = rb_write_all(fd, safe, rb_ttysafe(&t->tty[i], c->data, c->len, safe));
+	} else {
+		r = rb_write_all(fd, c->data, c->len);
+	}
+	return r < 0 && errno == EPIPE ? -1 : 0;
+}
 
 static void usage(FILE *f)
 {
@@ -56,6 +117,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	                 .image = cfg->image,
 	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
 	    .net_mode = cfg->net_mode,
+	    .cancel_fd = cfg->cancel_fd,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -130,7 +192,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct rb_run_config cfg = {.net_mode = -1};
+	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel()};
 	const char *inputs[RB_MAX_INPUTS];
 	bool json = false;
 	optind = 1;
@@ -258,7 +320,8 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
-	if (rb_run_step(&run, cmd, !json, &res, &err) < 0) {
+	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
+	if (rb_run_step(&run, cmd, json ? NULL : to_terminal, &term, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */
 		rb_run_close(&run);

@@ -421,6 +421,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .pids = top->pids,
 	    .cpus = top->cpus,
 	    .net_mode = o->net_mode,
+	    .cancel_fd = o->cancel_fd,
 	    .input_reqs = rf->input_reqs,
 	    .n_inputs = (unsigned)m->n_inputs,
 	    .skill_dirs = rf->skill_dirs,

@@ -13,6 +13,7 @@ struct rb_runfile_opts {
 	const char *state_dir;                /* NULL: the default location */
 	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
 	int net_mode;                         /* --net: -1 when not given */
+	int cancel_fd;                        /* the run's cancel (rb_run_config.cancel_fd) */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
