@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -78,6 +79,46 @@ static int to_terminal(void *ctx, const struct rb_chunk *c)
 		r = rb_write_all(fd, c->data, c->len);
 	}
 	return r < 0 && errno == EPIPE ? -1 : 0;
+}
+
+/* One --input, as the library takes it: a struct, the string stays here. SRC[:DEST], where
+ * DEST lies under /workspace/in/: an argument that names an existing host path is all SRC
+ * (a path may hold `:`), else it splits at its last `:/workspace/in/`, else at its first `:`
+ * (whose DEST the library then refuses, naming it). */
+struct input_arg {
+	char what[4200];
+	char *from;
+	struct rb_input_req req;
+};
+
+static int parse_input(const char *arg, struct input_arg *in)
+{
+	snprintf(in->what, sizeof in->what, "--input `%s`", arg);
+	struct stat st;
+	const char *split = NULL;
+	if (lstat(arg, &st) < 0) {
+		for (const char *p = strstr(arg, ":/workspace/in/"); p; p = strstr(p + 1, ":/workspace/in/"))
+			split = p;
+		if (!split)
+			split = strchr(arg, ':');
+	}
+	in->from = split ? strndup(arg, (size_t)(split - arg)) : strdup(arg);
+	if (!in->from)
+		return -1;
+	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what};
+	return 0;
+}
+
+struct input_list {
+	struct input_arg *v;
+	unsigned n;
+};
+
+static void free_inputs(struct input_list *l)
+{
+	for (unsigned i = 0; l->v && i < l->n; i++)
+		free(l->v[i].from);
+	free(l->v);
 }
 
 static void usage(FILE *f)
@@ -285,7 +326,17 @@ int rb_cmd_run(int argc, char **argv)
 	if (optind == argc - 1 && strcmp(argv[optind - 1], "--") != 0 && alen > 5 &&
 	    !strcmp(argv[optind] + alen - 5, ".json"))
 		return run_manifest(argv[optind], &cfg);
-	cfg.inputs = inputs;
+	__attribute__((cleanup(free_inputs))) struct input_list ins = {calloc(cfg.n_inputs + 1, sizeof *ins.v),
+	                                                               cfg.n_inputs};
+	struct rb_input_req reqs[RB_MAX_INPUTS];
+	for (unsigned i = 0; i < cfg.n_inputs; i++) {
+		if (!ins.v || parse_input(inputs[i], &ins.v[i]) < 0) {
+			rb_err("--input: out of memory");
+			return 125;
+		}
+		reqs[i] = ins.v[i].req;
+	}
+	cfg.input_reqs = reqs;
 	char **cmd = argv + optind;
 	/* The command travels as JSON text (to init, into the ledger): bytes that are not UTF-8
 	 * cannot be carried exactly, and are refused before anything runs or is recorded. */

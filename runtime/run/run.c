@@ -88,26 +88,14 @@ static int check_requested(const struct rb_run_config *cfg, const struct rb_poli
 	return 0;
 }
 
-/* One --input "SRC[:DEST]" (split at the first ':'), or a manifest's input, opened and checked:
- * never-inputs, the policy's inputs.allow, and no two on one place. *what names it. */
+/* One input, opened and checked: never-inputs, the policy's inputs.allow, and no two on one
+ * place. *what names it. */
 static int open_input(const struct rb_run_config *cfg, struct rb_run *run, unsigned i, char **what,
                       struct rb_error *err)
 {
-	if (cfg->input_reqs) {
-		if (!(*what = strdup(cfg->input_reqs[i].what)))
-			return rb_error_set(err, ENOMEM, "run");
-		return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
-	}
-	if (asprintf(what, "--input `%s`", cfg->inputs[i]) < 0) {
-		*what = NULL;
+	if (!(*what = strdup(cfg->input_reqs[i].what)))
 		return rb_error_set(err, ENOMEM, "run");
-	}
-	const char *arg = cfg->inputs[i], *colon = strchr(arg, ':');
-	char src[PATH_MAX];
-	if (snprintf(src, sizeof src, "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg) >= (int)sizeof src)
-		return rb_error_set(err, ENAMETOOLONG, "%s", *what);
-	struct rb_input_req req = {src, colon ? colon + 1 : NULL, *what};
-	return rb_input_open(&req, &run->inputs[i], err);
+	return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
 }
 
 static int open_inputs(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)

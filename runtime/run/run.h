@@ -34,8 +34,7 @@ struct rb_run_config {
 	uint64_t pids;
 	double cpus;
 	int net_mode;                          /* -1: the policy's */
-	const char *const *inputs;             /* "SRC[:DEST]" (the command line's --input) */
-	const struct rb_input_req *input_reqs; /* instead of inputs: each with its own name */
+	const struct rb_input_req *input_reqs; /* n_inputs of them, each with its own name */
 	unsigned n_inputs;
 	const char *const *skill_dirs; /* bundle folders, mounted at /workspace/skills/<name> */
 	const char *const *skill_names;
