@@ -234,7 +234,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel()};
-	const char *inputs[RB_MAX_INPUTS];
+	const char *inputs[RB_MAX_INPUTS] = {0};
 	bool json = false;
 	optind = 1;
 	opterr = 0;

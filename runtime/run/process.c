@@ -116,7 +116,7 @@ static void scrub_emit(struct stream_out *so, const char *chunk, size_t n)
 			emit(so, chunk, n);
 		return;
 	}
-	struct rb_buf_out o;
+	struct rb_buf_out o = {0};
 	struct rb_error err;
 	int r = 0;
 	if (!so->scrub && !chunk)
@@ -677,7 +677,7 @@ int rb_proc_start(struct rb_session *s, const struct rb_proc_req *req, struct rb
 			rb_session_kill(s, NULL); /* no process runs without its deadline */
 			return -1;
 		}
-		tfd = -1; /* the slot's now */
+		(void)rb_steal_fd(&tfd); /* the slot's now */
 	}
 	if (rb_session_watch(s, &p->out, q.out_r) < 0 || rb_session_watch(s, &p->err, q.err_r) < 0) {
 		rb_error_set(err, errno, "session: epoll");

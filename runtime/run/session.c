@@ -14,6 +14,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "runtime/run/session-internal.h"
 #include "runtime/sandbox/channel.h"
 
@@ -184,7 +185,7 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 	s->next_id = 1;
 	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,  &s->grace,
 	                         &s->gw4, &s->gw6,       &s->gw_proc, &s->linger};
-	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++)
+	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
 	s->init_exit.handler = on_init_exit;
@@ -238,7 +239,7 @@ int rb_session_add(struct rb_session *s, struct rb_proc *p)
 {
 	if (s->n_procs == s->cap_procs) {
 		unsigned cap = s->cap_procs ? s->cap_procs * 2 : 4;
-		struct rb_proc **v = realloc(s->procs, cap * sizeof *v);
+		struct rb_proc **v = realloc(s->procs, cap * sizeof(struct rb_proc *));
 		if (!v)
 			return -1;
 		s->procs = v;
@@ -266,7 +267,7 @@ void rb_session_close(struct rb_session *s)
 	if (!s->dead)
 		rb_session_kill(s, "the session was closed");
 	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->linger};
-	for (size_t i = 0; i < sizeof slots / sizeof *slots; i++)
+	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		rb_session_watch(s, slots[i], -1);
 	for (unsigned i = 0; i < s->n_procs; i++)
 		s->procs[i]->s = NULL; /* a handle outlives its session: readable, not startable */
