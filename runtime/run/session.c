@@ -78,9 +78,12 @@ static void on_ctl(struct rb_session *s, struct watch *w)
 		return;
 	}
 	const char *ev = json_string_value(json_object_get(m, "ev"));
-	struct rb_proc *p = proc_by_id(s, (int64_t)json_integer_value(json_object_get(m, "id")));
+	int64_t id = (int64_t)json_integer_value(json_object_get(m, "id"));
+	struct rb_proc *p = proc_by_id(s, id);
 	if (ev && p && !p->done)
 		rb_proc_on_event(p, ev, m);
+	else if (ev && !p && id > 0 && !strcmp(ev, "started"))
+		rb_session_send_signal(s, id, SIGKILL); /* its handle was freed before it started */
 	json_decref(m);
 }
 

@@ -239,6 +239,32 @@ static void close_kills_what_is_left(void **state)
 	rb_proc_free(p);
 }
 
+/* A handle freed before init said `started` leaves nothing running: the late start is killed.
+ * Control: a process kept alongside it is still there. */
+static void freed_before_start_is_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *kept = start(f, "exec sleep 30", 0, false);
+	struct rb_error err = {0};
+	while (rb_proc_pid(kept) == 0)
+		assert_int_equal(rb_session_dispatch(f->s, 1000, &err), 0);
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)f->run.sb.init_pid);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(procs_in_ns(st.st_ino), 2); /* init and the kept one */
+	struct rb_proc *gone = start(f, "exec sleep 30", 0, false);
+	rb_proc_free(gone); /* before any dispatch: init has not said `started` yet */
+	unsigned n = 0;
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(rb_session_dispatch(f->s, 50, &err), 0);
+		n = procs_in_ns(st.st_ino);
+	}
+	assert_int_equal(n, 2);
+	assert_false(rb_proc_done(kept));
+	rb_proc_free(kept);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +273,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(signal_one, setup, teardown),
 	    cmocka_unit_test_setup_teardown(timeout_kills_only_its_process, setup, teardown),
 	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
+	    cmocka_unit_test_setup_teardown(freed_before_start_is_killed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
