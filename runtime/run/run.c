@@ -585,7 +585,7 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 void rb_run_stop(struct rb_run *run)
 {
 	rb_debug("run: stop");
-	rb_session_close(run->session); /* unwatches what the sandbox's end closes */
+	rb_session_release(run->session); /* SIGKILL to init, not waited for */
 	if (run->started)
 		rb_sandbox_kill(&run->sb);
 	rb_gwproc_stop(&run->gw);

@@ -96,6 +96,9 @@ struct rb_proc {
 /* The session's side of a process (process.c calls them). */
 int rb_session_watch(struct rb_session *s, struct watch *w, int fd);
 void rb_session_kill(struct rb_session *s, const char *why);
+/* rb_session_close without waiting for the sandbox's end: SIGKILL to init, reaped later by
+ * rb_run_close while the runner commits the ledger (rb_run_stop). */
+void rb_session_release(struct rb_session *s);
 void rb_session_send_signal(struct rb_session *s, int64_t id, int sig);
 void rb_session_forget(struct rb_session *s, struct rb_proc *p);
 int rb_session_add(struct rb_session *s, struct rb_proc *p);

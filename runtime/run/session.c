@@ -53,20 +53,36 @@ void rb_session_send_signal(struct rb_session *s, int64_t id, int sig)
 	json_decref(m);
 }
 
-/* The sandbox goes (SIGKILL to init, the cgroup killed): every process still running ends
- * with why, unless its own deadline or a cancel already named the reason. */
-void rb_session_kill(struct rb_session *s, const char *why)
+static void drop_grace(struct rb_session *s)
+{
+	int fd = s->grace.fd;
+	rb_session_watch(s, &s->grace, -1);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The sandbox goes (SIGKILL to init; reaped and the cgroup killed when reap): every process
+ * still running ends with why, unless its own deadline or a cancel already named the reason. */
+static void end_session(struct rb_session *s, const char *why, bool reap)
 {
 	rb_session_watch(s, &s->ctl, -1);
 	rb_session_watch(s, &s->init_exit, -1);
-	rb_session_watch(s, &s->grace, -1);
 	rb_session_watch(s, &s->gw4, -1);
 	rb_session_watch(s, &s->gw6, -1);
+	drop_grace(s);
 	s->dead = true;
-	rb_run_kill_sandbox(s->run);
+	if (reap)
+		rb_run_kill_sandbox(s->run);
+	else
+		rb_sandbox_kill(&s->run->sb);
 	for (unsigned i = 0; i < s->n_procs; i++)
 		if (!s->procs[i]->done)
 			rb_proc_end(s->procs[i], why);
+}
+
+void rb_session_kill(struct rb_session *s, const char *why)
+{
+	end_session(s, why, true);
 }
 
 static void on_ctl(struct rb_session *s, struct watch *w)
@@ -263,12 +279,12 @@ void rb_session_forget(struct rb_session *s, struct rb_proc *p)
 		}
 }
 
-void rb_session_close(struct rb_session *s)
+static void session_free(struct rb_session *s, bool reap)
 {
 	if (!s)
 		return;
 	if (!s->dead)
-		rb_session_kill(s, "the session was closed");
+		end_session(s, "the session was closed", reap);
 	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->linger};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		rb_session_watch(s, slots[i], -1);
@@ -278,4 +294,14 @@ void rb_session_close(struct rb_session *s)
 	close(s->epfd);
 	s->run->session = NULL;
 	free(s);
+}
+
+void rb_session_close(struct rb_session *s)
+{
+	session_free(s, true);
+}
+
+void rb_session_release(struct rb_session *s)
+{
+	session_free(s, false);
 }
