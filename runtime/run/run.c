@@ -6,17 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +21,6 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/never_input.h"
-#include "common/ttysafe.h"
 #include "common/util.h"
 #include "runtime/sandbox/channel.h"
 #include "runtime/sandbox/idslice.h"
