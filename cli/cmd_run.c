@@ -9,12 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/cleanup.h"
+#include "common/ttysafe.h"
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -26,6 +29,102 @@
 #include "runtime/run/result.h"
 #include "runtime/run/runfile.h"
 #include "runtime/run/run.h"
+#include "runtime/run/session.h"
+
+/* Signals belong to the CLI: SIGINT and SIGTERM become the run's cancel, an eventfd that
+ * the handler writes the signal's number to (the session reads it, runtime/run/session.h).
+ * Process-wide by nature: a handler has only globals to find its fd. */
+static int cancel_efd = -1;
+
+static void on_cancel_signal(int sig)
+{
+	int saved = errno;
+	uint64_t v = (uint64_t)sig;
+	if (write(cancel_efd, &v, sizeof v) < 0)
+		(void)0; /* the counter is full: a cancel is pending anyway */
+	errno = saved;
+}
+
+static int wire_cancel(void)
+{
+	if (cancel_efd < 0)
+		cancel_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (cancel_efd < 0)
+		return -1;
+	struct sigaction sa = {.sa_handler = on_cancel_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return cancel_efd;
+}
+
+/* The terminal is the CLI's too: the step's output copied to ours as it comes, and to a
+ * terminal with control bytes shown, never obeyed. A reader gone (`| head -1`, EPIPE) closes
+ * that stream of the step. */
+struct term_sink {
+	struct rb_ttysafe tty[2];
+	bool is_tty[2];
+};
+
+static int to_terminal(void *ctx, const struct rb_chunk *c)
+{
+	struct term_sink *t = ctx;
+	int i = c->stream == RB_STREAM_STDERR;
+	int fd = i ? STDERR_FILENO : STDOUT_FILENO;
+	int r = 0;
+	if (!c->data) {
+		char tail[8];
+		if (t->is_tty[i])
+			r = rb_write_all(fd, tail, rb_ttysafe_end(&t->tty[i], tail));
+	} else if (t->is_tty[i]) {
+		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(c->len));
+		if (safe)
+			r = rb_write_all(fd, safe, rb_ttysafe(&t->tty[i], c->data, c->len, safe));
+	} else {
+		r = rb_write_all(fd, c->data, c->len);
+	}
+	return r < 0 && errno == EPIPE ? -1 : 0;
+}
+
+/* One --input, as the library takes it: a struct, the string stays here. SRC[:DEST], where
+ * DEST lies under /workspace/in/: an argument that names an existing host path is all SRC
+ * (a path may hold `:`), else it splits at its last `:/workspace/in/`, else at its first `:`
+ * (whose DEST the library then refuses, naming it). */
+struct input_arg {
+	char what[4200];
+	char *from;
+	struct rb_input_req req;
+};
+
+static int parse_input(const char *arg, struct input_arg *in)
+{
+	snprintf(in->what, sizeof in->what, "--input `%s`", arg);
+	struct stat st;
+	const char *split = NULL;
+	if (lstat(arg, &st) < 0) {
+		for (const char *p = strstr(arg, ":/workspace/in/"); p; p = strstr(p + 1, ":/workspace/in/"))
+			split = p;
+		if (!split)
+			split = strchr(arg, ':');
+	}
+	in->from = split ? strndup(arg, (size_t)(split - arg)) : strdup(arg);
+	if (!in->from)
+		return -1;
+	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what};
+	return 0;
+}
+
+struct input_list {
+	struct input_arg *v;
+	unsigned n;
+};
+
+static void free_inputs(struct input_list *l)
+{
+	for (unsigned i = 0; l->v && i < l->n; i++)
+		free(l->v[i].from);
+	free(l->v);
+}
 
 static void usage(FILE *f)
 {
@@ -228,6 +327,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	    .on_end = x->json ? NULL : view_end,
 	    .ctx = &v,
 	    .gateway_config = cfg->gateway_config,
+	    .cancel_fd = cfg->cancel_fd,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -392,8 +492,8 @@ int rb_cmd_run(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct rb_run_config cfg = {.net_mode = -1};
-	const char *inputs[RB_MAX_INPUTS];
+	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel()};
+	const char *inputs[RB_MAX_INPUTS] = {0};
 	struct extras x = {0};
 	_cleanup_json_ json_t *labels = NULL;
 	const char *manifest = NULL;
@@ -551,7 +651,17 @@ int rb_cmd_run(int argc, char **argv)
 		rb_err("run: no command given (usage: runbox run [OPTIONS] -- CMD ARGS... | runbox run SPEC.json)");
 		return 125;
 	}
-	cfg.inputs = inputs;
+	__attribute__((cleanup(free_inputs))) struct input_list ins = {calloc(cfg.n_inputs + 1, sizeof *ins.v),
+	                                                               cfg.n_inputs};
+	struct rb_input_req reqs[RB_MAX_INPUTS];
+	for (unsigned i = 0; i < cfg.n_inputs; i++) {
+		if (!ins.v || parse_input(inputs[i], &ins.v[i]) < 0) {
+			rb_err("--input: out of memory");
+			return 125;
+		}
+		reqs[i] = ins.v[i].req;
+	}
+	cfg.input_reqs = reqs;
 	char **cmd = argv + optind;
 	/* The command travels as JSON text (to init, into the ledger): bytes that are not UTF-8
 	 * cannot be carried exactly, and are refused before anything runs or is recorded. */
@@ -594,7 +704,8 @@ int rb_cmd_run(int argc, char **argv)
 	}
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
-	struct rb_step_req req = {.argv = cmd, .passthrough = !x.json, .cwd = x.workdir};
+	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
+	struct rb_step_req req = {.argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
 	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */

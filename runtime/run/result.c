@@ -15,8 +15,7 @@ static const char *status_name(enum rb_step_status s)
 	return names[s];
 }
 
-/* Text when it is valid UTF-8, else base64 under "<key>_base64". */
-static void put_output(json_t *o, const char *key, const struct rb_buf *b)
+void rb_result_put_output(json_t *o, const char *key, const struct rb_buf *b)
 {
 	const char *data = b->data ? b->data : "";
 	json_t *s = json_stringn(data, b->len);
@@ -47,11 +46,8 @@ static json_t *limit_json(const struct rb_limit_status *ls, json_t *requested)
 	return o;
 }
 
-json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struct rb_step_result *res)
+void rb_result_step_fields(json_t *o, const struct rb_step_result *res)
 {
-	json_t *o = json_object();
-	json_object_set_new(o, "run_id", json_string(run->id));
-	json_object_set_new(o, "status", json_string(status_name(res->status)));
 	json_object_set_new(o, "exit", json_integer(rb_step_exit_code(res)));
 	if (res->status == RB_STEP_EXITED)
 		json_object_set_new(o, "exit_code", json_integer(res->exit_code));
@@ -62,12 +58,20 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	json_object_set_new(o, "seccomp_killed", json_boolean(res->seccomp_killed));
 	if (res->error[0])
 		json_object_set_new(o, "error", json_string(res->error));
-	size_t bad;
-	json_object_set_new(o, "command", rb_json_strv(argv, &bad)); /* null if one could not be text */
 	json_object_set_new(o, "wall_ms", json_real((double)res->wall_us / 1000.0));
 	json_object_set_new(o, "cpu",
 	                    json_pack("{s:f, s:f}", "user_ms", (double)res->user_us / 1000.0, "system_ms",
 	                              (double)res->sys_us / 1000.0));
+}
+
+json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struct rb_step_result *res)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "run_id", json_string(run->id));
+	json_object_set_new(o, "status", json_string(status_name(res->status)));
+	rb_result_step_fields(o, res);
+	size_t bad;
+	json_object_set_new(o, "command", rb_json_strv(argv, &bad)); /* null if one could not be text */
 	json_object_set_new(o, "image", json_pack("{s:s, s:s}", "name", run->image.name, "digest", run->image.digest));
 	json_object_set_new(o, "policy", json_pack("{s:s, s:s}", "name", run->policy.name, "hash", run->policy.hash));
 
@@ -128,9 +132,9 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	                              (json_int_t)h->stdout_read, "stdout_dropped_bytes", (json_int_t)h->stdout_dropped,
 	                              "stderr_read_bytes", (json_int_t)h->stderr_read, "stderr_dropped_bytes",
 	                              (json_int_t)h->stderr_dropped));
-	put_output(o, "stdout", &res->out);
+	rb_result_put_output(o, "stdout", &res->out);
 	json_object_set_new(o, "stdout_truncated", json_boolean(res->out.truncated));
-	put_output(o, "stderr", &res->err);
+	rb_result_put_output(o, "stderr", &res->err);
 	json_object_set_new(o, "stderr_truncated", json_boolean(res->err.truncated));
 
 	char um[128], gm[128];

@@ -11,6 +11,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "runtime/run/result.h"
 
 void rb_result_spill_init(struct rb_result_spill *sp, const char *state_dir, const char *run_id)
 {
@@ -40,8 +41,7 @@ void rb_result_spill_output(struct rb_result_spill *sp, unsigned step, const cha
 {
 	const char *data = b->data ? b->data : "";
 	if (b->len <= sp->output_left) {
-		json_t *t = json_stringn(data, b->len);
-		json_object_set_new(step_json, key, t ? t : json_string("(not UTF-8)"));
+		rb_result_put_output(step_json, key, b); /* as a one-step run's: text, or base64 */
 		sp->output_left -= b->len;
 		return;
 	}

@@ -6,17 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,16 +21,14 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/never_input.h"
-#include "common/ttysafe.h"
 #include "common/util.h"
 #include "runtime/sandbox/channel.h"
 #include "runtime/sandbox/idslice.h"
 #include "runtime/run/lifecycle.h"
+#include "runtime/run/session-internal.h"
 #include "scrub/scrub.h"
 
 extern char **environ;
-
-#define RB_CANCEL_GRACE_S 2
 
 /* One check for every host path bound in, inputs and skill bundles alike (what names which). */
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
@@ -89,26 +84,14 @@ static int check_requested(const struct rb_run_config *cfg, const struct rb_poli
 	return 0;
 }
 
-/* One --input "SRC[:DEST]" (split at the first ':'), or a manifest's input, opened and checked:
- * never-inputs, the policy's inputs.allow, and no two on one place. *what names it. */
+/* One input, opened and checked: never-inputs, the policy's inputs.allow, and no two on one
+ * place. *what names it. */
 static int open_input(const struct rb_run_config *cfg, struct rb_run *run, unsigned i, char **what,
                       struct rb_error *err)
 {
-	if (cfg->input_reqs) {
-		if (!(*what = strdup(cfg->input_reqs[i].what)))
-			return rb_error_set(err, ENOMEM, "run");
-		return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
-	}
-	if (asprintf(what, "--input `%s`", cfg->inputs[i]) < 0) {
-		*what = NULL;
+	if (!(*what = strdup(cfg->input_reqs[i].what)))
 		return rb_error_set(err, ENOMEM, "run");
-	}
-	const char *arg = cfg->inputs[i], *colon = strchr(arg, ':');
-	char src[PATH_MAX];
-	if (snprintf(src, sizeof src, "%.*s", colon ? (int)(colon - arg) : (int)strlen(arg), arg) >= (int)sizeof src)
-		return rb_error_set(err, ENAMETOOLONG, "%s", *what);
-	struct rb_input_req req = {src, colon ? colon + 1 : NULL, *what};
-	return rb_input_open(&req, &run->inputs[i], err);
+	return rb_input_open(&cfg->input_reqs[i], &run->inputs[i], err);
 }
 
 static int open_inputs(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
@@ -210,7 +193,7 @@ static bool setgroups_denied_here(void)
 	return deny;
 }
 
-static int save_state(struct rb_run *run, struct rb_error *err);
+int rb_run_save_state(struct rb_run *run, struct rb_error *err);
 
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
 {
@@ -221,6 +204,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 	run->bg_log = -1;
 	run->id_slice_fd = -1;
+	run->cancel_fd = cfg->cancel_fd > 0 ? cfg->cancel_fd : -1;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
@@ -363,7 +347,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 
 /* The run's state file, with the ledger's write-ahead (struct rb_run_ledger); rewritten only
  * when that changed since the last save. */
-static int save_state(struct rb_run *run, struct rb_error *err)
+int rb_run_save_state(struct rb_run *run, struct rb_error *err)
 {
 	json_t *wa = run->ledger.write_ahead ? run->ledger.write_ahead(run->ledger.ctx) : NULL;
 	if (run->state_saved && (wa == run->saved_write_ahead || json_equal(wa, run->saved_write_ahead))) {
@@ -386,7 +370,7 @@ int rb_run_keep_state(struct rb_run *run, struct rb_error *err)
 {
 	if (!run->state_saved)
 		return rb_error_set(err, 0, "run %s has no state file", run->id);
-	if (save_state(run, err) < 0)
+	if (rb_run_save_state(run, err) < 0)
 		return -1;
 	run->keep_state = true;
 	return 0;
@@ -418,7 +402,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
 	run->state_saved = false; /* it names the cgroup now */
-	if (save_state(run, err) < 0)
+	if (rb_run_save_state(run, err) < 0)
 		return -1;
 	if (run->policy.require_enforced && check_enforced(run, err) < 0)
 		return -1;
@@ -457,7 +441,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		run->gw.n_proxy = run->policy.n_proxy;
 	}
 	run->state_saved = false; /* and init */
-	if (save_state(run, err) < 0)
+	if (rb_run_save_state(run, err) < 0)
 		return -1;
 	run->begun = true;
 	return 0;
@@ -485,6 +469,16 @@ static int start_phase(struct rb_run *run, int (*phase)(struct rb_run *, struct 
 	return 0;
 }
 
+int rb_run_begin(struct rb_run *run, struct rb_error *err)
+{
+	return run->begun ? 0 : start_phase(run, begin, err);
+}
+
+int rb_run_await_ready(struct rb_run *run, struct rb_error *err)
+{
+	return run->ready ? 0 : start_phase(run, await_ready, err);
+}
+
 int rb_run_start(struct rb_run *run, struct rb_error *err)
 {
 	if (!run->begun && start_phase(run, begin, err) < 0)
@@ -494,237 +488,9 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
-static void buf_append(struct rb_buf *b, const char *data, size_t n)
-{
-	if (b->len + n > b->limit) {
-		b->truncated = true;
-		n = b->limit > b->len ? b->limit - b->len : 0;
-	}
-	if (!n)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->len + n + 1) * 2;
-		if (cap > b->limit + 1)
-			cap = b->limit + 1;
-		char *d = realloc(b->data, cap);
-		if (!d) {
-			b->truncated = true;
-			return;
-		}
-		b->data = d;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, data, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-}
-
-/* A step's scrubber, made when its first output byte comes: building one (the run token in
- * six encodings, the format rules) is ~1.4 ms and ~1.8 MiB that a step printing nothing, as
- * most do, never needs. given: the run's own (a manifest's), else one is made (own). */
-struct step_scrub {
-	struct rb_scrubber *given;
-	struct rb_scrubber *own;
-	const char *token;
-};
-
-/* Where a stream's bytes go besides the capped in-memory buffer: our own stdout/stderr
- * (passthrough) and a log file in the run directory, itself capped. A step's streams pass
- * their scrub stream first (made from the step's scrubber at the first byte), so the buffer,
- * the copy and the log only ever see scrubbed bytes, and the buffer's cap cuts scrubbed text;
- * a copy to a terminal shows control bytes instead of obeying them (tty). Background output
- * (drain_linger, no scrubber) goes only to its log. Once the buffer and the log are full and
- * nothing is copied, the rest of the stream is spliced to null_fd, unread and unscrubbed
- * (saturated): a step flooding its output costs the host no more than its caps. A copy whose
- * reader went away (EPIPE: `runbox run ... | head -1`) sets *closed: the step's stream is then
- * closed as the reader's was, so the step meets EPIPE or SIGPIPE as in a pipeline and the run
- * goes on to its end. */
-struct sink {
-	struct rb_buf *buf;
-	int copy_to;
-	int log;
-	uint64_t *log_bytes;
-	uint64_t log_cap;
-	struct step_scrub *scrubber;
-	struct rb_scrub_stream **scrub;
-	struct rb_ttysafe *tty;
-	int null_fd;              /* /dev/null, or -1: dropped bytes are then read and discarded */
-	uint64_t *read, *dropped; /* counts, or NULL */
-	bool *closed;             /* set when the copy's reader is gone, or NULL */
-};
-
-/* The reader gone (EPIPE) closes the copy; other failures drop what did not fit, the step's
- * output still goes to buf and log. */
-static void copy_out(const struct sink *s, const char *p, size_t n)
-{
-	if (s->closed && *s->closed)
-		return;
-	if (rb_write_all(s->copy_to, p, n) < 0 && errno == EPIPE && s->closed)
-		*s->closed = true;
-}
-
-static void emit(const struct sink *s, const char *data, size_t n)
-{
-	if (s->buf)
-		buf_append(s->buf, data, n);
-	if (s->copy_to >= 0 && s->tty) {
-		_cleanup_free_ char *safe = malloc(RB_TTYSAFE_ROOM(n));
-		if (safe)
-			copy_out(s, safe, rb_ttysafe(s->tty, data, n, safe));
-	} else if (s->copy_to >= 0) {
-		copy_out(s, data, n);
-	}
-	if (s->log >= 0 && *s->log_bytes < s->log_cap) {
-		size_t room = (size_t)(s->log_cap - *s->log_bytes);
-		ssize_t w = write(s->log, data, n < room ? n : room);
-		if (w > 0)
-			*s->log_bytes += (uint64_t)w;
-	}
-}
-
-static int scrub_stream_start(struct step_scrub *ss, struct rb_scrub_stream **stream, struct rb_error *err)
-{
-	if (!ss->given && !ss->own) {
-		struct rb_scrub_secret secret = {"run-token", ss->token, strlen(ss->token)};
-		if (rb_scrub_new_labeled(&secret, ss->token[0] ? 1 : 0, &ss->own, err) < 0)
-			return -1;
-	}
-	return rb_scrub_stream_new(ss->given ? ss->given : ss->own, stream, err);
-}
-
-/* Passes a chunk (NULL: the stream's end) through the scrubber to the sink. When the scrubber
- * fails (out of memory), nothing of the chunk leaves, and the buffer says it lost bytes. */
-static void scrub_emit(const struct sink *s, const char *chunk, size_t n)
-{
-	if (!s->scrubber) {
-		if (chunk)
-			emit(s, chunk, n);
-		return;
-	}
-	struct rb_buf_out o;
-	struct rb_error err;
-	int r = 0;
-	if (!*s->scrub && !chunk)
-		return; /* nothing came, nothing is held */
-	if (!*s->scrub)
-		r = scrub_stream_start(s->scrubber, s->scrub, &err);
-	if (r == 0)
-		r = chunk ? rb_scrub_stream_feed(*s->scrub, chunk, n, &o, &err)
-		          : rb_scrub_stream_finish(*s->scrub, &o, &err);
-	if (r < 0) {
-		rb_warn("step output: %s: bytes are missing from it", err.msg);
-		if (s->buf)
-			s->buf->truncated = true;
-		return;
-	}
-	if (o.len)
-		emit(s, o.data, o.len);
-	free(o.data);
-}
-
-/* Nothing more of the stream can reach anyone: the buffer is full (or absent), the log too,
- * and no copy goes out. */
-static bool saturated(const struct sink *s)
-{
-	return s->copy_to < 0 && (!s->buf || s->buf->truncated) && (s->log < 0 || *s->log_bytes >= s->log_cap);
-}
-
-static void count(uint64_t *c, ssize_t n)
-{
-	if (c)
-		*c += (uint64_t)n;
-}
-
-/* Empties what is there now without bringing it into the runner, so the writer never blocks
- * on a full pipe (a step that prints much and exits still exits). Returns as pump does. */
-static bool drop(int fd, const struct sink *s)
-{
-	char chunk[4096];
-	for (;;) {
-		ssize_t n = -1;
-		if (s->null_fd >= 0)
-			n = splice(fd, NULL, s->null_fd, NULL, 1 << 20, SPLICE_F_NONBLOCK);
-		if (s->null_fd < 0 || (n < 0 && errno == EINVAL)) /* no splice to /dev/null here */
-			n = read(fd, chunk, sizeof chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 && errno == EAGAIN;
-		count(s->dropped, n);
-	}
-}
-
-/* Reads what is there now; returns false at EOF or error, and once the copy's reader is gone. */
-static bool pump(int fd, const struct sink *s)
-{
-	char chunk[16384];
-	for (;;) {
-		if (s->closed && *s->closed)
-			return false;
-		if (saturated(s))
-			return drop(fd, s);
-		ssize_t n = read(fd, chunk, sizeof chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 && errno == EAGAIN;
-		count(s->read, n);
-		scrub_emit(s, chunk, (size_t)n);
-	}
-}
-
-/* The step ended: what the scrubber held back, and a lead byte the terminal copy held. */
-static void finish(const struct sink *s)
-{
-	scrub_emit(s, NULL, 0);
-	char tail[8];
-	if (s->copy_to >= 0 && s->tty)
-		copy_out(s, tail, rb_ttysafe_end(s->tty, tail));
-}
-
-static int open_log(const struct rb_run *run, const char *name)
-{
-	char path[4200];
-	snprintf(path, sizeof path, "%s/%s", run->dir, name);
-	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
-/* Drains the pipes that finished steps left to their background processes. */
-static void drain_linger(struct rb_run *run, bool close_all)
-{
-	if (!run->n_linger)
-		return;
-	if (run->bg_log < 0)
-		run->bg_log = open_log(run, "background.log");
-	_cleanup_close_ int null_fd = run->bg_log_bytes >= RB_BG_LOG_CAP ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
-	struct sink s = {.copy_to = -1,
-	                 .log = run->bg_log,
-	                 .log_bytes = &run->bg_log_bytes,
-	                 .log_cap = RB_BG_LOG_CAP,
-	                 .null_fd = null_fd};
-	unsigned kept = 0;
-	for (unsigned i = 0; i < run->n_linger; i++) {
-		if (pump(run->linger[i], &s) && !close_all)
-			run->linger[kept++] = run->linger[i];
-		else
-			close(run->linger[i]);
-	}
-	run->n_linger = kept;
-}
-
-static void linger(struct rb_run *run, int fd)
-{
-	if (run->n_linger == RB_MAX_LINGER) {
-		close(run->linger[0]);
-		memmove(run->linger, run->linger + 1, (RB_MAX_LINGER - 1) * sizeof *run->linger);
-		run->n_linger--;
-	}
-	run->linger[run->n_linger++] = fd;
-}
-
 /* The environment a step gets: the policy's passed names and fixed values, and in gateway
  * mode the endpoint's URL and the run token; nothing else from the host. */
-static json_t *step_env(const struct rb_run *run)
+json_t *rb_run_step_env(const struct rb_run *run)
 {
 	const struct rb_policy *pol = &run->policy;
 	json_t *env = json_array();
@@ -764,23 +530,11 @@ static json_t *step_env(const struct rb_run *run)
 	return env;
 }
 
-static void fill_from_status(struct rb_step_result *res, int status)
-{
-	if (WIFEXITED(status)) {
-		res->status = RB_STEP_EXITED;
-		res->exit_code = WEXITSTATUS(status);
-	} else if (WIFSIGNALED(status)) {
-		res->status = RB_STEP_SIGNALED;
-		res->signal = WTERMSIG(status);
-		res->seccomp_killed = res->signal == SIGSYS;
-	}
-}
-
 /* Kills the whole sandbox. SIGKILL to init takes its pid namespace with it, and the kernel
  * has killed and reaped every process in it by the time init is reaped; the cgroup kill that
  * follows is the second line (and costs nothing when the cgroup is already empty, which on
  * v1 spares a freeze-thaw cycle on every run). */
-static void kill_sandbox(struct rb_run *run)
+void rb_run_kill_sandbox(struct rb_run *run)
 {
 	struct rb_error err;
 	rb_sandbox_destroy(&run->sb);
@@ -793,7 +547,7 @@ static void kill_sandbox(struct rb_run *run)
 /* The gateway could not start, or died: its listeners close, so the sandbox's calls are
  * refused at once instead of hanging until the step's deadline. Said once: on stderr, and in
  * the result's gateway.error. */
-static void gateway_down(struct rb_run *run, const struct rb_error *why)
+void rb_run_gateway_down(struct rb_run *run, const struct rb_error *why)
 {
 	run->gw.failed = true;
 	snprintf(run->gw.error, sizeof run->gw.error, "%s", why->msg);
@@ -822,67 +576,11 @@ static void gateway_calls(struct rb_run *run, struct rb_step_result *res)
 	}
 }
 
-int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
-                struct rb_error *err)
+int rb_run_step(struct rb_run *run, char *const argv[], int (*sink)(void *ctx, const struct rb_chunk *chunk),
+                void *sink_ctx, struct rb_step_result *res, struct rb_error *err)
 {
-	struct rb_step_req req = {.argv = argv, .passthrough = passthrough};
+	struct rb_step_req req = {.argv = argv, .sink = sink, .sink_ctx = sink_ctx};
 	return rb_run_exec(run, &req, res, err);
-}
-
-static void free_step_scrub(struct step_scrub *s)
-{
-	rb_scrub_free(s->own);
-}
-
-static void free_stream(struct rb_scrub_stream **s)
-{
-	rb_scrub_stream_free(*s);
-}
-
-/* A memfd holding a file the step gets, sealed against every change (writes, growing,
- * shrinking, and new seals or their removal) before it leaves the runner: the step reads the
- * bytes the ledger recorded, and nothing in the sandbox can alter them. */
-static int file_fd(const struct rb_step_file *f, struct rb_error *err)
-{
-	char name[64];
-	snprintf(name, sizeof name, "runbox-%s", f->name);
-	/* Not executable where the kernel can say so (6.3+): a script is run by the shell. */
-	return rb_sealed_memfd(name, f->data, f->len, err);
-}
-
-/* Passes a cancel to the step through init. */
-static void send_signal(struct rb_run *run, int sig)
-{
-	json_t *m = json_pack("{s:s, s:i}", "op", "signal", "sig", sig);
-	struct rb_error serr;
-	rb_chan_send(run->sb.ctl, m, NULL, 0, &serr);
-	json_decref(m);
-}
-
-/* init's answer to an exec request that is not `started`: why the step could not start. */
-static void not_started(struct rb_step_result *res, json_t *ev)
-{
-	bool is_exec = json_is_true(json_object_get(ev, "is_exec"));
-	res->status = is_exec ? RB_STEP_EXEC_FAILED : RB_STEP_SETUP_FAILED;
-	res->exec_errno = (int)json_integer_value(json_object_get(ev, "errno"));
-	const char *m = json_string_value(json_object_get(ev, "message"));
-	snprintf(res->error, sizeof res->error, "%s%s%s", m ? m : "step did not start", res->exec_errno ? ": " : "",
-	         res->exec_errno ? strerror(res->exec_errno) : "");
-}
-
-static uint64_t tv_us(const struct timeval *tv)
-{
-	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
-}
-
-/* The runner's own CPU since ru0: every thread of it (the ledger's commit, the scrub). */
-static void host_cpu(const struct rusage *ru0, struct rb_host_cost *h)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		return;
-	h->cpu_user_us = tv_us(&ru.ru_utime) - tv_us(&ru0->ru_utime);
-	h->cpu_sys_us = tv_us(&ru.ru_stime) - tv_us(&ru0->ru_stime);
 }
 
 static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0)
@@ -895,339 +593,44 @@ static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0
 
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err)
 {
-	char *const *argv = req->argv;
-	bool passthrough = req->passthrough;
-	uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : run->timeout_ms;
 	memset(res, 0, sizeof *res);
-	res->out.limit = run->policy.max_stdout ? run->policy.max_stdout : 1 << 20;
-	res->err.limit = run->policy.max_stderr ? run->policy.max_stderr : 1 << 20;
 	uint64_t t0 = rb_now_us();
-	struct rusage ru0;
-	getrusage(RUSAGE_SELF, &ru0);
-	/* A run's first step is requested while init still builds the root: the request waits
-	 * in the control socket, which init reads only once it said `ready`, and the runner
-	 * sends it only after the cgroup is joined and the network ruled (begin). */
-	if (!run->begun && start_phase(run, begin, err) < 0)
-		return setup_failed(res, err->msg, t0);
-	if (run->sb.reaped)
-		return rb_error_set(err, 0, "the sandbox is gone");
-	/* The step's streams are scrubbed as they come, with the run token known (it exists now);
-	 * the scrubber and its streams are made at the first byte (struct step_scrub). */
-	__attribute__((cleanup(free_step_scrub))) struct step_scrub scrubber = {req->scrubber, NULL, run->token};
-	__attribute__((cleanup(free_stream))) struct rb_scrub_stream *out_scrub = NULL;
-	__attribute__((cleanup(free_stream))) struct rb_scrub_stream *err_scrub = NULL;
-	struct rb_ttysafe out_tty = {0}, err_tty = {0};
-
-	int out[2], errp[2];
-	if (pipe2(out, O_CLOEXEC) < 0)
-		return rb_error_set(err, errno, "pipe");
-	if (pipe2(errp, O_CLOEXEC) < 0) {
-		close(out[0]), close(out[1]);
-		return rb_error_set(err, errno, "pipe");
-	}
-	_cleanup_close_ int out_r = out[0];
-	_cleanup_close_ int err_r = errp[0];
-	unsigned step_no = ++run->steps_run;
-	char logname[64];
-	snprintf(logname, sizeof logname, "step-%u.stdout", step_no);
-	_cleanup_close_ int out_log = open_log(run, logname);
-	snprintf(logname, sizeof logname, "step-%u.stderr", step_no);
-	_cleanup_close_ int err_log = open_log(run, logname);
-	fcntl(out_r, F_SETFL, O_NONBLOCK);
-	fcntl(err_r, F_SETFL, O_NONBLOCK);
-
-	size_t bad = 0;
-	json_t *args = rb_json_strv(argv, &bad);
-	json_t *env = step_env(run);
-	int r = 0;
-	if (!args)
-		r = rb_error_set(err, EINVAL, "argv[%zu] of the command is not valid UTF-8", bad);
-	for (char *const *e = req->env; r == 0 && e && *e; e++) {
-		json_t *s = json_string(*e);
-		if (!s || json_array_append_new(env, s) < 0)
-			r = rb_error_set(err, EINVAL, "environment entry %zu is not valid UTF-8",
-			                 (size_t)(e - req->env));
-	}
-	json_t *files = json_array();
-	int fds[RB_CHAN_MAX_FDS] = {out[1], errp[1]};
-	unsigned n_fds = 2;
-	_Static_assert(2 + RB_STEP_MAX_FILES + 1 + 1 <= RB_CHAN_MAX_FDS,
-	               "stdout, stderr, files, cgroup and a long request's body in one message");
-	if (req->n_files > RB_STEP_MAX_FILES)
-		r = rb_error_set(err, E2BIG, "at most %d files per step", RB_STEP_MAX_FILES);
-	for (unsigned i = 0; r == 0 && i < req->n_files; i++) {
-		int fd = file_fd(&req->files[i], err);
-		if (fd < 0) {
-			r = -1;
-			break;
-		}
-		fds[n_fds++] = fd;
-		json_array_append_new(files, json_pack("{s:s}", "name", req->files[i].name));
-	}
-	/* Last: the step's own cgroup, which its process joins before anything else. */
-	bool step_cgroup = false;
-	if (r == 0 && run->cg) {
-		struct rb_error cerr;
-		int cgfd = rb_cgroup_step_procs(run->cg, step_no, &cerr);
-		if (cgfd >= 0) {
-			fds[n_fds++] = cgfd;
-			step_cgroup = true;
-		} else if (cerr.errnum) {
-			rb_warn("step %u runs in the run's cgroup: %s", step_no, cerr.msg);
-		}
-	}
-	json_t *msg = json_pack("{s:s, s:o, s:o, s:s, s:o, s:b}", "op", "exec", "argv", args, "env", env, "cwd",
-	                        req->cwd ? req->cwd : "/workspace", "files", files, "cgroup", step_cgroup);
-	if (r == 0)
-		r = save_state(run, err); /* what is about to run, written ahead of the ledger */
-	_cleanup_close_ int tfd = r == 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC) : -1;
-	if (r == 0 && tfd < 0)
-		r = rb_error_set(err, errno, "timerfd_create");
-	/* Sent even while init still builds the root: it cannot block there (the one queued
-	 * message, at most RB_CHAN_MAX_MSG, fits in the socket's buffer), so the wait for
-	 * `ready` below keeps its limit. */
-	if (r == 0)
-		r = rb_chan_send(run->sb.ctl, msg, fds, n_fds, err);
-	json_decref(msg);
-	for (unsigned i = 0; i < n_fds; i++)
-		close(fds[i]);
-	/* The first step's request went while init built the root: its `ready` comes first. A
-	 * setup that failed ended init, and the request may have met the closed socket: init's
-	 * word on why answers for both. */
-	struct rb_error serr;
-	if (!run->ready && start_phase(run, await_ready, &serr) < 0)
-		return setup_failed(res, serr.msg, t0);
-	if (r < 0)
+	/* A run's first step is requested while init still builds the root: the request waits in
+	 * the control socket, which init reads only once it said `ready`, and the runner sends it
+	 * only after the cgroup is joined and the network ruled (rb_run_begin). */
+	struct rb_session *s = run->session;
+	if (!s && rb_session_open(run, &s, err) < 0)
+		return run->start_error[0] ? setup_failed(res, err->msg, t0) : -1;
+	const struct rb_proc_req preq = {.argv = req->argv,
+	                                 .env = req->env,
+	                                 .files = req->files,
+	                                 .n_files = req->n_files,
+	                                 .timeout_ms = req->timeout_ms,
+	                                 .cwd = req->cwd,
+	                                 .timeout_kills_sandbox = true,
+	                                 .sink = req->sink,
+	                                 .sink_ctx = req->sink_ctx,
+	                                 .scrubber = req->scrubber};
+	struct rb_proc *p;
+	if (rb_proc_start(s, &preq, &p, err) < 0)
 		return -1;
-	/* The deadline counts from here (the sandbox ready, the request sent), the ledger's
-	 * commit and init's `started` included: nothing the sandbox does can make the runner
-	 * wait past it. */
-	if (timeout_ms) {
-		struct itimerspec its = {.it_value = {.tv_sec = (time_t)(timeout_ms / 1000),
-		                                      .tv_nsec = (long)(timeout_ms % 1000) * 1000000L}};
-		if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
-			kill_sandbox(run); /* no step runs without its deadline */
-			return rb_error_set(err, errno, "timerfd_settime");
-		}
-	}
-
-	rb_debug("step %u: exec sent", step_no);
-	if (run->ledger.commit && run->ledger.commit(run->ledger.ctx, err) < 0) {
-		kill_sandbox(run); /* a step the ledger cannot record does not go on */
-		return -1;
-	}
-	sigset_t mask, old;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, &old);
-	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-
-	/* init answers the request with `started` or why the step could not start; until then
-	 * the step's deadline, a cancel and init's death are watched as during the step. */
-	bool started = false;
-	bool out_open = true, err_open = true, done = false;
-	int cancel_sig = 0;
-	_cleanup_close_ int null_fd = passthrough ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC);
-	bool out_closed = false, err_closed = false;
-	const struct sink out_sink = {.buf = &res->out,
-	                              .copy_to = passthrough ? STDOUT_FILENO : -1,
-	                              .log = out_log,
-	                              .log_bytes = &run->step_log_bytes,
-	                              .log_cap = RB_STEP_LOG_CAP,
-	                              .scrubber = &scrubber,
-	                              .scrub = &out_scrub,
-	                              .tty = passthrough && isatty(STDOUT_FILENO) ? &out_tty : NULL,
-	                              .null_fd = null_fd,
-	                              .read = &res->host.stdout_read,
-	                              .dropped = &res->host.stdout_dropped,
-	                              .closed = &out_closed};
-	const struct sink err_sink = {.buf = &res->err,
-	                              .copy_to = passthrough ? STDERR_FILENO : -1,
-	                              .log = err_log,
-	                              .log_bytes = &run->step_log_bytes,
-	                              .log_cap = RB_STEP_LOG_CAP,
-	                              .scrubber = &scrubber,
-	                              .scrub = &err_scrub,
-	                              .tty = passthrough && isatty(STDERR_FILENO) ? &err_tty : NULL,
-	                              .null_fd = null_fd,
-	                              .read = &res->host.stderr_read,
-	                              .dropped = &res->host.stderr_dropped,
-	                              .closed = &err_closed};
-	while (!done) {
-		/* Until the gateway runs, its listeners are watched here: the first connection
-		 * starts it (the connection waits in the backlog meanwhile). */
-		bool watch_gw = run->token[0] && run->gw.pid == 0 && !run->gw.failed;
-		struct pollfd p[11] = {
-		    {.fd = run->sb.ctl, .events = POLLIN},
-		    {.fd = out_open ? out_r : -1, .events = POLLIN},
-		    {.fd = err_open ? err_r : -1, .events = POLLIN},
-		    {.fd = tfd, .events = POLLIN},
-		    {.fd = sfd, .events = POLLIN},
-		    {.fd = run->sb.pidfd, .events = POLLIN},
-		    {.fd = watch_gw ? run->sb.net.listen_fd4 : -1, .events = POLLIN},
-		    {.fd = watch_gw ? run->sb.net.listen_fd6 : -1, .events = POLLIN},
-		    {.fd = run->n_linger ? run->linger[0] : -1, .events = POLLIN},
-		    {.fd = rb_gwproc_watch_fd(&run->gw), .events = POLLIN},
-		    {.fd = run->gw.pid > 0 ? run->gw.out : -1, .events = POLLIN}, /* its call records */
-		};
-		if (poll(p, 11, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if ((p[6].revents | p[7].revents) & POLLIN) {
-			int lfds[2];
-			unsigned n = 0;
-			if (run->sb.net.listen_fd4 >= 0)
-				lfds[n++] = run->sb.net.listen_fd4;
-			if (run->sb.net.listen_fd6 >= 0)
-				lfds[n++] = run->sb.net.listen_fd6;
-			struct rb_error gerr;
-			if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->id, run->token_key, run->token_keylen,
-			                    &gerr) < 0)
-				gateway_down(run, &gerr);
-		}
-		if (p[10].revents & POLLIN)
-			rb_gwproc_drain(&run->gw);
-		if (p[9].revents & POLLIN) {
-			struct rb_error gerr;
-			rb_gwproc_reap(&run->gw, &gerr);
-			gateway_down(run, &gerr);
-		}
-		if (p[1].revents)
-			out_open = pump(out_r, &out_sink);
-		if (p[2].revents)
-			err_open = pump(err_r, &err_sink);
-		/* Our reader closed its end: the step's is closed too, so it is not left blocked
-		 * on a full pipe nobody reads. */
-		if (out_closed && out_r >= 0)
-			close(rb_steal_fd(&out_r));
-		if (err_closed && err_r >= 0)
-			close(rb_steal_fd(&err_r));
-		if (p[8].revents)
-			drain_linger(run, false);
-		if (p[3].revents & POLLIN) {
-			if (!cancel_sig)
-				res->status = RB_STEP_TIMEOUT;
-			kill_sandbox(run);
-			break;
-		}
-		if (p[4].revents & POLLIN) {
-			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-				/* First SIGINT/SIGTERM: passed to the step through init, with a grace
-				 * period to clean up; a second one, or the grace running out, kills. */
-				if (cancel_sig) {
-					kill_sandbox(run);
-					break;
-				}
-				cancel_sig = (int)si.ssi_signo;
-				if (started)
-					send_signal(run, cancel_sig);
-				struct itimerspec grace = {.it_value = {.tv_sec = RB_CANCEL_GRACE_S}};
-				if (tfd >= 0)
-					timerfd_settime(tfd, 0, &grace, NULL);
-			}
-		}
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			json_t *m = NULL;
-			if (rb_chan_recv(run->sb.ctl, &m, NULL, NULL, err) <= 0) {
-				res->status = RB_STEP_SETUP_FAILED;
-				snprintf(res->error, sizeof res->error, "%s",
-				         started ? "the sandbox's init died during the step"
-				                 : "the sandbox's init ended before the step started");
-				kill_sandbox(run);
-				break;
-			}
-			const char *e = json_string_value(json_object_get(m, "ev"));
-			if (!started && e && !strcmp(e, "started")) {
-				started = true;
-				rb_debug("step %u: started", step_no);
-				if (cancel_sig) /* the cancel came before the step's process existed */
-					send_signal(run, cancel_sig);
-			} else if (!started) {
-				not_started(res, m);
-				done = true;
-			} else if (e && !strcmp(e, "exited")) {
-				fill_from_status(res, (int)json_integer_value(json_object_get(m, "status")));
-				res->user_us = (uint64_t)json_integer_value(json_object_get(m, "utime_us"));
-				res->sys_us = (uint64_t)json_integer_value(json_object_get(m, "stime_us"));
-				res->maxrss_kb = (uint64_t)json_integer_value(json_object_get(m, "maxrss_kb"));
-				done = true;
-			}
-			json_decref(m);
-		} else if (p[5].revents & POLLIN) {
-			res->status = RB_STEP_SETUP_FAILED;
-			snprintf(res->error, sizeof res->error, "%s",
-			         started ? "the sandbox's init died during the step"
-			                 : "the sandbox's init ended before the step started");
-			kill_sandbox(run);
-			break;
-		}
-	}
-	/* What the main process wrote before it exited is in the pipes now; a background process
-	 * that still holds them open does not hold the step open. */
-	if (cancel_sig) {
-		res->status = RB_STEP_CANCELLED;
-		res->signal = cancel_sig;
-	}
-	if (out_open)
-		out_open = pump(out_r, &out_sink);
-	if (err_open)
-		err_open = pump(err_r, &err_sink);
-	/* The step is over: what the scrubber held back comes out now. Later output of what it
-	 * left running goes to background.log only. */
-	finish(&out_sink);
-	finish(&err_sink);
-	/* A server the step left running keeps its stdout: the pipes stay open, drained into
-	 * background.log, until the run ends. */
-	if (!run->sb.reaped) {
-		if (out_open)
-			linger(run, rb_steal_fd(&out_r));
-		if (err_open)
-			linger(run, rb_steal_fd(&err_r));
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	res->wall_us = rb_now_us() - t0;
-	host_cpu(&ru0, &res->host);
-	rb_debug("step %u: ended", step_no);
-	if (run->token[0])
+	int r = rb_proc_wait(p, -1, err);
+	if (r > 0)
+		rb_proc_take_result(p, res);
+	rb_proc_free(p);
+	if (r > 0 && run->token[0])
 		gateway_calls(run, res);
-	if (run->sb.net.nft_fd >= 0) {
-		struct rb_net_counters c;
-		struct rb_error nerr;
-		if (rb_net_read_counters(&run->sb.net, &c, &nerr) == 0)
-			res->egress = rb_net_counters_json(&c);
-		else
-			rb_warn("%s", nerr.msg);
-	}
-	if (run->cg) {
-		rb_cgroup_stats(run->cg, &res->cgroup);
-		/* The OOM killer killed something during this step: the step's process itself, or
-		 * one it waited for (a shell then exits 137 itself). The count is the run's. */
-		bool oom = res->cgroup.have_oom && res->cgroup.oom_kills > run->oom_kills_seen;
-		if (res->cgroup.have_oom)
-			run->oom_kills_seen = res->cgroup.oom_kills;
-		/* Where the run's cgroup itself has memory.oom.group (v2 without step leaves), the
-		 * OOM killer takes init too: the step still died of the OOM kill, not of runbox. */
-		if (started && res->status == RB_STEP_SETUP_FAILED && oom) {
-			res->status = RB_STEP_SIGNALED;
-			res->signal = SIGKILL;
-			res->error[0] = '\0';
-		}
-		res->oom_killed = oom;
-	}
-	return 0;
+	return r > 0 ? 0 : -1;
 }
 
 void rb_run_stop(struct rb_run *run)
 {
 	rb_debug("run: stop");
+	rb_session_release(run->session); /* SIGKILL to init, not waited for */
 	if (run->started)
 		rb_sandbox_kill(&run->sb);
 	rb_gwproc_stop(&run->gw);
-	drain_linger(run, true);
+	rb_run_drain_linger(run, true);
 	if (run->bg_log >= 0)
 		close(run->bg_log);
 	run->bg_log = -1;
@@ -1239,8 +642,8 @@ void rb_run_close(struct rb_run *run)
 	bool own_dir = run->dir[0] != '\0'; /* made after the claim: the state file is ours */
 	rb_run_stop(run);
 	if (run->started)
-		kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
-	if (run->id_slice_fd >= 0) /* nothing of the sandbox's runs as the slice's ids now */
+		rb_run_kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
+	if (run->id_slice_fd >= 0)        /* nothing of the sandbox's runs as the slice's ids now */
 		close(run->id_slice_fd);
 	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");

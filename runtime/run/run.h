@@ -34,8 +34,7 @@ struct rb_run_config {
 	uint64_t pids;
 	double cpus;
 	int net_mode;                          /* -1: the policy's */
-	const char *const *inputs;             /* "SRC[:DEST]" (the command line's --input) */
-	const struct rb_input_req *input_reqs; /* instead of inputs: each with its own name */
+	const struct rb_input_req *input_reqs; /* n_inputs of them, each with its own name */
 	unsigned n_inputs;
 	const char *const *skill_dirs; /* bundle folders, mounted at /workspace/skills/<name> */
 	const char *const *skill_names;
@@ -44,7 +43,13 @@ struct rb_run_config {
 	const char *tenant;         /* NULL: "local" */
 	const char *agent;          /* NULL: "cli" */
 	const char *gateway_config; /* NULL: the default places (gateway/config.h) */
+	/* An eventfd the caller writes a signal number to on SIGINT/SIGTERM (the session's
+	 * cancel, runtime/run/session.h); 0 or less: none. The library masks no signal. */
+	int cancel_fd;
 };
+
+struct rb_session;
+struct rb_chunk;
 
 struct rb_buf {
 	char *data;
@@ -144,9 +149,11 @@ struct rb_run {
 	unsigned steps_run;
 	uint64_t oom_kills_seen; /* the cgroup's OOM kill count after the last step */
 	struct rb_run_ledger ledger;
-	bool state_saved;          /* the state file is written, with: */
-	json_t *saved_write_ahead; /* its write-ahead, to skip rewriting it unchanged */
-	bool keep_state;           /* rb_run_close leaves it, for gc (rb_run_keep_state) */
+	bool state_saved;           /* the state file is written, with: */
+	json_t *saved_write_ahead;  /* its write-ahead, to skip rewriting it unchanged */
+	bool keep_state;            /* rb_run_close leaves it, for gc (rb_run_keep_state) */
+	int cancel_fd;              /* rb_run_config.cancel_fd, or -1 */
+	struct rb_session *session; /* the open session on the sandbox (rb_run_exec's, or a caller's) */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
@@ -179,18 +186,22 @@ struct rb_step_req {
 	unsigned n_files;
 	uint64_t timeout_ms; /* 0: the run's */
 	const char *cwd;     /* the step's working directory, absolute; NULL: /workspace */
-	bool passthrough;    /* copy the step's stdout/stderr to ours as they come */
+	/* Takes the step's stdout/stderr chunks as they come, scrubbed (NULL: none); the CLI's copies
+	 * them to the terminal. */
+	int (*sink)(void *ctx, const struct rb_chunk *chunk);
+	void *sink_ctx;
 	/* Scrubs the streams as they come (NULL: one knowing the run token), before they are
 	 * captured, copied or logged; a copy to a terminal shows control bytes, never obeys them. */
 	struct rb_scrubber *scrubber;
 };
 
-/* Runs one step. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an
+/* Runs one step: a process of the run's session (opened at the first), waited for; its
+ * timeout kills the sandbox. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an
  * error; errors are runbox's own. */
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err);
 /* rb_run_exec of a plain command. */
-int rb_run_step(struct rb_run *run, char *const argv[], bool passthrough, struct rb_step_result *res,
-                struct rb_error *err);
+int rb_run_step(struct rb_run *run, char *const argv[], int (*sink)(void *ctx, const struct rb_chunk *chunk),
+                void *sink_ctx, struct rb_step_result *res, struct rb_error *err);
 /* Kills the sandbox (SIGKILL to init, not waited for: rb_run_close reaps it while the runner
  * commits the ledger in between) and stops the gateway (its counts land in run->gw.stats).
  * Idempotent. */

@@ -132,16 +132,7 @@ static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_er
 	json_t *sj = json_pack("{s:i, s:s?, s:s, s:s?}", "step", (int)(i + 1), "name", st->name, "kind",
 	                       skill ? "skill" : "script", "bundle_digest", bundle);
 	json_object_set_new(sj, "status", json_string(rb_record_outcome(&res)));
-	json_object_set_new(sj, "exit", json_integer(rb_step_exit_code(&res)));
-	if (res.status == RB_STEP_EXITED)
-		json_object_set_new(sj, "exit_code", json_integer(res.exit_code));
-	if (res.status == RB_STEP_SIGNALED)
-		json_object_set_new(sj, "signal", json_integer(res.signal));
-	json_object_set_new(sj, "timed_out", json_boolean(res.status == RB_STEP_TIMEOUT));
-	json_object_set_new(sj, "oom_killed", json_boolean(res.oom_killed));
-	json_object_set_new(sj, "wall_ms", json_real((double)res.wall_us / 1000));
-	if (res.error[0])
-		json_object_set_new(sj, "error", json_string(res.error));
+	rb_result_step_fields(sj, &res); /* the same fields as a one-step run's result */
 	/* Scrubbed already, as they came (rb_run_exec); within the run's bound for the result. */
 	rb_result_spill_output(&rf->spill, i + 1, "stdout", &res.out, sj);
 	json_object_set_new(sj, "stdout_truncated", json_boolean(res.out.truncated));
@@ -390,6 +381,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .cpus = top->cpus,
 	    .net_mode = o->net_mode,
 	    .gateway_config = o->gateway_config,
+	    .cancel_fd = o->cancel_fd,
 	    .input_reqs = rf->input_reqs,
 	    .n_inputs = (unsigned)m->n_inputs,
 	    .skill_dirs = rf->skill_dirs,

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 
-#define RB_CHAN_MAX_FDS 8
+#define RB_CHAN_MAX_FDS 10
 #define RB_CHAN_MAX_MSG 65536
 /* A longer message (a step's long command line or environment) travels as its body: a sealed
  * memfd attached after its descriptors, announced by {"rb_body": LENGTH}. Only receivers that

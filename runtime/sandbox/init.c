@@ -1,7 +1,8 @@
-/* The sandbox's PID 1: runbox's own small init. It builds the root, then runs steps on
- * request, reaps every process, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the running step,
- * reports each step's status on the control channel, and dies with the runner (its exit takes
- * the whole pid namespace with it). It is a copy of runbox in memory, never re-exec'd. */
+/* The sandbox's PID 1: runbox's own small init. It builds the root, then starts processes on
+ * request (several may run at once, each named by the runner's id), reaps every process,
+ * forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the running ones, reports each one's status on the
+ * control channel, and dies with the runner (its exit takes the whole pid namespace with it).
+ * It is a copy of runbox in memory, never re-exec'd. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +37,52 @@ extern char **environ;
  * allows ~230,000 empty arguments. */
 #define MAX_ARGS (1 << 18)
 
+/* Processes the runner started and init has not yet reported ended: at most this many at once
+ * (a request beyond it is refused, naming the limit). */
+#define MAX_PROCS 64
+
+static void send_event(int ctl, json_t *ev);
+
+struct init_proc {
+	pid_t pid; /* 0: a free slot */
+	json_int_t id;
+};
+
 struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
-	pid_t main_pid;
+	struct init_proc procs[MAX_PROCS];
 };
+
+static struct init_proc *proc_by_id(struct init_state *st, json_int_t id)
+{
+	for (unsigned i = 0; i < MAX_PROCS; i++)
+		if (st->procs[i].pid > 0 && st->procs[i].id == id)
+			return &st->procs[i];
+	return NULL;
+}
+
+static struct init_proc *proc_by_pid(struct init_state *st, pid_t pid)
+{
+	for (unsigned i = 0; i < MAX_PROCS; i++)
+		if (st->procs[i].pid == pid)
+			return &st->procs[i];
+	return NULL;
+}
+
+/* A signal to one process's group (id given) or to every running process's (none). */
+static void signal_procs(struct init_state *st, json_t *id, int sig)
+{
+	for (unsigned i = 0; i < MAX_PROCS; i++)
+		if (st->procs[i].pid > 0 && (!json_is_integer(id) || st->procs[i].id == json_integer_value(id)))
+			kill(-st->procs[i].pid, sig);
+}
+
+static void exec_failed(struct init_state *st, json_int_t id, const char *why, int errnum, int is_exec)
+{
+	send_event(st->ctl, json_pack("{s:s, s:I, s:s, s:i, s:b}", "ev", "exec_failed", "id", id, "message", why,
+	                              "errno", errnum, "is_exec", is_exec));
+}
 
 static void send_event(int ctl, json_t *ev)
 {
@@ -148,50 +191,62 @@ static int check_files(json_t *files, const int *fds, unsigned n_fds, struct rb_
 	return 0;
 }
 
+/* An exec request: {"op": "exec", "id": N, "argv", "env", "cwd", "files", "cgroup", "stdin"},
+ * with descriptors stdin (when "stdin" is true: a pipe from the runner; else the sandbox's own
+ * /dev/null, init's fd 0), stdout, stderr, the step's files, then its cgroup.procs (when
+ * "cgroup"). Answered with {"ev": "started", "id", "pid"} or {"ev": "exec_failed", "id", ...};
+ * the other processes run on meanwhile. */
 static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n_fds)
 {
-	if (st->main_pid > 0 || n_fds < 2) {
-		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
-		                              st->main_pid > 0 ? "a step is already running" : "bad exec request",
-		                              "errno", EBUSY, "is_exec", 0));
+	json_t *jid = json_object_get(msg, "id");
+	json_int_t id = json_integer_value(jid);
+	bool has_stdin = json_is_true(json_object_get(msg, "stdin"));
+	unsigned n_stdio = has_stdin ? 3 : 2;
+	if (!json_is_integer(jid) || n_fds < n_stdio) {
+		exec_failed(st, id, "bad exec request", EINVAL, 0);
+		return;
+	}
+	if (proc_by_id(st, id)) {
+		exec_failed(st, id, "exec request: a process with this id is running", EEXIST, 0);
+		return;
+	}
+	struct init_proc *slot = proc_by_pid(st, 0);
+	if (!slot) {
+		exec_failed(st, id, "exec request: too many processes at once (at most 64)", EAGAIN, 0);
 		return;
 	}
 	_cleanup_free_ char **argv = string_array(json_object_get(msg, "argv"), MAX_ARGS);
 	_cleanup_free_ char **envp = string_array(json_object_get(msg, "env"), MAX_ARGS);
 	const char *cwd = json_string_value(json_object_get(msg, "cwd"));
 	if (!argv || !argv[0] || !envp || !cwd) {
-		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message",
-		                              "malformed exec request", "errno", EINVAL, "is_exec", 0));
+		exec_failed(st, id, "malformed exec request", EINVAL, 0);
 		return;
 	}
 	struct rb_error ferr;
 	/* The step's cgroup.procs, when there is one, comes last (the loop closes it with the
 	 * rest). */
 	int cgroup_procs = -1;
-	if (json_is_true(json_object_get(msg, "cgroup")) && n_fds > 2)
+	if (json_is_true(json_object_get(msg, "cgroup")) && n_fds > n_stdio)
 		cgroup_procs = fds[--n_fds];
 	json_t *files = json_object_get(msg, "files");
-	unsigned n_files = n_fds - 2;
-	if ((files || n_files) && check_files(files, fds + 2, n_files, &ferr) < 0) {
-		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", ferr.msg, "errno",
-		                              ferr.errnum, "is_exec", 0));
+	unsigned n_files = n_fds - n_stdio;
+	if ((files || n_files) && check_files(files, fds + n_stdio, n_files, &ferr) < 0) {
+		exec_failed(st, id, ferr.msg, ferr.errnum, 0);
 		return;
 	}
-	/* stdin is the sandbox's own /dev/null (init's fd 0); stdout and stderr come from the runner. */
-	int stdio[3] = {0, fds[0], fds[1]};
+	int stdio[3] = {has_stdin ? fds[0] : 0, fds[n_stdio - 2], fds[n_stdio - 1]};
 	struct rb_step_failure f;
-	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + 2, n_files, cgroup_procs, &f);
+	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + n_stdio, n_files, cgroup_procs, &f);
 	/* The step's process shared this memory until its execve, and its change of ids set the
 	 * dumpable flag to fs.suid_dumpable; it reset the flag at once (see step.c), unless it
 	 * failed in between. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (pid < 0) {
-		send_event(st->ctl, json_pack("{s:s, s:s, s:i, s:b}", "ev", "exec_failed", "message", f.msg, "errno",
-		                              f.errnum, "is_exec", f.is_exec));
+		exec_failed(st, id, f.msg, f.errnum, f.is_exec);
 		return;
 	}
-	st->main_pid = pid;
-	send_event(st->ctl, json_pack("{s:s, s:i}", "ev", "started", "pid", (int)pid));
+	*slot = (struct init_proc){.pid = pid, .id = id};
+	send_event(st->ctl, json_pack("{s:s, s:I, s:i}", "ev", "started", "id", id, "pid", (int)pid));
 }
 
 static void reap(struct init_state *st)
@@ -202,14 +257,16 @@ static void reap(struct init_state *st)
 		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid <= 0)
 			return;
-		if (pid != st->main_pid)
+		struct init_proc *p = proc_by_pid(st, pid);
+		if (!p)
 			continue; /* an orphan or a failed spawn: reaped, nothing to say */
-		st->main_pid = 0;
+		json_int_t id = p->id;
+		*p = (struct init_proc){0};
 		send_event(st->ctl,
-		           json_pack("{s:s, s:i, s:I, s:I, s:I}", "ev", "exited", "status", status, "utime_us",
-		                     (json_int_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec, "stime_us",
-		                     (json_int_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, "maxrss_kb",
-		                     (json_int_t)ru.ru_maxrss));
+		           json_pack("{s:s, s:I, s:i, s:I, s:I, s:I}", "ev", "exited", "id", id, "status", status,
+		                     "utime_us", (json_int_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
+		                     "stime_us", (json_int_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+		                     "maxrss_kb", (json_int_t)ru.ru_maxrss));
 	}
 }
 
@@ -227,8 +284,8 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
 				if (si.ssi_signo == SIGCHLD)
 					reap(st);
-				else if (st->main_pid > 0)
-					kill(-st->main_pid, (int)si.ssi_signo);
+				else
+					signal_procs(st, NULL, (int)si.ssi_signo);
 			}
 		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -242,8 +299,9 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 			const char *op = json_string_value(json_object_get(msg, "op"));
 			if (op && !strcmp(op, "exec"))
 				handle_exec(st, msg, fds, n_fds);
-			else if (op && !strcmp(op, "signal") && st->main_pid > 0)
-				kill(-st->main_pid, (int)json_integer_value(json_object_get(msg, "sig")));
+			else if (op && !strcmp(op, "signal")) /* {"sig", "id"}: without an id, to all */
+				signal_procs(st, json_object_get(msg, "id"),
+				             (int)json_integer_value(json_object_get(msg, "sig")));
 			for (unsigned i = 0; i < n_fds; i++)
 				close(fds[i]);
 			json_decref(msg);

@@ -310,3 +310,22 @@ else not_ok "an input inside another input is refused" "exit $RC: $(first_line "
 sb --policy "$pol_in" --input "$T/scratch/in/a:/workspace/in/x" --input "$T/scratch/in/b:/workspace/in/xy" -- /bin/cat /workspace/in/x /workspace/in/xy
 if [ "$RC" = 0 ] && [ "$OUT" = $'a\nb' ]; then ok "control: inputs at neighbouring destinations both arrive"
 else not_ok "control: inputs at neighbouring destinations both arrive" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+# A host path holding `:` is an input like any other: given whole to --input, with a DEST after
+# its last `:/workspace/in/`, and as a manifest's inputs[].from (a struct end to end, never a
+# "from:to" string). Control: the part before the colon is another file, which must not arrive.
+echo wrong >"$T/scratch/in/c" && echo right >"$T/scratch/in/c:d" && chmod a+r "$T/scratch/in/c" "$T/scratch/in/c:d"
+sb --policy "$pol_in" --input "$T/scratch/in/c:d" -- /bin/cat "/workspace/in/c:d"
+if [ "$RC" = 0 ] && [ "$OUT" = right ]; then ok "--input of a host path holding a colon binds that path"
+else not_ok "--input of a host path holding a colon binds that path" "exit $RC: $(first_line "$OUT$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in/c:d:/workspace/in/y" -- /bin/cat /workspace/in/y
+if [ "$RC" = 0 ] && [ "$OUT" = right ]; then ok "--input COLON:PATH:/workspace/in/DEST splits at the destination"
+else not_ok "--input COLON:PATH:/workspace/in/DEST splits at the destination" "exit $RC: $(first_line "$OUT$ERR")"; fi
+sb --policy "$pol_in" --input "$T/scratch/in/c:/workspace/in/y" -- /bin/cat /workspace/in/y
+if [ "$RC" = 0 ] && [ "$OUT" = wrong ]; then ok "control: --input SRC:/workspace/in/DEST binds SRC"
+else not_ok "control: --input SRC:/workspace/in/DEST binds SRC" "exit $RC: $(first_line "$OUT$ERR")"; fi
+printf '{"tenant": "t-colon", "agent": "a-colon", "inputs": [{"from": "%s", "to": "/workspace/in/z"}], "steps": [{"script": "cat /workspace/in/z"}]}\n' \
+	"$T/scratch/in/c:d" >"$T/scratch/colon.json"
+run_rbx run --image minimal "$T/scratch/colon.json"
+if [ "$RC" = 0 ] && grep -qF '"stdout": "right\n"' <<<"$OUT"; then ok "a manifest input whose host path holds a colon arrives"
+else not_ok "a manifest input whose host path holds a colon arrives" "exit $RC: $(first_line "$ERR") $(grep -m1 stdout <<<"$OUT")"; fi

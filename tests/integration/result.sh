@@ -179,3 +179,24 @@ want="10 100000 100000
 $(printf %s "${big%a}b" | md5sum)"
 if [ "$RC" = 0 ] && [ "$OUT" = "$want" ]; then ok "a 1 MB command line reaches the step whole"
 else not_ok "a 1 MB command line reaches the step whole" "exit $RC: $(first_line "$OUT$ERR")"; fi
+
+# One serializer for a step's output: bytes that are not UTF-8 come as base64 under
+# stdout_base64, in a one-step run's --json and in a manifest's step alike (never a placeholder
+# text). Control: a step printing text has `stdout` and no `stdout_base64`.
+mkdir -p "$T/scratch/u8"
+"$PY" - "$T/scratch/u8/m.json" <<'PYEOF'
+import json, sys
+json.dump({"tenant": "t-u8", "agent": "a-u8", "image": "minimal",
+           "steps": [{"script": "printf '\\377x'"}, {"script": "printf text"}]}, open(sys.argv[1], "w"))
+PYEOF
+chmod -R a+rX "$T/scratch/u8"
+sb --json -- /bin/sh -c "printf '\\377x'"
+printf '%s' "$OUT" >"$T/out"
+check "a one-step run's non-UTF-8 stdout is stdout_base64" \
+	"r.get('stdout_base64') == '/3g=' and 'stdout' not in r" "r.get('stdout'), r.get('stdout_base64')"
+run_manifest "$T/scratch/u8/m.json"
+check "a manifest step's non-UTF-8 stdout is stdout_base64, as a one-step run's" \
+	"r['steps'][0].get('stdout_base64') == '/3g=' and 'stdout' not in r['steps'][0]" \
+	"[s.get('stdout') for s in r.get('steps', [])], [s.get('stdout_base64') for s in r.get('steps', [])]"
+check "control: a manifest step's text stdout is stdout" \
+	"r['steps'][1].get('stdout') == 'text' and 'stdout_base64' not in r['steps'][1]" "r.get('steps')"

@@ -1,0 +1,315 @@
+/* A session: a run's sandbox held open for processes, one epoll set whose every fd is a named
+ * slot with its one handler (init's reports, init's death, the cancel, the gateway, lingering
+ * output; each process adds its stdout, stderr and deadline). */
+#define _GNU_SOURCE
+#include "runtime/run/session.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "runtime/run/session-internal.h"
+#include "runtime/sandbox/channel.h"
+
+int rb_session_watch(struct rb_session *s, struct watch *w, int fd)
+{
+	if (w->fd == fd)
+		return 0;
+	if (w->fd >= 0)
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	w->fd = -1;
+	if (fd < 0)
+		return 0;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = w};
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -1;
+	w->fd = fd;
+	return 0;
+}
+
+static struct rb_proc *proc_by_id(struct rb_session *s, int64_t id)
+{
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (s->procs[i]->id == id)
+			return s->procs[i];
+	return NULL;
+}
+
+void rb_session_send_signal(struct rb_session *s, int64_t id, int sig)
+{
+	if (s->dead)
+		return;
+	json_t *m = id ? json_pack("{s:s, s:I, s:i}", "op", "signal", "id", (json_int_t)id, "sig", sig)
+	               : json_pack("{s:s, s:i}", "op", "signal", "sig", sig);
+	struct rb_error err;
+	rb_chan_send(s->run->sb.ctl, m, NULL, 0, &err);
+	json_decref(m);
+}
+
+static void drop_grace(struct rb_session *s)
+{
+	int fd = s->grace.fd;
+	rb_session_watch(s, &s->grace, -1);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The sandbox goes (SIGKILL to init; reaped and the cgroup killed when reap): every process
+ * still running ends with why, unless its own deadline or a cancel already named the reason. */
+static void end_session(struct rb_session *s, const char *why, bool reap)
+{
+	rb_session_watch(s, &s->ctl, -1);
+	rb_session_watch(s, &s->init_exit, -1);
+	rb_session_watch(s, &s->gw4, -1);
+	rb_session_watch(s, &s->gw6, -1);
+	drop_grace(s);
+	s->dead = true;
+	if (reap)
+		rb_run_kill_sandbox(s->run);
+	else
+		rb_sandbox_kill(&s->run->sb);
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (!s->procs[i]->done)
+			rb_proc_end(s->procs[i], why);
+}
+
+void rb_session_kill(struct rb_session *s, const char *why)
+{
+	end_session(s, why, true);
+}
+
+static void on_ctl(struct rb_session *s, struct watch *w)
+{
+	json_t *m = NULL;
+	struct rb_error err;
+	if (rb_chan_recv(s->run->sb.ctl, &m, NULL, NULL, &err) <= 0) {
+		rb_session_kill(s, NULL);
+		return;
+	}
+	const char *ev = json_string_value(json_object_get(m, "ev"));
+	int64_t id = (int64_t)json_integer_value(json_object_get(m, "id"));
+	struct rb_proc *p = proc_by_id(s, id);
+	if (ev && p && !p->done)
+		rb_proc_on_event(p, ev, m);
+	else if (ev && !p && id > 0 && !strcmp(ev, "started"))
+		rb_session_send_signal(s, id, SIGKILL); /* its handle was freed before it started */
+	json_decref(m);
+}
+
+static void on_init_exit(struct rb_session *s, struct watch *w)
+{
+	rb_session_kill(s, NULL);
+}
+
+static void on_grace(struct rb_session *s, struct watch *w)
+{
+	rb_session_kill(s, NULL);
+}
+
+/* Each signal number written to the eventfd is one cancel; a count that is no single signal
+ * number is several at once, as a second is: kill. */
+static void on_cancel(struct rb_session *s, struct watch *w)
+{
+	uint64_t v = 0;
+	if (read(w->fd, &v, sizeof v) != (ssize_t)sizeof v || v == 0)
+		return;
+	bool several = v >= 65;
+	int sig = several ? SIGTERM : (int)v;
+	bool first = s->cancel_sig == 0;
+	if (first)
+		s->cancel_sig = sig;
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (!s->procs[i]->done)
+			rb_proc_cancel(s->procs[i], s->cancel_sig);
+	if (!first || several) {
+		rb_session_kill(s, NULL);
+		return;
+	}
+	/* First SIGINT/SIGTERM: passed to the processes through init, with a grace period to
+	 * clean up; a second one, or the grace running out, kills. */
+	rb_session_send_signal(s, 0, sig);
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	struct itimerspec grace = {.it_value = {.tv_sec = RB_CANCEL_GRACE_S}};
+	if (tfd < 0 || timerfd_settime(tfd, 0, &grace, NULL) < 0 || rb_session_watch(s, &s->grace, tfd) < 0) {
+		if (tfd >= 0)
+			close(tfd);
+		rb_session_kill(s, NULL); /* no cancel waits without its bound */
+	}
+}
+
+/* The first connection to the gateway's endpoint starts it (the connection waits in the
+ * backlog meanwhile). */
+static void on_gateway_listen(struct rb_session *s, struct watch *w)
+{
+	struct rb_run *run = s->run;
+	/* Unwatched first: a start that fails closes them. */
+	rb_session_watch(s, &s->gw4, -1);
+	rb_session_watch(s, &s->gw6, -1);
+	int lfds[2];
+	unsigned n = 0;
+	if (run->sb.net.listen_fd4 >= 0)
+		lfds[n++] = run->sb.net.listen_fd4;
+	if (run->sb.net.listen_fd6 >= 0)
+		lfds[n++] = run->sb.net.listen_fd6;
+	struct rb_error gerr;
+	if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
+		rb_run_gateway_down(run, &gerr);
+}
+
+static void on_gateway_exit(struct rb_session *s, struct watch *w)
+{
+	struct rb_error gerr;
+	rb_session_watch(s, w, -1);
+	rb_gwproc_reap(&s->run->gw, &gerr);
+	rb_run_gateway_down(s->run, &gerr);
+}
+
+/* The gateway's call records, read as it writes them (each before its answer ends). */
+static void on_gateway_calls(struct rb_session *s, struct watch *w)
+{
+	rb_gwproc_drain(&s->run->gw);
+}
+
+static void on_linger(struct rb_session *s, struct watch *w)
+{
+	rb_run_drain_linger(s->run, false);
+}
+
+/* The slots whose fds come and go with the run's state: the gateway's listeners until it
+ * runs, its process while it runs, the first lingering pipe. */
+static void sync_watches(struct rb_session *s)
+{
+	struct rb_run *run = s->run;
+	bool watch_gw = !s->dead && run->token[0] && run->gw.pid == 0 && !run->gw.failed;
+	rb_session_watch(s, &s->gw4, watch_gw ? run->sb.net.listen_fd4 : -1);
+	rb_session_watch(s, &s->gw6, watch_gw ? run->sb.net.listen_fd6 : -1);
+	rb_session_watch(s, &s->gw_proc, rb_gwproc_watch_fd(&run->gw));
+	rb_session_watch(s, &s->gw_calls, run->gw.pid > 0 ? run->gw.out : -1);
+	rb_session_watch(s, &s->linger, run->n_linger ? run->linger[0] : -1);
+}
+
+int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error *err)
+{
+	*out = NULL;
+	if (run->session)
+		return rb_error_set(err, EBUSY, "run %s: a session is open on it already", run->id);
+	if (rb_run_begin(run, err) < 0)
+		return -1;
+	if (run->sb.reaped)
+		return rb_error_set(err, 0, "the sandbox is gone");
+	struct rb_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return rb_error_set(err, ENOMEM, "session");
+	s->run = run;
+	s->next_id = 1;
+	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,  &s->grace,
+	                         &s->gw4, &s->gw6,       &s->gw_proc, &s->gw_calls, &s->linger};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
+		slots[i]->fd = -1;
+	s->ctl.handler = on_ctl;
+	s->init_exit.handler = on_init_exit;
+	s->cancel.handler = on_cancel;
+	s->grace.handler = on_grace;
+	s->gw4.handler = s->gw6.handler = on_gateway_listen;
+	s->gw_proc.handler = on_gateway_exit;
+	s->gw_calls.handler = on_gateway_calls;
+	s->linger.handler = on_linger;
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->epfd < 0 || rb_session_watch(s, &s->ctl, run->sb.ctl) < 0 ||
+	    rb_session_watch(s, &s->init_exit, run->sb.pidfd) < 0 ||
+	    rb_session_watch(s, &s->cancel, run->cancel_fd) < 0) {
+		rb_error_set(err, errno, "session: epoll");
+		if (s->epfd >= 0)
+			close(s->epfd);
+		free(s);
+		return -1;
+	}
+	run->session = s;
+	*out = s;
+	return 0;
+}
+
+int rb_session_fd(const struct rb_session *s)
+{
+	return s->epfd;
+}
+
+int rb_session_dispatch(struct rb_session *s, int timeout_ms, struct rb_error *err)
+{
+	sync_watches(s);
+	struct epoll_event ev[16];
+	int n = epoll_wait(s->epfd, ev, 16, timeout_ms);
+	if (n < 0 && errno == EINTR)
+		return 0;
+	if (n < 0)
+		return rb_error_set(err, errno, "session: epoll_wait");
+	/* Output first, then the rest: what a process wrote before it exited is read before its
+	 * exit report ends it. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++) {
+			struct watch *w = ev[i].data.ptr;
+			bool is_output = w->proc && (w == &w->proc->out || w == &w->proc->err);
+			if (w->fd >= 0 && is_output == (pass == 0))
+				w->handler(s, w);
+		}
+	return 0;
+}
+
+int rb_session_add(struct rb_session *s, struct rb_proc *p)
+{
+	if (s->n_procs == s->cap_procs) {
+		unsigned cap = s->cap_procs ? s->cap_procs * 2 : 4;
+		struct rb_proc **v = realloc(s->procs, cap * sizeof(struct rb_proc *));
+		if (!v)
+			return -1;
+		s->procs = v;
+		s->cap_procs = cap;
+	}
+	s->procs[s->n_procs++] = p;
+	p->id = s->next_id++;
+	return 0;
+}
+
+/* A process handle leaves the session's list when freed (process.c). */
+void rb_session_forget(struct rb_session *s, struct rb_proc *p)
+{
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (s->procs[i] == p) {
+			s->procs[i] = s->procs[--s->n_procs];
+			return;
+		}
+}
+
+static void session_free(struct rb_session *s, bool reap)
+{
+	if (!s)
+		return;
+	if (!s->dead)
+		end_session(s, "the session was closed", reap);
+	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->gw_calls, &s->linger};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
+		rb_session_watch(s, slots[i], -1);
+	for (unsigned i = 0; i < s->n_procs; i++)
+		s->procs[i]->s = NULL; /* a handle outlives its session: readable, not startable */
+	free(s->procs);
+	close(s->epfd);
+	s->run->session = NULL;
+	free(s);
+}
+
+void rb_session_close(struct rb_session *s)
+{
+	session_free(s, true);
+}
+
+void rb_session_release(struct rb_session *s)
+{
+	session_free(s, false);
+}

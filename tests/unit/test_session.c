@@ -1,0 +1,279 @@
+/* runtime/run/session.c and process.c: processes of one sandbox at once, their output as
+ * sequence-numbered chunks, stdin, signals, a timeout that kills only its process, and a close
+ * that kills what is left. Real sandboxes (the host image, the default policy). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/util.h"
+#include "runtime/run/run.h"
+#include "runtime/run/session.h"
+
+struct fixture {
+	char dir[64];
+	struct rb_run run;
+	struct rb_session *s;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	snprintf(f->dir, sizeof f->dir, "/tmp/rb-test-session-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(chmod(f->dir, 0711), 0); /* the sandbox's ids reach its run directory */
+	/* The shipped policies of the source tree (the tests run from its top). */
+	char cwd[4096];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	setenv("RUNBOX_DATA_DIR", cwd, 0);
+	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1};
+	struct rb_error err = {0};
+	if (rb_run_open(&cfg, &f->run, &err) < 0)
+		fail_msg("rb_run_open: %s", err.msg);
+	if (rb_session_open(&f->run, &f->s, &err) < 0)
+		fail_msg("rb_session_open: %s", err.msg);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	rb_session_close(f->run.session);
+	rb_run_close(&f->run);
+	struct rb_error err;
+	rb_rm_rf(f->dir, &err);
+	free(f);
+	return 0;
+}
+
+static struct rb_proc *start(struct fixture *f, const char *script, uint64_t timeout_ms, bool stdin_pipe)
+{
+	struct rb_proc_req req = {
+	    .script = script, .timeout_ms = timeout_ms, .stdin_pipe = stdin_pipe, .keep_chunks = true};
+	struct rb_proc *p = NULL;
+	struct rb_error err = {0};
+	if (rb_proc_start(f->s, &req, &p, &err) < 0)
+		fail_msg("rb_proc_start: %s", err.msg);
+	assert_non_null(p);
+	return p;
+}
+
+static void wait_done(struct rb_proc *p, int ms)
+{
+	struct rb_error err = {0};
+	int r = rb_proc_wait(p, ms, &err);
+	if (r < 0)
+		fail_msg("rb_proc_wait: %s", err.msg);
+	assert_int_equal(r, 1);
+}
+
+/* Both streams' kept chunks, checking that sequence numbers only grow. */
+static void collect(struct rb_proc *p, char *out, size_t out_len, char *err_text, size_t err_len)
+{
+	struct rb_chunk c[64];
+	size_t n = rb_proc_read(p, 0, c, 64);
+	uint64_t last = 0;
+	out[0] = err_text[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		assert_true(c[i].seq > last);
+		last = c[i].seq;
+		char *dst = c[i].stream == RB_STREAM_STDOUT ? out : err_text;
+		size_t cap = c[i].stream == RB_STREAM_STDOUT ? out_len : err_len;
+		strncat(dst, c[i].data, c[i].len < cap - strlen(dst) - 1 ? c[i].len : cap - strlen(dst) - 1);
+	}
+}
+
+/* One process blocked on its stdin, another printing, at once in one sandbox: the printer ends
+ * while the reader still waits (control: the reader has printed nothing and is not done), then
+ * the reader echoes what is written to its stdin. */
+static void two_processes_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *reader = start(f, "cat; echo done", 0, true);
+	struct rb_proc *printer = start(f, "echo one; echo two >&2; echo three", 0, false);
+	wait_done(printer, 20000);
+	const struct rb_step_result *pr = rb_proc_result(printer);
+	assert_int_equal(pr->status, RB_STEP_EXITED);
+	assert_int_equal(pr->exit_code, 0);
+	char out[256], err_text[256];
+	collect(printer, out, sizeof out, err_text, sizeof err_text);
+	assert_string_equal(out, "one\nthree\n");
+	assert_string_equal(err_text, "two\n");
+	assert_true(rb_proc_id(reader) != rb_proc_id(printer));
+
+	/* The reader runs on, has said nothing, and takes no process of the printer's. */
+	struct rb_error err = {0};
+	assert_int_equal(rb_proc_wait(reader, 200, &err), 0);
+	assert_false(rb_proc_done(reader));
+	struct rb_chunk c[4];
+	assert_int_equal(rb_proc_read(reader, 0, c, 4), 0);
+
+	assert_int_equal(rb_proc_write(reader, "hello\n", 6, &err), 6);
+	rb_proc_close_stdin(reader);
+	wait_done(reader, 20000);
+	collect(reader, out, sizeof out, err_text, sizeof err_text);
+	assert_string_equal(out, "hello\ndone\n");
+	assert_int_equal(rb_proc_result(reader)->status, RB_STEP_EXITED);
+	assert_int_equal(rb_proc_result(reader)->exit_code, 0);
+	/* Written after the close: refused, named. */
+	assert_int_equal(rb_proc_write(reader, "x", 1, &err), -1);
+	assert_non_null(strstr(err.msg, "no stdin"));
+	rb_proc_free(reader);
+	rb_proc_free(printer);
+}
+
+/* Chunks read after a sequence number are only the later ones. */
+static void read_after_seq(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *p = start(f, "echo a; sleep 0.2; echo b; sleep 0.2; echo c", 0, false);
+	wait_done(p, 20000);
+	struct rb_chunk all[16];
+	size_t n = rb_proc_read(p, 0, all, 16);
+	assert_true(n >= 2);
+	uint64_t first = all[0].seq;
+	struct rb_chunk later[16];
+	size_t m = rb_proc_read(p, first, later, 16);
+	assert_int_equal(m, n - 1);
+	for (size_t i = 0; i < m; i++)
+		assert_true(later[i].seq > first);
+	rb_proc_free(p);
+}
+
+/* A signal to one process is in its result; the other, not signalled (control), exits 0. */
+static void signal_one(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *target = start(f, "exec sleep 30", 0, false);
+	struct rb_proc *other = start(f, "sleep 0.5", 0, false);
+	struct rb_error err = {0};
+	/* Started (init said so) before the signal goes. */
+	while (rb_proc_pid(target) == 0)
+		assert_int_equal(rb_session_dispatch(f->s, 1000, &err), 0);
+	assert_int_equal(rb_proc_signal(target, SIGTERM, &err), 0);
+	wait_done(target, 20000);
+	wait_done(other, 20000);
+	assert_int_equal(rb_proc_result(target)->status, RB_STEP_SIGNALED);
+	assert_int_equal(rb_proc_result(target)->signal, SIGTERM);
+	assert_int_equal(rb_proc_result(other)->status, RB_STEP_EXITED);
+	assert_int_equal(rb_proc_result(other)->exit_code, 0);
+	/* A signal to what has ended is an error, not a silent no-op. */
+	assert_int_equal(rb_proc_signal(target, SIGTERM, &err), -1);
+	rb_proc_free(target);
+	rb_proc_free(other);
+}
+
+/* A timeout kills its own process only: the one beside it (no timeout: control) finishes and
+ * prints, and the sandbox takes a new process after. */
+static void timeout_kills_only_its_process(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *slow = start(f, "sleep 30", 300, false);
+	struct rb_proc *other = start(f, "sleep 1; echo alive", 0, false);
+	wait_done(slow, 20000);
+	assert_int_equal(rb_proc_result(slow)->status, RB_STEP_TIMEOUT);
+	assert_false(rb_proc_done(other));
+	wait_done(other, 20000);
+	assert_int_equal(rb_proc_result(other)->status, RB_STEP_EXITED);
+	assert_int_equal(rb_proc_result(other)->exit_code, 0);
+	char out[64], err_text[64];
+	collect(other, out, sizeof out, err_text, sizeof err_text);
+	assert_string_equal(out, "alive\n");
+	struct rb_proc *after = start(f, "true", 0, false);
+	wait_done(after, 20000);
+	assert_int_equal(rb_proc_result(after)->status, RB_STEP_EXITED);
+	rb_proc_free(after);
+	rb_proc_free(slow);
+	rb_proc_free(other);
+}
+
+/* Host processes in the pid namespace whose /proc/PID/ns/pid is ns. */
+static unsigned procs_in_ns(ino_t ns)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc");
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300];
+		struct stat st;
+		snprintf(path, sizeof path, "/proc/%s/ns/pid", e->d_name);
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && stat(path, &st) == 0 && st.st_ino == ns)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Closing the session kills what is left: before it, the sandbox's pid namespace holds init
+ * and the running process (control); after it, nothing. */
+static void close_kills_what_is_left(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *p = start(f, "sleep 30", 0, false);
+	struct rb_error err = {0};
+	while (rb_proc_pid(p) == 0)
+		assert_int_equal(rb_session_dispatch(f->s, 1000, &err), 0);
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)f->run.sb.init_pid);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(procs_in_ns(st.st_ino) >= 2);
+	assert_false(rb_proc_done(p));
+	rb_session_close(f->s);
+	assert_true(rb_proc_done(p));
+	assert_int_not_equal(rb_proc_result(p)->status, RB_STEP_EXITED);
+	assert_int_equal(procs_in_ns(st.st_ino), 0);
+	rb_proc_free(p);
+}
+
+/* A handle freed before init said `started` leaves nothing running: the late start is killed.
+ * Control: a process kept alongside it is still there. */
+static void freed_before_start_is_killed(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *kept = start(f, "exec sleep 30", 0, false);
+	struct rb_error err = {0};
+	while (rb_proc_pid(kept) == 0)
+		assert_int_equal(rb_session_dispatch(f->s, 1000, &err), 0);
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)f->run.sb.init_pid);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(procs_in_ns(st.st_ino), 2); /* init and the kept one */
+	struct rb_proc *gone = start(f, "exec sleep 30", 0, false);
+	rb_proc_free(gone); /* before any dispatch: init has not said `started` yet */
+	unsigned n = 0;
+	for (int i = 0; i < 40; i++) {
+		assert_int_equal(rb_session_dispatch(f->s, 50, &err), 0);
+		n = procs_in_ns(st.st_ino);
+	}
+	assert_int_equal(n, 2);
+	assert_false(rb_proc_done(kept));
+	rb_proc_free(kept);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(two_processes_at_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(read_after_seq, setup, teardown),
+	    cmocka_unit_test_setup_teardown(signal_one, setup, teardown),
+	    cmocka_unit_test_setup_teardown(timeout_kills_only_its_process, setup, teardown),
+	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
+	    cmocka_unit_test_setup_teardown(freed_before_start_is_killed, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
