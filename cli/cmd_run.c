@@ -56,6 +56,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg)
 	                 .image = cfg->image,
 	                 .limits = {cfg->timeout_ms, cfg->memory_bytes, cfg->pids, cfg->cpus}},
 	    .net_mode = cfg->net_mode,
+	    .factory = cfg->factory,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -111,7 +112,7 @@ static void report_limits(const struct rb_run *run, const struct rb_step_result 
 		rb_err("seccomp killed the step (SIGSYS): it made a system call the policy does not allow");
 }
 
-int rb_cmd_run(int argc, char **argv)
+int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 {
 	static const struct option opts[] = {
 	    {"image", required_argument, NULL, 'i'},
@@ -130,7 +131,7 @@ int rb_cmd_run(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct rb_run_config cfg = {.net_mode = -1};
+	struct rb_run_config cfg = {.net_mode = -1, .factory = factory};
 	const char *inputs[RB_MAX_INPUTS];
 	bool json = false;
 	optind = 1;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "runtime/sandbox/factory.h"
 
 static void usage(FILE *f)
 {
@@ -48,11 +49,25 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(cmd, "run")) {
+		/* The factory first, before any key is read or any thread started: every sandbox's
+		 * init is a copy of it, and it is a copy of runbox as it starts. */
+		struct rb_factory factory;
+		struct rb_error err;
+		if (rb_factory_start(&factory, &err) < 0) {
+			rb_err("%s", err.msg);
+			return 125;
+		}
+		int code = rb_cmd_run(argc - 1, argv + 1, &factory);
+		rb_factory_stop(&factory);
+		return code;
+	}
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"run", rb_cmd_run}, {"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
-	            {"ps", rb_cmd_ps},   {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc},         {"image", rb_cmd_image}};
+	} cmds[] = {{"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
+	            {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},     {"gc", rb_cmd_gc},
+	            {"image", rb_cmd_image}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

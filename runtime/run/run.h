@@ -12,6 +12,7 @@
 #include "policy/policy.h"
 #include "common/token.h"
 #include "runtime/sandbox/cgroup.h"
+#include "runtime/sandbox/factory.h"
 #include "runtime/run/gwproc.h"
 #include "runtime/sandbox/mounts.h"
 #include "runtime/sandbox/sandbox.h"
@@ -43,6 +44,8 @@ struct rb_run_config {
 	const char *run_id; /* NULL: a new time-ordered id */
 	const char *tenant; /* NULL: "local" */
 	const char *agent;  /* NULL: "cli" */
+	/* Makes the run's sandbox (rb_factory_start, before any key or thread); outlives the run. */
+	const struct rb_factory *factory;
 };
 
 struct rb_buf {
@@ -100,6 +103,7 @@ struct rb_run_ledger {
 
 struct rb_run {
 	char id[72];
+	const struct rb_factory *factory; /* the config's */
 	/* This run instance's random nonce: in its run_start event, its state file and its
 	 * tokens' key (rb_token_run_key), so nothing of an earlier run with the same id counts
 	 * as this run's. */

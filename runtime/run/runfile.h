@@ -8,11 +8,14 @@
 #include "common/error.h"
 #include "policy/manifest.h"
 
+struct rb_factory;
+
 /* What the command line gave beside the manifest (SPEC "Who may say what": ceilings). */
 struct rb_runfile_opts {
 	const char *state_dir;                /* NULL: the default location */
 	struct rb_manifest_ceilings ceilings; /* --policy, --image, --timeout, --memory, --pids, --cpus */
 	int net_mode;                         /* --net: -1 when not given */
+	const struct rb_factory *factory;     /* makes the run's sandbox (rb_run_config) */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
