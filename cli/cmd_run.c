@@ -132,6 +132,8 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	    {NULL, 0, NULL, 0},
 	};
 	struct rb_run_config cfg = {.net_mode = -1, .factory = factory};
+	/* --verbose: this command's logger (main installs its own again after it). */
+	static const struct rb_logger verbose = {.level = RB_LOG_DEBUG};
 	const char *inputs[RB_MAX_INPUTS];
 	bool json = false;
 	optind = 1;
@@ -152,7 +154,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 			}
 			*(c == 'T' ? &cfg.tenant : &cfg.agent) = optarg;
 			break;
-		case 'v': rb_log_set_level(RB_LOG_DEBUG); break;
+		case 'v': rb_log_use(&verbose); break;
 		case 'h': usage(stdout); return 0;
 		case 't':
 			if (rb_parse_duration_ms(optarg, &cfg.timeout_ms) < 0 || cfg.timeout_ms == 0) {

@@ -42,8 +42,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 125;
 	}
-	if (getenv("RUNBOX_DEBUG"))
-		rb_log_set_level(RB_LOG_DEBUG);
+	/* The CLI's logger: stderr, debug lines with RUNBOX_DEBUG. */
+	struct rb_logger logger = {.level = getenv("RUNBOX_DEBUG") ? RB_LOG_DEBUG : RB_LOG_WARN};
+	rb_log_use(&logger);
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		usage(stdout);
@@ -59,15 +60,15 @@ int main(int argc, char **argv)
 			return 125;
 		}
 		int code = rb_cmd_run(argc - 1, argv + 1, &factory);
+		rb_log_use(&logger);
 		rb_factory_stop(&factory);
 		return code;
 	}
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
-	            {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},     {"gc", rb_cmd_gc},
-	            {"image", rb_cmd_image}};
+	} cmds[] = {{"check", rb_cmd_check}, {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger}, {"ps", rb_cmd_ps},
+	            {"kill", rb_cmd_kill},   {"gc", rb_cmd_gc},         {"image", rb_cmd_image}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

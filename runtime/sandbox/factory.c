@@ -82,7 +82,8 @@ static int spec_blob(const struct rb_sandbox_spec *spec, struct rb_error *err)
 	if (blob_append(&buf, &len, &h, sizeof h) < 0 || blob_append(&buf, &len, rs->staging, h.staging_len) < 0 ||
 	    blob_append(&buf, &len, rs->inputs, h.n_inputs * sizeof *rs->inputs) < 0 ||
 	    blob_append(&buf, &len, rs->skills, h.n_skills * sizeof *rs->skills) < 0 ||
-	    blob_append(&buf, &len, h.bpf_len ? spec->exec.bpf->insns : NULL, h.bpf_len * sizeof(struct sock_filter)) < 0)
+	    blob_append(&buf, &len, h.bpf_len ? spec->exec.bpf->insns : NULL, h.bpf_len * sizeof(struct sock_filter)) <
+	        0)
 		return rb_error_set(err, ENOMEM, "sandbox setup: the spec for the factory");
 	int fd = rb_sealed_memfd("runbox-spec", buf, len, err);
 	return fd < 0 ? rb_error_prefix(err, "sandbox setup: the spec for the factory") : fd;
@@ -170,9 +171,10 @@ int rb_factory_make(const struct rb_factory *f, const struct rb_spawn_req *req, 
 	for (unsigned i = 0; i < rs->n_skills; i++)
 		if (rs->skills[i].fd >= 0)
 			fds[n++] = rs->skills[i].fd;
-	json_t *head = json_pack("{s:s, s:b, s:i, s:i}", "op", "spec", "cg", req->cg_fd >= 0, "join",
+	/* The runner's log level, for what the factory, the spawner and init say of this one. */
+	json_t *head = json_pack("{s:s, s:b, s:i, s:i, s:i}", "op", "spec", "cg", req->cg_fd >= 0, "join",
 	                         (int)(req->n_join < RB_CGROUP_MAX_JOIN_FDS ? req->n_join : RB_CGROUP_MAX_JOIN_FDS),
-	                         "n_fds", (int)n);
+	                         "n_fds", (int)n, "log_level", (int)rb_log_level());
 	r = send_fds(mine, head, fds, n, err);
 	json_decref(head);
 	if (r < 0)
@@ -272,7 +274,7 @@ static int reply_error(int link, const struct rb_error *e)
 }
 
 /* One request on its own socket: returns init's pidfd (to reap it by), or -1. */
-static int serve_one(int sock, int link, const struct live *live, struct rb_error *err)
+static int serve_one(int sock, int link, const struct live *live, struct rb_logger *logger, struct rb_error *err)
 {
 	json_t *head = NULL;
 	int fds[MAX_REQ_FDS];
@@ -300,7 +302,8 @@ static int serve_one(int sock, int link, const struct live *live, struct rb_erro
 		json_decref(more);
 		if (r <= 0 || k == 0 || n + k > want) {
 			if (r > 0)
-				rb_error_set(err, EPROTO, "sandbox setup: a request's descriptors are not as announced");
+				rb_error_set(err, EPROTO,
+				             "sandbox setup: a request's descriptors are not as announced");
 			else if (r == 0)
 				rb_error_set(err, 0, "sandbox setup: the runner's request ended early");
 			n += k;
@@ -312,6 +315,8 @@ static int serve_one(int sock, int link, const struct live *live, struct rb_erro
 		rb_error_set(err, EPROTO, "sandbox setup: a request's descriptors are not as announced");
 		goto out;
 	}
+	json_int_t level = json_integer_value(json_object_get(head, "log_level"));
+	logger->level = level >= RB_LOG_ERROR && level <= RB_LOG_DEBUG ? (enum rb_log_level)level : RB_LOG_WARN;
 	if (read_blob(fds[0], &buf, &h, err) < 0)
 		goto out;
 	unsigned at = 2;
@@ -407,6 +412,9 @@ __attribute__((noreturn)) static void factory_main(int sock)
 {
 	struct live live = {0};
 	_cleanup_free_ struct pollfd *p = NULL;
+	/* Set per request to the runner's level; init keeps its copy (this frame never ends). */
+	struct rb_logger logger = {.level = RB_LOG_WARN};
+	rb_log_use(&logger);
 	for (;;) {
 		struct pollfd *np = realloc(p, (live.n + 1) * sizeof *p);
 		if (!np)
@@ -450,7 +458,7 @@ __attribute__((noreturn)) static void factory_main(int sock)
 			live.fds = nf;
 			live.cap = cap;
 		}
-		int pidfd = serve_one(sock, link, &live, &err);
+		int pidfd = serve_one(sock, link, &live, &logger, &err);
 		if (pidfd >= 0)
 			live.fds[live.n++] = pidfd;
 		else

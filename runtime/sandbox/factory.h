@@ -15,7 +15,10 @@ struct rb_factory {
 	int sock; /* requests; each one brings its own reply socket, so threads may share it */
 };
 
-#define RB_FACTORY_INIT {.pid = -1, .sock = -1}
+#define RB_FACTORY_INIT                                                                                                \
+	{                                                                                                              \
+		.pid = -1, .sock = -1                                                                                  \
+	}
 
 /* Forks the factory. Call it first, before any secret is in memory and before any thread
  * exists: the factory (and so every init) is a copy of the caller at this moment. The factory

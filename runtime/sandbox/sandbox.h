@@ -47,7 +47,7 @@ struct rb_sandbox {
 	int pidfd;
 	int ctl; /* control socket to init */
 	struct rb_net net;
-	bool reaped; /* init is gone (or was never made): nothing in the sandbox runs */
+	bool reaped;      /* init is gone (or was never made): nothing in the sandbox runs */
 	bool idmapped;    /* the image is idmapped to the sandbox's ids (writable by its root) */
 	int userns_fd;    /* the sandbox's user namespace (opened while init was still dumpable) */
 	int workspace_fd; /* O_PATH of the sandbox's /workspace (a mount root the sandbox cannot

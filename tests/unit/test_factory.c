@@ -132,7 +132,8 @@ static void two_runs_no_key_in_any_init(void **state)
 	assert_non_null(r);
 	pthread_t th[N_RUNS];
 	for (int i = 0; i < N_RUNS; i++) {
-		r[i] = (struct runner){.factory = &factory, .state_dir = state_dir, .started = &started, .scanned = &scanned};
+		r[i] = (struct runner){
+		    .factory = &factory, .state_dir = state_dir, .started = &started, .scanned = &scanned};
 		assert_int_equal(pthread_create(&th[i], NULL, run_thread, &r[i]), 0);
 	}
 	pthread_barrier_wait(&started);
@@ -147,7 +148,8 @@ static void two_runs_no_key_in_any_init(void **state)
 
 	/* Both steps running at once. */
 	uint64_t deadline = rb_now_us() + 2000000;
-	while (!(init_has_child(r[0].run.sb.init_pid) && init_has_child(r[1].run.sb.init_pid)) && rb_now_us() < deadline)
+	while (!(init_has_child(r[0].run.sb.init_pid) && init_has_child(r[1].run.sb.init_pid)) &&
+	       rb_now_us() < deadline)
 		usleep(10000);
 	assert_true(init_has_child(r[0].run.sb.init_pid));
 	assert_true(init_has_child(r[1].run.sb.init_pid));
