@@ -61,7 +61,8 @@ if [ -d "$objdir" ]; then
 	done < <(find "$objdir" -name '*.o' ! -path '*/cli/main.o' ! -path '*/gateway/serve_main.o' | sort |
 		while read -r o; do
 			objdump -t "$o" | awk -v o="${o#"$objdir"/}" \
-				'$3 == "O" && ($4 ~ /^\.(t?data|t?bss)(\.|$)/) && $4 !~ /^\.data\.rel\.ro/ { print o, $NF }'
+				'($3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /^\.data\.rel\.ro/) ||
+				 $3 ~ /^\.t(data|bss)(\.|$)/ { print o, $NF }'
 		done)
 else
 	echo "check-layout: no object tree at $objdir (build first)"
