@@ -1,6 +1,7 @@
 /* runtime/sandbox/factory.c: two runs opened from two threads of one process, through one
  * factory, run steps at the same time; no init's memory (read host side through /proc/PID/mem)
- * holds either run's token key, while a copy of the key holder (the control) holds both. */
+ * holds either run's token key, while a copy of the key holder (the control) holds both, and
+ * so does an init made by a factory forked after a key was loaded. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,7 +148,7 @@ static void two_runs_no_key_in_any_init(void **state)
 	assert_memory_not_equal(r[0].run.token_key, r[1].run.token_key, RB_TOKEN_KEY_LEN);
 
 	/* Both steps running at once. */
-	uint64_t deadline = rb_now_us() + 2000000;
+	uint64_t deadline = rb_now_us() + 10000000;
 	while (!(init_has_child(r[0].run.sb.init_pid) && init_has_child(r[1].run.sb.init_pid)) &&
 	       rb_now_us() < deadline)
 		usleep(10000);
@@ -212,6 +213,51 @@ static void two_runs_no_key_in_any_init(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+static void open_run(struct rb_run *run, const struct rb_factory *f, const char *state_dir)
+{
+	struct rb_run_config cfg = {
+	    .image = "minimal", .state_dir = state_dir, .net_mode = RB_NET_GATEWAY, .factory = f};
+	struct rb_error err;
+	if (rb_run_open(&cfg, run, &err) < 0 || rb_run_start(run, &err) < 0)
+		fail_msg("run: %s", err.msg);
+}
+
+/* The negative control of the design: a factory forked after a run loaded its key (a copy of
+ * the key holder, as init was of the runner) hands that key to the next init, and the scan
+ * finds it there. */
+static void late_factory_leaks_the_key(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	char state_dir[] = "/tmp/rb-factory-test.XXXXXX";
+	assert_non_null(mkdtemp(state_dir));
+	chmod(state_dir, 0711);
+	struct rb_factory early, late;
+	struct rb_error err;
+	assert_int_equal(rb_factory_start(&early, &err), 0);
+	struct rb_run *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+	assert_non_null(a);
+	assert_non_null(b);
+	open_run(a, &early, state_dir);
+	assert_int_equal(a->token_keylen, RB_TOKEN_KEY_LEN);
+	assert_int_equal(rb_factory_start(&late, &err), 0); /* now, with a's key in memory */
+	open_run(b, &late, state_dir);
+	size_t n;
+	assert_true(memory_holds(b->sb.init_pid, a->token_key, RB_TOKEN_KEY_LEN, &n));
+	assert_false(memory_holds(a->sb.init_pid, a->token_key, RB_TOKEN_KEY_LEN, &n));
+	assert_false(memory_holds(b->sb.init_pid, b->token_key, RB_TOKEN_KEY_LEN, &n));
+	rb_run_close(b);
+	rb_run_close(a);
+	free(a);
+	free(b);
+	rb_factory_stop(&late);
+	rb_factory_stop(&early);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf --one-file-system %s", state_dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* A request to a factory that is gone is an error naming it, not a hang. */
 static void gone_factory_is_an_error(void **state)
 {
@@ -238,6 +284,7 @@ int main(void)
 		setenv("RUNBOX_DATA_DIR", cwd, 0);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(two_runs_no_key_in_any_init),
+	    cmocka_unit_test(late_factory_leaks_the_key),
 	    cmocka_unit_test(gone_factory_is_an_error),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
