@@ -23,12 +23,14 @@ const struct rb_logger *rb_log_use(const struct rb_logger *lg)
 	return old;
 }
 
-static void vlog(const struct rb_logger *lg, enum rb_log_level level, const char *fmt, va_list ap)
+static const struct rb_logger *resolve(const struct rb_logger *lg)
 {
-	if (!lg)
-		lg = &default_logger;
-	if (level > lg->level)
-		return;
+	return lg ? lg : &default_logger;
+}
+
+/* One line: msg (formatted by the caller, once the level let it through) with its prefix. */
+static void emit(const struct rb_logger *lg, enum rb_log_level level, const char *msg)
+{
 	static const char *const names[] = {"error", "warning", "info", "debug"};
 	char line[2048];
 	int n;
@@ -47,8 +49,6 @@ static void vlog(const struct rb_logger *lg, enum rb_log_level level, const char
 	}
 	/* The message may carry text chosen inside a sandbox (a harvested file's name in a store
 	 * error, a step's output, a path): it is shown, never obeyed, and stays one line. */
-	char msg[1024];
-	vsnprintf(msg, sizeof msg, fmt, ap);
 	size_t len = (size_t)n + rb_ttysafe_line(msg, line + n, sizeof line - (size_t)n - 1);
 	if (lg->sink) {
 		line[len] = '\0';
@@ -62,21 +62,31 @@ static void vlog(const struct rb_logger *lg, enum rb_log_level level, const char
 
 enum rb_log_level rb_log_level(void)
 {
-	return (thread_logger ? thread_logger : &default_logger)->level;
+	return resolve(thread_logger)->level;
 }
 
 void rb_logf(const struct rb_logger *lg, enum rb_log_level level, const char *fmt, ...)
 {
+	lg = resolve(lg);
+	if (level > lg->level)
+		return;
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(lg, level, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): started above
 	va_end(ap);
+	emit(lg, level, msg);
 }
 
 void rb_log(enum rb_log_level level, const char *fmt, ...)
 {
+	const struct rb_logger *lg = resolve(thread_logger);
+	if (level > lg->level)
+		return;
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vlog(thread_logger, level, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): started above
 	va_end(ap);
+	emit(lg, level, msg);
 }

@@ -234,7 +234,7 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 
 /* The spawner's stack, which init's copy of the memory keeps as its own: room for init's whole
  * life. Untouched pages cost nothing. */
-#define SPAWNER_STACK (4 * 1024 * 1024)
+#define SPAWNER_STACK ((size_t)4 << 20)
 
 int rb_sandbox_spawn(const struct rb_spawn_req *req, struct rb_spawned *out, struct rb_error *err)
 {

@@ -212,7 +212,7 @@ static int child(void *arg)
 /* The child's stack, this call's own: CLONE_VFORK returns once the child has exec'd or
  * exited, so it is unmapped then. The child uses a few KiB: hardening and an execve; a guard
  * page below catches the unexpected. */
-#define CHILD_STACK (256 * 1024)
+#define CHILD_STACK ((size_t)256 << 10)
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
                     const int fds[3], const int *files, unsigned n_files, int cgroup_procs,
