@@ -254,7 +254,8 @@ int rb_sandbox_spawn(const struct rb_spawn_req *req, struct rb_spawned *out, str
 	    .userns_fd = -1,
 	};
 	rb_error_clear(&sp.err);
-	/* No signal handler of ours may run on the spawner's stack: the factory installs none. */
+	/* The only handler the factory has (SIGPIPE's, inherited from main) is empty: none that
+	 * runs on the spawner's stack touches anything. */
 	pid_t spawner_pid = clone(spawner, stack + SPAWNER_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &sp);
 	int clone_errno = errno;
 	if (spawner_pid > 0) {
