@@ -328,6 +328,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	    .ctx = &v,
 	    .gateway_config = cfg->gateway_config,
 	    .cancel_fd = cfg->cancel_fd,
+	    .factory = cfg->factory,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -466,7 +467,7 @@ enum {
 	OPT_GATEWAY_CONFIG,
 };
 
-int rb_cmd_run(int argc, char **argv)
+int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 {
 	static const struct option opts[] = {
 	    {"image", required_argument, NULL, OPT_IMAGE},
@@ -492,12 +493,14 @@ int rb_cmd_run(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel()};
+	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel(), .factory = factory};
 	const char *inputs[RB_MAX_INPUTS] = {0};
 	struct extras x = {0};
 	_cleanup_json_ json_t *labels = NULL;
 	const char *manifest = NULL;
 	char gw_config[PATH_MAX];
+	/* --verbose: this command's logger (main installs its own again after it). */
+	static const struct rb_logger verbose = {.level = RB_LOG_DEBUG};
 	optind = 1;
 	opterr = 0;
 	int c;
@@ -563,7 +566,7 @@ int rb_cmd_run(int argc, char **argv)
 			}
 			*(c == OPT_TENANT ? &cfg.tenant : &cfg.agent) = optarg;
 			break;
-		case 'v': rb_log_set_level(RB_LOG_DEBUG); break;
+		case 'v': rb_log_use(&verbose); break;
 		case 'h': usage(stdout); return 0;
 		case OPT_TIMEOUT:
 			if (rb_parse_duration_ms(optarg, &cfg.timeout_ms) < 0 || cfg.timeout_ms == 0) {

@@ -2,7 +2,9 @@
 #ifndef RB_COMMANDS_H
 #define RB_COMMANDS_H
 
-int rb_cmd_run(int argc, char **argv);
+struct rb_factory;
+/* factory: started by main before anything else (runtime/sandbox/factory.h). */
+int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory);
 int rb_cmd_check(int argc, char **argv);
 int rb_cmd_policy(int argc, char **argv);
 int rb_cmd_ledger(int argc, char **argv);

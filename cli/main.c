@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "runtime/sandbox/factory.h"
 
 static void usage(FILE *f)
 {
@@ -44,8 +45,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 125;
 	}
-	if (getenv("RUNBOX_DEBUG"))
-		rb_log_set_level(RB_LOG_DEBUG);
+	/* The CLI's logger: stderr, debug lines with RUNBOX_DEBUG. */
+	struct rb_logger logger = {.level = getenv("RUNBOX_DEBUG") ? RB_LOG_DEBUG : RB_LOG_WARN};
+	rb_log_use(&logger);
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		usage(stdout);
@@ -53,13 +55,26 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version"))
 		return rb_cmd_version(argc - 1, argv + 1);
+	if (!strcmp(cmd, "run")) {
+		/* The factory first, before any key is read or any thread started: every sandbox's
+		 * init is a copy of it, and it is a copy of runbox as it starts. */
+		struct rb_factory factory;
+		struct rb_error err;
+		if (rb_factory_start(&factory, &err) < 0) {
+			rb_err("%s", err.msg);
+			return 125;
+		}
+		int code = rb_cmd_run(argc - 1, argv + 1, &factory);
+		rb_log_use(&logger);
+		rb_factory_stop(&factory);
+		return code;
+	}
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"run", rb_cmd_run},       {"check", rb_cmd_check}, {"policy", rb_cmd_policy},
-	            {"ledger", rb_cmd_ledger}, {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},
-	            {"gc", rb_cmd_gc},         {"image", rb_cmd_image}, {"artifact", rb_cmd_artifact},
-	            {"logs", rb_cmd_logs}};
+	} cmds[] = {{"check", rb_cmd_check},       {"policy", rb_cmd_policy}, {"ledger", rb_cmd_ledger},
+	            {"ps", rb_cmd_ps},             {"kill", rb_cmd_kill},     {"gc", rb_cmd_gc},
+	            {"image", rb_cmd_image},       {"artifact", rb_cmd_artifact}, {"logs", rb_cmd_logs}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

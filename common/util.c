@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -344,6 +347,11 @@ void *rb_stack_alloc(size_t size)
 		errno = e;
 		return NULL;
 	}
+#ifdef __SANITIZE_ADDRESS__
+	/* A stack a clone ran on and left by _exit keeps its frames' poison in the shadow, and a
+	 * later mapping at the same address would inherit it. */
+	__asan_unpoison_memory_region(base, size);
+#endif
 	return base;
 }
 

@@ -4,7 +4,8 @@
 #     common <- policy <- images; common <- ledger; common <- scrub; those <- runtime/sandbox
 #     <- runtime/run <- {runtime/check, cli}; gateway <- common, policy, ledger, scrub (never
 #     the sandbox nor runs). The sandbox knows nothing of runs.
-#  2. No writable global in the library: an object in .data or .bss of a library object (what
+#  2. No writable global in the library: an object in .data or .bss (or their thread-local
+#     .tdata/.tbss) of a library object (what
 #     `objdump -t` lists there) is shared by every run a process holds. The few that are
 #     process-wide by nature are named in scripts/writable-globals.allow, each with its reason.
 # Usage: scripts/check-layout.sh OBJ_DIR (the build's object tree, for check 2). Exit 1 on a
@@ -61,7 +62,8 @@ if [ -d "$objdir" ]; then
 	done < <(find "$objdir" -name '*.o' ! -path "$objdir/cli/*" ! -path '*/gateway/serve_main.o' | sort |
 		while read -r o; do
 			objdump -t "$o" | awk -v o="${o#"$objdir"/}" \
-				'$3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /^\.data\.rel\.ro/ { print o, $NF }'
+				'($3 == "O" && ($4 ~ /^\.(data|bss)(\.|$)/) && $4 !~ /^\.data\.rel\.ro/) ||
+				 $3 ~ /^\.t(data|bss)(\.|$)/ { print o, $NF }'
 		done)
 else
 	echo "check-layout: no object tree at $objdir (build first)"

@@ -205,6 +205,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	run->bg_log = -1;
 	run->id_slice_fd = -1;
 	run->cancel_fd = cfg->cancel_fd > 0 ? cfg->cancel_fd : -1;
+	run->factory = cfg->factory;
 	if (cfg->run_id)
 		snprintf(run->id, sizeof run->id, "%s", cfg->run_id);
 	else
@@ -407,15 +408,15 @@ static int begin(struct rb_run *run, struct rb_error *err)
 	if (run->policy.require_enforced && check_enforced(run, err) < 0)
 		return -1;
 	rb_debug("sandbox: create");
-	if (rb_sandbox_create(&run->spec, run->cg, &run->sb, err) < 0)
+	if (rb_sandbox_create(run->factory, &run->spec, run->cg, &run->sb, err) < 0)
 		return -1;
 	run->started = true; /* from here on, stopping the run kills this sandbox */
 	if (run->ledger.prepare)
 		run->ledger.prepare(run->ledger.ctx);
 	if (run->spec.net_mode == RB_NET_GATEWAY) {
-		/* Only now, with the sandbox's processes already copied from ours (init is a copy
-		 * made in the spawner, and every step is init's), does the token key enter this
-		 * process's memory: no copy of it ever exists in the sandbox. The token dies with
+		/* The token key enters this process's memory only now, and never the factory's:
+		 * init is a copy of the factory (forked before any key), and every step is
+		 * init's, so no copy of it ever exists in the sandbox. The token dies with
 		 * the run: it expires at the run's deadline, and the endpoint that accepts it is
 		 * stopped when the run ends. */
 		uint8_t master[RB_TOKEN_KEY_LEN];

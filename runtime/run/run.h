@@ -12,6 +12,7 @@
 #include "policy/policy.h"
 #include "common/token.h"
 #include "runtime/sandbox/cgroup.h"
+#include "runtime/sandbox/factory.h"
 #include "runtime/run/gwproc.h"
 #include "runtime/sandbox/mounts.h"
 #include "runtime/sandbox/sandbox.h"
@@ -46,6 +47,8 @@ struct rb_run_config {
 	/* An eventfd the caller writes a signal number to on SIGINT/SIGTERM (the session's
 	 * cancel, runtime/run/session.h); 0 or less: none. The library masks no signal. */
 	int cancel_fd;
+	/* Makes the run's sandbox (rb_factory_start, before any key or thread); outlives the run. */
+	const struct rb_factory *factory;
 };
 
 struct rb_session;
@@ -109,6 +112,7 @@ struct rb_run_ledger {
 
 struct rb_run {
 	char id[72];
+	const struct rb_factory *factory; /* the config's */
 	/* This run instance's random nonce: in its run_start event, its state file and its
 	 * tokens' key (rb_token_run_key), so nothing of an earlier run with the same id counts
 	 * as this run's. */

@@ -390,6 +390,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .tenant = m->tenant,
 	    .agent = m->agent,
 	    .run_id = m->run_id[0] ? m->run_id : NULL,
+	    .factory = o->factory,
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;

@@ -9,6 +9,8 @@
 #include "common/error.h"
 #include "policy/manifest.h"
 
+struct rb_factory;
+
 /* What the command line gave beside the manifest (SPEC "Who may say what": ceilings). */
 struct rb_runfile_opts {
 	const char *state_dir;                /* NULL: the default location */
@@ -24,6 +26,7 @@ struct rb_runfile_opts {
 	void *ctx;
 	const char *gateway_config; /* --gateway-config, or NULL */
 	int cancel_fd; /* the run's cancel (rb_run_config.cancel_fd) */
+	const struct rb_factory *factory;     /* makes the run's sandbox (rb_run_config) */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,7 +42,27 @@ static int move_self_to_leaf(const char *self_abs)
 		return -1;
 	char pid[24];
 	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	return rb_cg_write(leaf, "cgroup.procs", pid, NULL);
+	if (rb_cg_write(leaf, "cgroup.procs", pid, NULL) < 0)
+		return -1;
+	/* And this process's children there (its sandbox factory, runtime/sandbox/factory.h):
+	 * one left behind would keep the cgroup from delegating. */
+	char procs[PATH_MAX], *list = NULL;
+	if (rb_cg_join(procs, self_abs, "cgroup.procs") < 0 || rb_read_file(procs, 1 << 16, &list, NULL, NULL) < 0)
+		return 0;
+	char *save = NULL;
+	for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char stat[64], *text = NULL;
+		snprintf(stat, sizeof stat, "/proc/%s/stat", line);
+		if (rb_read_file(stat, 4096, &text, NULL, NULL) == 0) {
+			const char *end = strrchr(text, ')'); /* past the command's name, which may hold ") " */
+			int ppid = 0;
+			if (end && sscanf(end, ") %*c %d", &ppid) == 1 && ppid == (int)getpid())
+				rb_cg_write(leaf, "cgroup.procs", line, NULL);
+		}
+		free(text);
+	}
+	free(list);
+	return 0;
 }
 
 /* Hands memory, pids and cpu to dir's children where dir has them. Failure is not an error

@@ -1,8 +1,8 @@
-/* The spawner and the handshake (see sandbox.h). A rootless runner first makes the owner user
- * namespace (through a holder process) and maps it. The spawner, which shares the runner's
- * memory and fds while the runner waits, enters that namespace, makes the network namespace and
- * rules it, clones the sandbox's init with CLONE_PARENT (so init is the runner's child) into the
- * run's cgroup, writes init's id maps and exits. The sandbox's user namespace is a child of the
+/* The spawner and the handshake (see sandbox.h). In the factory: a rootless sandbox first gets
+ * the owner user namespace (through a holder process), mapped. The spawner, which shares the
+ * factory's memory and fds while the factory waits, enters that namespace, makes the network
+ * namespace and rules it, clones the sandbox's init with CLONE_PARENT (so init is the factory's
+ * child) into the run's cgroup, writes init's id maps and exits. The sandbox's user namespace is a child of the
  * netns owner, so root inside has no power over the network namespace. */
 #define _GNU_SOURCE
 #include "runtime/sandbox/sandbox.h"
@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/sandbox/channel.h"
+#include "runtime/sandbox/factory.h"
 
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
@@ -88,16 +89,11 @@ static int image_lower(const struct rb_sandbox_spec *spec, int userns, bool *idm
 	return tree;
 }
 
-/* What the spawner is given, and what it leaves for the runner: it runs in the runner's memory
- * (see rb_sandbox_create) and writes its results here before it exits. */
+/* What the spawner is given, and what it leaves for the factory: it runs in the factory's
+ * memory (see rb_sandbox_spawn) and writes its results here before it exits. */
 struct spawn {
-	const struct rb_sandbox_spec *spec;
-	int cg_fd;           /* the run's cgroup for CLONE_INTO_CGROUP, or -1 */
-	const int *join_fds; /* files to write "0" into, to join the run's cgroups (see below) */
-	unsigned n_join;
+	const struct rb_spawn_req *req;
 	int owner_userns; /* rootless: the user namespace to own the netns, or -1 */
-	int ctl_init;     /* init's end of the control socket */
-	int ctl_runner;   /* the runner's end: closed in init */
 	pid_t init_pid;   /* > 0 once cloned, even if a later step failed */
 	struct rb_net net;
 	int lower; /* the image's detached clone, or -1 */
@@ -114,20 +110,21 @@ __attribute__((noreturn)) static void spawner_fail(struct spawn *sp, int errnum,
 	_exit(1);
 }
 
-/* The spawner: cloned with CLONE_VM | CLONE_VFORK | CLONE_FILES, so it shares the runner's
- * memory and fd table while the runner waits, as posix_spawn's child does. Nothing is copied
- * to make it; the fds it opens are the runner's; it ends in _exit, never returning through
+/* The spawner: cloned with CLONE_VM | CLONE_VFORK | CLONE_FILES, so it shares the factory's
+ * memory and fd table while the factory waits, as posix_spawn's child does. Nothing is copied
+ * to make it; the fds it opens are the factory's; it ends in _exit, never returning through
  * libc. Its own are the task's namespaces and credentials, which is what it changes: it enters
  * the owner user namespace (rootless), makes the network namespace and rules it, then clones
  * init, which gets a copy of this memory and fd table and drops what is not its own. */
 static int spawner(void *arg)
 {
 	struct spawn *sp = arg;
-	const struct rb_sandbox_spec *spec = sp->spec;
+	const struct rb_spawn_req *req = sp->req;
+	const struct rb_sandbox_spec *spec = req->spec;
 	/* The run's cgroups first, joined by this task alone (rb_cgroup_self_join_fds): init is
 	 * then cloned inside them, and what the network namespace costs is charged there too. */
-	for (unsigned i = 0; i < sp->n_join; i++)
-		if (write(sp->join_fds[i], "0", 1) != 1)
+	for (unsigned i = 0; i < req->n_join; i++)
+		if (write(req->join_fds[i], "0", 1) != 1)
 			spawner_fail(sp, errno, "join the run's cgroup");
 	if (sp->owner_userns >= 0 && setns(sp->owner_userns, CLONE_NEWUSER) < 0)
 		spawner_fail(sp, errno, "setns into the owner user namespace");
@@ -139,19 +136,22 @@ static int spawner(void *arg)
 		_exit(1);
 	}
 	rb_debug("spawner: clone init");
-	pid_t pid = clone_init(sp->cg_fd);
+	pid_t pid = clone_init(req->cg_fd);
 	if (pid < 0)
 		spawner_fail(sp, errno, "clone3 of the sandbox's init");
 	if (pid == 0) {
 		/* init's own copy of the fd table: the netfilter socket and the listeners stay
 		 * with the runner (a listener in the sandbox's hands would let it pose as the
-		 * gateway), and so does the runner's end of the control socket. */
-		close(sp->ctl_runner);
+		 * gateway), and so do the factory's own (its socket to the runner, the pidfds of
+		 * the other sandboxes it made). */
 		rb_net_close(&sp->net);
 		/* (userns_fd is opened after this clone: never in init's table.) */
 		if (sp->owner_userns >= 0)
 			close(sp->owner_userns);
-		rb_init_main(spec, sp->ctl_init);
+		for (unsigned i = 0; i < req->n_close; i++)
+			close(req->close_in_init[i]);
+		prctl(PR_SET_NAME, "runbox-init", 0, 0, 0); /* not the factory's name */
+		rb_init_main(spec, req->ctl_init);
 	}
 	sp->init_pid = pid;
 	char path[64];
@@ -170,9 +170,10 @@ static int spawner(void *arg)
 	_exit(0);
 }
 
-/* Rootless: the user namespace that will own the sandbox's netns, mapped by the runner (through
- * newuidmap when present). A holder process makes it and is killed once an fd pins it; the
- * holder shares the runner's memory (nothing to copy) and only ever waits for its signal. */
+/* Rootless: the user namespace that will own the sandbox's netns, mapped (through newuidmap
+ * when present). A holder process makes it and is killed once an fd pins it; the holder
+ * shares the factory's memory (nothing to copy), runs on a stack of this call's own, and only
+ * ever waits for its signal. */
 static int hold(void *arg)
 {
 	(void)arg;
@@ -181,12 +182,19 @@ static int hold(void *arg)
 	return 0;
 }
 
+#define HOLDER_STACK 16384
+
 static int owner_userns(const struct rb_idplan *ids, struct rb_error *err)
 {
-	static char stack[16384] __attribute__((aligned(16)));
-	pid_t h = clone(hold, stack + sizeof stack, CLONE_NEWUSER | CLONE_VM | SIGCHLD, NULL);
-	if (h < 0)
-		return rb_error_set(err, errno, "clone(CLONE_NEWUSER) for the owner user namespace");
+	char *stack = rb_stack_alloc(HOLDER_STACK);
+	if (!stack)
+		return rb_error_set(err, errno, "the holder's stack");
+	pid_t h = clone(hold, stack + HOLDER_STACK, CLONE_NEWUSER | CLONE_VM | SIGCHLD, NULL);
+	if (h < 0) {
+		rb_error_set(err, errno, "clone(CLONE_NEWUSER) for the owner user namespace");
+		munmap(stack, HOLDER_STACK);
+		return -1;
+	}
 	int fd = -1;
 	if (rb_userns_write_outer(h, ids, err) == 0) {
 		char path[64];
@@ -198,6 +206,7 @@ static int owner_userns(const struct rb_idplan *ids, struct rb_error *err)
 	kill(h, SIGKILL);
 	while (waitpid(h, NULL, 0) < 0 && errno == EINTR)
 		;
+	munmap(stack, HOLDER_STACK);
 	return fd;
 }
 
@@ -225,10 +234,80 @@ static int expect_event(int sock, const char *want, json_t **out, int *fds, unsi
 
 /* The spawner's stack, which init's copy of the memory keeps as its own: room for init's whole
  * life. Untouched pages cost nothing. */
-#define SPAWNER_STACK ((size_t)4 * 1024 * 1024)
+#define SPAWNER_STACK ((size_t)4 << 20)
 
-int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
-                      struct rb_error *err)
+int rb_sandbox_spawn(const struct rb_spawn_req *req, struct rb_spawned *out, struct rb_error *err)
+{
+	*out = (struct rb_spawned){.init_pid = -1, .pidfd = -1, .userns_fd = -1, .lower = -1, .net = RB_NET_INIT};
+	_cleanup_close_ int owner = -1;
+	if (req->spec->ids.outer && (owner = owner_userns(&req->spec->ids, err)) < 0)
+		return -1;
+	char *stack = rb_stack_alloc(SPAWNER_STACK);
+	if (!stack)
+		return rb_error_set(err, errno, "the spawner's stack");
+	struct spawn sp = {
+	    .req = req,
+	    .owner_userns = owner,
+	    .init_pid = -1,
+	    .net = RB_NET_INIT,
+	    .lower = -1,
+	    .userns_fd = -1,
+	};
+	rb_error_clear(&sp.err);
+	/* The only handler the factory has (SIGPIPE's, inherited from main) is empty: none that
+	 * runs on the spawner's stack touches anything. */
+	pid_t spawner_pid = clone(spawner, stack + SPAWNER_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &sp);
+	int clone_errno = errno;
+	if (spawner_pid > 0) {
+		int status = 0;
+		while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (!sp.failed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+			sp.failed = true;
+			rb_error_set(&sp.err, 0, "sandbox setup: the spawner died (status %d)", status);
+		}
+	} else {
+		sp.failed = true;
+		rb_error_set(&sp.err, clone_errno, "clone the spawner");
+	}
+	munmap(stack, SPAWNER_STACK);
+	/* init is our child (CLONE_PARENT) and not yet reaped, so its pid cannot have been
+	 * reused. */
+	int pidfd = sp.init_pid > 0 ? (int)syscall(SYS_pidfd_open, sp.init_pid, 0) : -1;
+	if (!sp.failed && pidfd < 0) {
+		sp.failed = true;
+		rb_error_set(&sp.err, errno, "pidfd_open of the sandbox's init");
+	}
+	if (sp.failed) {
+		*err = sp.err;
+		if (sp.init_pid > 0) {
+			kill(sp.init_pid, SIGKILL);
+			while (waitpid(sp.init_pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+		rb_net_close(&sp.net);
+		if (sp.userns_fd >= 0)
+			close(sp.userns_fd);
+		if (sp.lower >= 0)
+			close(sp.lower);
+		return -1;
+	}
+	rb_debug("spawner: done");
+	*out = (struct rb_spawned){
+	    .init_pid = sp.init_pid,
+	    .pidfd = pidfd,
+	    .userns_fd = sp.userns_fd,
+	    .lower = sp.lower,
+	    .lower_idmapped = sp.lower >= 0 && sp.lower_idmapped,
+	    .net = sp.net,
+	};
+	return 0;
+}
+
+int rb_sandbox_create(const struct rb_factory *factory, const struct rb_sandbox_spec *spec, struct rb_cgroup *cg,
+                      struct rb_sandbox *sb, struct rb_error *err)
 {
 	memset(sb, 0, sizeof *sb);
 	sb->init_pid = -1;
@@ -244,77 +323,35 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 		return rb_error_set(err, errno, "socketpair");
 	sb->ctl = ctl[0];
 	_cleanup_close_ int ctl_init = ctl[1];
-	_cleanup_close_ int owner = -1;
 	/* Declared before the first goto: a cleanup variable whose declaration a goto skips
 	 * would close whatever its stack slot held. */
 	_cleanup_close_ int lower = -1;
-	if (spec->ids.outer && (owner = owner_userns(&spec->ids, err)) < 0)
-		goto fail;
 	int join[RB_CGROUP_MAX_JOIN_FDS];
 	int n_join = rb_cgroup_self_join_fds(cg, join, RB_CGROUP_MAX_JOIN_FDS, err);
 	if (n_join < 0)
 		goto fail;
-	char *stack = rb_stack_alloc(SPAWNER_STACK);
-	if (!stack) {
-		rb_error_set(err, errno, "the spawner's stack");
-		for (int i = 0; i < n_join; i++)
-			close(join[i]);
-		goto fail;
-	}
-	struct spawn sp = {
+	struct rb_spawn_req req = {
 	    .spec = spec,
+	    .ctl_init = ctl_init,
 	    .cg_fd = rb_cgroup_clone_fd(cg),
 	    .join_fds = join,
 	    .n_join = (unsigned)n_join,
-	    .owner_userns = owner,
-	    .ctl_init = ctl_init,
-	    .ctl_runner = ctl[0],
-	    .init_pid = -1,
-	    .net = RB_NET_INIT,
-	    .lower = -1,
-	    .userns_fd = -1,
 	};
-	rb_error_clear(&sp.err);
-	/* No signal handler of ours may run on the spawner's stack: the runner installs none. */
-	pid_t spawner_pid = clone(spawner, stack + SPAWNER_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &sp);
-	int clone_errno = errno;
-	if (spawner_pid > 0) {
-		int status = 0;
-		while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if (!sp.failed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-			sp.failed = true;
-			rb_error_set(&sp.err, 0, "sandbox setup: the spawner died (status %d)", status);
-		}
-	}
-	munmap(stack, SPAWNER_STACK);
+	struct rb_spawned made;
+	int r = rb_factory_make(factory, &req, &made, err);
 	for (int i = 0; i < n_join; i++)
 		close(join[i]);
-	lower = sp.lower;
-	sb->net = sp.net;
-	sb->userns_fd = sp.userns_fd;
-	if (sp.init_pid > 0) {
-		sb->init_pid = sp.init_pid;
-		sb->reaped = false; /* init is our child (CLONE_PARENT) */
-	}
-	if (spawner_pid < 0) {
-		rb_error_set(err, clone_errno, "clone the spawner");
+	if (r < 0)
 		goto fail;
-	}
-	if (sp.failed) {
-		*err = sp.err;
-		goto fail;
-	}
-	rb_debug("spawner: done");
-	sb->idmapped = lower >= 0 && sp.lower_idmapped;
-	/* init is our child and not yet reaped, so its pid cannot have been reused. */
-	sb->pidfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
-	if (sb->pidfd < 0) {
-		rb_error_set(err, errno, "pidfd_open");
-		goto fail;
-	}
+	lower = made.lower;
+	sb->init_pid = made.init_pid;
+	sb->pidfd = made.pidfd;
+	sb->reaped = false;
+	sb->userns_fd = made.userns_fd;
+	sb->net = made.net;
+	sb->idmapped = made.lower_idmapped;
 	json_t *go = json_pack("{s:s}", "op", "go");
-	int r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
+	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
 	json_decref(go);
 	if (r < 0)
 		goto fail;
@@ -323,7 +360,7 @@ int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, 
 	 * returned, and init itself has nothing to send. Writing init's pid waits for an RCU
 	 * grace period (the cgroup_threadgroup_rwsem); what init writes to its tmpfs before it
 	 * is attached is charged to the runner's cgroup. */
-	if (sp.cg_fd < 0 && n_join == 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
+	if (req.cg_fd < 0 && n_join == 0 && rb_cgroup_attach(cg, sb->init_pid, err) < 0)
 		goto fail;
 	if (rb_net_finish(&sb->net, err) < 0)
 		goto fail;
@@ -373,19 +410,23 @@ void rb_sandbox_kill(struct rb_sandbox *sb)
 		syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
 }
 
+/* Waits for init to be gone: its pidfd turns readable once it has exited, and by then the
+ * kernel has killed and reaped every process of its pid namespace. The factory, its parent,
+ * reaps init itself. */
+static void await_gone(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
 void rb_sandbox_destroy(struct rb_sandbox *sb)
 {
-	if (!sb->reaped && sb->init_pid > 0) {
-		if (sb->pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-		else
-			kill(sb->init_pid, SIGKILL);
-		int status = 0;
-		while (waitpid(sb->init_pid, &status, 0) < 0 && errno == EINTR)
-			;
-		sb->init_status = status;
-		sb->reaped = true;
+	if (!sb->reaped && sb->pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+		await_gone(sb->pidfd);
 	}
+	sb->reaped = true;
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
 	if (sb->ctl >= 0)

@@ -1,7 +1,7 @@
-/* A sandbox: the spawner, the handshake and the runner's handle on a live sandbox. The parent
- * clones the sandbox's init into a pre-created cgroup, the id maps are written, then init is
- * released over a socketpair; a setup failure comes back as a message, never as an exit code
- * that could be the step's. */
+/* A sandbox: the spawner, the handshake and the runner's handle on a live sandbox. The factory
+ * (runtime/sandbox/factory.h) clones the sandbox's init into a pre-created cgroup and writes the
+ * id maps; the runner gets init's descriptors and releases it over a socketpair; a setup
+ * failure comes back as a message, never as an exit code that could be the step's. */
 #ifndef RB_SANDBOX_H
 #define RB_SANDBOX_H
 
@@ -43,12 +43,11 @@ struct rb_sandbox_spec {
 };
 
 struct rb_sandbox {
-	pid_t init_pid; /* in the runner's pid namespace */
+	pid_t init_pid; /* in the runner's pid namespace; the factory's child, which reaps it */
 	int pidfd;
 	int ctl; /* control socket to init */
 	struct rb_net net;
-	bool reaped;
-	int init_status;
+	bool reaped;      /* init is gone (or was never made): nothing in the sandbox runs */
 	bool idmapped;    /* the image is idmapped to the sandbox's ids (writable by its root) */
 	int userns_fd;    /* the sandbox's user namespace (opened while init was still dumpable) */
 	int workspace_fd; /* O_PATH of the sandbox's /workspace (a mount root the sandbox cannot
@@ -60,18 +59,47 @@ struct rb_sandbox {
  * an init that never answers. */
 #define RB_SANDBOX_READY_TIMEOUT_MS 60000
 
-/* Creates the sandbox and releases init to build its root; rb_sandbox_wait_ready returns once
- * init reports the root ready, or fails (ETIMEDOUT) when it has not within timeout_ms. The
- * runner may work in between (it commits the ledger). On failure either one has already
- * destroyed what there was. */
-int rb_sandbox_create(const struct rb_sandbox_spec *spec, struct rb_cgroup *cg, struct rb_sandbox *sb,
-                      struct rb_error *err);
+struct rb_factory;
+
+/* Has factory make the sandbox and releases init to build its root; rb_sandbox_wait_ready
+ * returns once init reports the root ready, or fails (ETIMEDOUT) when it has not within
+ * timeout_ms. The runner may work in between (it commits the ledger). On failure either one
+ * has already destroyed what there was. Safe to call from several threads at once. */
+int rb_sandbox_create(const struct rb_factory *factory, const struct rb_sandbox_spec *spec, struct rb_cgroup *cg,
+                      struct rb_sandbox *sb, struct rb_error *err);
 int rb_sandbox_wait_ready(struct rb_sandbox *sb, unsigned timeout_ms, struct rb_error *err);
 /* Sends init SIGKILL and returns: the kernel tears the namespaces down on init's side while
  * the runner goes on. rb_sandbox_destroy reaps it. */
 void rb_sandbox_kill(struct rb_sandbox *sb);
-/* Kills init with SIGKILL (its pid namespace dies with it) and reaps it. Idempotent. */
+/* Kills init with SIGKILL (its pid namespace dies with it) and returns once it is gone (the
+ * factory reaps it). Idempotent. */
 void rb_sandbox_destroy(struct rb_sandbox *sb);
+
+/* The factory's side (runtime/sandbox/factory.c): what one sandbox is made from, in the
+ * factory's own descriptors, and what the runner gets back. */
+struct rb_spawn_req {
+	const struct rb_sandbox_spec *spec;
+	int ctl_init;        /* init's end of the control socket */
+	int cg_fd;           /* the run's cgroup for CLONE_INTO_CGROUP, or -1 */
+	const int *join_fds; /* files to write "0" into, to join the run's cgroups */
+	unsigned n_join;
+	const int *close_in_init; /* the factory's own descriptors, which init must not keep */
+	unsigned n_close;
+};
+
+struct rb_spawned {
+	pid_t init_pid;
+	int pidfd;     /* the factory's: it reaps init through it */
+	int userns_fd; /* init's user namespace */
+	int lower;     /* the image's detached clone for init, or -1 */
+	bool lower_idmapped;
+	struct rb_net net;
+};
+
+/* In the factory: enters the owner user namespace (rootless), makes the network namespace and
+ * clones init into the run's cgroup with its id maps written. On failure nothing is left (an
+ * init already cloned is killed and reaped). */
+int rb_sandbox_spawn(const struct rb_spawn_req *req, struct rb_spawned *out, struct rb_error *err);
 
 /* The sandbox's PID 1 (runtime/sandbox/init.c). Never returns. */
 __attribute__((noreturn)) void rb_init_main(const struct rb_sandbox_spec *spec, int ctl);

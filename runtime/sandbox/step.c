@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -208,20 +209,10 @@ static int child(void *arg)
 	fail(f, e, 1, msg);
 }
 
-/* The child's stack, kept for the init's later steps. The child uses a few KiB: hardening and
- * an execve; a guard page below catches the unexpected. */
-#define CHILD_STACK ((size_t)256 * 1024)
-
-static char *child_stack(void)
-{
-	static char *top;
-	if (!top) {
-		char *base = rb_stack_alloc(CHILD_STACK);
-		if (base)
-			top = base + CHILD_STACK;
-	}
-	return top;
-}
+/* The child's stack, this call's own: CLONE_VFORK returns once the child has exec'd or
+ * exited, so it is unmapped then. The child uses a few KiB: hardening and an execve; a guard
+ * page below catches the unexpected. */
+#define CHILD_STACK ((size_t)256 << 10)
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
                     const int fds[3], const int *files, unsigned n_files, int cgroup_procs,
@@ -237,7 +228,8 @@ pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *c
 	memcpy(all, fds, 3 * sizeof *all);
 	for (unsigned i = 0; i < n_files; i++)
 		all[3 + i] = files[i];
-	char *stack = child_stack();
+	char *base = rb_stack_alloc(CHILD_STACK);
+	char *stack = base ? base + CHILD_STACK : NULL;
 	if (!stack) {
 		failure->errnum = errno;
 		snprintf(failure->msg, sizeof failure->msg, "child stack");
@@ -248,6 +240,9 @@ pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *c
 	/* init blocks its signals (it reads them from a signalfd), so none can reach a handler
 	 * between the clone and the child's reset. */
 	pid_t pid = clone(child, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	int clone_errno = errno;
+	munmap(base, CHILD_STACK);
+	errno = clone_errno;
 	if (pid < 0) {
 		failure->errnum = errno;
 		snprintf(failure->msg, sizeof failure->msg, "clone");

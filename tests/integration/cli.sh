@@ -177,18 +177,19 @@ sb -- sh -c 'yes | head -3'
 if [ "$RC" = 0 ] && [ "$OUT" = $'y\ny\ny' ]; then ok "control: with stdout open the step's output is all there"
 else not_ok "control: with stdout open the step's output is all there" "exit $RC: $OUT"; fi
 
-# gc finds whatever a run left, wherever runbox was killed: here at its first clone (the
-# sandbox's), after its run directory and cgroups exist and before the sandbox does. Before the
+# gc finds whatever a run left, wherever runbox was killed: here as it opens the sandbox's control
+# socket (its second socketpair: the first is its factory's, made first thing in main), after its
+# run directory and cgroups exist and before the sandbox does. Before the
 # kill the state file names them; gc removes them and records the run as abandoned.
 if [ "$MODE" = subids ]; then
-	note "gc after a kill at the first clone: root and user modes (subids' wrapper forks itself)"
+	note "gc after a kill at the sandbox's control socket: root and user modes (subids' wrapper forks itself)"
 elif ! command -v strace >/dev/null; then not_ok "gc cleans up after a runbox killed during setup" "strace missing (scripts/install-deps.sh test)"
 else
 	rbx_cmd run --image minimal -- true
 	before=$(find "$STATE/run" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
 	# Through sh, so the kill is reported there, not by this shell.
 	krc=$(sh -c '"$@" </dev/null >/dev/null 2>&1; echo $?' sh \
-		strace -f -qq -o /dev/null -e trace=clone -e inject=clone:signal=SIGKILL:when=1 "${RBX_CMD[@]}")
+		strace -f -qq -o /dev/null -e trace=socketpair -e inject=socketpair:signal=SIGKILL:when=2 "${RBX_CMD[@]}")
 	id=$(find "$STATE/run" -maxdepth 1 -name '*.state' | head -1 | xargs -r basename | sed 's/\.state$//')
 	dir_left=$(find "$STATE/run" -mindepth 1 -maxdepth 1 -type d | wc -l)
 	cg_left=$( [ -n "$id" ] && find /sys/fs/cgroup -maxdepth 8 -type d -name "$id" | wc -l)

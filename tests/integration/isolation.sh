@@ -461,7 +461,7 @@ elif [ -z "$host_cg" ]; then skip "the step's cgroups read as / (own cgroup name
 else ok "the step's cgroups read as / (own cgroup namespace)"; fi
 
 # --- init and the step are inside the run's cgroup, the runner is not ---
-# Seen from the host while a step runs: init (the runner's child) and the step (init's child)
+# Seen from the host while a step runs: init (the child of the runner's factory) and the step (init's child)
 # share one memory cgroup, whose limit is the run's; the runner's own is another (control).
 # init joins before its first byte: on v1 the spawner moves itself and clones init inside.
 mem_cg() { # PID: its memory cgroup's path (the v1 memory line, else the v2 line)
@@ -480,7 +480,8 @@ if [ "$MODE" = root ]; then
 	rbx_cmd run --image minimal --memory 96M -- /bin/sleep 20
 	"${RBX_CMD[@]}" </dev/null >"$T/cg.out" 2>"$T/cg.err" &
 	cg_runner=$!
-	step_of() { cg_init=$(pgrep -P "$cg_runner" | head -n 1) && [ -n "$cg_init" ] &&
+	step_of() { cg_factory=$(pgrep -P "$cg_runner" -x runbox-factory | head -n 1) && [ -n "$cg_factory" ] &&
+		cg_init=$(pgrep -P "$cg_factory" -x runbox-init | head -n 1) && [ -n "$cg_init" ] &&
 		cg_step=$(pgrep -P "$cg_init" -x sleep | head -n 1) && [ -n "$cg_step" ]; }
 	if ! wait_for step_of; then
 		not_ok "init and the step are in the run's memory cgroup" "no step after 10 s: $(first_line "$(cat "$T/cg.err")")"
