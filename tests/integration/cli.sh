@@ -327,6 +327,6 @@ if [ "$RC" = 0 ] && [ "$OUT" = wrong ]; then ok "control: --input SRC:/workspace
 else not_ok "control: --input SRC:/workspace/in/DEST binds SRC" "exit $RC: $(first_line "$OUT$ERR")"; fi
 printf '{"tenant": "t-colon", "agent": "a-colon", "inputs": [{"from": "%s", "to": "/workspace/in/z"}], "steps": [{"script": "cat /workspace/in/z"}]}\n' \
 	"$T/scratch/in/c:d" >"$T/scratch/colon.json"
-run_rbx run --image minimal "$T/scratch/colon.json"
+run_rbx run --image minimal --json "$T/scratch/colon.json"
 if [ "$RC" = 0 ] && grep -qF '"stdout": "right\n"' <<<"$OUT"; then ok "a manifest input whose host path holds a colon arrives"
 else not_ok "a manifest input whose host path holds a colon arrives" "exit $RC: $(first_line "$ERR") $(grep -m1 stdout <<<"$OUT")"; fi

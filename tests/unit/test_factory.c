@@ -54,7 +54,7 @@ static void *run_thread(void *arg)
 	if (r->open_rc == 0 && r->start_rc == 0) {
 		/* Still running when the other thread's step has started and the scan is done. */
 		char *argv[] = {"/bin/sh", "-c", "sleep 3; echo done", NULL};
-		r->step_rc = rb_run_step(&r->run, argv, false, &r->res, &r->err);
+		r->step_rc = rb_run_step(&r->run, argv, NULL, NULL, &r->res, &r->err);
 	}
 	pthread_barrier_wait(r->scanned);
 	return NULL;

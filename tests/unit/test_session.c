@@ -20,6 +20,10 @@
 #include "common/util.h"
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
+#include "runtime/sandbox/factory.h"
+
+/* Made before any run loads a key (group setup), as main makes runbox's. */
+static struct rb_factory factory;
 
 struct fixture {
 	char dir[64];
@@ -38,7 +42,7 @@ static int setup(void **state)
 	char cwd[4096];
 	assert_non_null(getcwd(cwd, sizeof cwd));
 	setenv("RUNBOX_DATA_DIR", cwd, 0);
-	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1};
+	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1, .factory = &factory};
 	struct rb_error err = {0};
 	if (rb_run_open(&cfg, &f->run, &err) < 0)
 		fail_msg("rb_run_open: %s", err.msg);
@@ -265,6 +269,24 @@ static void freed_before_start_is_killed(void **state)
 	rb_proc_free(kept);
 }
 
+static int start_factory(void **state)
+{
+	(void)state;
+	struct rb_error err = {0};
+	if (rb_factory_start(&factory, &err) < 0) {
+		fprintf(stderr, "rb_factory_start: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int stop_factory(void **state)
+{
+	(void)state;
+	rb_factory_stop(&factory);
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,5 +297,5 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
 	    cmocka_unit_test_setup_teardown(freed_before_start_is_killed, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, start_factory, stop_factory);
 }
