@@ -420,13 +420,47 @@ static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_
 	rb_scrub_spans_push(sp, v, e, RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
 }
 
-void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp)
+/* Every key, typed name, "name" before a "value" and element tag the pass reads for a
+ * separator lies within this many bytes before it (key_before: 6 + KEY_MAX, twice for a
+ * typed name; named_before: LOOKBACK_MAX more; at_element: its tag's 160): separators with
+ * no keyword in reach name nothing, and are never looked at. */
+#define KW_REACH 256
+#define N_WORDS  (sizeof keywords / sizeof keywords[0])
+_Static_assert(N_WORDS <= 8, "a prefilter bucket per keyword");
+
+void rb_scrub_keywords_init(struct rb_scrub_rule_tables *t)
+{
+	for (size_t w = 0; w < N_WORDS; w++) {
+		const unsigned char *k = (const unsigned char *)keywords[w].w;
+		for (unsigned v = 0; v < 8; v++) /* every case of the first three letters */
+			rb_scrub_prefilter_add(&t->keywords, (v & 1) ? k[0] - 32 : k[0], (v & 2) ? k[1] - 32 : k[1],
+			                       (v & 4) ? k[2] - 32 : k[2], (unsigned)w);
+	}
+	rb_scrub_prefilter_done(&t->keywords);
+}
+
+/* The first keyword (any case) starting at or after i, or len. */
+static size_t next_word(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t i, size_t len)
+{
+	while ((i = rb_scrub_prefilter_next(&t->keywords, in, i, len)) < len) {
+		for (size_t w = 0; w < N_WORDS; w++) {
+			size_t wl = strlen(keywords[w].w);
+			if (len - i >= wl && strncasecmp((const char *)in + i, keywords[w].w, wl) == 0)
+				return i;
+		}
+		i++;
+	}
+	return len;
+}
+
+/* The separators in [lo, hi), in order. */
+static void separators(struct kw_scan *kw, const unsigned char *in, size_t len, size_t lo, size_t hi,
+                       struct rb_scrub_spans *sp)
 {
 	static const unsigned char seps[4] = {':', '=', '>', '-'};
-	struct kw_scan kw = {0};
 	const unsigned char *next[4];
 	for (int k = 0; k < 4; k++)
-		next[k] = memchr(in, seps[k], len);
+		next[k] = memchr(in + lo, seps[k], hi - lo);
 	for (;;) {
 		int m = -1;
 		for (int k = 0; k < 4; k++)
@@ -438,7 +472,25 @@ void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub
 		if (seps[m] == '>')
 			at_element(in, len, q, sp);
 		else
-			at_separator(&kw, in, len, q, sp);
-		next[m] = q + 1 < len ? memchr(in + q + 1, seps[m], len - q - 1) : NULL;
+			at_separator(kw, in, len, q, sp);
+		next[m] = q + 1 < hi ? memchr(in + q + 1, seps[m], hi - q - 1) : NULL;
+	}
+}
+
+void rb_scrub_keywords_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
+                            struct rb_scrub_spans *sp)
+{
+	struct kw_scan kw = {0};
+	size_t w = next_word(t, in, 0, len);
+	while (w < len) {
+		/* the separators after this keyword and the ones within its reach */
+		size_t lo = w + 1, hi = len - w > KW_REACH ? w + KW_REACH + 1 : len;
+		size_t nw = next_word(t, in, w + 1, len);
+		while (nw < hi) {
+			hi = len - nw > KW_REACH ? nw + KW_REACH + 1 : len;
+			nw = next_word(t, in, nw + 1, len);
+		}
+		separators(&kw, in, len, lo, hi, sp);
+		w = nw;
 	}
 }
