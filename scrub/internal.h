@@ -116,6 +116,7 @@
 	X(URL_SQLSERVER, "sqlserver-url")                                                                              \
 	X(URL_OTHER, "url-credentials")                                                                                \
 	X(CONNSTR, "connection-string-password")                                                                       \
+	X(CURL_USER, "curl-user-password")                                                                             \
 	X(GENERIC, "generic-secret")
 
 #define RB_SR_ENUM_(id, name) RB_SR_##id,

@@ -94,7 +94,7 @@ static uint16_t spec_class(char c)
 	}
 }
 
-enum kind { K_SPEC, K_SK, K_PEM, K_JWT, K_URL };
+enum kind { K_SPEC, K_SK, K_PEM, K_JWT, K_URL, K_CURL };
 enum {
 	F_CI = 1,    /* the anchor in any case */
 	F_MIXED = 2, /* the redaction holds an upper-case letter, a lower-case one and a digit */
@@ -334,6 +334,12 @@ static const struct fmt_rule rules[] = {
     R(NULL, "tfp_", "%x40,", TYPEFORM, 0),
     /* scheme://user:password@host */
     K("://", URL_OTHER, K_URL),
+    /* curl -u user:password, --user, --proxy-user */
+    K("-u ", CURL_USER, K_CURL),
+    K("--user ", CURL_USER, K_CURL),
+    K("--user=", CURL_USER, K_CURL),
+    K("--proxy-user ", CURL_USER, K_CURL),
+    K("--proxy-user=", CURL_USER, K_CURL),
 };
 #undef R
 #undef K
@@ -722,6 +728,46 @@ static size_t url_password(struct scan *sc, size_t i, size_t *start, uint8_t *ru
 	return at;
 }
 
+/* curl's -u/--user/--proxy-user user:password at i (the flag, after a blank, on a line that
+ * runs curl): *start, the end of the password. A quoted value ends at its quote. */
+static size_t curl_user(struct scan *sc, size_t i, const struct fmt_rule *r, size_t *start)
+{
+	const unsigned char *in = sc->in;
+	size_t len = sc->len;
+	if (i == 0 || (in[i - 1] != ' ' && in[i - 1] != '\t'))
+		return 0;
+	size_t ls = i, lim = i > 512 ? i - 512 : 0;
+	while (ls > lim && in[ls - 1] != '\n')
+		ls--;
+	if (!memmem(in + ls, i - ls, "curl", 4))
+		return 0;
+	size_t v = i + r->alen;
+	while (v < len && v - i < 24 && in[v] == ' ')
+		v++;
+	unsigned char qc = 0;
+	if (v < len && (in[v] == '"' || in[v] == '\''))
+		qc = in[v++];
+	size_t u = v;
+	while (u < len && u - v < 128 && in[u] > ' ' && in[u] < 0x7f && in[u] != ':' && in[u] != qc)
+		u++;
+	if (u >= len || in[u] != ':')
+		return 0;
+	size_t p = u + 1, e = p;
+	while (e < len && e - p < 512 && in[e] > ' ' && in[e] < 0x7f && in[e] != qc && !(qc == 0 && in[e] == '\''))
+		e++;
+	if (qc && (e >= len || in[e] != qc))
+		return 0;
+	if (e - p < 4 || (v < u && in[v] == '$') || url_placeholder(in + p, e - p))
+		return 0;
+	bool numeric = true; /* docker -u 1000:1000 is a uid and a gid */
+	for (size_t k = p; k < e && numeric; k++)
+		numeric = cls[in[k]] & C_DIG;
+	if (numeric)
+		return 0;
+	*start = p;
+	return e;
+}
+
 /* sk-<body>: OpenAI's when it holds T3BlbkFJ; else another vendor's (DeepSeek, legacy
  * OpenAI, ...) when the body is long and mixed like a random key. */
 static size_t sk_key(struct scan *sc, size_t i, uint8_t *rule)
@@ -783,13 +829,14 @@ static size_t match_rule(struct scan *sc, const struct fmt_rule *r, size_t i, si
 	case K_JWT: return left_ok(sc->in, i) ? jwt(sc, i) : 0;
 	case K_URL: return url_password(sc, i, start, rule);
 	case K_SK: return left_ok(sc->in, i) ? sk_key(sc, i, rule) : 0;
+	case K_CURL: return curl_user(sc, i, r, start);
 	default: return spec_rule(sc, r, i, start);
 	}
 }
 
 static bool rules_kind_url(uint8_t rule)
 {
-	return rule >= RB_SR_URL_POSTGRES && rule <= RB_SR_URL_OTHER;
+	return (rule >= RB_SR_URL_POSTGRES && rule <= RB_SR_URL_OTHER) || rule == RB_SR_CURL_USER;
 }
 
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
@@ -866,18 +913,20 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 		unsigned char c = (cls[v[i]] & C_UP) ? v[i] + 32 : v[i];
 		for (uint32_t m = first[c]; m; m &= m - 1) {
 			const char *w = words[__builtin_ctz(m)];
+			if (w[1] && (i + 1 >= n || (v[i + 1] | 0x20) != (w[1] | 0x20)))
+				continue; /* the second byte first: most candidates end there */
 			size_t wl = strlen(w);
-			if (wl <= n - i && (wl == 1 || (v[i + 1] | 0x20) == (w[1] | 0x20)) &&
-			    strncasecmp((const char *)v + i, w, wl) == 0)
+			if (wl <= n - i && strncasecmp((const char *)v + i, w, wl) == 0)
 				return true;
 		}
 	}
 	size_t longest = 1, cur = 1, up = 1, up_max = 1;
-	bool seen[256] = {0};
+	uint64_t seen[4] = {0};
 	size_t distinct = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!seen[v[i]])
-			seen[v[i]] = true, distinct++;
+		uint64_t bit = 1ULL << (v[i] & 63);
+		if (!(seen[v[i] >> 6] & bit))
+			seen[v[i] >> 6] |= bit, distinct++;
 		if (i == 0)
 			continue;
 		cur = v[i] == v[i - 1] ? cur + 1 : 1;

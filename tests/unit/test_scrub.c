@@ -1298,6 +1298,25 @@ static const struct positive positives[] = {
     {"API_KEY: str = \"", "%a32", "\"", "generic-secret"},
     {"const apiToken: string = '", "%a32", "';", "generic-secret"},
     {"db.password=", "%a20", "\n", "generic-secret"},
+    /* a YAML block scalar: every line of the value; a PEM block under a key */
+    {"password: |\n  ", "%a40\n  %a40\n  %a12", "\nnext: 1\n", "generic-secret"},
+    {"auth:\n  token: >-\n    ", "%u30\n    %u30", "\n  user: ci\n", "generic-secret"},
+    {"tls_key: |\n  ",
+     "-----BEGIN RSA PRIVATE KEY-----\n  MIIEpAIBAAKCAQEA%b40\n  %b64\n  -----END RSA PRIVATE KEY-----", "\n",
+     "private-key"},
+    /* an XML CDATA section */
+    {"<password><![CDATA[", "%a24", "]]></password>", "generic-secret"},
+    {"<apiToken>\n  <![CDATA[", "%a20!%a8", "]]>\n</apiToken>", "generic-secret"},
+    /* curl's user:password */
+    {"curl -u deploy:", "%a20", " https://api.example.net/v1", "curl-user-password"},
+    {"curl -s --user 'ci:", "%a16", "' https://x.example.net", "curl-user-password"},
+    {"curl --proxy-user=bob:", "%a12", " -x proxy:3128 https://x.example.net", "curl-user-password"},
+    /* values longer than 4096 bytes */
+    {"API_TOKEN=", "%a5000", "\n", "generic-secret"},
+    {"{\"secret\": \"", "%b6000", "\"}", "generic-secret"},
+    /* a UUID under a password, a token or an API key */
+    {"HEROKU_API_KEY=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
+    {"//registry.npmjs.org/:_authToken=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
 };
 
 /* The secret's contexts when it has none of its own: alone on a line, inside prose, after a
@@ -1382,7 +1401,20 @@ static void test_precision(void **state)
 	    "SECRET_KEY=changeme-in-production-1234",
 	    "password=aaaaaaaaaaaaaaaa",
 	    "token: 1234567890abcdef1234",
-	    "api_key = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "request_id = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "trace_id: 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "idempotency_key: 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "HEROKU_API_KEY=00000000-0000-0000-0000-000000000000",
+	    "curl -u $USER:$PASS https://api.example.net",
+	    "curl -u \"ci:${TOKEN}\" https://api.example.net",
+	    "curl -u admin:password https://api.example.net",
+	    "docker run -u 1000:1000 curl-image",
+	    "git push -u origin:Xq3bT9wLm2Kp7Rz4",
+	    "<description><![CDATA[Xq3bT9wLm2Kp7Rz4Nv8H]]></description>",
+	    "<password><![CDATA[changeme]]></password>",
+	    "<password><![CDATA[the one on the card]]></password>",
+	    "description: |\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0",
+	    "password_hint: |\n  the name of the first cat\n  and the year",
 	    "request id 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
 	    "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 	    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8",
@@ -1427,12 +1459,18 @@ static void test_precision(void **state)
 		free(o.data);
 	}
 	/* control: the same shapes with a random value are redacted */
-	static const char *const twins[] = {"ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub",
-	                                    "AKIAQ3T7ZK2M9XW4B8PL",
-	                                    "API_KEY=Xq3bT9wLm2Kp7Rz4Nv8H",
-	                                    "DATABASE_URL=postgres://user:Xq3bT9wLm2Kp@localhost:5432/db",
-	                                    "Password=Xq3b!T9wLm2;",
-	                                    "api_key = \"Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\""};
+	static const char *const twins[] = {
+	    "ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub",
+	    "AKIAQ3T7ZK2M9XW4B8PL",
+	    "API_KEY=Xq3bT9wLm2Kp7Rz4Nv8H",
+	    "DATABASE_URL=postgres://user:Xq3bT9wLm2Kp@localhost:5432/db",
+	    "Password=Xq3b!T9wLm2;",
+	    "api_key = \"Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\"",
+	    "api_key = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "HEROKU_API_KEY=3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "curl -u admin:Xq3bT9wLm2Kp https://api.example.net",
+	    "<password><![CDATA[Xq3bT9wLm2Kp7Rz4Nv8H]]></password>",
+	    "password: |\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0"};
 	for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
 		struct rb_scrub_counts cnt;
 		struct rb_buf_out o = scrub(s, twins[i], strlen(twins[i]), &cnt);
