@@ -107,6 +107,30 @@
 	X(SHIPPO, "shippo-token")                                                                                      \
 	X(TYPEFORM, "typeform-token")                                                                                  \
 	X(FACEBOOK, "facebook-access-token")                                                                           \
+	X(ALIBABA, "alibaba-access-key-id")                                                                            \
+	X(CLOJARS, "clojars-token")                                                                                    \
+	X(DEFINED_NET, "defined-networking-key")                                                                       \
+	X(DUFFEL, "duffel-token")                                                                                      \
+	X(FRAMEIO, "frameio-token")                                                                                    \
+	X(HARNESS, "harness-pat")                                                                                      \
+	X(INFRACOST, "infracost-key")                                                                                  \
+	X(INTRA42, "intra42-secret")                                                                                   \
+	X(MAXMIND, "maxmind-license-key")                                                                              \
+	X(OCTOPUS, "octopus-deploy-key")                                                                               \
+	X(OPENSHIFT, "openshift-token")                                                                                \
+	X(PREFECT, "prefect-token")                                                                                    \
+	X(README, "readme-api-key")                                                                                    \
+	X(SCALINGO, "scalingo-token")                                                                                  \
+	X(SETTLEMINT, "settlemint-token")                                                                              \
+	X(SOURCEGRAPH, "sourcegraph-token")                                                                            \
+	X(YANDEX, "yandex-api-key")                                                                                    \
+	X(RENDER, "render-api-key")                                                                                    \
+	X(TAILSCALE, "tailscale-key")                                                                                  \
+	X(NETLIFY, "netlify-token")                                                                                    \
+	X(LAUNCHDARKLY, "launchdarkly-key")                                                                            \
+	X(PLAID, "plaid-token")                                                                                        \
+	X(RAZORPAY, "razorpay-key")                                                                                    \
+	X(LANGFUSE, "langfuse-secret-key")                                                                             \
 	X(URL_POSTGRES, "postgres-url")                                                                                \
 	X(URL_MYSQL, "mysql-url")                                                                                      \
 	X(URL_MONGODB, "mongodb-url")                                                                                  \
