@@ -131,6 +131,9 @@
 	X(PLAID, "plaid-token")                                                                                        \
 	X(RAZORPAY, "razorpay-key")                                                                                    \
 	X(LANGFUSE, "langfuse-secret-key")                                                                             \
+	X(AWS_BEDROCK, "aws-bedrock-api-key")                                                                          \
+	X(CLICKHOUSE, "clickhouse-api-secret")                                                                         \
+	X(SONAR, "sonarqube-token")                                                                                    \
 	X(URL_POSTGRES, "postgres-url")                                                                                \
 	X(URL_MYSQL, "mysql-url")                                                                                      \
 	X(URL_MONGODB, "mongodb-url")                                                                                  \

@@ -145,6 +145,7 @@ static const struct fmt_rule rules[] = {
     R(NULL, "ghs_", "%a36,255", GITHUB_APP, 0),
     R(NULL, "ghr_", "%a36,255", GITHUB_REFRESH, 0),
     /* GitLab */
+    R(NULL, "glpat-", "%u27,300.%L9", GITLAB_PAT, 0), /* routable: a dot and its suffix too */
     R(NULL, "glpat-", "%u20,", GITLAB_PAT, 0),
     R(NULL, "gldt-", "%u20,", GITLAB_DEPLOY, 0),
     R(NULL, "glrt-", "%u20,", GITLAB_RUNNER, 0),
@@ -368,6 +369,12 @@ static const struct fmt_rule rules[] = {
     R(NULL, "access-production-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
     R(NULL, "access-development-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
     R(NULL, "access-sandbox-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
+    R(NULL, "ABSK", "%b109,269", AWS_BEDROCK, 0),
+    R(NULL, "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t", "%x0,", AWS_BEDROCK, 0),
+    R(NULL, "4b1d", "%a38", CLICKHOUSE, F_MIXED),
+    R(NULL, "squ_", "%h40", SONAR, 0),
+    R(NULL, "sqp_", "%h40", SONAR, 0),
+    R(NULL, "sqa_", "%h40", SONAR, 0),
     R(NULL, "rzp_live_", "%a14", RAZORPAY, 0),
     R(NULL, "rzp_test_", "%a14", RAZORPAY, 0),
     /* scheme://user:password@host */
