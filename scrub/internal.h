@@ -202,12 +202,12 @@ static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
 }
 
 /* A candidate filter over the first three bytes of a set of prefixes (scrub/prefilter.c):
- * each prefix in one of 8 buckets, by the low and high nibble of each of its bytes. */
+ * each prefix in one of 16 buckets, by the low and high nibble of each of its bytes. */
 struct rb_scrub_prefilter {
-	uint8_t lo[3][16], hi[3][16];
-	uint64_t bigram[65536 / 64];  /* exact first two bytes */
-	uint64_t trigram[65536 / 64]; /* hashes of the three (rb_scrub_tri) */
-	bool simd;                    /* AVX2 at hand: 32 positions a step */
+	uint8_t lo[2][3][16], hi[2][3][16]; /* two sets of 8 buckets */
+	uint64_t bigram[65536 / 64];        /* exact first two bytes */
+	uint64_t trigram[65536 / 64];       /* hashes of the three (rb_scrub_tri) */
+	bool simd;                          /* AVX2 at hand: 32 positions a step */
 };
 void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned c1, unsigned c2, unsigned bucket);
 /* After the last add: chooses the AVX2 path where the CPU has it. */

@@ -500,11 +500,12 @@ static unsigned flip_case(unsigned c)
 	return (cls[c] & C_UP) ? c + 32 : (cls[c] & C_LO) ? c - 32 : c;
 }
 
-/* The prefilter's bucket: by the third byte (of the bucketings measured, the fewest
- * candidates on mixed text). */
+/* The prefilter's bucket: the second byte's low four bits (of the bucketings measured, the
+ * fewest candidates on mixed text: one position in 6, against one in 2.3 by the third byte
+ * in 8 buckets). */
 static void set_tri(struct rb_scrub_rule_tables *t, unsigned a, unsigned b, unsigned c)
 {
-	rb_scrub_prefilter_add(&t->anchors, a, b, c, c & 7);
+	rb_scrub_prefilter_add(&t->anchors, a, b, c, b & 15);
 }
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
