@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
+#include "scrub/internal.h"
 #include "scrub/scrub.h"
 
 /* ---- deterministic synthesis ---------------------------------------------------------- */
@@ -1511,6 +1512,88 @@ static void test_precision(void **state)
 	rb_scrub_free(s);
 }
 
+/* The prefilter: the scalar path returns exactly the positions whose bigram is some prefix's
+ * and whose trigram hash is one's; the AVX2 path a subset of those (its nibble tables test
+ * the three bytes themselves, not their hash) that still holds every position where a
+ * prefix starts, so a host without AVX2 scrubs the same. */
+static size_t brute_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+{
+	for (; i + 1 < len; i++) {
+		unsigned g = in[i] | (unsigned)in[i + 1] << 8;
+		if (!((p->bigram[g >> 6] >> (g & 63)) & 1))
+			continue;
+		if (i + 2 >= len)
+			return i;
+		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
+		if ((p->trigram[h >> 6] >> (h & 63)) & 1)
+			return i;
+	}
+	return len;
+}
+
+static void test_prefilter_paths(void **state)
+{
+	static struct rb_scrub_rule_tables t;
+	rb_scrub_rules_init(&t);
+	/* prefixes of format anchors (set 0) and keywords (set 1), in the case they are matched in */
+	static const struct {
+		const char *w;
+		int set;
+	} plants[] = {{"ghp_", 0},        {"sk-", 0},         {"MTk", 0},         {"AKIA", 0},     {"xoxb-", 0},
+	              {"-----BEGIN ", 0}, {"://", 0},         {"SK0", 0},         {"s.A", 0},      {"eyJh", 0},
+	              {"hvs.", 0},        {"AccountKey=", 0}, {"aCCountkey=", 0}, {"password", 1}, {"Token", 1},
+	              {"SECRET", 1},      {"aUtH", 1},        {"pwd", 1}};
+	static unsigned char text[70000];
+	static bool planted[2][sizeof text], vec_hit[sizeof text];
+	rng = 0x5eed;
+	size_t n = 0;
+	while (n + 16 < sizeof text) {
+		if (next_rand() % 8 == 0) {
+			size_t w = next_rand() % (sizeof plants / sizeof plants[0]);
+			planted[plants[w].set][n] = true;
+			memcpy(text + n, plants[w].w, strlen(plants[w].w));
+			n += strlen(plants[w].w);
+		} else {
+			text[n++] = (unsigned char)" eatonisrhldcumfpgwybvkxjqz_-.:=\n"[next_rand() % 34];
+		}
+	}
+	const struct rb_scrub_prefilter *sets[] = {&t.anchors, &t.keywords};
+	for (size_t k = 0; k < 2; k++) {
+		struct rb_scrub_prefilter vec = *sets[k], scalar = *sets[k];
+		scalar.simd = false;
+		for (size_t len = n; len + 40 > n; len -= 13) { /* tails of every length mod 32 */
+			memset(vec_hit, 0, sizeof vec_hit);
+			size_t found = 0;
+			for (size_t i = 0; (i = rb_scrub_prefilter_next(&vec, text, i, len)) < len; i++) {
+				if (brute_next(sets[k], text, i, len) != i)
+					fail_msg("prefilter %zu, length %zu: the vector path returns %zu, no candidate",
+					         k, len, i);
+				vec_hit[i] = true;
+			}
+			for (size_t i = 0; i < len;) {
+				size_t b = rb_scrub_prefilter_next(&scalar, text, i, len),
+				       c = brute_next(sets[k], text, i, len);
+				if (b != c)
+					fail_msg("prefilter %zu at %zu of %zu: scalar %zu, exact %zu", k, i, len, b, c);
+				i = c + 1;
+			}
+			for (size_t i = 0; i + 3 <= len; i++) {
+				if (!planted[k][i])
+					continue;
+				found++;
+				if (!vec_hit[i] || brute_next(sets[k], text, i, len) != i)
+					fail_msg("prefilter %zu, length %zu: the prefix planted at %zu is not returned",
+					         k, len, i);
+			}
+			assert_true(found > 100); /* the comparison is not of empty sets */
+		}
+		/* a text of bytes no prefix starts with gives none */
+		static const unsigned char none[] = "################################################################";
+		assert_int_equal(rb_scrub_prefilter_next(&vec, none, 0, sizeof none - 1), sizeof none - 1);
+		assert_int_equal(rb_scrub_prefilter_next(&scalar, none, 0, sizeof none - 1), sizeof none - 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1526,6 +1609,7 @@ int main(void)
 	    cmocka_unit_test(test_scrub_json),
 	    cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_precision),
+	    cmocka_unit_test(test_prefilter_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
