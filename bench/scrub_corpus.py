@@ -97,6 +97,34 @@ FAMILIES = {
                                          r(A, 12) + "!", ";Encrypt=True;"),
 }
 
+def uuid():
+    return "%s-%s-%s-%s-%s" % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12))
+
+
+def yaml_block():
+    lines = [r(B, 60) for _ in range(random.randint(2, 4))]
+    return "\n  ".join(lines)
+
+
+# secrets in a context of their own (text, secret): the shapes only the keyword and
+# command-line rules see
+OWN = {
+    "yaml-block": lambda s: ("%s: |\n  %s\nnext_key: 1" % (random.choice(["password", "private_token", "client_secret"]), s), s),
+    "xml-cdata": lambda s: ("<%s><![CDATA[%s]]></%s>" % (k := random.choice(["password", "apiToken", "secret"]), s, k), s),
+    "curl-user": lambda s: (random.choice(["curl -u deploy:%s https://api.example.net/v1",
+                                           "curl -s --user 'ci:%s' https://api.example.net",
+                                           "curl --proxy-user=bob:%s -x proxy:3128 https://x.example.net"]) % s, s),
+    "long-keyword-value": lambda s: (random.choice(["API_TOKEN=%s", '{"secret": "%s"}']) % s, s),
+    "uuid-credential": lambda s: (random.choice(["HEROKU_API_KEY=%s", "//registry.npmjs.org/:_authToken=%s"]) % s, s),
+}
+OWN_SECRET = {
+    "yaml-block": yaml_block,
+    "xml-cdata": lambda: r(A, 24),
+    "curl-user": lambda: r(A, 18),
+    "long-keyword-value": lambda: r(A, random.randint(4200, 9000)),
+    "uuid-credential": uuid,
+}
+
 # contexts a secret appears in; {s} is the secret
 CONTEXTS = [
     "{s}",
@@ -127,7 +155,11 @@ NEGATIVES = [
     lambda: "SECRET=changeme",
     lambda: "password=" + random.choice("ax*") * 20,
     lambda: "request_id=%s-%s-%s-%s-%s" % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
-    lambda: 'api_key = "%s-%s-%s-%s-%s"' % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
+    lambda: 'trace_id: "%s-%s-%s-%s-%s"' % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
+    lambda: "curl -u $USER:$API_PASSWORD https://api.example.net/v1",
+    lambda: "docker run -u 1000:1000 -v /data:/data image",
+    lambda: "<description><![CDATA[%s]]></description>" % r(A, 24),
+    lambda: "description: |\n  %s\n  %s" % (r(A, 30), r(A, 30)),
     lambda: "sha256:" + r(H, 64),
     lambda: "commit " + r(H, 40),
     lambda: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ" + r(B, 200) + " user@host",
@@ -152,6 +184,10 @@ def main():
                     s = gen()
                     shown, s = s if isinstance(s, tuple) else (s, s)
                     f.write(json.dumps({"family": fam, "text": ctx.format(s=shown) + "\n", "secret": s}) + "\n")
+        for fam, shape in OWN.items():
+            for _ in range(20):
+                text, sec = shape(OWN_SECRET[fam]())
+                f.write(json.dumps({"family": fam, "text": text + "\n", "secret": sec}) + "\n")
         for ctx in KEYWORD_CONTEXTS:
             for _ in range(20):
                 v = r(A, random.randint(16, 40))

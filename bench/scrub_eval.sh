@@ -10,14 +10,28 @@ mkdir -p "$OUT"
 python3 bench/scrub_corpus.py "$OUT/scrub-corpus.jsonl" "${SCRUB_EVAL_SEED:-18}"
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
-	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c \
+	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
 # ordinary text to mix the corpus into: this repository's docs and C sources (prose, code,
 # tables), plus the unit test's control files (near misses)
 mkdir -p "$OUT/scrub-filler"
 cat docs/*.md runtime/*/*.c cli/*.c tests/unit/fixtures/scrub/control/* >"$OUT/scrub-filler/filler.txt"
-"$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" "$OUT/scrub-filler" "${SCRUB_EVAL_MB:-100}" |
+"$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" "$OUT/scrub-filler" "${SCRUB_EVAL_MB:-100}" "$OUT/scrub-mixed.txt" |
 	tee "$OUT/scrub-eval.txt"
+
+# The harvest phase on that mixed text: 4 files of 50 MB (SCRUB_EVAL_HARVEST_MB each) in an
+# out directory, walked, read, scrubbed and stored by rb_harvest, linked against the
+# library's objects (make all builds them).
+make -s all >/dev/null
+# shellcheck disable=SC2046 # the objects and pkg-config's words on purpose
+gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wno-unused-parameter -I. -o "$OUT/scrub_harvest" bench/scrub_harvest.c \
+	$(find build/obj -name '*.o' ! -path 'build/obj/cli/main.o' ! -path 'build/obj/gateway/serve_main.o' \
+		! -path 'build/obj/gateway/endpoint.o' | sort) \
+	-Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz -Wl,-Bdynamic \
+	-lmnl -l:libzstd.so.1 -l:libacl.so.1 -ldl -lpthread -lm
+HW=$(mktemp -d /tmp/scrub-harvest.XXXXXX)
+"$OUT/scrub_harvest" "$OUT/scrub-mixed.txt" "$HW" 4 "${SCRUB_EVAL_HARVEST_MB:-50}" | tee -a "$OUT/scrub-eval.txt"
+rm -rf "$HW"
 
 # The same records through secretlint and its recommended preset, pinned, installed here
 # (SCRUB_EVAL_SECRETLINT=0 skips it). Its figure is records with a finding: it does not redact.

@@ -107,6 +107,33 @@
 	X(SHIPPO, "shippo-token")                                                                                      \
 	X(TYPEFORM, "typeform-token")                                                                                  \
 	X(FACEBOOK, "facebook-access-token")                                                                           \
+	X(ALIBABA, "alibaba-access-key-id")                                                                            \
+	X(CLOJARS, "clojars-token")                                                                                    \
+	X(DEFINED_NET, "defined-networking-key")                                                                       \
+	X(DUFFEL, "duffel-token")                                                                                      \
+	X(FRAMEIO, "frameio-token")                                                                                    \
+	X(HARNESS, "harness-pat")                                                                                      \
+	X(INFRACOST, "infracost-key")                                                                                  \
+	X(INTRA42, "intra42-secret")                                                                                   \
+	X(MAXMIND, "maxmind-license-key")                                                                              \
+	X(OCTOPUS, "octopus-deploy-key")                                                                               \
+	X(OPENSHIFT, "openshift-token")                                                                                \
+	X(PREFECT, "prefect-token")                                                                                    \
+	X(README, "readme-api-key")                                                                                    \
+	X(SCALINGO, "scalingo-token")                                                                                  \
+	X(SETTLEMINT, "settlemint-token")                                                                              \
+	X(SOURCEGRAPH, "sourcegraph-token")                                                                            \
+	X(YANDEX, "yandex-api-key")                                                                                    \
+	X(RENDER, "render-api-key")                                                                                    \
+	X(TAILSCALE, "tailscale-key")                                                                                  \
+	X(NETLIFY, "netlify-token")                                                                                    \
+	X(LAUNCHDARKLY, "launchdarkly-key")                                                                            \
+	X(PLAID, "plaid-token")                                                                                        \
+	X(RAZORPAY, "razorpay-key")                                                                                    \
+	X(LANGFUSE, "langfuse-secret-key")                                                                             \
+	X(AWS_BEDROCK, "aws-bedrock-api-key")                                                                          \
+	X(CLICKHOUSE, "clickhouse-api-secret")                                                                         \
+	X(SONAR, "sonarqube-token")                                                                                    \
 	X(URL_POSTGRES, "postgres-url")                                                                                \
 	X(URL_MYSQL, "mysql-url")                                                                                      \
 	X(URL_MONGODB, "mongodb-url")                                                                                  \
@@ -116,6 +143,7 @@
 	X(URL_SQLSERVER, "sqlserver-url")                                                                              \
 	X(URL_OTHER, "url-credentials")                                                                                \
 	X(CONNSTR, "connection-string-password")                                                                       \
+	X(CURL_USER, "curl-user-password")                                                                             \
 	X(GENERIC, "generic-secret")
 
 #define RB_SR_ENUM_(id, name) RB_SR_##id,
@@ -167,6 +195,27 @@ static inline size_t rb_scrub_next_bigram(const uint64_t *bm, const unsigned cha
 	return len;
 }
 
+/* The hash of three bytes the prefilters confirm. */
+static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
+{
+	return ((a | b << 8) ^ (c * 0x9e5U)) & 0xffffU;
+}
+
+/* A candidate filter over the first three bytes of a set of prefixes (scrub/prefilter.c):
+ * each prefix in one of 16 buckets, by the low and high nibble of each of its bytes. */
+struct rb_scrub_prefilter {
+	uint8_t lo[2][3][16], hi[2][3][16]; /* two sets of 8 buckets */
+	uint64_t bigram[65536 / 64];        /* exact first two bytes */
+	uint64_t trigram[65536 / 64];       /* hashes of the three (rb_scrub_tri) */
+	bool simd;                          /* AVX2 at hand: 32 positions a step */
+};
+void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned c1, unsigned c2, unsigned bucket);
+/* After the last add: chooses the AVX2 path where the CPU has it. */
+void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p);
+/* The first position j >= i whose first two bytes are some prefix's and, where j + 2 < len
+ * leaves room, whose three bytes hash like one (a superset: callers confirm); len when none. */
+size_t rb_scrub_prefilter_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len);
+
 /* Byte classes the format and keyword passes share (scrub/rules.c). */
 enum {
 	RB_C_UP = 1 << 0,     /* A-Z */
@@ -193,16 +242,11 @@ extern const uint16_t rb_scrub_cls[256];
 bool rb_scrub_placeholder(const unsigned char *v, size_t n);
 
 #define RB_SCRUB_FIRST_MAX 48
-/* The hash of three bytes the format pass filters on. */
-static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
-{
-	return ((a | b << 8) ^ (c * 0x9e5U)) & 0xffffU;
-}
 
 /* Tables of the format pass, built once per scrubber (no mutable globals). */
 struct rb_scrub_rule_tables {
-	uint64_t bigram[65536 / 64];             /* an anchor's first two bytes */
-	uint64_t trigram[65536 / 64];            /* hashes of an anchor's first three bytes */
+	struct rb_scrub_prefilter anchors;       /* the format rules' anchors */
+	struct rb_scrub_prefilter keywords;      /* the keyword pass's words */
 	uint16_t first[256][RB_SCRUB_FIRST_MAX]; /* anchors (index + 1) starting with this byte, 0-terminated */
 };
 
@@ -211,7 +255,10 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
                          struct rb_scrub_spans *sp);
 /* Pass 3: values after a keyword (scrub/keyword.c). */
-void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp);
+void rb_scrub_keywords_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
+                            struct rb_scrub_spans *sp);
+/* The keyword pass's words into t->keywords. */
+void rb_scrub_keywords_init(struct rb_scrub_rule_tables *t);
 /* Shannon entropy in bits per byte. */
 double rb_scrub_entropy(const unsigned char *s, size_t n);
 

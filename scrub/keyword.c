@@ -35,8 +35,9 @@ static const char *const not_secret_keys[] = {"public", "pubkey",  "pub_key", "k
                                               "bypass", "passage", "compass", "passenger"};
 
 #define KEY_MAX      64
-#define VALUE_MAX    4096 /* longer runs are blobs (certificates, data URIs), not secrets */
-#define LOOKBACK_MAX 150  /* a "name" before its "value": within the stream's lookbehind */
+#define VALUE_MAX    4096  /* an element's text, a connection string's password */
+#define LONG_MAX_    65536 /* a value after a key: 1Password tokens and others pass 4096 */
+#define LOOKBACK_MAX 150   /* a "name" before its "value": within the stream's lookbehind */
 
 static bool ci_has(const unsigned char *hay, size_t n, const char *needle)
 {
@@ -167,7 +168,7 @@ static bool wordlike(const unsigned char *v, size_t n)
 
 /* A reference in code or a name, not a value: settings.SECRET_KEY, os.environ, a path, a URL,
  * an e-mail address, a number or a date. */
-static bool not_a_value(const unsigned char *v, size_t n)
+static bool not_a_value(const unsigned char *v, size_t n, bool uuid_secret)
 {
 	if (memmem(v, n, "://", 3))
 		return true;
@@ -180,8 +181,9 @@ static bool not_a_value(const unsigned char *v, size_t n)
 		numeric = (cls[v[i]] & RB_C_DIG) || strchr(".-:/", v[i]);
 	if (numeric && n < 16)
 		return true;
-	/* a UUID names a thing (a request, a tenant, a client), it is no key */
-	if (n == 36 && v[8] == '-' && v[13] == '-' && v[18] == '-' && v[23] == '-') {
+	/* a UUID names a thing (a request, a tenant, a client), it is no key; but under a
+	 * password, a token or an API key it is one (Heroku API keys, legacy npm tokens) */
+	if (n == 36 && !uuid_secret && v[8] == '-' && v[13] == '-' && v[18] == '-' && v[23] == '-') {
 		bool uuid = true;
 		for (size_t i = 0; i < n && uuid; i++)
 			uuid = (i == 8 || i == 13 || i == 18 || i == 23) ||
@@ -214,6 +216,13 @@ static bool not_a_value(const unsigned char *v, size_t n)
 	return ci_has(v, n, "password") && n < 40;
 }
 
+/* Does a key (lower case, '_' for '-') make a UUID under it a secret? A strong keyword or
+ * an API key does (HEROKU_API_KEY, _authToken); request_id, trace_id, key_id do not. */
+static bool uuid_key(const char *key, enum strength st)
+{
+	return st == KEY_STRONG || strstr(key, "api_key") || strstr(key, "apikey");
+}
+
 /* Bytes of an unquoted value. */
 static bool bare_byte(unsigned char c)
 {
@@ -231,13 +240,13 @@ static unsigned char_classes(const unsigned char *v, size_t n)
 }
 
 /* Is v[0..n) a secret's value, for a key of strength st? */
-static bool secret_value(const unsigned char *v, size_t n, enum strength st, bool connstr)
+static bool secret_value(const unsigned char *v, size_t n, enum strength st, bool connstr, bool uuid_secret)
 {
-	if (n == 0 || n > VALUE_MAX)
+	if (n == 0 || n > LONG_MAX_)
 		return false;
 	if (n < (st == KEY_STRONG ? 8U : 16U) && !(connstr && n >= 6))
 		return false;
-	if (not_a_value(v, n) || rb_scrub_placeholder(v, n))
+	if (not_a_value(v, n, uuid_secret) || rb_scrub_placeholder(v, n))
 		return false;
 	if (wordlike(v, n) && !(n >= 32 && rb_scrub_entropy(v, n) >= 4.0))
 		return false;
@@ -258,16 +267,45 @@ struct kw_scan {
 	bool have_run, have_judged;
 };
 
+/* A YAML block scalar's lines after its first (which ends at e, a line break): the lines
+ * indented at least as far as the first (ind bytes), each one run of value bytes; the end
+ * of the last, or e when there are none. */
+static size_t block_end(const unsigned char *in, size_t len, size_t e, size_t ind, size_t first)
+{
+	size_t end = e, at = e;
+	while (at < len && at - first <= LONG_MAX_) {
+		if (in[at] == '\r')
+			at++;
+		if (at >= len || in[at] != '\n')
+			break;
+		size_t l = at + 1, c = l;
+		while (c < len && c - l < ind && in[c] == ' ')
+			c++;
+		if (c - l < ind || c >= len || !bare_byte(in[c]))
+			break; /* less indented: the next key; or not a value's line */
+		size_t r = c;
+		while (r < len && bare_byte(in[r]))
+			r++;
+		if (r < len && in[r] != '\n' && in[r] != '\r')
+			break; /* words with spaces: text, not a secret's lines */
+		end = at = r;
+	}
+	return end;
+}
+
 static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, size_t q, bool may_wrap, size_t *vs,
-                     size_t *ve, bool *quoted)
+                     size_t *ve, bool *quoted, size_t *blk)
 {
 	size_t v = q;
+	bool block = false;
+	*blk = 0;
 	while (v < len && (in[v] == ' ' || in[v] == '\t') && v - q < 16)
 		v++;
 	if (may_wrap && v < len && (in[v] == '|' || in[v] == '>')) { /* a YAML block scalar */
 		v++;
 		if (v < len && (in[v] == '-' || in[v] == '+'))
 			v++;
+		block = true;
 	}
 	if (may_wrap && v < len && (in[v] == '\n' || in[v] == '\r')) { /* the value on the next line */
 		size_t w = v;
@@ -276,6 +314,8 @@ static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, s
 		if (w - v < 2) /* an indented line only: a name at the line's start is the next key */
 			return false;
 		v = w;
+	} else {
+		block = false; /* "key: |text" is no block */
 	}
 	for (int skip = 0; skip < 2 && v < len && in[v] == '\\'; skip++)
 		v++;
@@ -294,7 +334,7 @@ static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, s
 	}
 	size_t e = v;
 	if (qc) {
-		while (e < len && e - v <= VALUE_MAX && in[e] != qc && in[e] > ' ' && in[e] < 0x7f &&
+		while (e < len && e - v <= LONG_MAX_ && in[e] != qc && in[e] > ' ' && in[e] < 0x7f &&
 		       !(in[e] == '\\' && e + 1 < len && in[e + 1] == qc))
 			e++;
 		if (e >= len || (in[e] != qc && in[e] != '\\')) /* a phrase, or no end */
@@ -308,9 +348,16 @@ static bool value_at(struct kw_scan *ks_, const unsigned char *in, size_t len, s
 			ks_->run_end = r;
 			ks_->have_run = true;
 		}
-		e = ks_->run_end - v > VALUE_MAX ? v + VALUE_MAX + 1 : ks_->run_end;
+		e = ks_->run_end - v > LONG_MAX_ ? v + LONG_MAX_ + 1 : ks_->run_end;
 		if (e < len && in[e] == '(') /* token = getTokenFromEnvironment() */
 			return false;
+		if (block && e == ks_->run_end && (e == len || in[e] == '\n' || in[e] == '\r')) {
+			size_t ls = v;
+			while (ls > q && in[ls - 1] != '\n')
+				ls--;
+			if (ls > q) /* the first line's indentation, which the others keep */
+				*blk = block_end(in, len, e, v - ls, v);
+		}
 		while (e > v && strchr(".:,?!", in[e - 1])) /* the sentence's punctuation */
 			e--;
 	}
@@ -339,12 +386,12 @@ static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len
 		if (q == 0 || in[q - 1] != ' ' || after >= len || in[after] != ' ')
 			return;
 	}
-	size_t vs, ve;
+	size_t vs, ve, blk;
 	bool quoted;
-	if (!value_at(kw, in, len, after, c == ':' || c == '=', &vs, &ve, &quoted))
+	if (!value_at(kw, in, len, after, c == ':' || c == '=', &vs, &ve, &quoted, &blk))
 		return;
 	size_t n = ve - vs;
-	if (n < 6 || n > VALUE_MAX)
+	if (n < 6 || n > LONG_MAX_)
 		return;
 	size_t ks, kn;
 	char key[KEY_MAX + 1];
@@ -381,8 +428,10 @@ static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len
 		kw->judged_end = ve;
 		kw->have_judged = true;
 	}
-	if (!secret_value(in + vs, n, st, connstr))
+	if (!secret_value(in + vs, n, st, connstr, uuid_key(key, st)))
 		return;
+	if (!connstr && blk > ve) /* key: | and a secret's lines: all of them */
+		ve = blk;
 	rb_scrub_spans_push(sp, vs, ve, connstr ? RB_SR_CONNSTR : RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
 }
 
@@ -400,10 +449,25 @@ static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_
 	while (v < len && v - q < 40 && (in[v] == ' ' || in[v] == '\t' || in[v] == '\r' || in[v] == '\n'))
 		v++;
 	size_t e = v;
-	while (e < len && e - v <= VALUE_MAX && in[e] > ' ' && in[e] < 0x7f && in[e] != '<')
-		e++;
-	if (e - v < 8 || (e < len && in[e] != '<' && in[e] > ' '))
-		return;
+	if (len - v >= 9 && memcmp(in + v, "<![CDATA[", 9) == 0) {
+		/* <password><![CDATA[...]]></password>: the section's bytes, up to "]]>" */
+		v += 9;
+		size_t lim = len - v < VALUE_MAX ? len - v : VALUE_MAX;
+		const unsigned char *end = memmem(in + v, lim, "]]>", 3);
+		if (!end)
+			return;
+		e = (size_t)(end - in);
+		for (size_t k = v; k < e; k++)
+			if (in[k] <= ' ' || in[k] >= 0x7f)
+				return; /* a phrase or a blob, not a value */
+		if (e - v < 8)
+			return;
+	} else {
+		while (e < len && e - v <= VALUE_MAX && in[e] > ' ' && in[e] < 0x7f && in[e] != '<')
+			e++;
+		if (e - v < 8 || (e < len && in[e] != '<' && in[e] > ' '))
+			return;
+	}
 	/* the element's name, or a name="..." / key="..." attribute */
 	size_t ne = lt;
 	while (ne < q && key_byte(in[ne]))
@@ -413,18 +477,52 @@ static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_
 	enum strength st = key_before(in, ne, &ks, key, &kn);
 	if (st == KEY_NONE && ne < q)
 		st = named_before(in, q); /* the attributes, within the tag (the window stops at '<') */
-	if (st == KEY_NONE || !secret_value(in + v, e - v, st, false))
+	if (st == KEY_NONE || !secret_value(in + v, e - v, st, false, uuid_key(key, st)))
 		return;
 	rb_scrub_spans_push(sp, v, e, RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
 }
 
-void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub_spans *sp)
+/* Every key, typed name, "name" before a "value" and element tag the pass reads for a
+ * separator lies within this many bytes before it (key_before: 6 + KEY_MAX, twice for a
+ * typed name; named_before: LOOKBACK_MAX more; at_element: its tag's 160): separators with
+ * no keyword in reach name nothing, and are never looked at. */
+#define KW_REACH 256
+#define N_WORDS  (sizeof keywords / sizeof keywords[0])
+_Static_assert(N_WORDS <= 8, "a prefilter bucket per keyword");
+
+void rb_scrub_keywords_init(struct rb_scrub_rule_tables *t)
+{
+	for (size_t w = 0; w < N_WORDS; w++) {
+		const unsigned char *k = (const unsigned char *)keywords[w].w;
+		for (unsigned v = 0; v < 8; v++) /* every case of the first three letters */
+			rb_scrub_prefilter_add(&t->keywords, (v & 1) ? k[0] - 32 : k[0], (v & 2) ? k[1] - 32 : k[1],
+			                       (v & 4) ? k[2] - 32 : k[2], (unsigned)w);
+	}
+	rb_scrub_prefilter_done(&t->keywords);
+}
+
+/* The first keyword (any case) starting at or after i, or len. */
+static size_t next_word(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t i, size_t len)
+{
+	while ((i = rb_scrub_prefilter_next(&t->keywords, in, i, len)) < len) {
+		for (size_t w = 0; w < N_WORDS; w++) {
+			size_t wl = strlen(keywords[w].w);
+			if (len - i >= wl && strncasecmp((const char *)in + i, keywords[w].w, wl) == 0)
+				return i;
+		}
+		i++;
+	}
+	return len;
+}
+
+/* The separators in [lo, hi), in order. */
+static void separators(struct kw_scan *kw, const unsigned char *in, size_t len, size_t lo, size_t hi,
+                       struct rb_scrub_spans *sp)
 {
 	static const unsigned char seps[4] = {':', '=', '>', '-'};
-	struct kw_scan kw = {0};
 	const unsigned char *next[4];
 	for (int k = 0; k < 4; k++)
-		next[k] = memchr(in, seps[k], len);
+		next[k] = memchr(in + lo, seps[k], hi - lo);
 	for (;;) {
 		int m = -1;
 		for (int k = 0; k < 4; k++)
@@ -436,7 +534,25 @@ void rb_scrub_keywords_scan(const unsigned char *in, size_t len, struct rb_scrub
 		if (seps[m] == '>')
 			at_element(in, len, q, sp);
 		else
-			at_separator(&kw, in, len, q, sp);
-		next[m] = q + 1 < len ? memchr(in + q + 1, seps[m], len - q - 1) : NULL;
+			at_separator(kw, in, len, q, sp);
+		next[m] = q + 1 < hi ? memchr(in + q + 1, seps[m], hi - q - 1) : NULL;
+	}
+}
+
+void rb_scrub_keywords_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
+                            struct rb_scrub_spans *sp)
+{
+	struct kw_scan kw = {0};
+	size_t w = next_word(t, in, 0, len);
+	while (w < len) {
+		/* the separators after this keyword and the ones within its reach */
+		size_t lo = w + 1, hi = len - w > KW_REACH ? w + KW_REACH + 1 : len;
+		size_t nw = next_word(t, in, w + 1, len);
+		while (nw < hi) {
+			hi = len - nw > KW_REACH ? nw + KW_REACH + 1 : len;
+			nw = next_word(t, in, nw + 1, len);
+		}
+		separators(&kw, in, len, lo, hi, sp);
+		w = nw;
 	}
 }

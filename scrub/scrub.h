@@ -76,7 +76,8 @@ json_t *rb_scrub_counts_json(const struct rb_scrub_counts *c);
 /* A stream scrubbed as it comes (scrub/stream.c), for a step's stdout and stderr:
  * what is fed comes out scrubbed as soon as no match can still begin in it. Held back at the
  * end of what was fed: the start of an exact secret, the trailing run of printable bytes other
- * than the space (no match spans a space), an unclosed "-----BEGIN " block; at most RB_SCRUB_STREAM_HOLD bytes
+ * than the space (no match spans a space), an unclosed "-----BEGIN " block, trailing indented lines of
+ * such bytes (a YAML block's value may go on); at most RB_SCRUB_STREAM_HOLD bytes
  * (past that the oldest are let out, so a single token longer than that may be split). The
  * output equals rb_scrub_buffer of the whole stream, but for such splits. */
 #define RB_SCRUB_STREAM_HOLD (68U << 10) /* a PEM block's search window and a margin */

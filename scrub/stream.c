@@ -68,6 +68,40 @@ static size_t open_pem(const unsigned char *b, size_t len)
 	return at;
 }
 
+/* Where the indented lines of token bytes that end at k begin (a YAML block scalar's value,
+ * which the keyword pass redacts whole, may go on in the next line): k when the line of k
+ * is not one of them. Each line: a line break, one space or more, token bytes. Reads the
+ * lookbehind too (the first lines may be let out already); the result may lie in it. */
+static size_t indented_block(const unsigned char *b, size_t len, size_t k)
+{
+	size_t j = k;
+	for (bool first = true;; first = false) {
+		size_t sp = j;
+		while (sp > 0 && b[sp - 1] == ' ')
+			sp--;
+		/* the line at j: indented, or (the stream's end) just begun */
+		if (sp == 0 || b[sp - 1] != '\n' || (sp == j && !(first && j == len)))
+			break;
+		if (sp < j)
+			k = j;
+		size_t e = sp - 1; /* the line break; the line before ends here */
+		if (e > 0 && b[e - 1] == '\r')
+			e--;
+		size_t t = e;
+		while (t > 0 && token_byte(b[t - 1]))
+			t--;
+		if (t == e)
+			break;
+		size_t s2 = t;
+		while (s2 > 0 && b[s2 - 1] == ' ')
+			s2--;
+		if (s2 == t || s2 == 0 || b[s2 - 1] != '\n')
+			break; /* the line before is no indented token line: the key's */
+		k = j = t;
+	}
+	return k;
+}
+
 /* The first byte that must stay held: a match may still grow out of what follows it. */
 static size_t hold_from(const struct rb_scrub_stream *st)
 {
@@ -76,6 +110,7 @@ static size_t hold_from(const struct rb_scrub_stream *st)
 	size_t k = len;
 	while (k > st->ctx && token_byte(b[k - 1]))
 		k--;
+	k = indented_block(b, len, k); /* may reach into the lookbehind: clamped below */
 	if (k < h)
 		h = k;
 	size_t pem = open_pem(b, len);

@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/util.h"
+#include "scrub/internal.h"
 #include "scrub/scrub.h"
 
 /* ---- deterministic synthesis ---------------------------------------------------------- */
@@ -1261,6 +1262,36 @@ static const struct positive positives[] = {
     {"", "FLWSECK-%h32-X", "", "flutterwave-secret-key"},
     {"", "shippo_live_%h40", "", "shippo-token"},
     {"", "tfp_%a44", "", "typeform-token"},
+    {"", "LTAIq3T7ZK2M9XW4B8PLc5Dx", "", "alibaba-access-key-id"},
+    {"", "CLOJARS_%L60", "", "clojars-token"},
+    {"", "dnkey-%u26-%u52", "", "defined-networking-key"},
+    {"", "duffel_live_%a43", "", "duffel-token"},
+    {"", "fio-u-%a64", "", "frameio-token"},
+    {"", "pat.%a22.%h24.%a20", "", "harness-pat"},
+    {"", "ico-%a32", "", "infracost-key"},
+    {"", "s-s4t2ud-%h64", "", "intra42-secret"},
+    {"", "%a6_%a29_mmk", "", "maxmind-license-key"},
+    {"", "API-Q3T7ZK2M9XW4B8PLC5DXA1B2C3", "", "octopus-deploy-key"},
+    {"", "sha256~%a43", "", "openshift-token"},
+    {"", "pnu_%a36", "", "prefect-token"},
+    {"", "rdme_%L70", "", "readme-api-key"},
+    {"", "tk-us-%a48", "", "scalingo-token"},
+    {"", "sm_pat_Q3t7ZK2m9XW4b8PL", "", "settlemint-token"},
+    {"", "sgp_%h16_%h40", "", "sourcegraph-token"},
+    {"", "sgp_%h40", "", "sourcegraph-token"},
+    {"", "AQVNq3T7ZK2M9XW4B8PLc5Dx1a2b3c4d5e6f7g8", "", "yandex-api-key"},
+    {"", "rnd_Q3t7ZK2m9XW4b8PLc5Dxa1B2c3D4e5F6", "", "render-api-key"},
+    {"", "tskey-auth-%a12-%a30", "", "tailscale-key"},
+    {"", "nfp_%a36", "", "netlify-token"},
+    {"", "sdk-%h8-%h4-%h4-%h4-%h12", "", "launchdarkly-key"},
+    {"", "access-sandbox-%h8-%h4-%h4-%h4-%h12", "", "plaid-token"},
+    {"", "rzp_live_%a14", "", "razorpay-key"},
+    {"", "ABSK%b140==", "", "aws-bedrock-api-key"},
+    {"", "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t%b120", "", "aws-bedrock-api-key"},
+    {"", "4b1dQ3t7ZK2m9XW4b8PLc5Dxa1B2c3D4e5F6g7H8i9", "", "clickhouse-api-secret"},
+    {"", "squ_%h40", "", "sonarqube-token"},
+    {"", "glpat-%u27.01%L7", "", "gitlab-pat"},
+    {"", "sk-lf-%h8-%h4-%h4-%h4-%h12", "", "langfuse-secret-key"},
     {"", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA%b48\n%b64\n-----END RSA PRIVATE KEY-----", "",
      "private-key"},
     {"", "-----BEGIN PRIVATE KEY-----\\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASC%b32\\n%b64\\n-----END PRIVATE KEY-----\\n", "",
@@ -1298,6 +1329,25 @@ static const struct positive positives[] = {
     {"API_KEY: str = \"", "%a32", "\"", "generic-secret"},
     {"const apiToken: string = '", "%a32", "';", "generic-secret"},
     {"db.password=", "%a20", "\n", "generic-secret"},
+    /* a YAML block scalar: every line of the value; a PEM block under a key */
+    {"password: |\n  ", "%a40\n  %a40\n  %a12", "\nnext: 1\n", "generic-secret"},
+    {"auth:\n  token: >-\n    ", "%u30\n    %u30", "\n  user: ci\n", "generic-secret"},
+    {"tls_key: |\n  ",
+     "-----BEGIN RSA PRIVATE KEY-----\n  MIIEpAIBAAKCAQEA%b40\n  %b64\n  -----END RSA PRIVATE KEY-----", "\n",
+     "private-key"},
+    /* an XML CDATA section */
+    {"<password><![CDATA[", "%a24", "]]></password>", "generic-secret"},
+    {"<apiToken>\n  <![CDATA[", "%a20!%a8", "]]>\n</apiToken>", "generic-secret"},
+    /* curl's user:password */
+    {"curl -u deploy:", "%a20", " https://api.example.net/v1", "curl-user-password"},
+    {"curl -s --user 'ci:", "%a16", "' https://x.example.net", "curl-user-password"},
+    {"curl --proxy-user=bob:", "%a12", " -x proxy:3128 https://x.example.net", "curl-user-password"},
+    /* values longer than 4096 bytes */
+    {"API_TOKEN=", "%a5000", "\n", "generic-secret"},
+    {"{\"secret\": \"", "%b6000", "\"}", "generic-secret"},
+    /* a UUID under a password, a token or an API key */
+    {"HEROKU_API_KEY=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
+    {"//registry.npmjs.org/:_authToken=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
 };
 
 /* The secret's contexts when it has none of its own: alone on a line, inside prose, after a
@@ -1382,7 +1432,20 @@ static void test_precision(void **state)
 	    "SECRET_KEY=changeme-in-production-1234",
 	    "password=aaaaaaaaaaaaaaaa",
 	    "token: 1234567890abcdef1234",
-	    "api_key = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "request_id = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "trace_id: 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "idempotency_key: 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "HEROKU_API_KEY=00000000-0000-0000-0000-000000000000",
+	    "curl -u $USER:$PASS https://api.example.net",
+	    "curl -u \"ci:${TOKEN}\" https://api.example.net",
+	    "curl -u admin:password https://api.example.net",
+	    "docker run -u 1000:1000 curl-image",
+	    "git push -u origin:Xq3bT9wLm2Kp7Rz4",
+	    "<description><![CDATA[Xq3bT9wLm2Kp7Rz4Nv8H]]></description>",
+	    "<password><![CDATA[changeme]]></password>",
+	    "<password><![CDATA[the one on the card]]></password>",
+	    "description: |\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0",
+	    "password_hint: |\n  the name of the first cat\n  and the year",
 	    "request id 3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
 	    "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 	    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8",
@@ -1427,12 +1490,18 @@ static void test_precision(void **state)
 		free(o.data);
 	}
 	/* control: the same shapes with a random value are redacted */
-	static const char *const twins[] = {"ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub",
-	                                    "AKIAQ3T7ZK2M9XW4B8PL",
-	                                    "API_KEY=Xq3bT9wLm2Kp7Rz4Nv8H",
-	                                    "DATABASE_URL=postgres://user:Xq3bT9wLm2Kp@localhost:5432/db",
-	                                    "Password=Xq3b!T9wLm2;",
-	                                    "api_key = \"Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\""};
+	static const char *const twins[] = {
+	    "ghp_Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0Ga5Ye2Ub",
+	    "AKIAQ3T7ZK2M9XW4B8PL",
+	    "API_KEY=Xq3bT9wLm2Kp7Rz4Nv8H",
+	    "DATABASE_URL=postgres://user:Xq3bT9wLm2Kp@localhost:5432/db",
+	    "Password=Xq3b!T9wLm2;",
+	    "api_key = \"Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\"",
+	    "api_key = \"3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f\"",
+	    "HEROKU_API_KEY=3f2b8c1e-9d4a-4b7e-8f21-6c5d3e2a1b0f",
+	    "curl -u admin:Xq3bT9wLm2Kp https://api.example.net",
+	    "<password><![CDATA[Xq3bT9wLm2Kp7Rz4Nv8H]]></password>",
+	    "password: |\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0\n  Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd6Fs0"};
 	for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
 		struct rb_scrub_counts cnt;
 		struct rb_buf_out o = scrub(s, twins[i], strlen(twins[i]), &cnt);
@@ -1441,6 +1510,88 @@ static void test_precision(void **state)
 		free(o.data);
 	}
 	rb_scrub_free(s);
+}
+
+/* The prefilter: the scalar path returns exactly the positions whose bigram is some prefix's
+ * and whose trigram hash is one's; the AVX2 path a subset of those (its nibble tables test
+ * the three bytes themselves, not their hash) that still holds every position where a
+ * prefix starts, so a host without AVX2 scrubs the same. */
+static size_t brute_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+{
+	for (; i + 1 < len; i++) {
+		unsigned g = in[i] | (unsigned)in[i + 1] << 8;
+		if (!((p->bigram[g >> 6] >> (g & 63)) & 1))
+			continue;
+		if (i + 2 >= len)
+			return i;
+		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
+		if ((p->trigram[h >> 6] >> (h & 63)) & 1)
+			return i;
+	}
+	return len;
+}
+
+static void test_prefilter_paths(void **state)
+{
+	static struct rb_scrub_rule_tables t;
+	rb_scrub_rules_init(&t);
+	/* prefixes of format anchors (set 0) and keywords (set 1), in the case they are matched in */
+	static const struct {
+		const char *w;
+		int set;
+	} plants[] = {{"ghp_", 0},        {"sk-", 0},         {"MTk", 0},         {"AKIA", 0},     {"xoxb-", 0},
+	              {"-----BEGIN ", 0}, {"://", 0},         {"SK0", 0},         {"s.A", 0},      {"eyJh", 0},
+	              {"hvs.", 0},        {"AccountKey=", 0}, {"aCCountkey=", 0}, {"password", 1}, {"Token", 1},
+	              {"SECRET", 1},      {"aUtH", 1},        {"pwd", 1}};
+	static unsigned char text[70000];
+	static bool planted[2][sizeof text], vec_hit[sizeof text];
+	rng = 0x5eed;
+	size_t n = 0;
+	while (n + 16 < sizeof text) {
+		if (next_rand() % 8 == 0) {
+			size_t w = next_rand() % (sizeof plants / sizeof plants[0]);
+			planted[plants[w].set][n] = true;
+			memcpy(text + n, plants[w].w, strlen(plants[w].w));
+			n += strlen(plants[w].w);
+		} else {
+			text[n++] = (unsigned char)" eatonisrhldcumfpgwybvkxjqz_-.:=\n"[next_rand() % 34];
+		}
+	}
+	const struct rb_scrub_prefilter *sets[] = {&t.anchors, &t.keywords};
+	for (size_t k = 0; k < 2; k++) {
+		struct rb_scrub_prefilter vec = *sets[k], scalar = *sets[k];
+		scalar.simd = false;
+		for (size_t len = n; len + 40 > n; len -= 13) { /* tails of every length mod 32 */
+			memset(vec_hit, 0, sizeof vec_hit);
+			size_t found = 0;
+			for (size_t i = 0; (i = rb_scrub_prefilter_next(&vec, text, i, len)) < len; i++) {
+				if (brute_next(sets[k], text, i, len) != i)
+					fail_msg("prefilter %zu, length %zu: the vector path returns %zu, no candidate",
+					         k, len, i);
+				vec_hit[i] = true;
+			}
+			for (size_t i = 0; i < len;) {
+				size_t b = rb_scrub_prefilter_next(&scalar, text, i, len),
+				       c = brute_next(sets[k], text, i, len);
+				if (b != c)
+					fail_msg("prefilter %zu at %zu of %zu: scalar %zu, exact %zu", k, i, len, b, c);
+				i = c + 1;
+			}
+			for (size_t i = 0; i + 3 <= len; i++) {
+				if (!planted[k][i])
+					continue;
+				found++;
+				if (!vec_hit[i] || brute_next(sets[k], text, i, len) != i)
+					fail_msg("prefilter %zu, length %zu: the prefix planted at %zu is not returned",
+					         k, len, i);
+			}
+			assert_true(found > 100); /* the comparison is not of empty sets */
+		}
+		/* a text of bytes no prefix starts with gives none */
+		static const unsigned char none[] = "################################################################";
+		assert_int_equal(rb_scrub_prefilter_next(&vec, none, 0, sizeof none - 1), sizeof none - 1);
+		assert_int_equal(rb_scrub_prefilter_next(&scalar, none, 0, sizeof none - 1), sizeof none - 1);
+	}
 }
 
 int main(void)
@@ -1458,6 +1609,7 @@ int main(void)
 	    cmocka_unit_test(test_scrub_json),
 	    cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_precision),
+	    cmocka_unit_test(test_prefilter_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

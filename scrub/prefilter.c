@@ -1,0 +1,100 @@
+/* The scrubber's candidate filter: the first position whose three bytes may start one of a
+ * set of prefixes. AVX2 where the CPU has it (nibble tables in 16 buckets, 32 positions a
+ * step, as in Hyperscan's Teddy), else the scalar two-byte bitmap; both then confirm the
+ * exact bigram and the trigram's hash. */
+#include <stdbool.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "scrub/internal.h"
+
+void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned c1, unsigned c2, unsigned bucket)
+{
+	const unsigned c[3] = {c0 & 0xff, c1 & 0xff, c2 & 0xff};
+	uint8_t bit = (uint8_t)(1U << (bucket & 7));
+	unsigned set = (bucket >> 3) & 1;
+	for (int k = 0; k < 3; k++) {
+		p->lo[set][k][c[k] & 15] |= bit;
+		p->hi[set][k][c[k] >> 4] |= bit;
+	}
+	unsigned g = c[0] | c[1] << 8, h = rb_scrub_tri(c[0], c[1], c[2]);
+	p->bigram[g >> 6] |= 1ULL << (g & 63);
+	p->trigram[h >> 6] |= 1ULL << (h & 63);
+}
+
+void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	p->simd = __builtin_cpu_supports("avx2");
+#else
+	p->simd = false;
+#endif
+}
+
+/* The exact bigram at j (j + 1 < len) and, where there is a third byte, the trigram's hash. */
+static inline bool confirm(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t j, size_t len)
+{
+	unsigned g = in[j] | (unsigned)in[j + 1] << 8;
+	if (!((p->bigram[g >> 6] >> (g & 63)) & 1))
+		return false;
+	if (j + 2 >= len)
+		return true;
+	unsigned h = rb_scrub_tri(in[j], in[j + 1], in[j + 2]);
+	return (p->trigram[h >> 6] >> (h & 63)) & 1;
+}
+
+static size_t next_scalar(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+{
+	while ((i = rb_scrub_next_bigram(p->bigram, in, i, len)) < len && !confirm(p, in, i, len))
+		i++;
+	return i;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_prefilter *p, const unsigned char *in,
+                                                        size_t i, size_t len)
+{
+	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+#define RB_PF_TABLE_(t, s, k) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->t[s][k]))
+	const __m256i lo0 = RB_PF_TABLE_(lo, 0, 0), lo1 = RB_PF_TABLE_(lo, 0, 1), lo2 = RB_PF_TABLE_(lo, 0, 2);
+	const __m256i hi0 = RB_PF_TABLE_(hi, 0, 0), hi1 = RB_PF_TABLE_(hi, 0, 1), hi2 = RB_PF_TABLE_(hi, 0, 2);
+	const __m256i Lo0 = RB_PF_TABLE_(lo, 1, 0), Lo1 = RB_PF_TABLE_(lo, 1, 1), Lo2 = RB_PF_TABLE_(lo, 1, 2);
+	const __m256i Hi0 = RB_PF_TABLE_(hi, 1, 0), Hi1 = RB_PF_TABLE_(hi, 1, 1), Hi2 = RB_PF_TABLE_(hi, 1, 2);
+#undef RB_PF_TABLE_
+#define RB_PF_AT_(L, H, v)                                                                                             \
+	_mm256_and_si256(_mm256_shuffle_epi8(L, _mm256_and_si256(v, nib)),                                             \
+	                 _mm256_shuffle_epi8(H, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)))
+	while (i + 34 <= len) {
+		const __m256i v0 = _mm256_loadu_si256((const __m256i *)(in + i));
+		const __m256i v1 = _mm256_loadu_si256((const __m256i *)(in + i + 1));
+		const __m256i v2 = _mm256_loadu_si256((const __m256i *)(in + i + 2));
+		__m256i m = _mm256_and_si256(RB_PF_AT_(lo0, hi0, v0),
+		                             _mm256_and_si256(RB_PF_AT_(lo1, hi1, v1), RB_PF_AT_(lo2, hi2, v2)));
+		__m256i n = _mm256_and_si256(RB_PF_AT_(Lo0, Hi0, v0),
+		                             _mm256_and_si256(RB_PF_AT_(Lo1, Hi1, v1), RB_PF_AT_(Lo2, Hi2, v2)));
+		m = _mm256_or_si256(_mm256_min_epu8(m, _mm256_set1_epi8(1)), _mm256_min_epu8(n, _mm256_set1_epi8(1)));
+		uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(m, zero));
+		while (bits) {
+			size_t j = i + (size_t)__builtin_ctz(bits);
+			if (confirm(p, in, j, len))
+				return j;
+			bits &= bits - 1;
+		}
+		i += 32;
+	}
+#undef RB_PF_AT_
+	return next_scalar(p, in, i, len);
+}
+#endif
+
+size_t rb_scrub_prefilter_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+{
+#if defined(__x86_64__)
+	if (p->simd)
+		return next_avx2(p, in, i, len);
+#endif
+	return next_scalar(p, in, i, len);
+}
