@@ -708,7 +708,8 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
 	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
-	struct rb_step_req req = {.argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
+	struct rb_step_req req = {
+	    .argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
 	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */

@@ -24,9 +24,9 @@ struct rb_runfile_opts {
 	void (*on_step)(void *ctx, const json_t *step);
 	void (*on_end)(void *ctx, const json_t *result);
 	void *ctx;
-	const char *gateway_config; /* --gateway-config, or NULL */
-	int cancel_fd; /* the run's cancel (rb_run_config.cancel_fd) */
-	const struct rb_factory *factory;     /* makes the run's sandbox (rb_run_config) */
+	const char *gateway_config;       /* --gateway-config, or NULL */
+	int cancel_fd;                    /* the run's cancel (rb_run_config.cancel_fd) */
+	const struct rb_factory *factory; /* makes the run's sandbox (rb_run_config) */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:
