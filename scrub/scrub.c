@@ -631,6 +631,12 @@ static char *alloc_output(size_t n)
 int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
                     size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err)
 {
+	static const unsigned char nothing[1];
+	if (!in) {
+		if (len || n)
+			return rb_error_set(err, EINVAL, "scrub: no input for %zu bytes", len);
+		in = nothing;
+	}
 	size_t out_len = len;
 	for (size_t i = 0; i < n; i++)
 		out_len = out_len - (v[i].end - v[i].start) + strlen("[REDACTED:]") + strlen(s->names[v[i].rule]);
