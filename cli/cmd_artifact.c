@@ -17,6 +17,7 @@
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/ttysafe.h"
 #include "common/util.h"
 #include "ledger/ledger.h"
 #include "policy/manifest.h"
@@ -98,16 +99,6 @@ static int parse(int argc, char **argv, struct args *a)
 		return 125;
 	}
 	return 0;
-}
-
-/* Text that came from a sandbox (a file's name): control bytes shown escaped. */
-static void put_clean(FILE *f, const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
 }
 
 static json_int_t redactions(json_t *a)
@@ -219,7 +210,7 @@ int rb_cmd_artifact(int argc, char **argv)
 			printf("%12" JSON_INTEGER_FORMAT "  %10" JSON_INTEGER_FORMAT "  %-71s  ",
 			       json_integer_value(json_object_get(x, "size")), redactions(x),
 			       json_string_value(json_object_get(x, "digest")) ?: "");
-			put_clean(stdout, json_string_value(json_object_get(x, "path")) ?: "");
+			rb_ttysafe_fputs(stdout, json_string_value(json_object_get(x, "path")) ?: "");
 			fputc('\n', stdout);
 		}
 		return fflush(stdout) == EOF && errno != EPIPE ? 125 : 0;
@@ -300,7 +291,7 @@ int rb_cmd_artifact(int argc, char **argv)
 		       json_string_value(json_object_get(r, "ts")), json_string_value(json_object_get(r, "tenant")),
 		       json_string_value(json_object_get(r, "agent")), json_string_value(json_object_get(r, "run_id")),
 		       json_integer_value(json_object_get(r, "step")));
-		put_clean(stdout, json_string_value(json_object_get(r, "path")) ?: "");
+		rb_ttysafe_fputs(stdout, json_string_value(json_object_get(r, "path")) ?: "");
 		fputc('\n', stdout);
 	}
 	return fflush(stdout) == EOF && errno != EPIPE ? 125 : 0;

@@ -156,16 +156,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Text from the run (a step's name, an error) with control bytes shown escaped, never obeyed. */
-static void put_clean(FILE *f, const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
-}
-
 /* What the command line adds to a run beside its limits. */
 struct extras {
 	const char *output; /* --output DIR */
@@ -268,7 +258,7 @@ static void view_step(void *ctx, const json_t *st)
 	snprintf(wall, sizeof wall, "%.1f ms", json_number_value(json_object_get(st, "wall_ms")));
 	printf("step %" JSON_INTEGER_FORMAT " ", json_integer_value(json_object_get(st, "step")));
 	if (name)
-		put_clean(stdout, name);
+		rb_ttysafe_fputs(stdout, name);
 	else
 		fputs("-", stdout);
 	printf(": %s, exit %" JSON_INTEGER_FORMAT ", %s, %zu artifact%s, %" JSON_INTEGER_FORMAT " redaction%s\n",
@@ -277,7 +267,7 @@ static void view_step(void *ctx, const json_t *st)
 	const char *e = json_string_value(json_object_get(st, "error"));
 	if (e) {
 		fputs("  error: ", stdout);
-		put_clean(stdout, e);
+		rb_ttysafe_fputs(stdout, e);
 		fputc('\n', stdout);
 	}
 	fflush(stdout);
@@ -293,7 +283,7 @@ static void view_end(void *ctx, const json_t *res)
 	const char *e = json_string_value(json_object_get(res, "error"));
 	if (e) {
 		fputs("  error: ", stdout);
-		put_clean(stdout, e);
+		rb_ttysafe_fputs(stdout, e);
 		fputc('\n', stdout);
 	}
 	fflush(stdout);

@@ -82,3 +82,19 @@ int rb_jsonck_keys(const struct rb_jsonck *c, const char *parent, const json_t *
 	}
 	return 0;
 }
+
+json_t *rb_jsonck_load(const struct rb_jsonck *c, const char *text)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		rb_jsonck_bad(c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		rb_jsonck_expected(c, "(top level)", "an object", root);
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}

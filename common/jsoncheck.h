@@ -23,6 +23,9 @@ int rb_jsonck_expected(const struct rb_jsonck *c, const char *path, const char *
 const char *rb_jsonck_describe(const json_t *v, char *buf, size_t len);
 /* Rejects the first key of obj not in known (NULL-terminated), listing the known keys. */
 int rb_jsonck_keys(const struct rb_jsonck *c, const char *parent, const json_t *obj, const char *const *known);
+/* Parses text as a document's top level: a JSON object, duplicate keys refused. NULL, with
+ * "<what> <origin>: line L column C: ..." or "(top level): expected an object" in err. */
+json_t *rb_jsonck_load(const struct rb_jsonck *c, const char *text);
 /* out = "parent.key" (or "key" at top level). */
 void rb_jsonck_join(char *out, size_t len, const char *parent, const char *key);
 

@@ -92,3 +92,22 @@ size_t rb_ttysafe_line(const char *in_, char *out, size_t out_size)
 	out[j] = '\0';
 	return j;
 }
+
+void rb_ttysafe_fputs(FILE *f, const char *s)
+{
+	/* Piece by piece: rb_ttysafe_line escapes a byte to at most 4, so 256 bytes of input
+	 * always fit the buffer, and a UTF-8 character is never cut (pieces end before a
+	 * continuation byte). */
+	char piece[257], out[4 * 256 + 1];
+	size_t len = strlen(s);
+	for (size_t at = 0; at < len;) {
+		size_t n = len - at < 256 ? len - at : 256;
+		while (n < len - at && n > 1 && ((unsigned char)s[at + n] & 0xc0) == 0x80)
+			n--;
+		memcpy(piece, s + at, n);
+		piece[n] = '\0';
+		rb_ttysafe_line(piece, out, sizeof out);
+		fputs(out, f);
+		at += n;
+	}
+}

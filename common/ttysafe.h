@@ -4,6 +4,7 @@
 #define RB_TTYSAFE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* State carried between chunks: a UTF-8 lead byte 0xC2 whose next byte has not come yet. */
 struct rb_ttysafe {
@@ -27,5 +28,7 @@ size_t rb_ttysafe_end(struct rb_ttysafe *st, char *out);
  * valid UTF-8 (é, €) stay. Writes at most out_size - 1 bytes and a NUL, never a cut escape or
  * character; returns the length written. */
 size_t rb_ttysafe_line(const char *in, char *out, size_t out_size);
+/* Writes s to f as rb_ttysafe_line shows it, whatever its length. */
+void rb_ttysafe_fputs(FILE *f, const char *s);
 
 #endif

@@ -228,12 +228,9 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
 	memset(out, 0, sizeof *out);
 	snprintf(out->origin, sizeof out->origin, "%s", origin);
 	struct rb_jsonck c = {"gateway config", origin, err};
-	json_error_t jerr;
-	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
-		return rb_jsonck_bad(&c, "", "line %d: %s", jerr.line, jerr.text);
-	if (!json_is_object(root))
-		return rb_jsonck_expected(&c, "", "an object", root);
+		return -1;
 	static const char *const keys[] = {"connectors", "private_upstreams", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;

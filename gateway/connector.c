@@ -124,7 +124,7 @@ static json_t *record_new(const char *door, const char *connector, const char *m
 	                 (double)(rb_gw_now_us() - t0_us) / 1000);
 }
 
-static enum MHD_Result queue_json(struct MHD_Connection *mc, unsigned status, json_t *body)
+enum MHD_Result rb_gw_respond_json(struct MHD_Connection *mc, unsigned status, json_t *body)
 {
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
@@ -137,6 +137,10 @@ static enum MHD_Result queue_json(struct MHD_Connection *mc, unsigned status, js
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 401)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"runbox\"");
+	if (status == 429)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	enum MHD_Result ret = MHD_queue_response(mc, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -154,7 +158,7 @@ enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *m
 		json_object_set_new(ev, "hint", json_string(hint));
 	}
 	rb_gw_record(ctx, ev);
-	return queue_json(
+	return rb_gw_respond_json(
 	    mc, status,
 	    json_pack("{s:s, s:s, s:s, s:s}", "error", error, "rule", rule, "host", host ? host : "", "hint", hint));
 }
@@ -576,9 +580,10 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);
 		json_object_set_new(ev, "error", json_string(e));
 		rb_gw_record(ctx, ev);
-		return queue_json(mc, 502,
-		                  json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host", host,
-		                            "hint", "the connector's upstream did not answer; retry later"));
+		return rb_gw_respond_json(mc, 502,
+		                          json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host",
+		                                    host, "hint",
+		                                    "the connector's upstream did not answer; retry later"));
 	}
 	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader, f, fwd_free);
 	if (!r) {

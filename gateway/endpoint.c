@@ -104,28 +104,6 @@ unsigned rb_gateway_handle(const struct rb_gateway_scope *scope, const char *met
 /* ---- libmicrohttpd glue
  * ------------------------------------------------------------------- */
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
-{
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	if (!text)
-		return MHD_NO;
-	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	if (status == 401)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"runbox\"");
-	if (status == 429)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	enum MHD_Result ret = MHD_queue_response(conn, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
                                      const char *method, struct req *rq);
 
@@ -163,9 +141,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	/* Before any work on the request (the token's HMAC included). */
 	if (!rb_ratelimit_take(&gw->rate, mono_us())) {
 		__atomic_add_fetch(&gw->rate_limited, 1, __ATOMIC_RELAXED);
-		return respond(conn, 429,
-		               json_pack("{s:s, s:s}", "error", "rate limited", "hint",
-		                         "the run's gateway requests are over its rate; retry after a second"));
+		return rb_gw_respond_json(
+		    conn, 429,
+		    json_pack("{s:s, s:s}", "error", "rate limited", "hint",
+		              "the run's gateway requests are over its rate; retry after a second"));
 	}
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
@@ -180,7 +159,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			                       "status", (int)st, "rule", "token", "refused", 1, "error",
 			                       json_object_get(body, "error"));
 			rb_gw_record(&gw->ctx, ev);
-			return respond(conn, st, body);
+			return rb_gw_respond_json(conn, st, body);
 		}
 		json_decref(body);
 		if (rq->too_big)
@@ -191,7 +170,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
 	if (status == 401)
 		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
-	return respond(conn, status, body);
+	return rb_gw_respond_json(conn, status, body);
 }
 
 /* Proxy-Authorization: Basic base64("runbox:" TOKEN), as clients send the userinfo of

@@ -166,12 +166,9 @@ int rb_recipe_parse(const char *text, const char *origin, struct rb_recipe *out,
 {
 	memset(out, 0, sizeof *out);
 	struct rb_jsonck c = {.what = "recipe", .origin = origin, .err = err};
-	json_error_t jerr;
-	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
-		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-	if (!json_is_object(root))
-		return rb_jsonck_expected(&c, "(top level)", "an object", root);
+		return -1;
 	static const char *const keys[] = {"description", "suite",    "variant", "architecture",      "mirrors",
 	                                   "components",  "packages", "files",   "source_date_epoch", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)

@@ -619,15 +619,10 @@ int rb_manifest_parse(const char *text, const char *origin, const char *base_dir
 		return oom(&c, "");
 	}
 
-	json_error_t jerr;
-	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root) {
 		rb_manifest_free(out);
-		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-	}
-	if (!json_is_object(root)) {
-		rb_manifest_free(out);
-		return rb_jsonck_expected(&c, "(top level)", "an object", root);
+		return -1;
 	}
 	if (parse_top(&c, root, out->base_dir, out) < 0) {
 		rb_manifest_free(out);

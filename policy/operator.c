@@ -33,12 +33,9 @@ int rb_operator_config_load(const char *config_dir, struct rb_operator_config *o
 		return rb_error_prefix(err, "operator config");
 	}
 	struct rb_jsonck c = {.what = "operator config", .origin = path, .err = err};
-	json_error_t jerr;
-	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
-		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-	if (!json_is_object(root))
-		return rb_jsonck_expected(&c, "(top level)", "an object", root);
+		return -1;
 	static const char *const keys[] = {"manifest_policy_paths", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;

@@ -763,12 +763,9 @@ int rb_policy_parse(const char *text, const char *origin, const char *data_dir, 
 	set_defaults(out);
 	if (!text)
 		return rb_jsonck_bad(&c, NULL, "no text");
-	json_error_t jerr;
-	_cleanup_json_ json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
-		return rb_jsonck_bad(&c, NULL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-	if (!json_is_object(root))
-		return rb_jsonck_expected(&c, "(top level)", "an object", root);
+		return -1;
 	if (parse_top(&c, root, out) < 0 || policy_hash(&c, root, data_dir, out) < 0) {
 		rb_policy_free(out);
 		return -1;

@@ -79,9 +79,35 @@ static void test_line_cut(void **state)
 	assert_string_equal(out, "abc\\x1b");
 }
 
+/* rb_ttysafe_fputs writes what rb_ttysafe_line makes of the whole text, whatever its length:
+ * pieces never cut a UTF-8 character (é across a piece boundary stays é) nor let a control
+ * byte through. */
+static void fputs_long_text(void **state)
+{
+	(void)state;
+	char in[2200];
+	size_t n = 0;
+	for (int i = 0; i < 500; i++)
+		n += (size_t)sprintf(in + n, "\xc3\xa9");
+	n += (size_t)sprintf(in + n, "\x1b[2J\r\n\x9b");
+	for (int i = 0; i < 500; i++)
+		in[n++] = (char)('a' + i % 26);
+	in[n] = '\0';
+	static char whole[4 * sizeof in], got[4 * sizeof in];
+	rb_ttysafe_line(in, whole, sizeof whole);
+	FILE *f = fmemopen(got, sizeof got, "w");
+	assert_non_null(f);
+	rb_ttysafe_fputs(f, in);
+	fclose(f);
+	assert_string_equal(got, whole);
+	assert_null(strchr(got, '\x1b'));
+	assert_non_null(strstr(got, "\xc3\xa9\\x1b[2J"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(fputs_long_text),
 	    cmocka_unit_test(test_controls_shown),
 	    cmocka_unit_test(test_split_lead_byte),
 	    cmocka_unit_test(test_line_escapes),
