@@ -471,7 +471,11 @@ static void test_cpu_quota_bound(void **state)
 	REQUIRE_CGROUPS();
 	/* Two spinning processes: without a quota they would use up to two cpus. */
 	double limited = cpu_per_wall(0.5);
-	double control = cpu_per_wall(0);
+	/* The control competes with whatever else the host runs: a busy host can hold two
+	 * unlimited spinners under 0.6 for one sample, so it gets three (the bound gets one). */
+	double control = 0;
+	for (int attempt = 0; attempt < 3 && control <= 0.6; attempt++)
+		control = cpu_per_wall(0);
 	print_message("cpu: %.3f cpu-s per wall-s under cpus=0.5, %.3f without\n", limited, control);
 	assert_true(limited <= 0.6);
 	assert_true(control > 0.6);
