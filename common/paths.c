@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +67,13 @@ int rb_parts_find(struct rb_parts *out, struct rb_error *err)
 		snprintf(b, sizeof b, "%s/build/images", bindir);
 		return parts_at(out, "build tree", bindir, b, bindir, err);
 	}
-	/* Installed: the prefix named without "..", so errors show the paths an operator knows. */
+	/* Installed: the prefix named without "..", so errors show the paths an operator knows.
+	 * runbox is PREFIX/bin/runbox; the gateway, which finds its parts the same way, is
+	 * PREFIX/libexec/runbox/runbox-gateway. */
 	char prefix[PATH_MAX];
-	snprintf(a, sizeof a, "%s/..", bindir);
+	size_t bl = strlen(bindir), ll = strlen("/libexec/runbox");
+	bool in_libexec = bl > ll && !strcmp(bindir + bl - ll, "/libexec/runbox");
+	snprintf(a, sizeof a, "%s/%s", bindir, in_libexec ? "../.." : "..");
 	if (!realpath(a, prefix))
 		return rb_error_set(err, errno, "the install prefix `%s`", a);
 	char data[PATH_MAX], images[PATH_MAX], gwdir[PATH_MAX];
