@@ -145,6 +145,8 @@ static void usage(FILE *f)
 	      "  -e, --env NAME[=VALUE] set a variable the policy's env.pass lets through (repeatable); a name\n"
 	      "                        it does not pass is an error\n"
 	      "  -w, --workdir DIR     the step's working directory (absolute; default /workspace)\n"
+	      "  -i, --interactive     stream runbox's stdin into the step's (at most 256 MiB; EOF closes it);\n"
+	      "                        without it the step's stdin is /dev/null\n"
 	      "  --label KEY=VALUE     recorded in the ledger's run_start (repeatable)\n"
 	      "  --output DIR          after the run, copy its artifacts (its last harvest) into DIR\n"
 	      "  --force               with --output: replace files that exist in DIR\n"
@@ -173,6 +175,7 @@ struct extras {
 	bool json;
 	json_t *labels;      /* --label: {"K": "V"} or NULL */
 	const char *workdir; /* -w: the step's working directory */
+	bool interactive;    /* -i: our stdin streamed into the step's */
 	const char *env[RB_POLICY_MAX_LIST];
 	unsigned n_env;
 };
@@ -306,6 +309,12 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	if (cfg->n_inputs || x->n_env) {
 		rb_err("run %s: --%s does not combine with a manifest (list them in its `%s`)", path,
 		       cfg->n_inputs ? "input" : "env", cfg->n_inputs ? "inputs" : "env");
+		return 125;
+	}
+	if (x->interactive) {
+		rb_err("run %s: -i does not combine with a manifest (its steps' stdin is /dev/null; a step's input "
+		       "goes in its `inputs` or its script)",
+		       path);
 		return 125;
 	}
 	if (x->workdir) {
@@ -486,6 +495,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	    {"force", no_argument, NULL, OPT_FORCE},
 	    {"env", required_argument, NULL, 'e'},
 	    {"workdir", required_argument, NULL, 'w'},
+	    {"interactive", no_argument, NULL, 'i'},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"gateway-config", required_argument, NULL, OPT_GATEWAY_CONFIG},
@@ -507,7 +517,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	/* Podman's way: options before and after a manifest are one set; a command's own words
 	 * begin at `--` or at its first word, and are never runbox's. */
 	for (;;) {
-		c = getopt_long(argc, argv, "+vhe:w:", opts, NULL);
+		c = getopt_long(argc, argv, "+vhie:w:", opts, NULL);
 		if (c == -1) {
 			if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && !manifest &&
 			    is_manifest(argv[optind]) && optind > 0) {
@@ -524,6 +534,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		case OPT_OUTPUT: x.output = optarg; break;
 		case OPT_FORCE: x.force = true; break;
 		case OPT_VERSION: return rb_cmd_version(0, NULL);
+		case 'i': x.interactive = true; break;
 		case 'w':
 			if (optarg[0] != '/' || strlen(optarg) >= 4096) {
 				rb_err(
@@ -708,7 +719,10 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
 	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
-	struct rb_step_req req = {.argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
+	struct rb_step_req req = {
+	    .argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
+	req.stdin_stream = x.interactive;
+	req.stdin_fd = STDIN_FILENO;
 	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */
