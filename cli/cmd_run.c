@@ -92,7 +92,7 @@ static int to_terminal(void *ctx, const struct rb_chunk *c)
  * (whose DEST the library then refuses, naming it). */
 struct input_arg {
 	char what[4200];
-	char *from;
+	char *from, *to;
 	struct rb_input_req req;
 };
 
@@ -101,8 +101,18 @@ static int parse_input(const char *arg, struct input_arg *in)
 	snprintf(in->what, sizeof in->what, "--input `%s`", arg);
 	struct stat st;
 	const char *split = NULL;
+	/* SRC[:DEST]:cow: a writable overlay over it (mounts.h), unless the whole names a path. */
+	_cleanup_free_ char *own = NULL;
+	size_t len = strlen(arg);
+	bool cow = len > 4 && !strcmp(arg + len - 4, ":cow") && lstat(arg, &st) < 0;
+	if (cow) {
+		if (!(own = strndup(arg, len - 4)))
+			return -1;
+		arg = own;
+	}
 	if (lstat(arg, &st) < 0) {
-		for (const char *p = strstr(arg, ":/workspace/in/"); p; p = strstr(p + 1, ":/workspace/in/"))
+		const char *mark = cow ? ":/workspace/" : ":/workspace/in/";
+		for (const char *p = strstr(arg, mark); p; p = strstr(p + 1, mark))
 			split = p;
 		if (!split)
 			split = strchr(arg, ':');
@@ -110,7 +120,10 @@ static int parse_input(const char *arg, struct input_arg *in)
 	in->from = split ? strndup(arg, (size_t)(split - arg)) : strdup(arg);
 	if (!in->from)
 		return -1;
-	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what};
+	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what, cow};
+	if (split && !(in->to = strdup(split + 1)))
+		return -1;
+	in->req.to = in->to;
 	return 0;
 }
 
@@ -121,8 +134,10 @@ struct input_list {
 
 static void free_inputs(struct input_list *l)
 {
-	for (unsigned i = 0; l->v && i < l->n; i++)
+	for (unsigned i = 0; l->v && i < l->n; i++) {
 		free(l->v[i].from);
+		free(l->v[i].to);
+	}
 	free(l->v);
 }
 
@@ -136,6 +151,8 @@ static void usage(FILE *f)
 	      "  --policy NAME|FILE    a shipped profile (default, strict) or a policy file\n"
 	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m: at most the policy's (default: the policy's)\n"
 	      "  --input SRC[:DEST]    bind SRC read-only at DEST under /workspace/in (repeatable)\n"
+	      "  --input SRC[:DEST]:cow  a writable overlay over folder SRC at DEST under /workspace (default\n"
+	      "                        /workspace/in/NAME), discarded at the run's end; SRC never changes\n"
 	      "  --memory SIZE         memory limit, e.g. 256M (at most the policy's)\n"
 	      "  --pids N              process limit (at most the policy's)\n"
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"

@@ -49,14 +49,16 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 static int check_dests(const struct rb_input *ins, unsigned n, const char *const *what, const char *tree,
                        struct rb_error *err)
 {
-	const struct rb_input *b = &ins[n];
+	/* A cow input's dest is relative to /workspace (mounts.h): all are compared as full paths. */
+	char bp[PATH_MAX + 32], ap[PATH_MAX + 32];
+	snprintf(bp, sizeof bp, "%s/%s", ins[n].cow ? "/workspace" : tree, ins[n].dest);
 	for (unsigned i = 0; i < n; i++) {
-		const struct rb_input *a = &ins[i];
-		if (!strcmp(a->dest, b->dest))
-			return rb_error_set(err, 0, "%s and %s: both go to %s/%s", what[i], what[n], tree, a->dest);
-		if (rb_path_under(a->dest, b->dest) || rb_path_under(b->dest, a->dest))
-			return rb_error_set(err, 0, "%s and %s: %s/%s and %s/%s: one lies inside the other", what[i],
-			                    what[n], tree, a->dest, tree, b->dest);
+		snprintf(ap, sizeof ap, "%s/%s", ins[i].cow ? "/workspace" : tree, ins[i].dest);
+		if (!strcmp(ap, bp))
+			return rb_error_set(err, 0, "%s and %s: both go to %s", what[i], what[n], ap);
+		if (rb_path_under(ap, bp) || rb_path_under(bp, ap))
+			return rb_error_set(err, 0, "%s and %s: %s and %s: one lies inside the other", what[i], what[n],
+			                    ap, bp);
 	}
 	return 0;
 }

@@ -20,7 +20,10 @@ struct rb_input {
 	int fd;              /* O_PATH of the host source, opened by the runner */
 	char host[PATH_MAX]; /* the source, resolved */
 	bool is_dir;
-	char dest[PATH_MAX]; /* relative to /workspace/in */
+	/* A writable overlay over the read-only folder, its upper and work layers on the run's
+	 * scratch tmpfs (limits.rootfs_size), gone with the run: the host's files never change. */
+	bool cow;
+	char dest[PATH_MAX]; /* relative to /workspace/in; with cow, relative to /workspace */
 };
 
 struct rb_rootfs_spec {
@@ -46,6 +49,8 @@ struct rb_input_req {
 	const char *from; /* the host path */
 	const char *to;   /* under /workspace/in/; NULL: /workspace/in/<basename of from> */
 	const char *what; /* "--input `a:b`", "manifest run.json: inputs[2]" */
+	bool cow;         /* a folder only; to may then be anywhere under /workspace/ but out/,
+	                   * skills/ and in itself */
 };
 
 /* Opens req->from (O_PATH, resolved once, no trailing symlink) and checks req->to. */
