@@ -186,7 +186,8 @@ static const char *dest_problem(const char *to, bool cow)
 		return "must start with \"" RB_MANIFEST_IN_DIR "\"";
 	}
 	if (!to[pre])
-		return "must name a file or folder under " RB_MANIFEST_IN_DIR;
+		return cow ? "must name a folder under /workspace/"
+		           : "must name a file or folder under " RB_MANIFEST_IN_DIR;
 	if (strlen(to) > DEST_MAX)
 		return "too long";
 	if (strstr(to, "//"))
