@@ -480,8 +480,9 @@ static int mount_cow(const char *staging, unsigned n, int srcfd, const struct rb
 		                    "and the overlay would be read-only: give a folder the sandbox's ids own (the "
 		                    "caller's own, in a rootless run), or bind it read-only (without :cow)",
 		                    in->host, (unsigned)st.st_uid, (unsigned)st.st_gid);
-	if (chdir(staging) < 0)
-		return rb_error_set(err, errno, "chdir `%s`", staging);
+	if (!staging || chdir(staging) < 0)
+		return rb_error_set(err, staging ? errno : EINVAL, "input `%s` (cow): chdir to the staging dir",
+		                    in->host);
 	if ((mkdir("cow", 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0 || mkdir(lower, 0755) < 0 ||
 	    mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
 		return rb_error_set(err, errno, "input `%s` (cow): prepare its layers in `%s/%s`", in->host, staging,

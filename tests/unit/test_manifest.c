@@ -285,8 +285,7 @@ static void test_input_cow(void **state)
 	FAILS("{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"cow\": \"yes\"}]}",
 	      "manifest run.json: inputs[0].cow: expected true or false, got \"yes\"");
 	FAILS_SUB(
-	    "{" HEAD ONE_STEP
-	    ", \"inputs\": [{\"artifact\": "
+	    "{" HEAD ONE_STEP ", \"inputs\": [{\"artifact\": "
 	    "\"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\", \"to\": \"/workspace/in/x\", "
 	    "\"cow\": true}]}",
 	    "inputs[0].cow: applies to a host folder (`from`), not to an artifact");
