@@ -614,8 +614,11 @@ static int feed_stdin(struct rb_session *s, struct rb_proc *p, int from, struct 
 		if (feeding)
 			fds[1] = have ? (struct pollfd){.fd = p->stdin_w, .events = POLLOUT}
 			              : (struct pollfd){.fd = from, .events = POLLIN};
-		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue; /* a cancel: the session's eventfd says it */
 			return rb_error_set(err, errno, "poll");
+		}
 		if (feeding && fds[1].revents && !have) {
 			size_t want = 64u << 10;
 			if (want > RB_STEP_STDIN_CAP - total)
