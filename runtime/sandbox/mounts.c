@@ -438,7 +438,7 @@ static int open_sources(const struct rb_rootfs_spec *spec, struct sources *s, st
 }
 
 static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
-                     const char *staging, struct rb_error *err);
+                     const char *staging, const int *cow_lower, struct rb_error *err);
 
 /* A file's owner as this user namespace shows it is one it maps: the kernel shows an unmapped
  * one as the overflow ids (65534), and overlayfs cannot copy such a file up (its chown to an
@@ -462,7 +462,7 @@ static bool owner_mapped(const struct stat *st)
  * staging/cow/N/lower; its upper and work layers beside it on the scratch tmpfs, so what the
  * sandbox writes there counts against limits.rootfs_size and dies with the run. The layers are
  * named relative to the staging dir (the cwd), as the root's are (mount_overlay). */
-static int mount_cow(const char *staging, unsigned n, int srcfd, const struct rb_input *in, int rootfd,
+static int mount_cow(const char *staging, unsigned n, int srcfd, int idmapped, const struct rb_input *in, int rootfd,
                      const char *target, struct rb_error *err)
 {
 	char dir[64], lower[80], upper[80], work[80];
@@ -470,9 +470,14 @@ static int mount_cow(const char *staging, unsigned n, int srcfd, const struct rb
 	snprintf(lower, sizeof lower, "%s/lower", dir);
 	snprintf(upper, sizeof upper, "%s/upper", dir);
 	snprintf(work, sizeof work, "%s/work", dir);
-	struct stat st;
-	if (fstat(srcfd, &st) < 0)
+	struct stat st, id;
+	if (fstat(srcfd, &st) < 0 || (idmapped >= 0 && fstat(idmapped, &id) < 0))
 		return rb_error_set(err, errno, "input `%s`", in->host);
+	if (idmapped >= 0) {
+		if (id.st_dev != st.st_dev || id.st_ino != st.st_ino)
+			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
+		st = id; /* the owner as the idmapped clone shows it */
+	}
 	if (!owner_mapped(&st))
 		return rb_error_set(err, EOVERFLOW,
 		                    "input `%s` (cow): its owner (uid %u, gid %u as the sandbox sees them) has "
@@ -491,14 +496,15 @@ static int mount_cow(const char *staging, unsigned n, int srcfd, const struct rb
 	 * where it could write had the folder been its own. */
 	if (chown(upper, st.st_uid, st.st_gid) < 0 || chmod(upper, st.st_mode & 07777) < 0)
 		return rb_error_set(err, errno, "input `%s` (cow): its upper layer's owner", in->host);
-	_cleanup_close_ int tree = open_tree(srcfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (tree < 0 && errno == EINVAL)
+	_cleanup_close_ int tree =
+	    idmapped >= 0 ? dup(idmapped) : open_tree(srcfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0 && idmapped < 0 && errno == EINVAL)
 		return rb_error_set(err, 0, "input `%s`: other mounts are below it on the host; an input is one mount",
 		                    in->host);
 	if (tree < 0)
 		return rb_error_set(err, errno, "input `%s` (cow): clone its mount", in->host);
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+	if (idmapped < 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
 		return rb_error_set(err, errno, "input `%s` (cow): make its lower layer read-only", in->host);
 	if (move_mount(tree, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return rb_error_set(err, errno, "input `%s` (cow): attach its lower layer", in->host);
@@ -542,7 +548,7 @@ static int cow_outside_in(int rootfd, const struct rb_rootfs_spec *spec, const s
 		char target[PATH_MAX + 16];
 		snprintf(target, sizeof target, "workspace/%s", in->dest);
 		if (make_dirs(rootfd, target, 0755, err) < 0 ||
-		    mount_cow(spec->staging, i, src->in[i], in, rootfd, target, err) < 0)
+		    mount_cow(spec->staging, i, src->in[i], spec->cow_lower[i], in, rootfd, target, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -563,20 +569,21 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, const 
 	_cleanup_close_ int ws = openat2_beneath(rootfd, "workspace", O_PATH | O_DIRECTORY, err);
 	if (ws < 0 || fchownat(ws, "out", spec->uid, spec->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return rb_error_set(err, errno, "chown /workspace/out");
-	if (bind_tree(rootfd, "workspace/in", spec->inputs, src->in, spec->n_inputs, spec->staging, err) < 0 ||
+	if (bind_tree(rootfd, "workspace/in", spec->inputs, src->in, spec->n_inputs, spec->staging, spec->cow_lower,
+	              err) < 0 ||
 	    cow_outside_in(rootfd, spec, src, err) < 0)
 		return -1;
 	if (!spec->n_skills)
 		return 0;
 	return make_dir(rootfd, "workspace/skills", 0755, err) < 0
 	           ? -1
-	           : bind_tree(rootfd, "workspace/skills", spec->skills, src->skills, spec->n_skills, NULL, err);
+	           : bind_tree(rootfd, "workspace/skills", spec->skills, src->skills, spec->n_skills, NULL, NULL, err);
 }
 
 /* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles), and
  * the overlays of cow inputs that go below /workspace/in (mount_cow, staging given). */
 static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
-                     const char *staging, struct rb_error *err)
+                     const char *staging, const int *cow_lower, struct rb_error *err)
 {
 	static const char *const in_opts[] = {"mode=0755", "size=1048576", NULL};
 	if (mount_new(rootfd, dir, "tmpfs", in_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
@@ -599,7 +606,7 @@ static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, 
 		if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
 		if (in->cow) {
-			if (mount_cow(staging, i, here[i], in, rootfd, target, err) < 0)
+			if (mount_cow(staging, i, here[i], cow_lower ? cow_lower[i] : -1, in, rootfd, target, err) < 0)
 				return -1;
 			continue;
 		}

@@ -39,7 +39,14 @@ struct rb_rootfs_spec {
 	int lower_fd; /* the image's mount, read-only and detached, made by the runner
 	               * (idmapped to the sandbox's ids when runbox's own), or -1: use
 	               * image->rootfs */
+	/* As root with a subordinate slice: cow input i's mount, read-only, detached and idmapped
+	 * to the sandbox's ids by the runner (so host root's files are the sandbox root's, and
+	 * overlayfs can copy them up), or -1: init clones the input as it finds it. Set by init. */
+	int cow_lower[RB_MAX_INPUTS];
 };
+
+/* The most cow inputs the runner idmaps (they travel in one message with the image's clone). */
+#define RB_MAX_COW_IDMAPPED 8
 
 /* Builds the root and pivots into it; on return the cwd is the new "/". */
 int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err);
