@@ -92,7 +92,7 @@ static int to_terminal(void *ctx, const struct rb_chunk *c)
  * (whose DEST the library then refuses, naming it). */
 struct input_arg {
 	char what[4200];
-	char *from;
+	char *from, *to;
 	struct rb_input_req req;
 };
 
@@ -101,8 +101,18 @@ static int parse_input(const char *arg, struct input_arg *in)
 	snprintf(in->what, sizeof in->what, "--input `%s`", arg);
 	struct stat st;
 	const char *split = NULL;
+	/* SRC[:DEST]:cow: a writable overlay over it (mounts.h), unless the whole names a path. */
+	_cleanup_free_ char *own = NULL;
+	size_t len = strlen(arg);
+	bool cow = len > 4 && !strcmp(arg + len - 4, ":cow") && lstat(arg, &st) < 0;
+	if (cow) {
+		if (!(own = strndup(arg, len - 4)))
+			return -1;
+		arg = own;
+	}
 	if (lstat(arg, &st) < 0) {
-		for (const char *p = strstr(arg, ":/workspace/in/"); p; p = strstr(p + 1, ":/workspace/in/"))
+		const char *mark = cow ? ":/workspace/" : ":/workspace/in/";
+		for (const char *p = strstr(arg, mark); p; p = strstr(p + 1, mark))
 			split = p;
 		if (!split)
 			split = strchr(arg, ':');
@@ -110,7 +120,10 @@ static int parse_input(const char *arg, struct input_arg *in)
 	in->from = split ? strndup(arg, (size_t)(split - arg)) : strdup(arg);
 	if (!in->from)
 		return -1;
-	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what};
+	in->req = (struct rb_input_req){in->from, split ? split + 1 : NULL, in->what, cow};
+	if (split && !(in->to = strdup(split + 1)))
+		return -1;
+	in->req.to = in->to;
 	return 0;
 }
 
@@ -121,8 +134,10 @@ struct input_list {
 
 static void free_inputs(struct input_list *l)
 {
-	for (unsigned i = 0; l->v && i < l->n; i++)
+	for (unsigned i = 0; l->v && i < l->n; i++) {
 		free(l->v[i].from);
+		free(l->v[i].to);
+	}
 	free(l->v);
 }
 
@@ -136,6 +151,8 @@ static void usage(FILE *f)
 	      "  --policy NAME|FILE    a shipped profile (default, strict) or a policy file\n"
 	      "  --timeout DUR         e.g. 2.5s, 300ms, 1m: at most the policy's (default: the policy's)\n"
 	      "  --input SRC[:DEST]    bind SRC read-only at DEST under /workspace/in (repeatable)\n"
+	      "  --input SRC[:DEST]:cow  a writable overlay over folder SRC at DEST under /workspace (default\n"
+	      "                        /workspace/in/NAME), discarded at the run's end; SRC never changes\n"
 	      "  --memory SIZE         memory limit, e.g. 256M (at most the policy's)\n"
 	      "  --pids N              process limit (at most the policy's)\n"
 	      "  --cpus X              cpu quota in cores, e.g. 0.5 (at most the policy's)\n"
@@ -145,6 +162,8 @@ static void usage(FILE *f)
 	      "  -e, --env NAME[=VALUE] set a variable the policy's env.pass lets through (repeatable); a name\n"
 	      "                        it does not pass is an error\n"
 	      "  -w, --workdir DIR     the step's working directory (absolute; default /workspace)\n"
+	      "  -i, --interactive     stream runbox's stdin into the step's (at most 256 MiB; EOF closes it);\n"
+	      "                        without it the step's stdin is /dev/null\n"
 	      "  --label KEY=VALUE     recorded in the ledger's run_start (repeatable)\n"
 	      "  --output DIR          after the run, copy its artifacts (its last harvest) into DIR\n"
 	      "  --force               with --output: replace files that exist in DIR\n"
@@ -163,6 +182,7 @@ struct extras {
 	bool json;
 	json_t *labels;      /* --label: {"K": "V"} or NULL */
 	const char *workdir; /* -w: the step's working directory */
+	bool interactive;    /* -i: our stdin streamed into the step's */
 	const char *env[RB_POLICY_MAX_LIST];
 	unsigned n_env;
 };
@@ -296,6 +316,12 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	if (cfg->n_inputs || x->n_env) {
 		rb_err("run %s: --%s does not combine with a manifest (list them in its `%s`)", path,
 		       cfg->n_inputs ? "input" : "env", cfg->n_inputs ? "inputs" : "env");
+		return 125;
+	}
+	if (x->interactive) {
+		rb_err("run %s: -i does not combine with a manifest (its steps' stdin is /dev/null; a step's input "
+		       "goes in its `inputs` or its script)",
+		       path);
 		return 125;
 	}
 	if (x->workdir) {
@@ -476,6 +502,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	    {"force", no_argument, NULL, OPT_FORCE},
 	    {"env", required_argument, NULL, 'e'},
 	    {"workdir", required_argument, NULL, 'w'},
+	    {"interactive", no_argument, NULL, 'i'},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"gateway-config", required_argument, NULL, OPT_GATEWAY_CONFIG},
@@ -497,7 +524,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	/* Podman's way: options before and after a manifest are one set; a command's own words
 	 * begin at `--` or at its first word, and are never runbox's. */
 	for (;;) {
-		c = getopt_long(argc, argv, "+vhe:w:", opts, NULL);
+		c = getopt_long(argc, argv, "+vhie:w:", opts, NULL);
 		if (c == -1) {
 			if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && !manifest &&
 			    is_manifest(argv[optind]) && optind > 0) {
@@ -514,6 +541,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		case OPT_OUTPUT: x.output = optarg; break;
 		case OPT_FORCE: x.force = true; break;
 		case OPT_VERSION: return rb_cmd_version(0, NULL);
+		case 'i': x.interactive = true; break;
 		case 'w':
 			if (optarg[0] != '/' || strlen(optarg) >= 4096) {
 				rb_err(
@@ -700,6 +728,8 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
 	struct rb_step_req req = {
 	    .argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
+	req.stdin_stream = x.interactive;
+	req.stdin_fd = STDIN_FILENO;
 	if (rb_run_exec(&run, &req, &res, &err) < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */

@@ -168,13 +168,26 @@ static char *abs_path(const char *base, const char *p)
 	return out;
 }
 
-static const char *dest_problem(const char *to)
+static const char *dest_problem(const char *to, bool cow)
 {
 	size_t pre = strlen(RB_MANIFEST_IN_DIR);
-	if (strncmp(to, RB_MANIFEST_IN_DIR, pre) != 0)
+	if (cow) {
+		/* A writable overlay may go elsewhere in /workspace (a build's source tree), never on
+		 * /workspace/in itself, nor where harvest or skills look. */
+		pre = strlen("/workspace/");
+		if (strncmp(to, "/workspace/", pre) != 0)
+			return "must start with \"/workspace/\" (a cow input)";
+		const char *r = to + pre;
+		if (!strcmp(r, "in") || !strcmp(r, "out") || !strncmp(r, "out/", 4) || !strcmp(r, "skills") ||
+		    !strncmp(r, "skills/", 7))
+			return "is not a place for a cow input (not /workspace/in itself, /workspace/out or "
+			       "/workspace/skills)";
+	} else if (strncmp(to, RB_MANIFEST_IN_DIR, pre) != 0) {
 		return "must start with \"" RB_MANIFEST_IN_DIR "\"";
+	}
 	if (!to[pre])
-		return "must name a file or folder under " RB_MANIFEST_IN_DIR;
+		return cow ? "must name a folder under /workspace/"
+		           : "must name a file or folder under " RB_MANIFEST_IN_DIR;
 	if (strlen(to) > DEST_MAX)
 		return "too long";
 	if (strstr(to, "//"))
@@ -265,7 +278,7 @@ static int parse_limits(const ctx *c, const json_t *v, struct rb_manifest_limits
 
 static int parse_input(const ctx *c, const char *path, const json_t *v, const char *base, struct rb_manifest_input *in)
 {
-	static const char *const keys[] = {"from", "artifact", "to", NULL};
+	static const char *const keys[] = {"from", "artifact", "to", "cow", NULL};
 	char p[300];
 	if (!json_is_object(v))
 		return rb_jsonck_expected(c, path, "an object with `from` or `artifact`, and `to`", v);
@@ -311,7 +324,17 @@ static int parse_input(const ctx *c, const char *path, const json_t *v, const ch
 	}
 	if (!in->to)
 		return oom(c, p);
-	const char *why = dest_problem(in->to);
+	json_t *cow = json_object_get(v, "cow");
+	if (cow) {
+		rb_jsonck_join(p, sizeof p, path, "cow");
+		if (!json_is_boolean(cow))
+			return rb_jsonck_expected(c, p, "true or false", cow);
+		if (json_is_true(cow) && in->kind != RB_MANIFEST_INPUT_HOST)
+			return rb_jsonck_bad(c, p, "applies to a host folder (`from`), not to an artifact");
+		in->cow = json_is_true(cow);
+		rb_jsonck_join(p, sizeof p, path, "to");
+	}
+	const char *why = dest_problem(in->to, in->cow);
 	if (why)
 		return rb_jsonck_bad(c, p, "\"%.200s\" %s", in->to, why);
 	return 0;

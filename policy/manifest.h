@@ -24,7 +24,9 @@ struct rb_manifest_input {
 	                 * paths joined to the manifest's folder); symlinks are NOT resolved here:
 	                 * the runner realpath()s it before checking the policy's inputs.allow */
 	char *artifact; /* ARTIFACT: the digest's 64 lowercase hex digits (no "sha256:") */
-	char *to;       /* "/workspace/in/<rel>": no "..", no ".", no "//", no trailing '/' */
+	char *to;       /* "/workspace/in/<rel>": no "..", no ".", no "//", no trailing '/'; with
+	                 * cow anywhere under "/workspace/" but in itself, out/ and skills/ */
+	bool cow;       /* HOST folder: a writable overlay over it, discarded with the run */
 };
 
 /* Limit overrides; 0 means "not overridden" (the policy's value applies). */

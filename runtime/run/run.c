@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +49,16 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 static int check_dests(const struct rb_input *ins, unsigned n, const char *const *what, const char *tree,
                        struct rb_error *err)
 {
-	const struct rb_input *b = &ins[n];
+	/* A cow input's dest is relative to /workspace (mounts.h): all are compared as full paths. */
+	char bp[PATH_MAX + 32], ap[PATH_MAX + 32];
+	snprintf(bp, sizeof bp, "%s/%s", ins[n].cow ? "/workspace" : tree, ins[n].dest);
 	for (unsigned i = 0; i < n; i++) {
-		const struct rb_input *a = &ins[i];
-		if (!strcmp(a->dest, b->dest))
-			return rb_error_set(err, 0, "%s and %s: both go to %s/%s", what[i], what[n], tree, a->dest);
-		if (rb_path_under(a->dest, b->dest) || rb_path_under(b->dest, a->dest))
-			return rb_error_set(err, 0, "%s and %s: %s/%s and %s/%s: one lies inside the other", what[i],
-			                    what[n], tree, a->dest, tree, b->dest);
+		snprintf(ap, sizeof ap, "%s/%s", ins[i].cow ? "/workspace" : tree, ins[i].dest);
+		if (!strcmp(ap, bp))
+			return rb_error_set(err, 0, "%s and %s: both go to %s", what[i], what[n], ap);
+		if (rb_path_under(ap, bp) || rb_path_under(bp, ap))
+			return rb_error_set(err, 0, "%s and %s: %s and %s: one lies inside the other", what[i], what[n],
+			                    ap, bp);
 	}
 	return 0;
 }
@@ -592,6 +595,68 @@ static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0
 	return 0;
 }
 
+/* rb_proc_wait, while from's bytes are copied into the process's stdin as it takes them: one
+ * 64 KiB buffer (the step's reading paces runbox's), at most RB_STEP_STDIN_CAP bytes in all.
+ * from's EOF, an error reading it, or the cap closes the step's stdin; a step that closed its
+ * own (EPIPE) or ended stops the copy, so a step that never reads its stdin never holds the run. */
+static int feed_stdin(struct rb_session *s, struct rb_proc *p, int from, struct rb_error *err)
+{
+	_cleanup_free_ char *buf = malloc(64u << 10);
+	if (!buf)
+		return rb_error_set(err, ENOMEM, "stdin");
+	size_t have = 0, off = 0;
+	uint64_t total = 0;
+	bool feeding = true;
+	while (!rb_proc_done(p)) {
+		if (feeding && p->stdin_w < 0)
+			feeding = false; /* closed by the session (the process ended) */
+		struct pollfd fds[2] = {{.fd = rb_session_fd(s), .events = POLLIN}, {.fd = -1}};
+		if (feeding)
+			fds[1] = have ? (struct pollfd){.fd = p->stdin_w, .events = POLLOUT}
+			              : (struct pollfd){.fd = from, .events = POLLIN};
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue; /* a cancel: the session's eventfd says it */
+			return rb_error_set(err, errno, "poll");
+		}
+		if (feeding && fds[1].revents && !have) {
+			size_t want = 64u << 10;
+			if (want > RB_STEP_STDIN_CAP - total)
+				want = (size_t)(RB_STEP_STDIN_CAP - total);
+			ssize_t n = read(from, buf, want ? want : 1);
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				n = -2;
+			if (n > 0 && !want) {
+				rb_warn("stdin: the step took %llu MiB, runbox's cap (RB_STEP_STDIN_CAP); the rest "
+				        "was not sent and the step's stdin is closed",
+				        (unsigned long long)(RB_STEP_STDIN_CAP >> 20));
+				n = 0;
+			} else if (n == -1) {
+				rb_warn("stdin: read: %s; the step's stdin is closed", strerror(errno));
+				n = 0;
+			}
+			if (n == 0) {
+				rb_proc_close_stdin(p);
+				feeding = false;
+			} else if (n > 0) {
+				have = (size_t)n, off = 0, total += (uint64_t)n;
+			}
+		} else if (feeding && fds[1].revents && have) {
+			struct rb_error werr;
+			ssize_t w = rb_proc_write(p, buf + off, have, &werr);
+			if (w < 0) { /* the step closed its stdin (EPIPE): what is left is not sent */
+				rb_proc_close_stdin(p);
+				feeding = false;
+			} else {
+				off += (size_t)w, have -= (size_t)w;
+			}
+		}
+		if (fds[0].revents && rb_session_dispatch(s, 0, err) < 0)
+			return -1;
+	}
+	return 1;
+}
+
 int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_step_result *res, struct rb_error *err)
 {
 	memset(res, 0, sizeof *res);
@@ -611,11 +676,12 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	                                 .timeout_kills_sandbox = true,
 	                                 .sink = req->sink,
 	                                 .sink_ctx = req->sink_ctx,
-	                                 .scrubber = req->scrubber};
+	                                 .scrubber = req->scrubber,
+	                                 .stdin_pipe = req->stdin_stream};
 	struct rb_proc *p;
 	if (rb_proc_start(s, &preq, &p, err) < 0)
 		return -1;
-	int r = rb_proc_wait(p, -1, err);
+	int r = req->stdin_stream ? feed_stdin(s, p, req->stdin_fd, err) : rb_proc_wait(p, -1, err);
 	if (r > 0)
 		rb_proc_take_result(p, res);
 	rb_proc_free(p);

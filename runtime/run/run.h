@@ -197,7 +197,17 @@ struct rb_step_req {
 	/* Scrubs the streams as they come (NULL: one knowing the run token), before they are
 	 * captured, copied or logged; a copy to a terminal shows control bytes, never obeys them. */
 	struct rb_scrubber *scrubber;
+	/* With stdin_stream, stdin_fd (a host fd, e.g. runbox's own stdin) is copied into the
+	 * step's stdin as the step reads it, at most RB_STEP_STDIN_CAP bytes; its EOF closes the
+	 * step's stdin. Else the step's stdin is the sandbox's /dev/null. */
+	bool stdin_stream;
+	int stdin_fd;
 };
+
+/* The most a step's streamed stdin carries (docker run -i has none; runbox has a fixed one,
+ * as every stream it moves is bounded): beyond it the step's stdin is closed, as at EOF, and
+ * runbox warns. Larger data goes in as an --input. */
+#define RB_STEP_STDIN_CAP (256ull << 20)
 
 /* Runs one step: a process of the run's session (opened at the first), waited for; its
  * timeout kills the sandbox. A step that could not start is a result (SETUP_FAILED / EXEC_FAILED), not an

@@ -217,7 +217,7 @@ static int repoint(struct rb_input *in, const char *copy, struct rb_error *err)
 {
 	char dest[sizeof in->dest + 16];
 	snprintf(dest, sizeof dest, "/workspace/in/%s", in->dest);
-	struct rb_input_req req = {copy, dest, copy};
+	struct rb_input_req req = {copy, dest, copy, false}; /* artifacts and bundles: never cow */
 	if (in->fd >= 0)
 		close(in->fd);
 	in->fd = -1;
@@ -356,7 +356,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 			rf->input_what[i] = NULL;
 			return rb_error_set(err, ENOMEM, "manifest");
 		}
-		rf->input_reqs[i] = (struct rb_input_req){rf->input_from[i], in->to, rf->input_what[i]};
+		rf->input_reqs[i] = (struct rb_input_req){rf->input_from[i], in->to, rf->input_what[i], in->cow};
 	}
 	/* The bundles are read only once the policy allowed their folders and they are sealed:
 	 * until then each is bound under a placeholder name, its skill's name once loaded. */

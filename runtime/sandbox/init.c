@@ -344,9 +344,21 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	unsigned n_go_fds = 0;
 	if (rb_chan_recv(ctl, &go, go_fds, &n_go_fds, &err) <= 0)
 		_exit(125);
-	json_decref(go);
 	struct rb_rootfs_spec rootfs = spec->rootfs;
-	rootfs.lower_fd = n_go_fds > 0 ? go_fds[0] : -1;
+	/* The image's clone first (when "lower"), then the idmapped cow inputs "cow" names. */
+	unsigned k = 0;
+	rootfs.lower_fd = json_is_true(json_object_get(go, "lower")) && k < n_go_fds ? go_fds[k++] : -1;
+	for (unsigned i = 0; i < RB_MAX_INPUTS; i++)
+		rootfs.cow_lower[i] = -1;
+	size_t ci;
+	json_t *cv;
+	json_array_foreach(json_object_get(go, "cow"), ci, cv)
+	{
+		json_int_t i = json_integer_value(cv);
+		if (i >= 0 && i < RB_MAX_INPUTS && k < n_go_fds)
+			rootfs.cow_lower[i] = go_fds[k++];
+	}
+	json_decref(go);
 
 	if (become_mapped(spec, &err) < 0)
 		die_setup(ctl, &err);

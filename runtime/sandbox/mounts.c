@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 
 /* runc's masked and read-only /proc paths. */
 static const char *const masked_paths[] = {
@@ -437,7 +438,121 @@ static int open_sources(const struct rb_rootfs_spec *spec, struct sources *s, st
 }
 
 static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
-                     struct rb_error *err);
+                     const char *staging, const int *cow_lower, struct rb_error *err);
+
+/* A file's owner as this user namespace shows it is one it maps: the kernel shows an unmapped
+ * one as the overflow ids (65534), and overlayfs cannot copy such a file up (its chown to an
+ * unmapped id fails), so the overlay would be read-only in all but name. */
+static bool owner_mapped(const struct stat *st)
+{
+	char *text = NULL;
+	unsigned long ou = 65534, og = 65534;
+	if (rb_read_file("/proc/sys/kernel/overflowuid", 32, &text, NULL, NULL) == 0)
+		ou = strtoul(text, NULL, 10);
+	free(text);
+	text = NULL;
+	if (rb_read_file("/proc/sys/kernel/overflowgid", 32, &text, NULL, NULL) == 0)
+		og = strtoul(text, NULL, 10);
+	free(text);
+	return st->st_uid != ou && st->st_gid != og;
+}
+
+/* A writable overlay over the input at srcfd, on target (below rootfd): its lower layer a
+ * read-only clone of the input (one mount, as a read-only input is), attached at
+ * staging/cow/N/lower; its upper and work layers beside it on the scratch tmpfs, so what the
+ * sandbox writes there counts against limits.rootfs_size and dies with the run. The layers are
+ * named relative to the staging dir (the cwd), as the root's are (mount_overlay). */
+static int mount_cow(const char *staging, unsigned n, int srcfd, int idmapped, const struct rb_input *in, int rootfd,
+                     const char *target, struct rb_error *err)
+{
+	char dir[64], lower[80], upper[80], work[80];
+	snprintf(dir, sizeof dir, "cow/%u", n);
+	snprintf(lower, sizeof lower, "%s/lower", dir);
+	snprintf(upper, sizeof upper, "%s/upper", dir);
+	snprintf(work, sizeof work, "%s/work", dir);
+	struct stat st, id;
+	if (fstat(srcfd, &st) < 0 || (idmapped >= 0 && fstat(idmapped, &id) < 0))
+		return rb_error_set(err, errno, "input `%s`", in->host);
+	if (idmapped >= 0) {
+		if (id.st_dev != st.st_dev || id.st_ino != st.st_ino)
+			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
+		st = id; /* the owner as the idmapped clone shows it */
+	}
+	if (!owner_mapped(&st))
+		return rb_error_set(err, EOVERFLOW,
+		                    "input `%s` (cow): its owner (uid %u, gid %u as the sandbox sees them) has "
+		                    "no id in the sandbox's user namespace, so overlayfs cannot copy its files up "
+		                    "and the overlay would be read-only: give a folder the sandbox's ids own (the "
+		                    "caller's own, in a rootless run), or bind it read-only (without :cow)",
+		                    in->host, (unsigned)st.st_uid, (unsigned)st.st_gid);
+	if (!staging || chdir(staging) < 0)
+		return rb_error_set(err, staging ? errno : EINVAL, "input `%s` (cow): chdir to the staging dir",
+		                    in->host);
+	if ((mkdir("cow", 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0 || mkdir(lower, 0755) < 0 ||
+	    mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): prepare its layers in `%s/%s`", in->host, staging,
+		                    dir);
+	/* The merged root shows the upper's attributes: the input's own, so the step may write
+	 * where it could write had the folder been its own. */
+	if (chown(upper, st.st_uid, st.st_gid) < 0 || chmod(upper, st.st_mode & 07777) < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): its upper layer's owner", in->host);
+	_cleanup_close_ int tree =
+	    idmapped >= 0 ? dup(idmapped) : open_tree(srcfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0 && idmapped < 0 && errno == EINVAL)
+		return rb_error_set(err, 0, "input `%s`: other mounts are below it on the host; an input is one mount",
+		                    in->host);
+	if (tree < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): clone its mount", in->host);
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	if (idmapped < 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): make its lower layer read-only", in->host);
+	if (move_mount(tree, "", AT_FDCWD, lower, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): attach its lower layer", in->host);
+	_cleanup_close_ int fsfd = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fsfd < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): fsopen overlay", in->host);
+	int r = fsconfig(fsfd, FSCONFIG_SET_STRING, "lowerdir+", lower, 0);
+	if (r < 0 && errno == EINVAL) /* before 6.8: one string, which these names need no escaping in */
+		r = fsconfig(fsfd, FSCONFIG_SET_STRING, "lowerdir", lower, 0);
+	if (r < 0 || fsconfig(fsfd, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
+	    fsconfig(fsfd, FSCONFIG_SET_STRING, "workdir", work, 0) < 0)
+		return fs_error(fsfd, err, errno, "input (cow): overlay layers");
+	fsconfig(fsfd, FSCONFIG_SET_FLAG, "userxattr", NULL, 0);
+	if (fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		char what[PATH_MAX + 128];
+		snprintf(what, sizeof what,
+		         "input `%s` (cow): the kernel refused the overlay over it (overlayfs in this user "
+		         "namespace, or over this filesystem)",
+		         in->host);
+		return fs_error(fsfd, err, errno, what);
+	}
+	_cleanup_close_ int mfd = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (mfd < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): fsmount overlay", in->host);
+	_cleanup_close_ int tfd = openat2_beneath(rootfd, target, O_PATH | O_DIRECTORY, err);
+	if (tfd < 0)
+		return -1;
+	if (move_mount(mfd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return rb_error_set(err, errno, "input `%s` (cow): attach the overlay on /%s", in->host, target);
+	return 0;
+}
+
+/* A cow input outside /workspace/in: its folder made in the workspace tmpfs, the overlay on it. */
+static int cow_outside_in(int rootfd, const struct rb_rootfs_spec *spec, const struct sources *src,
+                          struct rb_error *err)
+{
+	for (unsigned i = 0; i < spec->n_inputs; i++) {
+		const struct rb_input *in = &spec->inputs[i];
+		if (!in->cow || !strncmp(in->dest, "in/", 3))
+			continue;
+		char target[PATH_MAX + 16];
+		snprintf(target, sizeof target, "workspace/%s", in->dest);
+		if (make_dirs(rootfd, target, 0755, err) < 0 ||
+		    mount_cow(spec->staging, i, src->in[i], spec->cow_lower[i], in, rootfd, target, err) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, const struct sources *src,
                            struct rb_error *err)
@@ -454,26 +569,31 @@ static int build_workspace(int rootfd, const struct rb_rootfs_spec *spec, const 
 	_cleanup_close_ int ws = openat2_beneath(rootfd, "workspace", O_PATH | O_DIRECTORY, err);
 	if (ws < 0 || fchownat(ws, "out", spec->uid, spec->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return rb_error_set(err, errno, "chown /workspace/out");
-	if (bind_tree(rootfd, "workspace/in", spec->inputs, src->in, spec->n_inputs, err) < 0)
+	if (bind_tree(rootfd, "workspace/in", spec->inputs, src->in, spec->n_inputs, spec->staging, spec->cow_lower,
+	              err) < 0 ||
+	    cow_outside_in(rootfd, spec, src, err) < 0)
 		return -1;
 	if (!spec->n_skills)
 		return 0;
 	return make_dir(rootfd, "workspace/skills", 0755, err) < 0
 	           ? -1
-	           : bind_tree(rootfd, "workspace/skills", spec->skills, src->skills, spec->n_skills, err);
+	           : bind_tree(rootfd, "workspace/skills", spec->skills, src->skills, spec->n_skills, NULL, NULL, err);
 }
 
-/* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles). */
+/* A read-only tmpfs at dir holding read-only binds of host paths (inputs, skill bundles), and
+ * the overlays of cow inputs that go below /workspace/in (mount_cow, staging given). */
 static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, const int *here, unsigned n,
-                     struct rb_error *err)
+                     const char *staging, const int *cow_lower, struct rb_error *err)
 {
 	static const char *const in_opts[] = {"mode=0755", "size=1048576", NULL};
 	if (mount_new(rootfd, dir, "tmpfs", in_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) < 0)
 		return -1;
 	for (unsigned i = 0; i < n; i++) {
 		const struct rb_input *in = &binds[i];
+		if (in->cow && (!staging || strncmp(in->dest, "in/", 3) != 0))
+			continue; /* outside this tree: cow_outside_in */
 		char target[PATH_MAX + 64], parent[PATH_MAX + 64];
-		snprintf(target, sizeof target, "%s/%s", dir, in->dest);
+		snprintf(target, sizeof target, "%s/%s", dir, in->cow ? in->dest + 3 : in->dest);
 		snprintf(parent, sizeof parent, "%s", target);
 		*strrchr(parent, '/') = '\0';
 		if (make_dirs(rootfd, parent, 0755, err) < 0)
@@ -485,6 +605,11 @@ static int bind_tree(int rootfd, const char *dir, const struct rb_input *binds, 
 			return rb_error_set(err, errno, "input `%s`", in->host);
 		if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 			return rb_error_set(err, 0, "input `%s` changed while the sandbox was being built", in->host);
+		if (in->cow) {
+			if (mount_cow(staging, i, here[i], cow_lower ? cow_lower[i] : -1, in, rootfd, target, err) < 0)
+				return -1;
+			continue;
+		}
 		/* One mount, not the mounts below it: an input never carries another
 		 * filesystem (a host /proc, a user's FUSE mount) in with it. */
 		if (bind_ro_attrs(here[i], NULL, rootfd, target, in->is_dir,
@@ -651,16 +776,25 @@ int rb_input_open(const struct rb_input_req *req, struct rb_input *out, struct r
 	if (!realpath(req->from, real))
 		return rb_error_set(err, errno, "%s: `%s`", what, req->from);
 	const char *dest;
-	char base[PATH_MAX];
+	char base[PATH_MAX + 8];
 	if (req->to) {
 		dest = req->to;
-		static const char prefix[] = "/workspace/in/";
-		if (strncmp(dest, prefix, sizeof prefix - 1) != 0)
-			return rb_error_set(err, 0, "%s: destination must be under /workspace/in/", what);
-		dest += sizeof prefix - 1;
+		const char *prefix = req->cow ? "/workspace/" : "/workspace/in/";
+		if (strncmp(dest, prefix, strlen(prefix)) != 0)
+			return rb_error_set(err, 0, "%s: destination must be under %s", what, prefix);
+		dest += strlen(prefix);
+		if (req->cow && (!strcmp(dest, "in") || !strcmp(dest, "out") || !strncmp(dest, "out/", 4) ||
+		                 !strcmp(dest, "skills") || !strncmp(dest, "skills/", 7)))
+			return rb_error_set(
+			    err, 0,
+			    "%s: a cow input goes under /workspace/in/ or another folder of /workspace, "
+			    "never on /workspace/in itself, /workspace/out or /workspace/skills",
+			    what);
 	} else {
-		snprintf(base, sizeof base, "%s", real);
-		dest = basename(base);
+		char copy[PATH_MAX];
+		snprintf(copy, sizeof copy, "%s", real);
+		snprintf(base, sizeof base, "%s%s", req->cow ? "in/" : "", basename(copy));
+		dest = base;
 	}
 	/* No "..", no empty or "." components: the destination stays inside /workspace/in. */
 	char check[PATH_MAX];
@@ -688,6 +822,9 @@ int rb_input_open(const struct rb_input_req *req, struct rb_input *out, struct r
 		return rb_error_set(err, 0, "%s: `%s`: only files and directories can be inputs", what, real);
 	}
 	out->is_dir = S_ISDIR(st.st_mode);
+	out->cow = req->cow;
+	if (out->cow && !out->is_dir)
+		return rb_error_set(err, 0, "%s: `%s`: cow needs a folder (overlayfs layers are folders)", what, real);
 	return 0;
 }
 

@@ -20,7 +20,10 @@ struct rb_input {
 	int fd;              /* O_PATH of the host source, opened by the runner */
 	char host[PATH_MAX]; /* the source, resolved */
 	bool is_dir;
-	char dest[PATH_MAX]; /* relative to /workspace/in */
+	/* A writable overlay over the read-only folder, its upper and work layers on the run's
+	 * scratch tmpfs (limits.rootfs_size), gone with the run: the host's files never change. */
+	bool cow;
+	char dest[PATH_MAX]; /* relative to /workspace/in; with cow, relative to /workspace */
 };
 
 struct rb_rootfs_spec {
@@ -36,7 +39,14 @@ struct rb_rootfs_spec {
 	int lower_fd; /* the image's mount, read-only and detached, made by the runner
 	               * (idmapped to the sandbox's ids when runbox's own), or -1: use
 	               * image->rootfs */
+	/* As root with a subordinate slice: cow input i's mount, read-only, detached and idmapped
+	 * to the sandbox's ids by the runner (so host root's files are the sandbox root's, and
+	 * overlayfs can copy them up), or -1: init clones the input as it finds it. Set by init. */
+	int cow_lower[RB_MAX_INPUTS];
 };
+
+/* The most cow inputs the runner idmaps (they travel in one message with the image's clone). */
+#define RB_MAX_COW_IDMAPPED 8
 
 /* Builds the root and pivots into it; on return the cwd is the new "/". */
 int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err);
@@ -46,6 +56,8 @@ struct rb_input_req {
 	const char *from; /* the host path */
 	const char *to;   /* under /workspace/in/; NULL: /workspace/in/<basename of from> */
 	const char *what; /* "--input `a:b`", "manifest run.json: inputs[2]" */
+	bool cow;         /* a folder only; to may then be anywhere under /workspace/ but out/,
+	                   * skills/ and in itself */
 };
 
 /* Opens req->from (O_PATH, resolved once, no trailing symlink) and checks req->to. */

@@ -89,6 +89,40 @@ static int image_lower(const struct rb_sandbox_spec *spec, int userns, bool *idm
 	return tree;
 }
 
+/* As root with a subordinate slice (as image_lower idmaps runbox's image): each cow input's
+ * mount, cloned from the runner's own fd of it (the object the policy checked), read-only and
+ * idmapped with the sandbox's user namespace, so the files host root owns are the sandbox
+ * root's and overlayfs can copy them up into the run's tmpfs; the host's files stay read-only
+ * (mounts.c mount_cow). Appended to fds, their input indices in the array returned. A
+ * filesystem that cannot idmap gets none: init then finds the input as it is, and refuses a
+ * cow over files whose owner it does not map, naming why. */
+static json_t *cow_lowers(const struct rb_sandbox_spec *spec, int userns, int *fds, unsigned *n)
+{
+	json_t *idx = json_array();
+	if (!idx || spec->ids.outer || !spec->idmap_image || userns < 0)
+		return idx;
+	unsigned made = 0;
+	for (unsigned i = 0; i < spec->rootfs.n_inputs && made < RB_MAX_COW_IDMAPPED; i++) {
+		const struct rb_input *in = &spec->rootfs.inputs[i];
+		if (!in->cow || in->fd < 0)
+			continue;
+		int tree = open_tree(in->fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+		if (tree < 0)
+			continue;
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+		                                      MOUNT_ATTR_IDMAP,
+		                          .userns_fd = (uint64_t)userns};
+		if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) {
+			close(tree);
+			continue;
+		}
+		fds[(*n)++] = tree;
+		json_array_append_new(idx, json_integer(i));
+		made++;
+	}
+	return idx;
+}
+
 /* What the spawner is given, and what it leaves for the factory: it runs in the factory's
  * memory (see rb_sandbox_spawn) and writes its results here before it exits. */
 struct spawn {
@@ -350,9 +384,16 @@ int rb_sandbox_create(const struct rb_factory *factory, const struct rb_sandbox_
 	sb->userns_fd = made.userns_fd;
 	sb->net = made.net;
 	sb->idmapped = made.lower_idmapped;
-	json_t *go = json_pack("{s:s}", "op", "go");
-	r = rb_chan_send(sb->ctl, go, &lower, lower >= 0 ? 1 : 0, err);
+	int go_fds[1 + RB_MAX_COW_IDMAPPED];
+	unsigned n_go = 0;
+	if (lower >= 0)
+		go_fds[n_go++] = lower;
+	json_t *cow = cow_lowers(spec, sb->userns_fd, go_fds, &n_go);
+	json_t *go = json_pack("{s:s, s:b, s:o}", "op", "go", "lower", lower >= 0, "cow", cow ? cow : json_array());
+	r = rb_chan_send(sb->ctl, go, go_fds, n_go, err);
 	json_decref(go);
+	for (unsigned i = lower >= 0 ? 1 : 0; i < n_go; i++)
+		close(go_fds[i]);
 	if (r < 0)
 		goto fail;
 	/* The table and the routes (and the cgroup, where init could be neither cloned into it

@@ -267,6 +267,42 @@ static void test_error_paths(void **state)
 	          "manifest run.json: line 1 column 89: \\u0000 is not allowed");
 }
 
+/* "cow": a boolean, for a host folder; its `to` anywhere under /workspace/ but in, out, skills. */
+static void test_input_cow(void **state)
+{
+	struct rb_manifest m;
+	parse_ok("{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"to\": \"/workspace/src\", \"cow\": true}, "
+	         "{\"from\": \"/b\", \"cow\": false}]}",
+	         "/", &m);
+	assert_true(m.inputs[0].cow);
+	assert_string_equal(m.inputs[0].to, "/workspace/src");
+	assert_false(m.inputs[1].cow);
+	assert_string_equal(m.inputs[1].to, "/workspace/in/b");
+	rb_manifest_free(&m);
+	/* Control: without cow, /workspace/src is refused. */
+	FAILS("{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"to\": \"/workspace/src\"}]}",
+	      "manifest run.json: inputs[0].to: \"/workspace/src\" must start with \"/workspace/in/\"");
+	FAILS("{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"cow\": \"yes\"}]}",
+	      "manifest run.json: inputs[0].cow: expected true or false, got \"yes\"");
+	FAILS_SUB(
+	    "{" HEAD ONE_STEP ", \"inputs\": [{\"artifact\": "
+	    "\"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\", \"to\": \"/workspace/in/x\", "
+	    "\"cow\": true}]}",
+	    "inputs[0].cow: applies to a host folder (`from`), not to an artifact");
+	static const char *const places[] = {"/workspace/out/a", "/workspace/out", "/workspace/in",
+	                                     "/workspace/skills/x"};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(places); i++) {
+		char text[512];
+		snprintf(text, sizeof text,
+		         "{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"to\": \"%s\", \"cow\": true}]}",
+		         places[i]);
+		FAILS_SUB(text, "is not a place for a cow input");
+	}
+	FAILS_SUB("{" HEAD ONE_STEP ", \"inputs\": [{\"from\": \"/a\", \"to\": \"/etc/x\", \"cow\": true}]}",
+	          "must start with \"/workspace/\" (a cow input)");
+	(void)state;
+}
+
 static void test_input_destinations(void **state)
 {
 	static const struct {
@@ -632,11 +668,17 @@ static void test_docs_example(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_full_manifest),  cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_error_paths),    cmocka_unit_test(test_input_destinations),
-	    cmocka_unit_test(test_relative_paths), cmocka_unit_test(test_limits_within_policy),
-	    cmocka_unit_test(test_ceilings),       cmocka_unit_test(test_hash),
-	    cmocka_unit_test(test_load_skills),    cmocka_unit_test(test_docs_example),
+	    cmocka_unit_test(test_full_manifest),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_error_paths),
+	    cmocka_unit_test(test_input_destinations),
+	    cmocka_unit_test(test_input_cow),
+	    cmocka_unit_test(test_relative_paths),
+	    cmocka_unit_test(test_limits_within_policy),
+	    cmocka_unit_test(test_ceilings),
+	    cmocka_unit_test(test_hash),
+	    cmocka_unit_test(test_load_skills),
+	    cmocka_unit_test(test_docs_example),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
