@@ -1,6 +1,7 @@
 /* runbox-serve: the daemon behind `runbox serve`. Its own binary, so runbox's cold start never
  * loads libmicrohttpd. The factory first, then the threads; SIGTERM/SIGINT drain and exit. */
 #include <getopt.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,14 @@ int main(int argc, char **argv)
 			return 125;
 		}
 		sock = path;
+	}
+	/* The socket's directory, made 0700 when missing (modes of one that exists are kept). */
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", sock);
+	if (rb_mkdir_p(dirname(dir), 0700, &err) < 0) {
+		rb_err("serve: %s", err.msg);
+		rb_factory_stop(&factory);
+		return 125;
 	}
 	struct rb_serve_config cfg = {.factory = &factory, .state_dir = state};
 	struct rb_serve *sv = NULL;

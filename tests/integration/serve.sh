@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# runbox serve (docs/serve.md), each property against a control: a session made over the unix
+# socket; exec with its exit code passed through; two processes at once (one on stdin, one
+# printing); a background process holds no call open; a file kept between execs of one session
+# and absent from another; strict bodies (400 naming the key), 404 for an unknown session; the
+# socket 0600; the ledger holds each process's exact text; SIGTERM closes every session and
+# leaves no sandbox process and no cgroup.
+# modes: root user
+. "$(dirname "$0")/../lib.sh"
+lib_init serve
+
+SOCK=$T/xdg/runbox/serve.sock
+CLIENT=()
+[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+
+# api METHOD PATH [BODY]: one call as the mode's user; sets ST (the HTTP status) and R (the body).
+api() {
+	ST=$("${CLIENT[@]}" curl -s -o "$T/api.out" -w '%{http_code}' --max-time 60 --unix-socket "$SOCK" \
+		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
+	R=$(cat "$T/api.out" 2>/dev/null)
+}
+# jv EXPR: EXPR in Python with r = the last reply's JSON.
+jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+
+# The daemon, as the mode's user: rootless with the default socket under XDG_RUNTIME_DIR.
+if [ "$MODE" = root ]; then rbx_cmd serve --socket "$SOCK"; else rbx_cmd serve; fi
+"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
+DPID=$!
+if ! wait_for test -S "$SOCK"; then
+	not_ok "runbox serve listens on $SOCK" "$(first_line "$(cat "$T/serve.log")")"
+	kill "$DPID" 2>/dev/null
+	exit 0
+fi
+ok "runbox serve listens on $SOCK"
+
+# The socket is 0600, and so only its owner reaches it.
+mode=$(stat -c %a "$SOCK")
+if [ "$mode" = 600 ]; then ok "the socket is mode 0600"; else not_ok "the socket is mode 0600" "mode $mode"; fi
+if [ "$MODE" = root ]; then
+	api GET /v1/sessions
+	other=$(as_nobody curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" http://runbox/v1/sessions)
+	if [ "$ST" = 200 ] && [ "$other" = 000 ]; then ok "the socket's owner is answered, another user cannot connect"
+	else not_ok "the socket's owner is answered, another user cannot connect" "owner $ST, uid $NOBODY $other"; fi
+fi
+
+# A session, by the CLI.
+rbx_cmd session create --socket "$SOCK" --image minimal
+S=$("${RBX_CMD[@]}" 2>"$T/err")
+if [[ "$S" =~ ^[0-9a-f]{32}$ ]]; then ok "session create prints an id"
+else not_ok "session create prints an id" "got '$S' ($(first_line "$(cat "$T/err")"))"; exit 0; fi
+S2=$("${RBX_CMD[@]}" 2>/dev/null)
+
+run_rbx exec --socket "$SOCK" "$S" -- echo hi
+if [ "$RC" = 0 ] && [ "$OUT" = hi ]; then ok "exec echo hi: exit 0, output hi"
+else not_ok "exec echo hi: exit 0, output hi" "exit $RC, out '$OUT' ($(first_line "$ERR"))"; fi
+run_rbx exec --socket "$SOCK" "$S" -- sh -c 'exit 3'
+if [ "$RC" = 3 ]; then ok "exec sh -c 'exit 3': exit 3 passed through"; else not_ok "exec: exit 3 passed through" "exit $RC"; fi
+run_rbx exec --socket "$SOCK" "$S" -- sh -c 'echo to-err >&2'
+if [ "$RC" = 0 ] && [ "$(cat "$T/err")" = to-err ] && [ -z "$OUT" ]; then ok "exec: stderr streams to stderr"
+else not_ok "exec: stderr streams to stderr" "out '$OUT' err '$(cat "$T/err")'"; fi
+
+# A file written by one exec is read by the next in the same session; another session's
+# sandbox does not have it.
+MARK=$(new_marker)
+run_rbx exec --socket "$SOCK" "$S" -- sh -c "echo $MARK > /workspace/kept"
+run_rbx exec --socket "$SOCK" "$S" -- cat /workspace/kept
+if [ "$RC" = 0 ] && [ "$OUT" = "$MARK" ]; then ok "a file written by one exec is read by the next (same session)"
+else not_ok "a file written by one exec is read by the next (same session)" "exit $RC, out '$OUT'"; fi
+run_rbx exec --socket "$SOCK" "$S2" -- cat /workspace/kept
+if [ "$RC" != 0 ] && [ "$OUT" != "$MARK" ]; then ok "another session does not see it (exit $RC)"
+else not_ok "another session does not see it" "exit $RC, out '$OUT'"; fi
+
+# Two processes at once: a reader of stdin waits while a printer finishes; then its stdin is
+# written and echoed.
+api POST "/v1/sessions/$S/processes" '{"argv": ["cat"], "stdin": true}'
+P1=$(jv 'r["id"]')
+api POST "/v1/sessions/$S/processes" '{"argv": ["echo", "printer"]}'
+P2=$(jv 'r["id"]')
+api GET "/v1/sessions/$S/processes/$P2/output?wait_ms=10000"
+p2=$(jv '[r["exited"], "".join(c["data"] for c in r["chunks"]), r.get("result", {}).get("exit")]')
+api GET "/v1/sessions/$S/processes/$P1"
+p1=$(jv 'r["state"]')
+if [ "$p2" = '[true, "printer\n", 0]' ] && [ "$p1" = running ]; then ok "two at once: the printer finished while the stdin reader runs"
+else not_ok "two at once: the printer finished while the stdin reader runs" "printer $p2, reader $p1"; fi
+api GET "/v1/sessions/$S/processes/$P1/output?wait_ms=300"
+quiet=$(jv '[r["exited"], len(r["chunks"])]')
+api POST "/v1/sessions/$S/processes/$P1/stdin?close=1" "fed-$MARK"
+api GET "/v1/sessions/$S/processes/$P1/output?wait_ms=10000"
+fed=$(jv '[r["exited"], "".join(c["data"] for c in r["chunks"])]')
+if [ "$quiet" = '[false, 0]' ] && [ "$fed" = "[true, \"fed-$MARK\"]" ]; then ok "its stdin, written and closed, is echoed (and nothing before)"
+else not_ok "its stdin, written and closed, is echoed (and nothing before)" "before $quiet, after $fed"; fi
+# Output past after_seq only: the same call from the last seq has no chunk.
+api GET "/v1/sessions/$S/processes/$P1/output?after_seq=1&wait_ms=0"
+if [ "$(jv 'len(r["chunks"])')" = 0 ]; then ok "after_seq skips what was read"; else not_ok "after_seq skips what was read" "$R"; fi
+
+# A background process holds no call open: it is still running when a later exec has ended.
+api POST "/v1/sessions/$S/processes" "{\"argv\": [\"sh\", \"-c\", \"sleep 300; : $MARK\"]}"
+BG=$(jv 'r["id"]')
+bgst=$ST
+run_rbx exec --socket "$SOCK" "$S" -- echo after
+api GET "/v1/sessions/$S/processes/$BG"
+if [ "$bgst" = 201 ] && [ "$OUT" = after ] && [ "$(jv 'r["state"]')" = running ]; then
+	ok "a background process does not block a second call"
+else not_ok "a background process does not block a second call" "start $bgst, exec out '$OUT', bg $(jv 'r["state"]')"; fi
+if has_marker "$MARK"; then ok "control: the session's background process is on the host"; else not_ok "control: the session's background process is on the host"; fi
+
+# Strict bodies: an unknown key and a wrong type are 400s naming the key by path; a good
+# body is taken.
+api POST /v1/sessions '{"image": "minimal", "imagex": 1}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.imagex'* ]]; then ok "an unknown key is a 400 naming \$.imagex"
+else not_ok "an unknown key is a 400 naming \$.imagex" "$ST $R"; fi
+api POST "/v1/sessions/$S/processes" '{"argv": ["echo", 5]}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.argv[1]'* ]]; then ok "a wrong type is a 400 naming \$.argv[1]"
+else not_ok "a wrong type is a 400 naming \$.argv[1]" "$ST $R"; fi
+api POST /v1/sessions '{"image": "minimal", "policy": "../../etc/x"}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.policy'* ]]; then ok "a policy path instead of a name is a 400"
+else not_ok "a policy path instead of a name is a 400" "$ST $R"; fi
+api POST "/v1/sessions/$S/processes" '{"argv": ["true"], "stdin": false}'
+if [ "$ST" = 201 ]; then ok "control: a good process body is taken (201)"; else not_ok "control: a good process body is taken" "$ST $R"; fi
+# The library's error kind decides the status (rb_error_http_status): an unknown image is the
+# caller's bad input, said with its name.
+api POST /v1/sessions '{"image": "no-such-image-x"}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *no-such-image-x* ]]; then ok "an unknown image is a 400 naming it"
+else not_ok "an unknown image is a 400 naming it" "$ST $R"; fi
+
+# An unknown session is a 404; a live one is a 200.
+api GET /v1/sessions/0123456789abcdef0123456789abcdef
+a=$ST
+api GET "/v1/sessions/$S"
+RUN_ID=$(jv 'r["run_id"]')
+if [ "$a" = 404 ] && [ "$ST" = 200 ]; then ok "an unknown session is a 404, a live one 200"
+else not_ok "an unknown session is a 404, a live one 200" "unknown $a, live $ST"; fi
+
+# DELETE closes one session; the other stays.
+api DELETE "/v1/sessions/$S2"
+d=$ST
+api GET "/v1/sessions/$S2"
+if [ "$d" = 200 ] && [ "$ST" = 404 ]; then ok "DELETE closes a session"; else not_ok "DELETE closes a session" "delete $d, then $ST"; fi
+
+cg_live=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$RUN_ID" 2>/dev/null | wc -l)
+# SIGTERM: the daemon closes every session and exits; no sandbox process, no cgroup is left.
+kill -TERM "$DPID"
+wait "$DPID"
+drc=$?
+if [ "$drc" = 0 ] && grep -q "session $S closed (daemon stopped)" "$T/serve.log"; then ok "SIGTERM drains: the live session is closed, the daemon exits 0"
+else not_ok "SIGTERM drains: the live session is closed, the daemon exits 0" "exit $drc; $(tail -n 2 "$T/serve.log" | tr '\n' ' ')"; fi
+if wait_for no_marker "$MARK"; then ok "no sandbox process is left after SIGTERM"; else not_ok "no sandbox process is left after SIGTERM" "pids $(pids_with "$MARK")"; fi
+cg_left=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$RUN_ID" 2>/dev/null | wc -l)
+if [ "$cg_live" -gt 0 ]; then
+	if [ "$cg_left" = 0 ]; then ok "no cgroup is left after SIGTERM ($cg_live while live)"; else not_ok "no cgroup is left after SIGTERM" "$cg_left left"; fi
+else
+	host_limit "no cgroup is left after SIGTERM" "the session had no cgroup here (no delegated hierarchy for uid $(id -u))"
+fi
+if [ ! -e "$SOCK" ]; then ok "the socket is removed at exit"; else not_ok "the socket is removed at exit"; fi
+
+# The ledger: the session is a run, each process a step with its exact text; its end recorded.
+run_rbx ledger show "$RUN_ID" --json
+if printf '%s' "$OUT" | grep -qF "sleep 300; : $MARK" && printf '%s' "$OUT" | grep -q '"run_end"'; then
+	ok "the ledger holds the process's exact text and the session's end"
+else not_ok "the ledger holds the process's exact text and the session's end" "$(first_line "$ERR")"; fi
+run_rbx ledger show "$RUN_ID" --json
+if ! printf '%s' "$OUT" | grep -qF "never-ran-$MARK"; then ok "control: the ledger has no text that never ran"; else not_ok "control: the ledger has no text that never ran"; fi
