@@ -187,6 +187,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
 	struct rb_serve_http *h = cls;
 	struct upload *u = *req_cls;
+	rb_log_use(rb_serve_logger(h->sv)); /* this connection's thread logs as the daemon does */
 	if (!u) {
 		u = calloc(1, sizeof *u);
 		if (!u)

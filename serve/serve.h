@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "runtime/sandbox/factory.h"
 
 struct rb_serve;
@@ -15,10 +16,13 @@ struct rb_serve;
 struct rb_serve_config {
 	const struct rb_factory *factory; /* started before any thread (runtime/sandbox/factory.h) */
 	const char *state_dir;            /* NULL: the default location */
+	const struct rb_logger *logger;   /* the daemon's: each of its threads logs through it */
 };
 
 /* Starts the dispatcher thread. */
 int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struct rb_error *err);
+/* The config's logger, for the HTTP threads to take up (rb_log_use). */
+const struct rb_logger *rb_serve_logger(const struct rb_serve *sv);
 /* No new sessions from now on; every live one is closed and recorded. */
 void rb_serve_drain(struct rb_serve *sv);
 /* Drains, stops the dispatcher, frees. */

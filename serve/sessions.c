@@ -25,13 +25,16 @@
 #include "runtime/run/session.h"
 #include "serve/serve.h"
 
-#define ID_HEX    33 /* 16 random bytes as hex */
-#define MAX_PROCS 64
+#define ID_HEX 33 /* 16 random bytes as hex */
+/* Processes in a session's life; of those ended, the newest KEEP_DONE keep their handle (output
+ * and result), older ones are freed and answer 404. */
+#define MAX_PROCS 1024
+#define KEEP_DONE 32
 #define READ_MAX  256
 
 struct sv_proc {
 	char id[ID_HEX];
-	struct rb_proc *p;
+	struct rb_proc *p; /* NULL once freed (KEEP_DONE) */
 	unsigned step;
 	bool end_recorded;
 };
@@ -239,7 +242,7 @@ static struct sv_session *find(struct rb_serve *sv, const char *sid)
 static struct sv_proc *find_proc(struct sv_session *s, const char *pid)
 {
 	for (unsigned i = 0; i < s->n_procs; i++)
-		if (!strcmp(s->procs[i].id, pid))
+		if (s->procs[i].p && !strcmp(s->procs[i].id, pid))
 			return &s->procs[i];
 	return NULL;
 }
@@ -249,7 +252,7 @@ static void record_ends(struct sv_session *s)
 {
 	for (unsigned i = 0; i < s->n_procs; i++) {
 		struct sv_proc *p = &s->procs[i];
-		if (p->end_recorded || !rb_proc_done(p->p))
+		if (!p->p || p->end_recorded || !rb_proc_done(p->p))
 			continue;
 		p->end_recorded = true;
 		struct rb_error err;
@@ -278,7 +281,8 @@ static void close_session(struct sv_session *s, const char *reason)
 	rb_session_close(s->s);
 	record_ends(s);
 	for (unsigned i = 0; i < s->n_procs; i++)
-		rb_proc_free(s->procs[i].p);
+		if (s->procs[i].p)
+			rb_proc_free(s->procs[i].p);
 	rb_run_stop(&s->run);
 	struct rb_error err;
 	if (rb_record_cleanup(&s->rec, reason, true, &err) < 0 ||
@@ -295,6 +299,7 @@ static void close_session(struct sv_session *s, const char *reason)
 static void *dispatch_loop(void *arg)
 {
 	struct rb_serve *sv = arg;
+	rb_log_use(sv->cfg.logger);
 	struct epoll_event evs[32];
 	for (;;) {
 		int n = epoll_wait(sv->epfd, evs, 32, 1000);
@@ -315,8 +320,13 @@ static void *dispatch_loop(void *arg)
 			if (!s)
 				continue; /* closed meanwhile */
 			struct rb_error err;
-			if (rb_session_dispatch(s->s, 0, &err) < 0)
+			if (rb_session_dispatch(s->s, 0, &err) < 0) {
+				/* Not retried at once (a level-triggered fd would spin): watched again at
+				 * the next process's start. */
 				rb_warn("session %s: %s", s->id, err.msg);
+				epoll_ctl(sv->epfd, EPOLL_CTL_DEL, rb_session_fd(s->s), NULL);
+				s->watched = false;
+			}
 			record_ends(s);
 		}
 		/* Idle sessions: closed outside the lock, once unlinked. */
@@ -326,7 +336,7 @@ static void *dispatch_loop(void *arg)
 			nx = s->next;
 			bool busy = false;
 			for (unsigned i = 0; i < s->n_procs; i++)
-				busy = busy || !rb_proc_done(s->procs[i].p);
+				busy = busy || (s->procs[i].p && !rb_proc_done(s->procs[i].p));
 			if (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u) {
 				unlink_session(sv, s);
 				s->next = expired;
@@ -372,6 +382,11 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 	sv->loop_started = true;
 	*out = sv;
 	return 0;
+}
+
+const struct rb_logger *rb_serve_logger(const struct rb_serve *sv)
+{
+	return sv->cfg.logger;
 }
 
 static void wake(struct rb_serve *sv)
@@ -431,7 +446,7 @@ static json_t *session_json(const struct sv_session *s)
 {
 	unsigned running = 0;
 	for (unsigned i = 0; i < s->n_procs; i++)
-		running += !rb_proc_done(s->procs[i].p);
+		running += s->procs[i].p && !rb_proc_done(s->procs[i].p);
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", s->id, "run_id", s->run.id, "image",
 	                 s->run.image.name, "policy", s->run.policy.name, "tenant", s->run.tenant, "agent",
 	                 s->run.agent, "processes", (json_int_t)s->n_procs, "running", (json_int_t)running,
@@ -552,8 +567,9 @@ unsigned rb_serve_session_get(struct rb_serve *sv, const char *sid, json_t **rep
 		*reply = session_json(s);
 		json_t *procs = json_array();
 		for (unsigned i = 0; i < s->n_procs; i++)
-			json_array_append_new(procs, json_pack("{s:s, s:b}", "id", s->procs[i].id, "exited",
-			                                       rb_proc_done(s->procs[i].p)));
+			if (s->procs[i].p)
+				json_array_append_new(procs, json_pack("{s:s, s:b}", "id", s->procs[i].id, "exited",
+				                                       rb_proc_done(s->procs[i].p)));
 		json_object_set_new(*reply, "process_list", procs);
 	}
 	pthread_mutex_unlock(&sv->lock);
@@ -575,6 +591,21 @@ unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **
 	close_session(s, "deleted");
 	*reply = json_pack("{s:s, s:b}", "id", id, "closed", 1);
 	return 200;
+}
+
+/* Frees the oldest ended processes beyond KEEP_DONE (their end recorded already). */
+static void trim_done(struct sv_session *s)
+{
+	unsigned done = 0;
+	for (unsigned i = s->n_procs; i-- > 0;) {
+		struct sv_proc *p = &s->procs[i];
+		if (!p->p || !rb_proc_done(p->p) || !p->end_recorded)
+			continue;
+		if (++done > KEEP_DONE) {
+			rb_proc_free(p->p);
+			p->p = NULL;
+		}
+	}
 }
 
 /* The argv or script of body, checked: argv a non-empty array of strings. */
@@ -642,8 +673,9 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 	unsigned st;
 	if (!s) {
 		st = fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
-	} else if (s->n_procs >= MAX_PROCS) {
-		st = fail(reply, RB_ERR_CONFLICT, "session %s: at most 64 processes in a session's life", s->id);
+	} else if (record_ends(s), trim_done(s), s->n_procs >= MAX_PROCS) {
+		st = fail(reply, RB_ERR_CONFLICT, "session %s: at most %d processes in a session's life", s->id,
+		          MAX_PROCS);
 	} else {
 		size_t ne = 0;
 		char **env = calloc(s->n_env + n_penv + 1, sizeof *env);

@@ -106,6 +106,41 @@ if [ "$bgst" = 201 ] && [ "$OUT" = after ] && [ "$(jv 'r["state"]')" = running ]
 else not_ok "a background process does not block a second call" "start $bgst, exec out '$OUT', bg $(jv 'r["state"]')"; fi
 if has_marker "$MARK"; then ok "control: the session's background process is on the host"; else not_ok "control: the session's background process is on the host"; fi
 
+# A signal reaches one process; the control, another background process, goes on.
+api POST "/v1/sessions/$S/processes" '{"argv": ["sleep", "300"]}'
+SL=$(jv 'r["id"]')
+api POST "/v1/sessions/$S/processes/$SL/signal" '{"signal": "TERM"}'
+sigst=$ST
+api GET "/v1/sessions/$S/processes/$SL/output?wait_ms=10000"
+sig=$(jv '[r["exited"], r["result"]["status"], r["result"]["exit"]]')
+api GET "/v1/sessions/$S/processes/$BG"
+if [ "$sigst" = 200 ] && [ "$sig" = '[true, "signaled", 143]' ] && [ "$(jv 'r["state"]')" = running ]; then
+	ok "signal TERM ends that process (143), the other goes on"
+else not_ok "signal TERM ends that process (143), the other goes on" "signal $sigst, $sig, other $(jv 'r["state"]')"; fi
+api POST "/v1/sessions/$S/processes/$BG/signal" '{"signal": "NOPE"}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.signal'* ]]; then ok "an unknown signal is a 400 naming \$.signal"
+else not_ok "an unknown signal is a 400 naming \$.signal" "$ST $R"; fi
+
+# A script, run by the policy's shell; its output not UTF-8 comes base64.
+api POST "/v1/sessions/$S/processes" '{"script": "printf \"\\377\\376\"; exit 7"}'
+SC=$(jv 'r["id"]')
+api GET "/v1/sessions/$S/processes/$SC/output?wait_ms=10000"
+scr=$(jv '[r["result"]["exit"], [(c.get("encoding"), c["data"]) for c in r["chunks"]]]')
+if [ "$scr" = '[7, [["base64", "//4="]]]' ]; then ok "a script runs; bytes that are not UTF-8 come base64"
+else not_ok "a script runs; bytes that are not UTF-8 come base64" "$scr"; fi
+
+# An idle timeout closes a session nobody calls; the control session (none set) stays.
+api POST /v1/sessions '{"image": "minimal", "idle_timeout": 1}'
+IDLE=$(jv 'r["id"]')
+api POST "/v1/sessions/$IDLE/processes" '{"argv": ["true"]}'
+sleep 3
+api GET "/v1/sessions/$IDLE"
+idle_st=$ST
+api GET "/v1/sessions/$S"
+if [ "$idle_st" = 404 ] && [ "$ST" = 200 ] && wait_for grep -q "session $IDLE closed (idle timeout)" "$T/serve.log"; then
+	ok "an idle session is closed after its idle_timeout; one without stays"
+else not_ok "an idle session is closed after its idle_timeout; one without stays" "idle $idle_st, other $ST"; fi
+
 # Strict bodies: an unknown key and a wrong type are 400s naming the key by path; a good
 # body is taken.
 api POST /v1/sessions '{"image": "minimal", "imagex": 1}'
