@@ -25,8 +25,10 @@ struct rb_serve_http {
 
 struct upload {
 	char *data;
-	size_t len;
+	size_t len, cap;
 	bool too_big;
+	char *raw; /* a reply of raw bytes (a file), instead of JSON */
+	size_t raw_len;
 };
 
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
@@ -93,7 +95,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 
 /* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal]]]]. */
 static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const char *url, const char *method,
-                      const struct upload *u, json_t **reply)
+                      struct upload *u, json_t **reply)
 {
 	char buf[512];
 	if (strncmp(url, "/v1/", 4) || strlen(url) >= sizeof buf)
@@ -129,6 +131,14 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		if (del)
 			return rb_serve_session_delete(sv, sid, reply);
 		return error(reply, 405, "/v1/sessions/ID: GET or DELETE");
+	}
+	if (n == 3 && !strcmp(seg[2], "files")) {
+		const char *fp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
+		if (!strcmp(method, "PUT"))
+			return rb_serve_file_put(sv, sid, fp, u->data ? u->data : "", u->len, reply);
+		if (get)
+			return rb_serve_file_get(sv, sid, fp, &u->raw, &u->raw_len, reply);
+		return error(reply, 405, "/v1/sessions/ID/files: GET or PUT");
 	}
 	if (strcmp(seg[2], "processes"))
 		return error(reply, 404, "no such path");
@@ -192,11 +202,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		u = calloc(1, sizeof *u);
 		if (!u)
 			return MHD_NO;
+		/* A file's body may be larger than a call's. */
+		u->cap = !strcmp(method, "PUT") && strstr(url, "/files") ? RB_SERVE_FILE_CAP : BODY_CAP;
 		*req_cls = u;
 		return MHD_YES;
 	}
 	if (*size) {
-		if (u->len + *size > BODY_CAP) {
+		if (u->len + *size > u->cap) {
 			u->too_big = true;
 		} else {
 			char *nd = realloc(u->data, u->len + *size + 1);
@@ -211,16 +223,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	json_t *reply = NULL;
-	unsigned st =
-	    u->too_big ? error(&reply, 413, "request body over 1 MiB") : route(h->sv, conn, url, method, u, &reply);
+	unsigned st = u->too_big
+	                  ? error(&reply, 413, u->cap == BODY_CAP ? "request body over 1 MiB" : "file over 8 MiB")
+	                  : route(h->sv, conn, url, method, u, &reply);
+	if (st == 200 && u->raw) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(u->raw_len, u->raw, MHD_RESPMEM_MUST_FREE);
+		if (!r)
+			return MHD_NO;
+		u->raw = NULL; /* the response owns it */
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+		enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
 	return respond(conn, st, reply);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct upload *u = *req_cls;
-	if (u)
+	if (u) {
 		free(u->data);
+		free(u->raw);
+	}
 	free(u);
 	*req_cls = NULL;
 }

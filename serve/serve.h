@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -43,6 +44,20 @@ unsigned rb_serve_proc_stdin(struct rb_serve *sv, const char *sid, const char *p
                              bool close_after, json_t **reply);
 unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body,
                               json_t **reply);
+
+/* A descriptor (O_PATH, the caller closes it) of the session's /workspace, a mount root the
+ * sandbox cannot replace, and whether files made in it go to the sandbox root's host ids. */
+int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
+                       struct rb_error *err);
+
+/* PUT and GET /v1/sessions/ID/files?path=/workspace/...: raw bytes, at most
+ * RB_SERVE_FILE_CAP, resolved inside the sandbox's /workspace (serve/files.c). */
+#define RB_SERVE_FILE_CAP (8u << 20)
+unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *path, const char *data, size_t len,
+                           json_t **reply);
+/* 200 with *out (the caller frees it) and *len; else *reply. */
+unsigned rb_serve_file_get(struct rb_serve *sv, const char *sid, const char *path, char **out, size_t *len,
+                           json_t **reply);
 
 /* {"error": msg} with the status err's kind maps to (rb_error_http_status). */
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply);

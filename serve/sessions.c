@@ -3,6 +3,7 @@
  * HTTP threads take the lock for each call and never hold a pointer across an unlock. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -49,8 +50,7 @@ struct sv_session {
 	uint64_t idle_ms, last_us, created_us;
 	struct sv_proc procs[MAX_PROCS];
 	unsigned n_procs;
-	/* In the dispatcher's set: from the first process's start on, once that start has taken
-	 * init's `ready` itself (a dispatch before it would take that message as a report). */
+	/* In the dispatcher's set (taken out after a dispatch failed, back at the next start). */
 	bool watched;
 	struct sv_session *next;
 };
@@ -515,9 +515,17 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		r = rb_session_open(&s->run, &s->s, &err);
 		opened = r == 0;
 	}
+	/* Ready before it is listed: file calls need the sandbox's /workspace, and a dispatch
+	 * must not meet init's `ready` as a report. */
+	if (r == 0)
+		r = rb_session_ready(s->s, &err);
 	pthread_mutex_lock(&sv->lock);
 	sv->opening--;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+	if (r == 0 && epoll_ctl(sv->epfd, EPOLL_CTL_ADD, rb_session_fd(s->s), &ev) < 0)
+		r = rb_error_set(&err, errno, "serve: epoll");
 	if (r == 0) {
+		s->watched = true;
 		s->idle_ms = idle;
 		s->created_us = s->last_us = now_us();
 		s->next = sv->sessions;
@@ -591,6 +599,26 @@ unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **
 	close_session(s, "deleted");
 	*reply = json_pack("{s:s, s:b}", "id", id, "closed", 1);
 	return 200;
+}
+
+int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
+                       struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = 0;
+	if (!s)
+		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	else if (s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
+		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox has no /workspace now", sid);
+	else if ((*fd = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = rb_error_set(err, errno, "session %s: dup /workspace", sid);
+	if (r == 0) {
+		*chown_to = rb_run_sandbox_root_ids(&s->run, uid, gid);
+		s->last_us = now_us();
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return r;
 }
 
 /* Frees the oldest ended processes beyond KEEP_DONE (their end recorded already). */

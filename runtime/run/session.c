@@ -209,8 +209,8 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 		return rb_error_set(err, ENOMEM, "session");
 	s->run = run;
 	s->next_id = 1;
-	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,  &s->grace,
-	                         &s->gw4, &s->gw6,       &s->gw_proc, &s->gw_calls, &s->linger};
+	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,   &s->grace, &s->gw4,
+	                         &s->gw6, &s->gw_proc,   &s->gw_calls, &s->linger};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
@@ -302,6 +302,11 @@ static void session_free(struct rb_session *s, bool reap)
 	close(s->epfd);
 	s->run->session = NULL;
 	free(s);
+}
+
+int rb_session_ready(struct rb_session *s, struct rb_error *err)
+{
+	return rb_run_await_ready(s->run, err);
 }
 
 void rb_session_close(struct rb_session *s)

@@ -141,6 +141,39 @@ if [ "$idle_st" = 404 ] && [ "$ST" = 200 ] && wait_for grep -q "session $IDLE cl
 	ok "an idle session is closed after its idle_timeout; one without stays"
 else not_ok "an idle session is closed after its idle_timeout; one without stays" "idle $idle_st, other $ST"; fi
 
+# Files: PUT then an exec reads it; an exec writes, GET reads it back.
+api PUT "/v1/sessions/$S/files?path=/workspace/put.txt" "put-$MARK"
+putst=$ST
+run_rbx exec --socket "$SOCK" "$S" -- cat /workspace/put.txt
+if [ "$putst" = 200 ] && [ "$OUT" = "put-$MARK" ]; then ok "a file PUT is read by an exec"; else not_ok "a file PUT is read by an exec" "put $putst, out '$OUT'"; fi
+run_rbx exec --socket "$SOCK" "$S" -- sh -c "printf 'got-$MARK' > /workspace/w.txt"
+api GET "/v1/sessions/$S/files?path=/workspace/w.txt"
+if [ "$ST" = 200 ] && [ "$R" = "got-$MARK" ]; then ok "a file an exec wrote is read by GET"; else not_ok "a file an exec wrote is read by GET" "$ST '$R'"; fi
+api GET "/v1/sessions/$S2/files?path=/workspace/w.txt"
+if [ "$ST" = 404 ]; then ok "control: another session's GET of it is a 404"; else not_ok "control: another session's GET of it is a 404" "$ST"; fi
+# Links planted inside the sandbox to host paths: resolved inside the sandbox's /workspace, so
+# neither the host file is read nor a host directory written. The controls: the same host file
+# and directory are readable and writable by the daemon's user (so only resolution stops it).
+echo "host-$MARK" >"$T/hostsecret"
+chmod 0644 "$T/hostsecret"
+mkdir -p "$T/hostdir"
+chmod 0777 "$T/hostdir"
+run_rbx exec --socket "$SOCK" "$S" -- sh -c "ln -s $T/hostsecret /workspace/lf; ln -s $T/hostdir /workspace/ld; ln -s / /workspace/lroot"
+api GET "/v1/sessions/$S/files?path=/workspace/lf"
+a=$ST/$R
+api GET "/v1/sessions/$S/files?path=/workspace/lroot$T/hostsecret"
+b=$ST/$R
+api PUT "/v1/sessions/$S/files?path=/workspace/ld/planted" "x"
+c=$ST
+if [[ "$a" != *"host-$MARK"* ]] && [[ "$b" != *"host-$MARK"* ]] && [ ! -e "$T/hostdir/planted" ] && [ "$c" != 200 ]; then
+	ok "links planted inside never reach a host path (read: ${a%%/*}, ${b%%/*}; write: $c)"
+else not_ok "links planted inside never reach a host path" "read $a | $b, write $c, planted $(ls "$T/hostdir")"; fi
+if "${CLIENT[@]}" cat "$T/hostsecret" | grep -q "host-$MARK" && "${CLIENT[@]}" touch "$T/hostdir/ctl"; then
+	ok "control: the daemon's user can read and write those host paths itself"
+else not_ok "control: the daemon's user can read and write those host paths itself"; fi
+api GET "/v1/sessions/$S/files?path=/etc/passwd"
+if [ "$ST" = 400 ]; then ok "a path outside /workspace is a 400"; else not_ok "a path outside /workspace is a 400" "$ST $R"; fi
+
 # Strict bodies: an unknown key and a wrong type are 400s naming the key by path; a good
 # body is taken.
 api POST /v1/sessions '{"image": "minimal", "imagex": 1}'
