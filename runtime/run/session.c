@@ -209,8 +209,8 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 		return rb_error_set(err, ENOMEM, "session");
 	s->run = run;
 	s->next_id = 1;
-	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,   &s->grace, &s->gw4,
-	                         &s->gw6, &s->gw_proc,   &s->gw_calls, &s->linger};
+	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,  &s->grace,
+	                         &s->gw4, &s->gw6,       &s->gw_proc, &s->gw_calls, &s->linger};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
