@@ -226,12 +226,16 @@ int rb_cmd_session(int argc, char **argv)
 		r = call_ok(sock, "GET", "/v1/sessions", NULL);
 		size_t i;
 		json_t *s;
-		json_array_foreach(json_object_get(r, "sessions"), i, s) printf(
-		    "%s  run %s  image %s  policy %s  tenant %s  processes %lld\n",
-		    json_string_value(json_object_get(s, "id")), json_string_value(json_object_get(s, "run_id")),
-		    json_string_value(json_object_get(s, "image")), json_string_value(json_object_get(s, "policy")),
-		    json_string_value(json_object_get(s, "tenant")),
-		    (long long)json_integer_value(json_object_get(s, "processes")));
+		json_array_foreach(json_object_get(r, "sessions"), i, s)
+		{
+			printf("%s  run %s  image %s  policy %s  tenant %s  processes %lld\n",
+			       json_string_value(json_object_get(s, "id")),
+			       json_string_value(json_object_get(s, "run_id")),
+			       json_string_value(json_object_get(s, "image")),
+			       json_string_value(json_object_get(s, "policy")),
+			       json_string_value(json_object_get(s, "tenant")),
+			       (long long)json_integer_value(json_object_get(s, "processes")));
+		}
 	} else if (!strcmp(verb, "rm") && rest == 1 && strspn(operand[0], "0123456789abcdef") == strlen(operand[0])) {
 		char path[128];
 		snprintf(path, sizeof path, "/v1/sessions/%s", operand[0]);
@@ -354,7 +358,10 @@ int rb_cmd_exec(int argc, char **argv)
 			return 125;
 		size_t i;
 		json_t *ch;
-		json_array_foreach(json_object_get(r, "chunks"), i, ch) put_chunk(ch);
+		json_array_foreach(json_object_get(r, "chunks"), i, ch)
+		{
+			put_chunk(ch);
+		}
 		after = (uint64_t)json_integer_value(json_object_get(r, "next_seq"));
 		if (json_is_true(json_object_get(r, "exited"))) {
 			json_t *res = json_object_get(r, "result");

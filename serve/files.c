@@ -19,7 +19,7 @@
 static const char *below_workspace(const char *path, struct rb_error *err)
 {
 	static const char ws[] = "/workspace/";
-	if (!path || strncmp(path, ws, sizeof ws - 1) || !path[sizeof ws - 1]) {
+	if (!path || strncmp(path, ws, sizeof ws - 1) != 0 || !path[sizeof ws - 1]) {
 		rb_error_setk(err, RB_ERR_INPUT, 0, "query `path`: a file under /workspace/, not `%s`",
 		              path ? path : "");
 		return NULL;

@@ -98,7 +98,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
                       struct upload *u, json_t **reply)
 {
 	char buf[512];
-	if (strncmp(url, "/v1/", 4) || strlen(url) >= sizeof buf)
+	if (strncmp(url, "/v1/", 4) != 0 || strlen(url) >= sizeof buf)
 		return error(reply, 404, "no such path (the API is under /v1/)");
 	snprintf(buf, sizeof buf, "%s", url + 4);
 	char *seg[6] = {0};
@@ -109,7 +109,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		seg[n++] = t;
 	}
 	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
-	if (n < 1 || strcmp(seg[0], "sessions"))
+	if (n < 1 || strcmp(seg[0], "sessions") != 0)
 		return error(reply, 404, "no such path");
 	unsigned st = 400;
 	json_t *body = NULL;
@@ -140,7 +140,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return rb_serve_file_get(sv, sid, fp, &u->raw, &u->raw_len, reply);
 		return error(reply, 405, "/v1/sessions/ID/files: GET or PUT");
 	}
-	if (strcmp(seg[2], "processes"))
+	if (strcmp(seg[2], "processes") != 0)
 		return error(reply, 404, "no such path");
 	if (n == 3) {
 		if (!post)
@@ -176,7 +176,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		if (!post)
 			return error(reply, 405, "stdin: POST");
 		const char *c = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "close");
-		if (c && strcmp(c, "0") && strcmp(c, "1"))
+		if (c && strcmp(c, "0") != 0 && strcmp(c, "1") != 0)
 			return error(reply, 400, "query `close`: expected 0 or 1");
 		return rb_serve_proc_stdin(sv, sid, pid, u->data, u->len, c && !strcmp(c, "1"), reply);
 	}

@@ -606,10 +606,12 @@ int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid
 {
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
+	if (!s) {
+		pthread_mutex_unlock(&sv->lock);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	}
 	int r = 0;
-	if (!s)
-		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
-	else if (s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
+	if (s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
 		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox has no /workspace now", sid);
 	else if ((*fd = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		r = rb_error_set(err, errno, "session %s: dup /workspace", sid);
