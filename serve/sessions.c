@@ -20,6 +20,7 @@
 #include "common/jsoncheck.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "policy/manifest.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result.h"
 #include "runtime/run/run.h"
@@ -228,6 +229,16 @@ static int plain_name(const json_t *v, const char *path, struct rb_error *err)
 		return rb_jsonck_bad(&ck, path, "a name of letters, digits, `.`, `_`, `-`, `:`, not a path: `%s`", s);
 	}
 	return 0;
+}
+
+/* A tenant or agent: an id as `runbox run --tenant` takes it. */
+static int id_field(const json_t *v, const char *path, struct rb_error *err)
+{
+	const char *s = json_string_value(v);
+	if (!s || rb_manifest_id_ok(s))
+		return 0;
+	struct rb_jsonck ck = {"request", "body", err};
+	return rb_jsonck_bad(&ck, path, "expected an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\"), got `%s`", s);
 }
 
 /* Caller holds the lock. */
@@ -463,6 +474,8 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	uint64_t idle = 0;
 	if (check_body(body, f, &err) < 0 || plain_name(json_object_get(body, "image"), "$.image", &err) < 0 ||
 	    plain_name(json_object_get(body, "policy"), "$.policy", &err) < 0 ||
+	    id_field(json_object_get(body, "tenant"), "$.tenant", &err) < 0 ||
+	    id_field(json_object_get(body, "agent"), "$.agent", &err) < 0 ||
 	    duration_ms(json_object_get(body, "idle_timeout"), "$.idle_timeout", &idle, &err) < 0)
 		return rb_serve_error(&err, reply);
 	struct sv_session *s = calloc(1, sizeof *s);

@@ -174,6 +174,18 @@ else not_ok "control: the daemon's user can read and write those host paths itse
 api GET "/v1/sessions/$S/files?path=/etc/passwd"
 if [ "$ST" = 400 ]; then ok "a path outside /workspace is a 400"; else not_ok "a path outside /workspace is a 400" "$ST $R"; fi
 
+# A session's env is every process's; a process's env adds to it; another session has neither.
+api POST /v1/sessions "{\"image\": \"minimal\", \"env\": {\"RB_SESS\": \"s-$MARK\"}}"
+SE=$(jv 'r["id"]')
+api POST "/v1/sessions/$SE/processes" "{\"argv\": [\"sh\", \"-c\", \"echo \$RB_SESS \$RB_PROC\"], \"env\": {\"RB_PROC\": \"p\"}}"
+EP=$(jv 'r["id"]')
+api GET "/v1/sessions/$SE/processes/$EP/output?wait_ms=10000"
+e1=$(jv '"".join(c["data"] for c in r["chunks"])')
+run_rbx exec --socket "$SOCK" "$S" -- sh -c 'echo "[$RB_SESS]"'
+if [ "$e1" = "s-$MARK p" ] && [ "$OUT" = "[]" ]; then ok "session env and process env reach the process; another session has none"
+else not_ok "session env and process env reach the process; another session has none" "got '$e1', other '$OUT'"; fi
+api DELETE "/v1/sessions/$SE"
+
 # Strict bodies: an unknown key and a wrong type are 400s naming the key by path; a good
 # body is taken.
 api POST /v1/sessions '{"image": "minimal", "imagex": 1}'
@@ -185,6 +197,9 @@ else not_ok "a wrong type is a 400 naming \$.argv[1]" "$ST $R"; fi
 api POST /v1/sessions '{"image": "minimal", "policy": "../../etc/x"}'
 if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.policy'* ]]; then ok "a policy path instead of a name is a 400"
 else not_ok "a policy path instead of a name is a 400" "$ST $R"; fi
+api POST /v1/sessions '{"image": "minimal", "tenant": "../x y"}'
+if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.tenant'* ]]; then ok "a tenant that is not an id is a 400 naming \$.tenant"
+else not_ok "a tenant that is not an id is a 400 naming \$.tenant" "$ST $R"; fi
 api POST "/v1/sessions/$S/processes" '{"argv": ["true"], "stdin": false}'
 if [ "$ST" = 201 ]; then ok "control: a good process body is taken (201)"; else not_ok "control: a good process body is taken" "$ST $R"; fi
 # The library's error kind decides the status (rb_error_http_status): an unknown image is the
