@@ -5,7 +5,7 @@
 # and absent from another; strict bodies (400 naming the key), 404 for an unknown session; the
 # socket 0600; the ledger holds each process's exact text; SIGTERM closes every session and
 # leaves no sandbox process and no cgroup.
-# modes: root user
+# modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve
 
@@ -25,7 +25,7 @@ api() {
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 
 # The daemon, as the mode's user: rootless with the default socket under XDG_RUNTIME_DIR.
-if [ "$MODE" = root ]; then rbx_cmd serve --socket "$SOCK"; else rbx_cmd serve; fi
+if [ "$MODE" = user ]; then rbx_cmd serve; else rbx_cmd serve --socket "$SOCK"; fi
 "${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
 DPID=$!
 if ! wait_for test -S "$SOCK"; then
