@@ -216,11 +216,20 @@ RUN_ID=$(jv 'r["run_id"]')
 if [ "$a" = 404 ] && [ "$ST" = 200 ]; then ok "an unknown session is a 404, a live one 200"
 else not_ok "an unknown session is a 404, a live one 200" "unknown $a, live $ST"; fi
 
-# DELETE closes one session; the other stays.
-api DELETE "/v1/sessions/$S2"
-d=$ST
+# session ls lists both; session rm closes one (DELETE), the other stays.
+run_rbx session ls --socket "$SOCK"
+if [[ "$OUT" == *"$S  run $RUN_ID"* ]] && [[ "$OUT" == *"$S2  run"* ]]; then ok "session ls lists the live sessions"
+else not_ok "session ls lists the live sessions" "$(first_line "$OUT")"; fi
+run_rbx session rm --socket "$SOCK" "$S2"
+d=$RC
 api GET "/v1/sessions/$S2"
-if [ "$d" = 200 ] && [ "$ST" = 404 ]; then ok "DELETE closes a session"; else not_ok "DELETE closes a session" "delete $d, then $ST"; fi
+a=$ST
+api GET "/v1/sessions/$S"
+if [ "$d" = 0 ] && [ "$a" = 404 ] && [ "$ST" = 200 ]; then ok "session rm closes that session; the other stays"
+else not_ok "session rm closes that session; the other stays" "rm exit $d, then $a, other $ST"; fi
+run_rbx session rm --socket "$SOCK" "$S2"
+if [ "$RC" = 125 ] && [[ "$ERR" == *"no session"* ]]; then ok "session rm of a closed session fails (125) saying so"
+else not_ok "session rm of a closed session fails (125) saying so" "exit $RC, $(first_line "$ERR")"; fi
 
 cg_live=$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$RUN_ID" 2>/dev/null | wc -l)
 # SIGTERM: the daemon closes every session and exits; no sandbox process, no cgroup is left.
