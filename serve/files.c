@@ -54,6 +54,14 @@ unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *pat
 	bool chown_to = false;
 	if (!rel || rb_serve_workspace(sv, sid, &ws, &uid, &gid, &chown_to, &err) < 0)
 		return rb_serve_error(&err, reply);
+	/* What is written is recorded first, durably, as a process's text is before it starts. */
+	char hex[65], digest[72];
+	rb_sha256_hex(data, len, hex);
+	snprintf(digest, sizeof digest, "sha256:%s", hex);
+	if (rb_serve_record_file(sv, sid, "file_write", path, len, digest, &err) < 0) {
+		close(ws);
+		return rb_serve_error(&err, reply);
+	}
 	/* Made as the sandbox's root where that is not the daemon's user (as root): the
 	 * sandbox's mount takes only ids its user namespace maps, and the file is then its root's.
 	 * setfsuid and setfsgid are this thread's alone; set back at once. */
@@ -85,9 +93,7 @@ unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *pat
 		r = rb_error_set(&err, errno, "close %s", path);
 	if (r < 0)
 		return rb_serve_error(&err, reply);
-	char hex[65];
-	rb_sha256_hex(data, len, hex);
-	*reply = json_pack("{s:s, s:I, s:s+}", "path", path, "size", (json_int_t)len, "sha256", "sha256:", hex);
+	*reply = json_pack("{s:s, s:I, s:s}", "path", path, "size", (json_int_t)len, "sha256", digest);
 	return 200;
 }
 
@@ -134,6 +140,9 @@ unsigned rb_serve_file_get(struct rb_serve *sv, const char *sid, const char *pat
 		got += (size_t)n;
 	}
 	close(fd);
+	/* What is revealed is recorded before the reply carries it. */
+	if (r == 0)
+		r = rb_serve_record_file(sv, sid, "file_read", path, got, NULL, &err);
 	if (r < 0) {
 		free(buf);
 		return rb_serve_error(&err, reply);

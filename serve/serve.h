@@ -50,6 +50,9 @@ unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *
 int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
                        struct rb_error *err);
 
+/* Records a file call in the session's run (rb_record_file), durably, before its reply. */
+int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
+                         const char *sha256, struct rb_error *err);
 /* PUT and GET /v1/sessions/ID/files?path=/workspace/...: raw bytes, at most
  * RB_SERVE_FILE_CAP, resolved inside the sandbox's /workspace (serve/files.c). */
 #define RB_SERVE_FILE_CAP (8u << 20)

@@ -636,6 +636,19 @@ int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid
 	return r;
 }
 
+int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
+                         const char *sha256, struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	if (s && (rb_record_file(&s->rec, type, path, size, sha256, err) < 0 ||
+	          rb_record_flush(&s->rec, RB_RECORD_DURABLE, err) < 0))
+		r = rb_error_prefix(err, "ledger");
+	pthread_mutex_unlock(&sv->lock);
+	return r;
+}
+
 /* Frees the oldest ended processes beyond KEEP_DONE (their end recorded already). */
 static void trim_done(struct sv_session *s)
 {

@@ -252,5 +252,16 @@ run_rbx ledger show "$RUN_ID" --json
 if printf '%s' "$OUT" | grep -qF "sleep 300; : $MARK" && printf '%s' "$OUT" | grep -q '"run_end"'; then
 	ok "the ledger holds the process's exact text and the session's end"
 else not_ok "the ledger holds the process's exact text and the session's end" "$(first_line "$ERR")"; fi
+PUT_SHA=$(printf '%s' "put-$MARK" | sha256sum | cut -d' ' -f1)
+run_rbx ledger show "$RUN_ID" --json
+if printf '%s' "$OUT" | "$PY" -c '
+import json, sys
+ev = json.load(sys.stdin)
+ev = ev.get("events", ev) if isinstance(ev, dict) else ev
+w = [e for e in ev if e["type"] == "file_write" and e["data"]["path"] == "/workspace/put.txt"]
+r = [e for e in ev if e["type"] == "file_read" and e["data"]["path"] == "/workspace/w.txt"]
+sys.exit(0 if w and w[0]["data"]["sha256"] == "sha256:" + sys.argv[1] and w[0]["data"]["size"] == len("put-" + sys.argv[2]) and r and r[0]["data"]["size"] == len("got-" + sys.argv[2]) else 1)' "$PUT_SHA" "$MARK"; then
+	ok "the ledger records the file write (path, size, sha256) and the read (path, size)"
+else not_ok "the ledger records the file write (path, size, sha256) and the read (path, size)" "$(printf '%s' "$OUT" | grep -o '"file_[a-z]*"' | sort | uniq -c | tr '\n' ' ')"; fi
 run_rbx ledger show "$RUN_ID" --json
 if printf '%s' "$OUT" | grep -q '"run_start"' && ! printf '%s' "$OUT" | grep -qF "never-ran-$MARK"; then ok "control: the ledger has no text that never ran"; else not_ok "control: the ledger has no text that never ran"; fi
