@@ -50,6 +50,9 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
 GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
+# runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
+SV_SRCS  := serve/sessions.c serve/http.c serve/files.c
+SV_MAIN  := serve/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
@@ -63,7 +66,7 @@ MINIMAL  := $(B)/images/minimal/rootfs
 .PHONY: all deps test unit integration vmtest demo bench lint clean fuzz
 # The sanitizer objects are intermediates of the unit binaries: kept, so they are not rebuilt.
 .SECONDARY:
-all: runbox runbox-gateway $(PROBE) $(B)/images/minimal/.built
+all: runbox runbox-gateway runbox-serve $(PROBE) $(B)/images/minimal/.built
 
 deps:
 	@scripts/install-deps.sh build
@@ -80,6 +83,10 @@ runbox: $(LIB_OBJS) $(B)/obj/$(MAIN_SRC:.c=.o) $(B)/link-libs
 	mv -f $@.tmp $@
 
 runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o) $(B)/link-libs
+	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
+	mv -f $@.tmp $@
+
+runbox-serve: $(LIB_OBJS) $(SV_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(SV_MAIN:.c=.o) $(B)/link-libs
 	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
@@ -117,6 +124,7 @@ install: all
 		$(IDIR)/share/runbox/policy/seccomp $(IDIR)/share/runbox/images/minimal $(IDIR)/share/man/man1
 	install -m 0755 runbox $(IDIR)/bin/runbox
 	install -m 0755 runbox-gateway $(IDIR)/libexec/runbox/runbox-gateway
+	install -m 0755 runbox-serve $(IDIR)/libexec/runbox/runbox-serve
 	install -m 0644 policy/profiles/*.json $(IDIR)/share/runbox/policy/profiles/
 	install -m 0644 policy/seccomp/*.json $(IDIR)/share/runbox/policy/seccomp/
 	rm -rf $(IDIR)/share/runbox/images/minimal/rootfs $(IDIR)/share/runbox/images/minimal/.built
@@ -125,7 +133,7 @@ install: all
 	install -m 0644 $(MAN1) $(IDIR)/share/man/man1/
 
 uninstall:
-	rm -f $(IDIR)/bin/runbox $(IDIR)/libexec/runbox/runbox-gateway $(MAN1:man/%=$(IDIR)/share/man/man1/%)
+	rm -f $(IDIR)/bin/runbox $(IDIR)/libexec/runbox/runbox-gateway $(IDIR)/libexec/runbox/runbox-serve $(MAN1:man/%=$(IDIR)/share/man/man1/%)
 	rm -rf $(IDIR)/share/runbox
 	-rmdir $(IDIR)/libexec/runbox
 
@@ -160,11 +168,11 @@ bench-scrub:
 
 # Every warning fails: clang-tidy's through WarningsAsErrors in .clang-tidy, clang-format's
 # through --Werror, cppcheck's through --error-exitcode.
-LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN)
+LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN) $(SV_SRCS) $(SV_MAIN)
 LINT_HDRS := $(filter-out build/% tests/%,$(wildcard */*.h */*/*.h))
 lint:
 	@scripts/install-deps.sh build lint
-	@$(MAKE) --no-print-directory $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o)
+	@$(MAKE) --no-print-directory $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(SV_SRCS:%.c=$(B)/obj/%.o)
 	scripts/check-layout.sh $(B)/obj
 	clang-format --dry-run --Werror $(LINT_SRCS) $(LINT_HDRS)
 	clang-tidy --quiet $(LINT_SRCS) -- -std=gnu17 -I. $(PKG_CFLAGS)

@@ -255,6 +255,15 @@ int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct r
 	return append(rec, "cleanup", json_pack("{s:s, s:b}", "what", what, "ok", ok), err);
 }
 
+int rb_record_file(struct rb_record *rec, const char *type, const char *path, uint64_t size, const char *sha256,
+                   struct rb_error *err)
+{
+	json_t *d = json_pack("{s:s, s:I}", "path", path, "size", (json_int_t)size);
+	if (d && sha256)
+		json_object_set_new(d, "sha256", json_string(sha256));
+	return append(rec, type, d, err);
+}
+
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
 	/* The host's side of the run: the runner's CPU since the record opened (its steps' output,

@@ -66,6 +66,10 @@ int rb_record_harvest(struct rb_record *rec, unsigned step, const struct rb_harv
 /* The run's storage budget stopped storing at step: limit names it (runtime/run/budget.h). */
 int rb_record_storage_stopped(struct rb_record *rec, unsigned step, const char *limit, struct rb_error *err);
 int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct rb_error *err);
+/* A file call of a session (runbox serve): "file_write" with path, size and sha256, or
+ * "file_read" with path and size (sha256 NULL). */
+int rb_record_file(struct rb_record *rec, const char *type, const char *path, uint64_t size, const char *sha256,
+                   struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
 /* Makes a RB_RECORD_DEFERRED commit durable (waits for the disk); 0 when none is pending. */

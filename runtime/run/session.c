@@ -304,6 +304,11 @@ static void session_free(struct rb_session *s, bool reap)
 	free(s);
 }
 
+int rb_session_ready(struct rb_session *s, struct rb_error *err)
+{
+	return rb_run_await_ready(s->run, err);
+}
+
 void rb_session_close(struct rb_session *s)
 {
 	session_free(s, true);

@@ -59,6 +59,9 @@ struct rb_proc_req {
  * sandbox. The library masks no signal and writes to no terminal; the caller catches SIGPIPE
  * (a write to a closed stdin then fails with EPIPE). One thread drives a session at a time. */
 int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error *err);
+/* Waits until the sandbox's root is built (init said `ready`), as the first rb_proc_start
+ * would; then rb_session_dispatch may run before any process. Returns 0, or -1 with err. */
+int rb_session_ready(struct rb_session *s, struct rb_error *err);
 /* An epoll fd, readable when something of the session needs rb_session_dispatch. */
 int rb_session_fd(const struct rb_session *s);
 /* Handles what is ready (output, init's reports, deadlines, the cancel, the gateway), waiting

@@ -280,6 +280,29 @@ static int start_factory(void **state)
 	return 0;
 }
 
+/* rb_session_ready: once the root is built, the session may be dispatched before any process
+ * (runbox serve's dispatcher watches it from its opening), and the first process then starts
+ * and runs as always. */
+static void ready_then_dispatch_before_a_process(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_error err = {0};
+	if (rb_session_ready(f->s, &err) < 0)
+		fail_msg("rb_session_ready: %s", err.msg);
+	assert_true(f->run.ready);
+	assert_true(f->run.sb.workspace_fd >= 0);
+	if (rb_session_dispatch(f->s, 100, &err) < 0)
+		fail_msg("rb_session_dispatch: %s", err.msg);
+	struct rb_proc *p = start(f, "echo after-ready", 0, false);
+	wait_done(p, 20000);
+	assert_int_equal(rb_proc_result(p)->status, RB_STEP_EXITED);
+	assert_int_equal(rb_proc_result(p)->exit_code, 0);
+	char out[256], err_text[256];
+	collect(p, out, sizeof out, err_text, sizeof err_text);
+	assert_string_equal(out, "after-ready\n");
+	rb_proc_free(p);
+}
+
 static int stop_factory(void **state)
 {
 	(void)state;
@@ -296,6 +319,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(timeout_kills_only_its_process, setup, teardown),
 	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
 	    cmocka_unit_test_setup_teardown(freed_before_start_is_killed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(ready_then_dispatch_before_a_process, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, start_factory, stop_factory);
 }

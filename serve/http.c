@@ -1,0 +1,331 @@
+/* runbox serve's HTTP/1.1 API on a unix socket (libmicrohttpd, a thread per connection; every
+ * call into a session goes through sessions.c's lock). Routes under /v1 (docs/serve.md). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "serve/http.h"
+
+#define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
+
+struct rb_serve_http {
+	struct MHD_Daemon *d;
+	struct rb_serve *sv;
+	int fd;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+struct upload {
+	char *data;
+	size_t len, cap;
+	bool too_big;
+	char *raw; /* a reply of raw bytes (a file), instead of JSON */
+	size_t raw_len;
+};
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (!text)
+		text = strdup("{\"error\": \"out of memory\"}");
+	if (!text)
+		return MHD_NO;
+	size_t n = strlen(text);
+	char *withnl = realloc(text, n + 2);
+	if (withnl) {
+		text = withnl;
+		text[n++] = '\n';
+		text[n] = '\0';
+	}
+	struct MHD_Response *r = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static unsigned error(json_t **reply, unsigned status, const char *msg)
+{
+	*reply = json_pack("{s:s}", "error", msg);
+	return status;
+}
+
+/* A parsed JSON body ({} when empty), or a 400 naming where it fails to parse. */
+static json_t *parse(const struct upload *u, json_t **reply, unsigned *st)
+{
+	if (!u->len)
+		return json_object();
+	json_error_t je;
+	json_t *v = json_loadb(u->data, u->len, JSON_REJECT_DUPLICATES, &je);
+	if (!v) {
+		char msg[300];
+		snprintf(msg, sizeof msg, "request body: not JSON at line %d column %d: %s", je.line, je.column,
+		         je.text);
+		*st = error(reply, 400, msg);
+	}
+	return v;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s)
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || s[0] == '-')
+		return false;
+	*out = v;
+	return true;
+}
+
+/* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal]]]]. */
+static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const char *url, const char *method,
+                      struct upload *u, json_t **reply)
+{
+	char buf[512];
+	if (strncmp(url, "/v1/", 4) != 0 || strlen(url) >= sizeof buf)
+		return error(reply, 404, "no such path (the API is under /v1/)");
+	snprintf(buf, sizeof buf, "%s", url + 4);
+	char *seg[6] = {0};
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		if (n == 6)
+			return error(reply, 404, "no such path");
+		seg[n++] = t;
+	}
+	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
+	if (n < 1 || strcmp(seg[0], "sessions") != 0)
+		return error(reply, 404, "no such path");
+	unsigned st = 400;
+	json_t *body = NULL;
+	if (n == 1) {
+		if (get)
+			return rb_serve_session_list(sv, reply);
+		if (!post)
+			return error(reply, 405, "/v1/sessions: GET or POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_session_create(sv, body, reply);
+		json_decref(body);
+		return st;
+	}
+	const char *sid = seg[1];
+	if (n == 2) {
+		if (get)
+			return rb_serve_session_get(sv, sid, reply);
+		if (del)
+			return rb_serve_session_delete(sv, sid, reply);
+		return error(reply, 405, "/v1/sessions/ID: GET or DELETE");
+	}
+	if (n == 3 && !strcmp(seg[2], "files")) {
+		const char *fp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
+		if (!strcmp(method, "PUT"))
+			return rb_serve_file_put(sv, sid, fp, u->data ? u->data : "", u->len, reply);
+		if (get)
+			return rb_serve_file_get(sv, sid, fp, &u->raw, &u->raw_len, reply);
+		return error(reply, 405, "/v1/sessions/ID/files: GET or PUT");
+	}
+	if (strcmp(seg[2], "processes") != 0)
+		return error(reply, 404, "no such path");
+	if (n == 3) {
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/processes: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_proc_start(sv, sid, body, reply);
+		json_decref(body);
+		return st;
+	}
+	const char *pid = seg[3];
+	if (n == 4) {
+		if (!get)
+			return error(reply, 405, "/v1/sessions/ID/processes/PID: GET");
+		return rb_serve_proc_get(sv, sid, pid, reply);
+	}
+	if (n != 5)
+		return error(reply, 404, "no such path");
+	if (!strcmp(seg[4], "output")) {
+		if (!get)
+			return error(reply, 405, "output: GET");
+		uint64_t after = 0, wait = 0;
+		const char *a = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after_seq");
+		const char *w = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "wait_ms");
+		if (a && !parse_u64(a, &after))
+			return error(reply, 400, "query `after_seq`: expected a non-negative integer");
+		if (w && !parse_u64(w, &wait))
+			return error(reply, 400, "query `wait_ms`: expected a non-negative integer");
+		return rb_serve_proc_output(sv, sid, pid, after,
+		                            wait > RB_SERVE_MAX_WAIT_MS ? RB_SERVE_MAX_WAIT_MS : (unsigned)wait, reply);
+	}
+	if (!strcmp(seg[4], "stdin")) {
+		if (!post)
+			return error(reply, 405, "stdin: POST");
+		const char *c = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "close");
+		if (c && strcmp(c, "0") != 0 && strcmp(c, "1") != 0)
+			return error(reply, 400, "query `close`: expected 0 or 1");
+		return rb_serve_proc_stdin(sv, sid, pid, u->data, u->len, c && !strcmp(c, "1"), reply);
+	}
+	if (!strcmp(seg[4], "signal")) {
+		if (!post)
+			return error(reply, 405, "signal: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_proc_signal(sv, sid, pid, body, reply);
+		json_decref(body);
+		return st;
+	}
+	return error(reply, 404, "no such path");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *size, void **req_cls)
+{
+	struct rb_serve_http *h = cls;
+	struct upload *u = *req_cls;
+	rb_log_use(rb_serve_logger(h->sv)); /* this connection's thread logs as the daemon does */
+	if (!u) {
+		u = calloc(1, sizeof *u);
+		if (!u)
+			return MHD_NO;
+		/* A file's body may be larger than a call's. */
+		u->cap = !strcmp(method, "PUT") && strstr(url, "/files") ? RB_SERVE_FILE_CAP : BODY_CAP;
+		*req_cls = u;
+		return MHD_YES;
+	}
+	if (*size) {
+		if (u->len + *size > u->cap) {
+			u->too_big = true;
+		} else {
+			char *nd = realloc(u->data, u->len + *size + 1);
+			if (!nd)
+				return MHD_NO;
+			u->data = nd;
+			memcpy(u->data + u->len, data, *size);
+			u->len += *size;
+			u->data[u->len] = '\0';
+		}
+		*size = 0;
+		return MHD_YES;
+	}
+	json_t *reply = NULL;
+	unsigned st = u->too_big
+	                  ? error(&reply, 413, u->cap == BODY_CAP ? "request body over 1 MiB" : "file over 8 MiB")
+	                  : route(h->sv, conn, url, method, u, &reply);
+	if (st == 200 && u->raw) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(u->raw_len, u->raw, MHD_RESPMEM_MUST_FREE);
+		if (!r)
+			return MHD_NO;
+		u->raw = NULL; /* the response owns it */
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+		enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	return respond(conn, st, reply);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct upload *u = *req_cls;
+	if (u) {
+		free(u->data);
+		free(u->raw);
+	}
+	free(u);
+	*req_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	rb_debug("serve: http: %s", msg);
+}
+
+int rb_serve_http_start(struct rb_serve *sv, const char *path, struct rb_serve_http **out, struct rb_error *err)
+{
+	struct rb_serve_http *h = calloc(1, sizeof *h);
+	if (!h)
+		return rb_error_set(err, ENOMEM, "serve");
+	h->sv = sv;
+	h->fd = -1;
+	if (strlen(path) >= sizeof h->path) {
+		free(h);
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "socket path %s: too long for a unix socket", path);
+	}
+	snprintf(h->path, sizeof h->path, "%s", path);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	memcpy(a.sun_path, h->path, sizeof h->path);
+	h->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (h->fd < 0) {
+		free(h);
+		return rb_error_set(err, errno, "socket");
+	}
+	/* A socket left by a daemon that died is replaced; one that answers is another daemon's. */
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool live = probe >= 0 && S_ISSOCK(st.st_mode) && connect(probe, (struct sockaddr *)&a, sizeof a) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live || !S_ISSOCK(st.st_mode)) {
+			close(h->fd);
+			free(h);
+			return rb_error_setk(err, RB_ERR_CONFLICT, EEXIST, "socket %s: %s", path,
+			                     live ? "another runbox serve answers on it"
+			                          : "exists and is not a socket");
+		}
+		unlink(path);
+	}
+	/* Made 0600 from the start: bound under a umask that leaves the owner alone. */
+	mode_t old = umask(0177);
+	int r = bind(h->fd, (struct sockaddr *)&a, sizeof a);
+	int e = errno;
+	umask(old);
+	if (r < 0 || chmod(path, 0600) < 0 || listen(h->fd, 64) < 0) {
+		rb_error_set(err, r < 0 ? e : errno, "socket %s", path);
+		close(h->fd);
+		free(h);
+		return -1;
+	}
+	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+	                        NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+	                        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd, MHD_OPTION_CONNECTION_LIMIT, 512u,
+	                        MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                        MHD_OPTION_END);
+	if (!h->d) {
+		unlink(path);
+		close(h->fd);
+		free(h);
+		return rb_error_setk(err, RB_ERR_HOST, 0, "socket %s: libmicrohttpd did not start", path);
+	}
+	*out = h;
+	return 0;
+}
+
+void rb_serve_http_stop(struct rb_serve_http *h)
+{
+	if (!h)
+		return;
+	MHD_stop_daemon(h->d);
+	close(h->fd);
+	unlink(h->path);
+	free(h);
+}

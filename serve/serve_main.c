@@ -1,0 +1,135 @@
+/* runbox-serve: the daemon behind `runbox serve`. Its own binary, so runbox's cold start never
+ * loads libmicrohttpd. The factory first, then the threads; SIGTERM/SIGINT drain and exit. */
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "runtime/sandbox/factory.h"
+#include "serve/http.h"
+#include "serve/serve.h"
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: runbox serve [--socket PATH] [--state-dir DIR]\n"
+	      "  --socket PATH     the unix socket (default /run/runbox/serve.sock as root,\n"
+	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
+	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n",
+	      f);
+}
+
+/* The default socket, its directory made 0700 when missing. */
+static int default_socket(char *out, size_t len, struct rb_error *err)
+{
+	const char *base = "/run";
+	if (geteuid() != 0) {
+		base = getenv("XDG_RUNTIME_DIR");
+		if (!base || base[0] != '/')
+			return rb_error_setk(err, RB_ERR_INPUT, 0,
+			                     "no XDG_RUNTIME_DIR for the default socket: give --socket PATH");
+	}
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/runbox", base);
+	if (rb_mkdir_p(dir, 0700, err) < 0)
+		return -1;
+	snprintf(out, len, "%s/serve.sock", dir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* Before anything else: the factory (and every init) is a copy of this process now, with
+	 * no key loaded and no thread started. */
+	struct rb_factory factory;
+	struct rb_error err;
+	if (rb_factory_start(&factory, &err) < 0) {
+		fprintf(stderr, "runbox serve: %s\n", err.msg);
+		return 125;
+	}
+	struct rb_logger logger = {.level = getenv("RUNBOX_DEBUG") ? RB_LOG_DEBUG : RB_LOG_INFO};
+	rb_log_use(&logger);
+	struct sigaction sa = {.sa_handler = on_sigpipe, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+	/* Every thread inherits the mask; this one takes the signals with sigwait. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+	static const struct option opts[] = {
+	    {"socket", required_argument, NULL, 's'},
+	    {"state-dir", required_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *sock = getenv("RUNBOX_SOCKET"), *state = NULL;
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': sock = optarg; break;
+		case 'd': state = optarg; break;
+		case 'h':
+			usage(stdout);
+			rb_factory_stop(&factory);
+			return 0;
+		default:
+			usage(stderr);
+			rb_factory_stop(&factory);
+			return 125;
+		}
+	}
+	if (optind < argc) {
+		rb_err("serve: unexpected argument `%s`", argv[optind]);
+		rb_factory_stop(&factory);
+		return 125;
+	}
+	char path[4096];
+	if (!sock || !*sock) {
+		if (default_socket(path, sizeof path, &err) < 0) {
+			rb_err("serve: %s", err.msg);
+			rb_factory_stop(&factory);
+			return 125;
+		}
+		sock = path;
+	}
+	/* The socket's directory, made 0700 when missing (modes of one that exists are kept). */
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", sock);
+	if (rb_mkdir_p(dirname(dir), 0700, &err) < 0) {
+		rb_err("serve: %s", err.msg);
+		rb_factory_stop(&factory);
+		return 125;
+	}
+	struct rb_serve_config cfg = {.factory = &factory, .state_dir = state, .logger = &logger};
+	struct rb_serve *sv = NULL;
+	struct rb_serve_http *h = NULL;
+	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0) {
+		rb_err("serve: %s", err.msg);
+		rb_serve_free(sv);
+		rb_factory_stop(&factory);
+		return 125;
+	}
+	rb_info("serve: listening on %s", sock);
+	int sig = 0;
+	sigwait(&stop, &sig);
+	rb_info("serve: %s: draining", strsignal(sig));
+	/* No new sessions, live ones closed and recorded; then the HTTP threads joined. */
+	rb_serve_drain(sv);
+	rb_serve_http_stop(h);
+	rb_serve_free(sv);
+	rb_factory_stop(&factory);
+	return 0;
+}

@@ -1,0 +1,1002 @@
+/* The session table of runbox serve and its one dispatcher thread: every session's epoll fd in
+ * one set, each dispatched under the table's lock, so one thread at a time drives a session.
+ * HTTP threads take the lock for each call and never hold a pointer across an unlock. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "common/jsoncheck.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "policy/manifest.h"
+#include "runtime/run/record.h"
+#include "runtime/run/result.h"
+#include "runtime/run/run.h"
+#include "runtime/run/session.h"
+#include "serve/serve.h"
+
+#define ID_HEX 33 /* 16 random bytes as hex */
+/* Processes in a session's life; of those ended, the newest KEEP_DONE keep their handle (output
+ * and result), older ones are freed and answer 404. */
+#define MAX_PROCS 1024
+#define KEEP_DONE 32
+#define READ_MAX  256
+
+struct sv_proc {
+	char id[ID_HEX];
+	struct rb_proc *p; /* NULL once freed (KEEP_DONE) */
+	unsigned step;
+	bool end_recorded;
+};
+
+struct sv_session {
+	char id[ID_HEX];
+	struct rb_run run;
+	struct rb_record rec;
+	struct rb_session *s;
+	char **env; /* "K=V", NULL-terminated, for every process */
+	size_t n_env;
+	uint64_t idle_ms, last_us, created_us;
+	struct sv_proc procs[MAX_PROCS];
+	unsigned n_procs;
+	/* In the dispatcher's set (taken out after a dispatch failed, back at the next start). */
+	bool watched;
+	struct sv_session *next;
+};
+
+struct rb_serve {
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* broadcast after each dispatch round */
+	struct rb_serve_config cfg;
+	struct sv_session *sessions;
+	unsigned n_sessions;
+	unsigned opening; /* sessions being made outside the lock */
+	int epfd, wake;
+	bool draining, stop;
+	pthread_t loop;
+	bool loop_started;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+unsigned rb_serve_error(const struct rb_error *err, json_t **reply)
+{
+	*reply = json_pack("{s:s}", "error", err->msg);
+	return (unsigned)rb_error_http_status(rb_error_kind_of(err));
+}
+
+static unsigned fail(json_t **reply, enum rb_error_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static unsigned fail(json_t **reply, enum rb_error_kind kind, const char *fmt, ...)
+{
+	char msg[RB_ERROR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	struct rb_error e;
+	rb_error_clear(&e);
+	rb_error_setk(&e, kind, 0, "%s", msg);
+	return rb_serve_error(&e, reply);
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* {"K": "V"} at path into a new "K=V" vector (n entries); -1 with err naming the key. */
+static int env_vector(const json_t *obj, const char *path, char ***out, size_t *n, struct rb_error *err)
+{
+	struct rb_jsonck ck = {"request", "body", err};
+	*out = calloc(json_object_size(obj) + 1, sizeof **out);
+	*n = 0;
+	if (!*out)
+		return rb_error_set(err, ENOMEM, "env");
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)obj, k, v)
+	{
+		char p[256];
+		snprintf(p, sizeof p, "%s.%s", path, k);
+		if (!json_is_string(v)) {
+			free_strv(*out);
+			*out = NULL;
+			return rb_jsonck_expected(&ck, p, "a string", v);
+		}
+		if (!k[0] || strchr(k, '=') || strlen(json_string_value(v)) != json_string_length(v)) {
+			free_strv(*out);
+			*out = NULL;
+			return rb_jsonck_bad(&ck, p,
+			                     "a variable's name is not empty and holds no `=`, its value no NUL");
+		}
+		if (asprintf(&(*out)[(*n)++], "%s=%s", k, json_string_value(v)) < 0) {
+			(*out)[--(*n)] = NULL;
+			free_strv(*out);
+			*out = NULL;
+			return rb_error_set(err, ENOMEM, "env");
+		}
+	}
+	return 0;
+}
+
+/* Checks body against known keys and their types ("s" string, "i" integer, "b" bool, "o"
+ * object, "a" array, "d" duration: a string or a number of seconds); required when marked. */
+struct field {
+	const char *key;
+	char type;
+	bool required;
+};
+static int check_body(const json_t *body, const struct field *f, struct rb_error *err)
+{
+	struct rb_jsonck ck = {"request", "body", err};
+	if (!json_is_object(body))
+		return rb_jsonck_expected(&ck, "$", "an object", body);
+	const char *known[16];
+	size_t n = 0;
+	for (; f[n].key; n++)
+		known[n] = f[n].key;
+	known[n] = NULL;
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)body, k, v)
+	{
+		bool found = false;
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(k, known[i]))
+				found = true;
+		if (!found)
+			return rb_jsonck_bad(&ck, "", "unknown key `$.%s`", k);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_object_get(body, f[i].key);
+		char p[64];
+		snprintf(p, sizeof p, "$.%s", f[i].key);
+		if (!x) {
+			if (f[i].required)
+				return rb_jsonck_bad(&ck, p, "missing");
+			continue;
+		}
+		bool okt = false;
+		const char *what = "";
+		switch (f[i].type) {
+		case 's': okt = json_is_string(x), what = "a string"; break;
+		case 'i':
+			okt = json_is_integer(x) && json_integer_value(x) >= 0, what = "a non-negative integer";
+			break;
+		case 'b': okt = json_is_boolean(x), what = "true or false"; break;
+		case 'o': okt = json_is_object(x), what = "an object"; break;
+		case 'a': okt = json_is_array(x), what = "an array"; break;
+		case '*': okt = true; break;
+		case 'd':
+			okt = json_is_string(x) || (json_is_integer(x) && json_integer_value(x) >= 0);
+			what = "a duration (\"30s\", \"10m\") or a number of seconds";
+			break;
+		}
+		if (!okt)
+			return rb_jsonck_expected(&ck, p, what, x);
+	}
+	return 0;
+}
+
+static int duration_ms(const json_t *v, const char *path, uint64_t *out, struct rb_error *err)
+{
+	*out = 0;
+	if (!v)
+		return 0;
+	if (json_is_integer(v)) {
+		*out = (uint64_t)json_integer_value(v) * 1000u;
+		return 0;
+	}
+	if (rb_parse_duration_ms(json_string_value(v), out) < 0) {
+		struct rb_jsonck ck = {"request", "body", err};
+		return rb_jsonck_bad(&ck, path, "not a duration: `%s`", json_string_value(v));
+	}
+	return 0;
+}
+
+/* A name the caller may give for an image or a policy: a name, never a path. */
+static int plain_name(const json_t *v, const char *path, struct rb_error *err)
+{
+	const char *s = json_string_value(v);
+	if (!s)
+		return 0;
+	bool ok = s[0] && s[0] != '.' && strlen(s) < 128;
+	for (const char *c = s; *c && ok; c++)
+		ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		     strchr("._-:", *c);
+	if (!ok) {
+		struct rb_jsonck ck = {"request", "body", err};
+		return rb_jsonck_bad(&ck, path, "a name of letters, digits, `.`, `_`, `-`, `:`, not a path: `%s`", s);
+	}
+	return 0;
+}
+
+/* A tenant or agent: an id as `runbox run --tenant` takes it. */
+static int id_field(const json_t *v, const char *path, struct rb_error *err)
+{
+	const char *s = json_string_value(v);
+	if (!s || rb_manifest_id_ok(s))
+		return 0;
+	struct rb_jsonck ck = {"request", "body", err};
+	return rb_jsonck_bad(&ck, path, "expected an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\"), got `%s`", s);
+}
+
+/* Caller holds the lock. */
+static struct sv_session *find(struct rb_serve *sv, const char *sid)
+{
+	for (struct sv_session *s = sv->sessions; s; s = s->next)
+		if (!strcmp(s->id, sid))
+			return s;
+	return NULL;
+}
+
+static struct sv_proc *find_proc(struct sv_session *s, const char *pid)
+{
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (s->procs[i].p && !strcmp(s->procs[i].id, pid))
+			return &s->procs[i];
+	return NULL;
+}
+
+/* Records the end of each process that ended and is not recorded yet. */
+static void record_ends(struct sv_session *s)
+{
+	for (unsigned i = 0; i < s->n_procs; i++) {
+		struct sv_proc *p = &s->procs[i];
+		if (!p->p || p->end_recorded || !rb_proc_done(p->p))
+			continue;
+		p->end_recorded = true;
+		struct rb_error err;
+		if (rb_record_step_end(&s->rec, p->step, rb_proc_result(p->p), &err) < 0 ||
+		    rb_record_flush(&s->rec, RB_RECORD_BEFORE_STEP, &err) < 0)
+			rb_warn("session %s: ledger: %s", s->id, err.msg);
+	}
+}
+
+static void unlink_session(struct rb_serve *sv, struct sv_session *s)
+{
+	for (struct sv_session **pp = &sv->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	sv->n_sessions--;
+	if (s->watched)
+		epoll_ctl(sv->epfd, EPOLL_CTL_DEL, rb_session_fd(s->s), NULL);
+}
+
+/* Closes an unlinked session (no other thread can reach it): the sandbox killed, every
+ * process's end and the run's end recorded. */
+static void close_session(struct sv_session *s, const char *reason)
+{
+	rb_session_close(s->s);
+	record_ends(s);
+	for (unsigned i = 0; i < s->n_procs; i++)
+		if (s->procs[i].p)
+			rb_proc_free(s->procs[i].p);
+	rb_run_stop(&s->run);
+	struct rb_error err;
+	if (rb_record_cleanup(&s->rec, reason, true, &err) < 0 ||
+	    rb_record_run_end(&s->rec, !strcmp(reason, "deleted") ? "success" : "cancelled", &err) < 0 ||
+	    rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err) < 0)
+		rb_warn("session %s: ledger: %s", s->id, err.msg);
+	rb_record_close(&s->rec);
+	rb_run_close(&s->run);
+	free_strv(s->env);
+	rb_info("session %s closed (%s)", s->id, reason);
+	free(s);
+}
+
+static void *dispatch_loop(void *arg)
+{
+	struct rb_serve *sv = arg;
+	rb_log_use(sv->cfg.logger);
+	struct epoll_event evs[32];
+	for (;;) {
+		int n = epoll_wait(sv->epfd, evs, 32, 1000);
+		pthread_mutex_lock(&sv->lock);
+		if (sv->stop) {
+			pthread_mutex_unlock(&sv->lock);
+			return NULL;
+		}
+		for (int i = 0; i < n; i++) {
+			if (!evs[i].data.ptr) {
+				uint64_t v;
+				(void)!read(sv->wake, &v, sizeof v);
+				continue;
+			}
+			struct sv_session *s = sv->sessions;
+			while (s && s != evs[i].data.ptr)
+				s = s->next;
+			if (!s)
+				continue; /* closed meanwhile */
+			struct rb_error err;
+			if (rb_session_dispatch(s->s, 0, &err) < 0) {
+				/* Not retried at once (a level-triggered fd would spin): watched again at
+				 * the next process's start. */
+				rb_warn("session %s: %s", s->id, err.msg);
+				epoll_ctl(sv->epfd, EPOLL_CTL_DEL, rb_session_fd(s->s), NULL);
+				s->watched = false;
+			}
+			record_ends(s);
+		}
+		/* Idle sessions: closed outside the lock, once unlinked. */
+		struct sv_session *expired = NULL;
+		uint64_t t = now_us();
+		for (struct sv_session *s = sv->sessions, *nx; s; s = nx) {
+			nx = s->next;
+			bool busy = false;
+			for (unsigned i = 0; i < s->n_procs; i++)
+				busy = busy || (s->procs[i].p && !rb_proc_done(s->procs[i].p));
+			if (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u) {
+				unlink_session(sv, s);
+				s->next = expired;
+				expired = s;
+			}
+		}
+		pthread_cond_broadcast(&sv->changed);
+		pthread_mutex_unlock(&sv->lock);
+		while (expired) {
+			struct sv_session *nx = expired->next;
+			close_session(expired, "idle timeout");
+			expired = nx;
+		}
+	}
+}
+
+int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struct rb_error *err)
+{
+	struct rb_serve *sv = calloc(1, sizeof *sv);
+	if (!sv)
+		return rb_error_set(err, ENOMEM, "serve");
+	sv->cfg = *cfg;
+	pthread_mutex_init(&sv->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sv->changed, &ca);
+	pthread_condattr_destroy(&ca);
+	sv->epfd = epoll_create1(EPOLL_CLOEXEC);
+	sv->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if (sv->epfd < 0 || sv->wake < 0 || epoll_ctl(sv->epfd, EPOLL_CTL_ADD, sv->wake, &ev) < 0) {
+		rb_error_set(err, errno, "serve: epoll");
+		rb_serve_free(sv);
+		return -1;
+	}
+	int e = pthread_create(&sv->loop, NULL, dispatch_loop, sv);
+	if (e) {
+		rb_error_set(err, e, "serve: the dispatcher thread");
+		rb_serve_free(sv);
+		return -1;
+	}
+	sv->loop_started = true;
+	*out = sv;
+	return 0;
+}
+
+const struct rb_logger *rb_serve_logger(const struct rb_serve *sv)
+{
+	return sv->cfg.logger;
+}
+
+static void wake(struct rb_serve *sv)
+{
+	uint64_t one = 1;
+	(void)!write(sv->wake, &one, sizeof one);
+}
+
+void rb_serve_drain(struct rb_serve *sv)
+{
+	pthread_mutex_lock(&sv->lock);
+	sv->draining = true;
+	/* Wait for sessions being made to be listed, so none is left behind. */
+	while (sv->opening) {
+		pthread_mutex_unlock(&sv->lock);
+		usleep(10000);
+		pthread_mutex_lock(&sv->lock);
+	}
+	struct sv_session *all = NULL;
+	while (sv->sessions) {
+		struct sv_session *s = sv->sessions;
+		unlink_session(sv, s);
+		s->next = all;
+		all = s;
+	}
+	pthread_cond_broadcast(&sv->changed);
+	pthread_mutex_unlock(&sv->lock);
+	while (all) {
+		struct sv_session *nx = all->next;
+		close_session(all, "daemon stopped");
+		all = nx;
+	}
+}
+
+void rb_serve_free(struct rb_serve *sv)
+{
+	if (!sv)
+		return;
+	if (sv->loop_started) {
+		rb_serve_drain(sv);
+		pthread_mutex_lock(&sv->lock);
+		sv->stop = true;
+		pthread_mutex_unlock(&sv->lock);
+		wake(sv);
+		pthread_join(sv->loop, NULL);
+	}
+	if (sv->epfd >= 0)
+		close(sv->epfd);
+	if (sv->wake >= 0)
+		close(sv->wake);
+	pthread_cond_destroy(&sv->changed);
+	pthread_mutex_destroy(&sv->lock);
+	free(sv);
+}
+
+static json_t *session_json(const struct sv_session *s)
+{
+	unsigned running = 0;
+	for (unsigned i = 0; i < s->n_procs; i++)
+		running += s->procs[i].p && !rb_proc_done(s->procs[i].p);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", s->id, "run_id", s->run.id, "image",
+	                 s->run.image.name, "policy", s->run.policy.name, "tenant", s->run.tenant, "agent",
+	                 s->run.agent, "processes", (json_int_t)s->n_procs, "running", (json_int_t)running,
+	                 "idle_timeout_ms", (json_int_t)s->idle_ms);
+}
+
+unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply)
+{
+	static const struct field f[] = {{"image", 's', false}, {"policy", 's', false},       {"tenant", 's', false},
+	                                 {"agent", 's', false}, {"idle_timeout", 'd', false}, {"env", 'o', false},
+	                                 {NULL, 0, false}};
+	struct rb_error err;
+	rb_error_clear(&err);
+	uint64_t idle = 0;
+	if (check_body(body, f, &err) < 0 || plain_name(json_object_get(body, "image"), "$.image", &err) < 0 ||
+	    plain_name(json_object_get(body, "policy"), "$.policy", &err) < 0 ||
+	    id_field(json_object_get(body, "tenant"), "$.tenant", &err) < 0 ||
+	    id_field(json_object_get(body, "agent"), "$.agent", &err) < 0 ||
+	    duration_ms(json_object_get(body, "idle_timeout"), "$.idle_timeout", &idle, &err) < 0)
+		return rb_serve_error(&err, reply);
+	struct sv_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return fail(reply, RB_ERR_INTERNAL, "out of memory");
+	if (json_object_get(body, "env") &&
+	    env_vector(json_object_get(body, "env"), "$.env", &s->env, &s->n_env, &err) < 0) {
+		free(s);
+		return rb_serve_error(&err, reply);
+	}
+	if (rb_random_hex(s->id, sizeof s->id) < 0) {
+		free_strv(s->env);
+		free(s);
+		return fail(reply, RB_ERR_INTERNAL, "getrandom failed");
+	}
+	pthread_mutex_lock(&sv->lock);
+	bool refuse = sv->draining || sv->n_sessions + sv->opening >= RB_SERVE_MAX_SESSIONS;
+	bool draining = sv->draining;
+	if (!refuse)
+		sv->opening++;
+	pthread_mutex_unlock(&sv->lock);
+	if (refuse) {
+		free_strv(s->env);
+		free(s);
+		return draining ? fail(reply, RB_ERR_HOST, "runbox serve is stopping: no new sessions")
+		                : fail(reply, RB_ERR_CONFLICT, "too many sessions (at most %d)", RB_SERVE_MAX_SESSIONS);
+	}
+	/* Made outside the lock: nobody else can see it before it is listed. */
+	struct rb_run_config cfg = {.image = json_string_value(json_object_get(body, "image")),
+	                            .policy = json_string_value(json_object_get(body, "policy")),
+	                            .state_dir = sv->cfg.state_dir,
+	                            .tenant = json_string_value(json_object_get(body, "tenant")),
+	                            .agent = json_string_value(json_object_get(body, "agent")),
+	                            .net_mode = -1,
+	                            .cancel_fd = -1,
+	                            .factory = sv->cfg.factory};
+	if (!cfg.agent)
+		cfg.agent = "serve";
+	bool opened = false, recording = false;
+	int r = rb_run_open(&cfg, &s->run, &err);
+	if (r == 0) {
+		r = rb_record_open(&s->rec, &s->run, &err);
+		recording = r == 0;
+	}
+	if (r == 0)
+		r = rb_record_run_start(&s->rec, NULL, NULL, &err);
+	if (r == 0)
+		r = rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err);
+	if (r == 0) {
+		r = rb_session_open(&s->run, &s->s, &err);
+		opened = r == 0;
+	}
+	/* Ready before it is listed: file calls need the sandbox's /workspace, and a dispatch
+	 * must not meet init's `ready` as a report. */
+	if (r == 0)
+		r = rb_session_ready(s->s, &err);
+	pthread_mutex_lock(&sv->lock);
+	sv->opening--;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+	if (r == 0 && epoll_ctl(sv->epfd, EPOLL_CTL_ADD, rb_session_fd(s->s), &ev) < 0)
+		r = rb_error_set(&err, errno, "serve: epoll");
+	if (r == 0) {
+		s->watched = true;
+		s->idle_ms = idle;
+		s->created_us = s->last_us = now_us();
+		s->next = sv->sessions;
+		sv->sessions = s;
+		sv->n_sessions++;
+		*reply = session_json(s);
+		rb_info("session %s opened: run %s", s->id, s->run.id);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (r == 0) {
+		wake(sv);
+		return 201;
+	}
+	unsigned st = rb_serve_error(&err, reply);
+	if (opened)
+		rb_session_close(s->s);
+	if (recording) {
+		struct rb_error e2;
+		if (rb_record_run_end(&s->rec, "failure", &e2) < 0 ||
+		    rb_record_flush(&s->rec, RB_RECORD_DURABLE, &e2) < 0)
+			rb_warn("ledger: %s", e2.msg);
+		rb_record_close(&s->rec);
+	}
+	rb_run_close(&s->run);
+	free_strv(s->env);
+	free(s);
+	return st;
+}
+
+unsigned rb_serve_session_list(struct rb_serve *sv, json_t **reply)
+{
+	json_t *a = json_array();
+	pthread_mutex_lock(&sv->lock);
+	for (struct sv_session *s = sv->sessions; s; s = s->next)
+		json_array_append_new(a, session_json(s));
+	pthread_mutex_unlock(&sv->lock);
+	*reply = json_pack("{s:o}", "sessions", a);
+	return 200;
+}
+
+unsigned rb_serve_session_get(struct rb_serve *sv, const char *sid, json_t **reply)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	unsigned st = s ? 200 : fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
+	if (s) {
+		*reply = session_json(s);
+		json_t *procs = json_array();
+		for (unsigned i = 0; i < s->n_procs; i++)
+			if (s->procs[i].p)
+				json_array_append_new(procs, json_pack("{s:s, s:b}", "id", s->procs[i].id, "exited",
+				                                       rb_proc_done(s->procs[i].p)));
+		json_object_set_new(*reply, "process_list", procs);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return st;
+}
+
+unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **reply)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	if (s)
+		unlink_session(sv, s);
+	pthread_cond_broadcast(&sv->changed);
+	pthread_mutex_unlock(&sv->lock);
+	if (!s)
+		return fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
+	char id[ID_HEX];
+	memcpy(id, s->id, sizeof id);
+	close_session(s, "deleted");
+	*reply = json_pack("{s:s, s:b}", "id", id, "closed", 1);
+	return 200;
+}
+
+int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
+                       struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	if (!s) {
+		pthread_mutex_unlock(&sv->lock);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	}
+	int r = 0;
+	if (s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
+		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox has no /workspace now", sid);
+	else if ((*fd = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = rb_error_set(err, errno, "session %s: dup /workspace", sid);
+	if (r == 0) {
+		*chown_to = rb_run_sandbox_root_ids(&s->run, uid, gid);
+		s->last_us = now_us();
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return r;
+}
+
+int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
+                         const char *sha256, struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	if (s && (rb_record_file(&s->rec, type, path, size, sha256, err) < 0 ||
+	          rb_record_flush(&s->rec, RB_RECORD_DURABLE, err) < 0))
+		r = rb_error_prefix(err, "ledger");
+	pthread_mutex_unlock(&sv->lock);
+	return r;
+}
+
+/* Frees the oldest ended processes beyond KEEP_DONE (their end recorded already). */
+static void trim_done(struct sv_session *s)
+{
+	unsigned done = 0;
+	for (unsigned i = s->n_procs; i-- > 0;) {
+		struct sv_proc *p = &s->procs[i];
+		if (!p->p || !rb_proc_done(p->p) || !p->end_recorded)
+			continue;
+		if (++done > KEEP_DONE) {
+			rb_proc_free(p->p);
+			p->p = NULL;
+		}
+	}
+}
+
+/* The argv or script of body, checked: argv a non-empty array of strings. */
+static int proc_argv(const json_t *body, char ***argv, struct rb_error *err)
+{
+	struct rb_jsonck ck = {"request", "body", err};
+	json_t *a = json_object_get(body, "argv");
+	json_t *sc = json_object_get(body, "script");
+	*argv = NULL;
+	if (!a == !sc)
+		return rb_jsonck_bad(&ck, "$", "exactly one of `argv` and `script`");
+	if (sc)
+		return 0;
+	if (!json_array_size(a))
+		return rb_jsonck_bad(&ck, "$.argv", "an empty command");
+	*argv = calloc(json_array_size(a) + 1, sizeof **argv);
+	if (!*argv)
+		return rb_error_set(err, ENOMEM, "argv");
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v)
+	{
+		char p[48];
+		snprintf(p, sizeof p, "$.argv[%zu]", i);
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			free_strv(*argv);
+			*argv = NULL;
+			return rb_jsonck_expected(&ck, p, "a string without NUL", v);
+		}
+		(*argv)[i] = strdup(json_string_value(v));
+	}
+	return 0;
+}
+
+unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply)
+{
+	static const struct field f[] = {{"argv", 'a', false}, {"script", 's', false},  {"cwd", 's', false},
+	                                 {"env", 'o', false},  {"timeout", 'd', false}, {"stdin", 'b', false},
+	                                 {NULL, 0, false}};
+	struct rb_error err;
+	rb_error_clear(&err);
+	char **argv = NULL, **penv = NULL;
+	size_t n_penv = 0;
+	uint64_t timeout = 0;
+	const char *cwd = json_string_value(json_object_get(body, "cwd"));
+	if (check_body(body, f, &err) < 0 || proc_argv(body, &argv, &err) < 0 ||
+	    duration_ms(json_object_get(body, "timeout"), "$.timeout", &timeout, &err) < 0 ||
+	    (json_object_get(body, "env") &&
+	     env_vector(json_object_get(body, "env"), "$.env", &penv, &n_penv, &err) < 0))
+		goto bad;
+	if (cwd && cwd[0] != '/') {
+		struct rb_jsonck ck = {"request", "body", &err};
+		rb_jsonck_bad(&ck, "$.cwd", "an absolute path inside the sandbox, not `%s`", cwd);
+		goto bad;
+	}
+	/* The recorded text: the argv as JSON, or the script exactly. */
+	const char *script = json_string_value(json_object_get(body, "script"));
+	char *text = script ? strdup(script) : json_dumps(json_object_get(body, "argv"), JSON_COMPACT);
+	if (!text) {
+		rb_error_set(&err, ENOMEM, "the command's record");
+		goto bad;
+	}
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	unsigned st;
+	if (!s) {
+		st = fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
+	} else if (record_ends(s), trim_done(s), s->n_procs >= MAX_PROCS) {
+		st = fail(reply, RB_ERR_CONFLICT, "session %s: at most %d processes in a session's life", s->id,
+		          MAX_PROCS);
+	} else {
+		size_t ne = 0;
+		char **env = calloc(s->n_env + n_penv + 1, sizeof *env);
+		for (size_t i = 0; env && i < s->n_env; i++)
+			env[ne++] = s->env[i];
+		for (size_t i = 0; env && i < n_penv; i++)
+			env[ne++] = penv[i];
+		struct sv_proc *p = &s->procs[s->n_procs];
+		memset(p, 0, sizeof *p);
+		p->step = s->n_procs + 1;
+		struct rb_proc_req req = {.argv = argv,
+		                          .script = script,
+		                          .cwd = cwd,
+		                          .env = ne ? env : NULL,
+		                          .timeout_ms = timeout,
+		                          .stdin_pipe = json_is_true(json_object_get(body, "stdin")),
+		                          .keep_chunks = true};
+		/* Recorded, durably, before it starts: what ran is never missing from the ledger. */
+		int r = env && rb_random_hex(p->id, sizeof p->id) == 0 ? 0 : rb_error_set(&err, ENOMEM, "process");
+		if (r == 0)
+			r = rb_record_step_start(&s->rec, p->step, NULL, script ? "script" : "command", text,
+			                         strlen(text), NULL, NULL, &err);
+		if (r == 0)
+			r = rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err);
+		if (r == 0)
+			r = rb_proc_start(s->s, &req, &p->p, &err);
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+		if (r == 0 && !s->watched) {
+			if (epoll_ctl(sv->epfd, EPOLL_CTL_ADD, rb_session_fd(s->s), &ev) < 0)
+				rb_warn("session %s: epoll: %s", s->id, strerror(errno));
+			else
+				s->watched = true;
+		}
+		free(env);
+		if (r < 0) {
+			st = rb_serve_error(&err, reply);
+		} else {
+			s->n_procs++;
+			s->last_us = now_us();
+			*reply = json_pack("{s:s, s:s}", "id", p->id, "session", s->id);
+			st = 201;
+		}
+	}
+	pthread_mutex_unlock(&sv->lock);
+	wake(sv);
+	free(text);
+	free_strv(argv);
+	free_strv(penv);
+	return st;
+bad:
+	free_strv(argv);
+	free_strv(penv);
+	return rb_serve_error(&err, reply);
+}
+
+static json_t *result_json(struct rb_proc *p)
+{
+	const struct rb_step_result *res = rb_proc_result(p);
+	json_t *o = json_object();
+	static const char *const names[] = {"exited",    "signaled",     "timeout",
+	                                    "cancelled", "setup_failed", "exec_failed"};
+	json_object_set_new(o, "status", json_string(names[res->status]));
+	rb_result_step_fields(o, res);
+	json_object_set_new(o, "exit", json_integer(rb_step_exit_code(res)));
+	return o;
+}
+
+static json_t *proc_json(const struct sv_proc *p)
+{
+	bool done = rb_proc_done(p->p);
+	json_t *o = json_pack("{s:s, s:s, s:I}", "id", p->id, "state", done ? "exited" : "running", "pid",
+	                      (json_int_t)rb_proc_pid(p->p));
+	if (done)
+		json_object_set_new(o, "result", result_json(p->p));
+	return o;
+}
+
+/* Looks up sid/pid under the lock (held by the caller); a 404 into reply when either is gone. */
+static struct sv_proc *lookup(struct rb_serve *sv, const char *sid, const char *pid, struct sv_session **sp,
+                              json_t **reply, unsigned *st)
+{
+	struct sv_session *s = find(sv, sid);
+	struct sv_proc *p = s ? find_proc(s, pid) : NULL;
+	if (!s)
+		*st = fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
+	else if (!p)
+		*st = fail(reply, RB_ERR_NOT_FOUND, "no process `%s` in the session", pid);
+	else
+		s->last_us = now_us();
+	*sp = s;
+	return p;
+}
+
+unsigned rb_serve_proc_get(struct rb_serve *sv, const char *sid, const char *pid, json_t **reply)
+{
+	unsigned st = 200;
+	struct sv_session *s;
+	pthread_mutex_lock(&sv->lock);
+	struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+	if (p)
+		*reply = proc_json(p);
+	pthread_mutex_unlock(&sv->lock);
+	return st;
+}
+
+static json_t *chunk_json(const struct rb_chunk *c)
+{
+	json_t *o = json_pack("{s:I, s:s}", "seq", (json_int_t)c->seq, "stream",
+	                      c->stream == RB_STREAM_STDERR ? "stderr" : "stdout");
+	json_t *text = json_stringn(c->data ? c->data : "", c->len); /* NULL when not UTF-8 */
+	if (text) {
+		json_object_set_new(o, "data", text);
+		return o;
+	}
+	size_t cap = 4 * ((c->len + 2) / 3) + 1;
+	unsigned char *b = malloc(cap);
+	if (b) {
+		int n = EVP_EncodeBlock(b, (const unsigned char *)c->data, (int)c->len);
+		json_object_set_new(o, "data", json_stringn((const char *)b, (size_t)n));
+		json_object_set_new(o, "encoding", json_string("base64"));
+		free(b);
+	}
+	return o;
+}
+
+static void deadline_at(struct timespec *ts, unsigned ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+unsigned rb_serve_proc_output(struct rb_serve *sv, const char *sid, const char *pid, uint64_t after_seq,
+                              unsigned wait_ms, json_t **reply)
+{
+	if (wait_ms > RB_SERVE_MAX_WAIT_MS)
+		wait_ms = RB_SERVE_MAX_WAIT_MS;
+	struct timespec until;
+	deadline_at(&until, wait_ms);
+	unsigned st = 200;
+	struct sv_session *s;
+	pthread_mutex_lock(&sv->lock);
+	for (;;) {
+		/* Looked up again after each wait: the session may have closed meanwhile. */
+		struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+		if (!p)
+			break;
+		struct rb_chunk ch[READ_MAX];
+		size_t n = rb_proc_read(p->p, after_seq, ch, READ_MAX);
+		bool done = rb_proc_done(p->p);
+		if (n || done || pthread_cond_timedwait(&sv->changed, &sv->lock, &until) == ETIMEDOUT) {
+			if (!n && !done)
+				n = rb_proc_read(p->p, after_seq, ch, READ_MAX);
+			done = rb_proc_done(p->p);
+			json_t *a = json_array();
+			uint64_t next = after_seq;
+			for (size_t i = 0; i < n; i++) {
+				json_array_append_new(a, chunk_json(&ch[i]));
+				next = ch[i].seq;
+			}
+			bool exited = done && n < READ_MAX;
+			*reply =
+			    json_pack("{s:o, s:I, s:b}", "chunks", a, "next_seq", (json_int_t)next, "exited", exited);
+			if (exited)
+				json_object_set_new(*reply, "result", result_json(p->p));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return st;
+}
+
+unsigned rb_serve_proc_stdin(struct rb_serve *sv, const char *sid, const char *pid, const char *data, size_t len,
+                             bool close_after, json_t **reply)
+{
+	struct timespec until;
+	deadline_at(&until, 30000);
+	unsigned st = 200;
+	size_t done = 0;
+	struct sv_session *s;
+	struct rb_error err;
+	rb_error_clear(&err);
+	pthread_mutex_lock(&sv->lock);
+	for (;;) {
+		struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+		if (!p)
+			break;
+		ssize_t w = done < len ? rb_proc_write(p->p, data + done, len - done, &err) : 0;
+		if (w < 0) {
+			st = rb_serve_error(&err, reply);
+			break;
+		}
+		done += (size_t)w;
+		if (done == len) {
+			if (close_after)
+				rb_proc_close_stdin(p->p);
+			*reply = json_pack("{s:I, s:b}", "written", (json_int_t)done, "closed", close_after);
+			break;
+		}
+		/* The pipe is full: wait for the process to read (the dispatcher runs meanwhile). */
+		struct timespec tick;
+		deadline_at(&tick, 10);
+		pthread_cond_timedwait(&sv->changed, &sv->lock, &tick);
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > until.tv_sec) {
+			rb_error_setk(&err, RB_ERR_CONFLICT, 0, "stdin: the process read %zu of %zu bytes in 30 s",
+			              done, len);
+			st = rb_serve_error(&err, reply);
+			json_object_set_new(*reply, "written", json_integer((json_int_t)done));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sv->lock);
+	wake(sv);
+	return st;
+}
+
+static int signal_number(const json_t *v)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} t[] = {{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+	         {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT}, {"ALRM", SIGALRM}};
+	if (json_is_integer(v))
+		return json_integer_value(v) > 0 && json_integer_value(v) < 65 ? (int)json_integer_value(v) : -1;
+	const char *s = json_string_value(v);
+	if (!s)
+		return -1;
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (!strcmp(s, t[i].name))
+			return t[i].sig;
+	return -1;
+}
+
+unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body, json_t **reply)
+{
+	static const struct field f[] = {{"signal", '*', true}, {NULL, 0, false}};
+	struct rb_error err;
+	rb_error_clear(&err);
+	struct rb_jsonck ck = {"request", "body", &err};
+	int sig = -1;
+	if (check_body(body, f, &err) < 0 ||
+	    ((sig = signal_number(json_object_get(body, "signal"))) < 0 &&
+	     rb_jsonck_expected(&ck, "$.signal", "a signal's name (\"TERM\") or number (1-64)",
+	                        json_object_get(body, "signal")) < 0))
+		return rb_serve_error(&err, reply);
+	unsigned st = 200;
+	struct sv_session *s;
+	pthread_mutex_lock(&sv->lock);
+	struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+	if (p) {
+		if (rb_proc_signal(p->p, sig, &err) < 0)
+			st = rb_serve_error(&err, reply);
+		else
+			*reply = json_pack("{s:s, s:i}", "id", p->id, "signal", sig);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	wake(sv);
+	return st;
+}
