@@ -59,7 +59,7 @@ cat >"$T/scratch/m.json" <<'EOF'
  "steps": [{"name": "private", "script": "mkdir -p /workspace/out/closed; echo private-data-7f3a > /workspace/out/closed/f; chmod 600 /workspace/out/closed/f; chmod 700 /workspace/out/closed; echo pub > /workspace/out/pub"}]}
 EOF
 chmod a+r "$T/scratch/m.json"
-in_ns 1 "$RUNBOX" run "$T/scratch/m.json" >"$T/m.out" 2>"$T/m.err"
+in_ns 1 "$RUNBOX" run --json "$T/scratch/m.json" >"$T/m.out" 2>"$T/m.err"
 rc=$?
 arts=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); h=r["steps"][0]["harvest"]; print(" ".join(sorted(a["path"] for a in h["artifacts"])), len(h["skipped"]))' "$T/m.out" 2>/dev/null)
 if [ $rc = 0 ] && [ "$arts" = "closed/f pub 0" ]; then
