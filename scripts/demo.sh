@@ -23,7 +23,7 @@ say '(cd docs/examples && ../../runbox run manifest.json)   # three steps: two s
 say ./runbox ledger runs --tenant acme --agent weekly-report --last 1 --detail
 ./runbox ledger runs --tenant acme --agent weekly-report --last 1 --detail
 
-say ./runbox ledger query --tenant acme --agent weekly-report --limit 8
-./runbox ledger query --tenant acme --agent weekly-report --limit 8
+say ./runbox ledger query --tenant acme --agent weekly-report --last 8
+./runbox ledger query --tenant acme --agent weekly-report --last 8
 say ./runbox ledger verify
 ./runbox ledger verify
