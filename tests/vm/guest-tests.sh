@@ -71,7 +71,7 @@ oomstep() { # NAME HOG_MB: a two-step manifest under 32M; result in $T/NAME.out
  "steps": [{"name": "bg-hog", "script": "(sleep 0.5; /bin/probe alloc $2) >/dev/null 2>&1 &"},
            {"name": "after", "script": "sleep 2; echo step2-alive; cat /proc/self/cgroup"}]}
 EOF
-	watching_leaf "$1" "$RB" run "$T/$1.json"
+	watching_leaf "$1" "$RB" run --json "$T/$1.json"
 }
 # watching_leaf NAME CMD...: runs CMD (output in $T/NAME.out and .err, exit in .rc) while
 # looking, from the host, for a process in a run's leaf step-2; "step-2" in $T/NAME.leaf when
@@ -266,7 +266,7 @@ else
 	show rloom
 fi
 cp "$T/oomstep.json" "$T/rlstep.json" 2>/dev/null
-DELEGATED=1 watching_leaf rlstep nobody run "$T/rlstep.json"
+DELEGATED=1 watching_leaf rlstep nobody run --json "$T/rlstep.json"
 step_spared rlstep "rootless, delegated"
 DELEGATED=0 nobody run --json --image minimal --memory 32M -- /bin/true >"$T/rlctl.json" 2>"$T/rlctl.err"
 echo $? >"$T/rlctl.rc"
@@ -335,7 +335,7 @@ cat >"$T/memwatch.json" <<EOF
 {"tenant": "vm", "agent": "test", "image": "minimal", "policy": "strict",
  "steps": [$steps, {"name": "report", "script": "cat /workspace/watch"}]}
 EOF
-"$RB" run "$T/memwatch.json" >"$T/memwatch.out" 2>"$T/memwatch.err"
+"$RB" run --json "$T/memwatch.json" >"$T/memwatch.out" 2>"$T/memwatch.err"
 echo $? >"$T/memwatch.rc"
 echo "$old_dumpable" >/proc/sys/fs/suid_dumpable
 [ -n "$old_scope" ] && echo "$old_scope" >/proc/sys/kernel/yama/ptrace_scope
