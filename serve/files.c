@@ -79,16 +79,7 @@ unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *pat
 	close(ws);
 	if (fd < 0)
 		return rb_serve_error(&err, reply);
-	int r = 0;
-	for (size_t off = 0; r == 0 && off < len;) {
-		ssize_t w = write(fd, data + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			r = rb_error_set(&err, w < 0 ? errno : EIO, "write %s", path);
-		else
-			off += (size_t)w;
-	}
+	int r = rb_write_all(fd, data, len) < 0 ? rb_error_set(&err, errno, "write %s", path) : 0;
 	if (close(fd) < 0 && r == 0)
 		r = rb_error_set(&err, errno, "close %s", path);
 	if (r < 0)
