@@ -241,13 +241,32 @@ extern const uint16_t rb_scrub_cls[256];
  * a long run of one byte (xxxx, XXXX, 0000), few distinct bytes, or a counting sequence. */
 bool rb_scrub_placeholder(const unsigned char *v, size_t n);
 
-#define RB_SCRUB_FIRST_MAX 48
+/* One anchor of the format rules (scrub/rules.c), flattened from its family's table. */
+struct rb_scrub_anchor {
+	const char *s;
+	uint16_t family;
+	uint8_t len;
+};
+#define RB_SCRUB_ANCHORS_MAX    1024
+#define RB_SCRUB_ANCHOR_BUCKETS 4096
+#define RB_SCRUB_ANCHOR_ITEMS   4096
+
+/* The bucket of an anchor's first two bytes. */
+static inline unsigned rb_scrub_anchor_bucket(unsigned a, unsigned b)
+{
+	return ((a << 4) ^ b) & (RB_SCRUB_ANCHOR_BUCKETS - 1);
+}
 
 /* Tables of the format pass, built once per scrubber (no mutable globals). */
 struct rb_scrub_rule_tables {
-	struct rb_scrub_prefilter anchors;       /* the format rules' anchors */
-	struct rb_scrub_prefilter keywords;      /* the keyword pass's words */
-	uint16_t first[256][RB_SCRUB_FIRST_MAX]; /* anchors (index + 1) starting with this byte, 0-terminated */
+	struct rb_scrub_prefilter anchors;  /* the format rules' anchors */
+	struct rb_scrub_prefilter keywords; /* the keyword pass's words */
+	struct rb_scrub_anchor anchor[RB_SCRUB_ANCHORS_MAX];
+	size_t n_anchors;
+	/* the anchors whose first two bytes fall in bucket h, in table order (the first that
+	 * matches wins): items[bucket[h] .. bucket[h + 1]), indexes into anchor[] */
+	uint16_t bucket[RB_SCRUB_ANCHOR_BUCKETS + 1];
+	uint16_t items[RB_SCRUB_ANCHOR_ITEMS];
 };
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);

@@ -101,293 +101,217 @@ enum {
 	F_NOLEFT = 4 /* the anchor may follow a letter (a host name's tail: x.webhook.office.com) */
 };
 
-/* A rule: the charset runs of back, then the anchor, then those of fwd. A spec is literal
- * bytes and runs "%<class><min>[,[<max>]]" (no max: exactly min; "," alone: up to
- * SPEC_MAX). '!' in fwd: the redaction starts here (a key such as "AccountKey=" stays); '\\' makes the
- * next byte literal. */
-struct fmt_rule {
-	const char *back, *anchor, *fwd;
-	uint8_t alen;
+/* A family: the charset runs of back, then one of its anchors, then those of fwd; every
+ * anchor of a family shares its spec, rule, kind and flags. A spec is literal bytes and runs
+ * "%<class><min>[,[<max>]]" (no max: exactly min; "," alone: up to SPEC_MAX). '!' in fwd: the
+ * redaction starts here (a key such as "AccountKey=" stays); '\\' makes the next byte literal. */
+#define FAMILY_ANCHORS 16
+struct fmt_family {
+	const char *back, *fwd;
 	uint8_t rule;
 	uint8_t kind;
 	uint8_t flags;
+	const char *anchors[FAMILY_ANCHORS]; /* NULL-terminated */
 };
 #define SPEC_MAX 8192
 
-#define R(b, a, f, r, fl)                                                                                              \
+#define F(b, f, r, fl, ...)                                                                                            \
 	{                                                                                                              \
-		b, a, f, sizeof(a) - 1, RB_SR_##r, K_SPEC, fl                                                          \
+		b, f, RB_SR_##r, K_SPEC, fl,                                                                           \
+		{                                                                                                      \
+			__VA_ARGS__, NULL                                                                              \
+		}                                                                                                      \
 	}
-#define K(a, r, k)                                                                                                     \
+#define K(r, k, ...)                                                                                                   \
 	{                                                                                                              \
-		NULL, a, NULL, sizeof(a) - 1, RB_SR_##r, k, 0                                                          \
+		NULL, NULL, RB_SR_##r, k, 0,                                                                           \
+		{                                                                                                      \
+			__VA_ARGS__, NULL                                                                              \
+		}                                                                                                      \
 	}
-/* Of the rules sharing a first byte, the first one that matches wins: longer anchors first. */
-static const struct fmt_rule rules[] = {
+/* Of the anchors that match at one position, the first in this table wins: longer anchors
+ * first. */
+static const struct fmt_family families[] = {
     /* AWS: access key ids; STS session tokens (base64 of a protobuf that starts alike); AppSync */
-    R(NULL, "AKIA", "%U16", AWS_KEY_ID, 0),
-    R(NULL, "ASIA", "%U16", AWS_KEY_ID, 0),
-    R(NULL, "ABIA", "%U16", AWS_KEY_ID, 0),
-    R(NULL, "ACCA", "%U16", AWS_KEY_ID, 0),
-    R(NULL, "IQoJb3JpZ2lu", "%B100,", AWS_SESSION, 0),
-    R(NULL, "IgoJb3JpZ2lu", "%B100,", AWS_SESSION, 0),
-    R(NULL, "AgoJb3JpZ2lu", "%B100,", AWS_SESSION, 0),
-    R(NULL, "FwoGZXIvYXdz", "%B100,", AWS_SESSION, 0),
-    R(NULL, "FQoGZXIvYXdz", "%B100,", AWS_SESSION, 0),
-    R(NULL, "AQoDYXdz", "%B100,", AWS_SESSION, 0),
-    R(NULL, "FQoDYXdz", "%B100,", AWS_SESSION, 0),
-    R(NULL, "da2-", "%L26", AWS_APPSYNC, 0),
+    F(NULL, "%U16", AWS_KEY_ID, 0, "AKIA", "ASIA", "ABIA", "ACCA"),
+    F(NULL, "%B100,", AWS_SESSION, 0, "IQoJb3JpZ2lu", "IgoJb3JpZ2lu", "AgoJb3JpZ2lu", "FwoGZXIvYXdz", "FQoGZXIvYXdz",
+      "AQoDYXdz", "FQoDYXdz"),
+    F(NULL, "%L26", AWS_APPSYNC, 0, "da2-"),
     /* GitHub: classic tokens are 36 after the prefix today; longer ones are announced */
-    R(NULL, "github_pat_", "%s60,255", GITHUB_FINE_GRAINED, 0),
-    R(NULL, "ghp_", "%a36,255", GITHUB_PAT, 0),
-    R(NULL, "gho_", "%a36,255", GITHUB_OAUTH, 0),
-    R(NULL, "ghu_", "%a36,255", GITHUB_APP, 0),
-    R(NULL, "ghs_", "%a36,255", GITHUB_APP, 0),
-    R(NULL, "ghr_", "%a36,255", GITHUB_REFRESH, 0),
+    F(NULL, "%s60,255", GITHUB_FINE_GRAINED, 0, "github_pat_"),
+    F(NULL, "%a36,255", GITHUB_PAT, 0, "ghp_"),
+    F(NULL, "%a36,255", GITHUB_OAUTH, 0, "gho_"),
+    F(NULL, "%a36,255", GITHUB_APP, 0, "ghu_", "ghs_"),
+    F(NULL, "%a36,255", GITHUB_REFRESH, 0, "ghr_"),
     /* GitLab */
-    R(NULL, "glpat-", "%u27,300.%L9", GITLAB_PAT, 0), /* routable: a dot and its suffix too */
-    R(NULL, "glpat-", "%u20,", GITLAB_PAT, 0),
-    R(NULL, "gldt-", "%u20,", GITLAB_DEPLOY, 0),
-    R(NULL, "glrt-", "%u20,", GITLAB_RUNNER, 0),
-    R(NULL, "glrtr-", "%u20,", GITLAB_RUNNER, 0),
-    R(NULL, "GR1348941", "%u20,", GITLAB_RUNNER, 0),
-    R(NULL, "glcbt-", "%u20,", GITLAB_CI_BUILD, 0),
-    R(NULL, "glptt-", "%u20,", GITLAB_OTHER, 0),
-    R(NULL, "glft-", "%u20,", GITLAB_OTHER, 0),
-    R(NULL, "glimt-", "%u20,", GITLAB_OTHER, 0),
-    R(NULL, "glagent-", "%u50,", GITLAB_OTHER, 0),
-    R(NULL, "gloas-", "%u20,", GITLAB_OTHER, 0),
-    R(NULL, "glsoat-", "%u20,", GITLAB_OTHER, 0),
-    R(NULL, "glffct-", "%u20,", GITLAB_OTHER, 0),
+    F(NULL, "%u27,300.%L9", GITLAB_PAT, 0, "glpat-"), /* routable: a dot and its suffix too */
+    F(NULL, "%u20,", GITLAB_PAT, 0, "glpat-"),
+    F(NULL, "%u20,", GITLAB_DEPLOY, 0, "gldt-"),
+    F(NULL, "%u20,", GITLAB_RUNNER, 0, "glrt-", "glrtr-", "GR1348941"),
+    F(NULL, "%u20,", GITLAB_CI_BUILD, 0, "glcbt-"),
+    F(NULL, "%u20,", GITLAB_OTHER, 0, "glptt-", "glft-", "glimt-"),
+    F(NULL, "%u50,", GITLAB_OTHER, 0, "glagent-"),
+    F(NULL, "%u20,", GITLAB_OTHER, 0, "gloas-", "glsoat-", "glffct-"),
     /* Slack */
-    R(NULL, "xoxe.xoxp-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxe.xoxb-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxb-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxp-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxe-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxa-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxr-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxs-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xoxo-", "%c10,", SLACK_TOKEN, 0),
-    R(NULL, "xapp-", "%c10,", SLACK_APP, 0),
-    R(NULL, "hooks.slack.com/services/", "%p20,", SLACK_WEBHOOK, 0),
-    R(NULL, "hooks.slack.com/workflows/", "%p20,", SLACK_WEBHOOK, 0),
-    R(NULL, "hooks.slack.com/triggers/", "%p20,", SLACK_WEBHOOK, 0),
-    R(NULL, "hooks.zapier.com/hooks/catch/", "%d3,12/%a4,16", ZAPIER_WEBHOOK, 0),
+    F(NULL, "%c10,", SLACK_TOKEN, 0, "xoxe.xoxp-", "xoxe.xoxb-", "xoxb-", "xoxp-", "xoxe-", "xoxa-", "xoxr-", "xoxs-",
+      "xoxo-"),
+    F(NULL, "%c10,", SLACK_APP, 0, "xapp-"),
+    F(NULL, "%p20,", SLACK_WEBHOOK, 0, "hooks.slack.com/services/", "hooks.slack.com/workflows/",
+      "hooks.slack.com/triggers/"),
+    F(NULL, "%d3,12/%a4,16", ZAPIER_WEBHOOK, 0, "hooks.zapier.com/hooks/catch/"),
     /* Stripe */
-    R(NULL, "sk_live_", "%a16,", STRIPE, 0),
-    R(NULL, "sk_test_", "%a16,", STRIPE, 0),
-    R(NULL, "sk_prod_", "%a16,", STRIPE, 0),
-    R(NULL, "rk_live_", "%a16,", STRIPE, 0),
-    R(NULL, "rk_test_", "%a16,", STRIPE, 0),
-    R(NULL, "rk_prod_", "%a16,", STRIPE, 0),
-    R(NULL, "whsec_", "%a32,", STRIPE_WEBHOOK, 0),
+    F(NULL, "%a16,", STRIPE, 0, "sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_"),
+    F(NULL, "%a32,", STRIPE_WEBHOOK, 0, "whsec_"),
     /* Google */
-    R(NULL, "AIza", "%u35", GCP_API_KEY, 0),
-    R(NULL, "ya29.", "%u20,", GOOGLE_OAUTH, 0),
-    R(NULL, "1//0", "%u30,", GOOGLE_REFRESH, 0),
-    R(NULL, "GOCSPX-", "%u28", GOOGLE_CLIENT_SECRET, 0),
-    R(NULL, "00D", "%a12,15\\!%e80,", SALESFORCE, 0), /* org id ! session: an OAuth access token */
-    K("-----BEGIN ", PRIVATE_KEY, K_PEM),
-    R(NULL, "eyJrIjoi", "%B50,", GRAFANA, 0), /* a Grafana API key: base64 of {"k":" */
-    K("eyJ", JWT, K_JWT),
+    F(NULL, "%u35", GCP_API_KEY, 0, "AIza"),
+    F(NULL, "%u20,", GOOGLE_OAUTH, 0, "ya29."),
+    F(NULL, "%u30,", GOOGLE_REFRESH, 0, "1//0"),
+    F(NULL, "%u28", GOOGLE_CLIENT_SECRET, 0, "GOCSPX-"),
+    F(NULL, "%a12,15\\!%e80,", SALESFORCE, 0, "00D"), /* org id ! session: an OAuth access token */
+    K(PRIVATE_KEY, K_PEM, "-----BEGIN "),
+    F(NULL, "%B50,", GRAFANA, 0, "eyJrIjoi"), /* a Grafana API key: base64 of {"k":" */
+    K(JWT, K_JWT, "eyJ"),
     /* Anthropic, OpenAI, and sk- keys of other AI vendors */
-    R(NULL, "sk-ant-api03-", "%u20,", ANTHROPIC, 0),
-    R(NULL, "sk-ant-admin01-", "%u20,", ANTHROPIC_ADMIN, 0),
-    R(NULL, "sk-ant-oat01-", "%u20,", ANTHROPIC, 0),
-    R(NULL, "sk-ant-ort01-", "%u20,", ANTHROPIC, 0),
-    R(NULL, "sk-proj-", "%u20,", OPENAI, 0),
-    R(NULL, "sk-svcacct-", "%u20,", OPENAI, 0),
-    R(NULL, "sk-admin-", "%u20,", OPENAI, 0),
-    R(NULL, "sk-None-", "%u20,", OPENAI, 0),
-    R(NULL, "sk-lf-", "%h8-%h4-%h4-%h4-%h12", LANGFUSE, 0),
-    K("sk-", SK_KEY, K_SK),
-    R(NULL, "sk.eyJ", "%u10,.%u16,", MAPBOX, 0),
-    R(NULL, "npm_", "%a36", NPM, 0),
-    R(NULL, "pypi-AgE", "%u70,", PYPI, 0), /* a macaroon: 150+ in practice */
-    R(NULL, "hf_", "%a30,40", HUGGINGFACE, 0),
-    R(NULL, "api_org_", "%a30,40", HUGGINGFACE, 0),
+    F(NULL, "%u20,", ANTHROPIC, 0, "sk-ant-api03-"),
+    F(NULL, "%u20,", ANTHROPIC_ADMIN, 0, "sk-ant-admin01-"),
+    F(NULL, "%u20,", ANTHROPIC, 0, "sk-ant-oat01-", "sk-ant-ort01-"),
+    F(NULL, "%u20,", OPENAI, 0, "sk-proj-", "sk-svcacct-", "sk-admin-", "sk-None-"),
+    F(NULL, "%h8-%h4-%h4-%h4-%h12", LANGFUSE, 0, "sk-lf-"),
+    K(SK_KEY, K_SK, "sk-"),
+    F(NULL, "%u10,.%u16,", MAPBOX, 0, "sk.eyJ"),
+    F(NULL, "%a36", NPM, 0, "npm_"),
+    F(NULL, "%u70,", PYPI, 0, "pypi-AgE"), /* a macaroon: 150+ in practice */
+    F(NULL, "%a30,40", HUGGINGFACE, 0, "hf_", "api_org_"),
     /* Azure: keys in connection strings, SAS signatures, identifiable keys (a marker at a
      * fixed offset), Entra client secrets (a digit and "Q~" at offset 3) */
-    R(NULL, "AccountKey=", "!%B20,", AZURE_STORAGE, F_CI),
-    R(NULL, "SharedAccessKey=", "!%B20,", AZURE_SAS_KEY, F_CI),
-    R(NULL, "sig=", "!%q20,", AZURE_SAS_SIG, F_MIXED),
-    R("%b76", "+ASt", "%b6==", AZURE_STORAGE, 0),
-    R("%b76", "ACDb", "%b6==", AZURE_KEY, 0),
-    R("%b33", "+ASb", "%b5=", AZURE_KEY, 0),
-    R("%b33", "+AEh", "%b5=", AZURE_KEY, 0),
-    R("%b33", "+ARm", "%b5=", AZURE_KEY, 0),
-    R("%b42", "+ACR", "%a6", AZURE_KEY, 0),
-    R("%u44", "AzFu", "%u6==", AZURE_KEY, 0),
-    R("%a42", "AzSe", "%a6", AZURE_KEY, 0),
-    R("%a52", "JQQJ99", "%a18AZDO%a4", AZURE_DEVOPS, 0),
-    R("%a52", "JQQJ9", "%a27", AZURE_KEY, 0),
-    R("%e3%d1", "Q~", "%e30,36", AZURE_CLIENT_SECRET, 0),
+    F(NULL, "!%B20,", AZURE_STORAGE, F_CI, "AccountKey="),
+    F(NULL, "!%B20,", AZURE_SAS_KEY, F_CI, "SharedAccessKey="),
+    F(NULL, "!%q20,", AZURE_SAS_SIG, F_MIXED, "sig="),
+    F("%b76", "%b6==", AZURE_STORAGE, 0, "+ASt"),
+    F("%b76", "%b6==", AZURE_KEY, 0, "ACDb"),
+    F("%b33", "%b5=", AZURE_KEY, 0, "+ASb", "+AEh", "+ARm"),
+    F("%b42", "%a6", AZURE_KEY, 0, "+ACR"),
+    F("%u44", "%u6==", AZURE_KEY, 0, "AzFu"),
+    F("%a42", "%a6", AZURE_KEY, 0, "AzSe"),
+    F("%a52", "%a18AZDO%a4", AZURE_DEVOPS, 0, "JQQJ99"),
+    F("%a52", "%a27", AZURE_KEY, 0, "JQQJ9"),
+    F("%e3%d1", "%e30,36", AZURE_CLIENT_SECRET, 0, "Q~"),
     /* messaging and mail */
-    R(NULL, "SG.", "%u16,32.%u30,50", SENDGRID, 0),
-    R(NULL, "SK", "%H32", TWILIO_KEY, 0),
-    R("%d5,16", ":A", "%u34", TELEGRAM, 0),
-    R(NULL, "discord.com/api/webhooks/", "%d17,20/%u60,70", DISCORD_WEBHOOK, 0),
-    R(NULL, "discordapp.com/api/webhooks/", "%d17,20/%u60,70", DISCORD_WEBHOOK, 0),
+    F(NULL, "%u16,32.%u30,50", SENDGRID, 0, "SG."),
+    F(NULL, "%H32", TWILIO_KEY, 0, "SK"),
+    F("%d5,16", "%u34", TELEGRAM, 0, ":A"),
+    F(NULL, "%d17,20/%u60,70", DISCORD_WEBHOOK, 0, "discord.com/api/webhooks/", "discordapp.com/api/webhooks/"),
     /* a Discord bot token's first part is the base64 of a numeric id: [MNO][DTjz] */
-    R(NULL, "MT", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Mj", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Mz", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "MD", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "NT", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Nj", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Nz", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "ND", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "OT", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Oj", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "Oz", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, "OD", "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0),
-    R(NULL, ".webhook.office.com/webhookb2/", "%w20,", TEAMS_WEBHOOK, F_NOLEFT),
-    R(NULL, "outlook.office.com/webhook/", "%w20,", TEAMS_WEBHOOK, 0),
-    R(NULL, "outlook.office365.com/webhook/", "%w20,", TEAMS_WEBHOOK, 0),
-    R(NULL, "key-", "%h32", MAILGUN, 0),
-    R("%h32", "-us", "%d1,2", MAILCHIMP, 0),
-    R(NULL, "xkeysib-", "%h64-%a16", BREVO, 0),
-    R(NULL, "xsmtpsib-", "%h64-%a16", BREVO, 0),
+    F(NULL, "%u20,28.%u6,7.%u25,45", DISCORD_TOKEN, 0, "MT", "Mj", "Mz", "MD", "NT", "Nj", "Nz", "ND", "OT", "Oj", "Oz",
+      "OD"),
+    F(NULL, "%w20,", TEAMS_WEBHOOK, F_NOLEFT, ".webhook.office.com/webhookb2/"),
+    F(NULL, "%w20,", TEAMS_WEBHOOK, 0, "outlook.office.com/webhook/", "outlook.office365.com/webhook/"),
+    F(NULL, "%h32", MAILGUN, 0, "key-"),
+    F("%h32", "%d1,2", MAILCHIMP, 0, "-us"),
+    F(NULL, "%h64-%a16", BREVO, 0, "xkeysib-", "xsmtpsib-"),
     /* HashiCorp */
-    R(NULL, "hvs.", "%u24,", VAULT, F_MIXED),
-    R(NULL, "hvb.", "%u24,", VAULT, F_MIXED),
-    R(NULL, "hvr.", "%u24,", VAULT, F_MIXED),
-    R(NULL, "s.", "%a24", VAULT, F_MIXED),
-    R("%a14", ".atlasv1.", "%t60,", TERRAFORM, 0),
+    F(NULL, "%u24,", VAULT, F_MIXED, "hvs.", "hvb.", "hvr."),
+    F(NULL, "%a24", VAULT, F_MIXED, "s."),
+    F("%a14", "%t60,", TERRAFORM, 0, ".atlasv1."),
     /* New Relic: user, admin, browser, insights and REST keys; license keys end in NRAL */
-    R(NULL, "NRAK-", "%U27", NEWRELIC, 0),
-    R(NULL, "NRAA-", "%H27", NEWRELIC, 0),
-    R(NULL, "NRJS-", "%H19", NEWRELIC, 0),
-    R(NULL, "NRII-", "%u32", NEWRELIC, 0),
-    R(NULL, "NRIQ-", "%u32", NEWRELIC, 0),
-    R(NULL, "NRRA-", "%H42", NEWRELIC, 0),
-    R("%H36", "NRAL", "", NEWRELIC, 0),
+    F(NULL, "%U27", NEWRELIC, 0, "NRAK-"),
+    F(NULL, "%H27", NEWRELIC, 0, "NRAA-"),
+    F(NULL, "%H19", NEWRELIC, 0, "NRJS-"),
+    F(NULL, "%u32", NEWRELIC, 0, "NRII-", "NRIQ-"),
+    F(NULL, "%H42", NEWRELIC, 0, "NRRA-"),
+    F("%H36", "", NEWRELIC, 0, "NRAL"),
     /* Atlassian */
-    R(NULL, "ATATT", "%t150,300", ATLASSIAN, 0),
-    R(NULL, "ATBB", "%a28,40", BITBUCKET, 0),
-    R(NULL, "lsv2_pt_", "%h32_%h10", LANGSMITH, 0),
-    R(NULL, "lsv2_sk_", "%h32_%h10", LANGSMITH, 0),
+    F(NULL, "%t150,300", ATLASSIAN, 0, "ATATT"),
+    F(NULL, "%a28,40", BITBUCKET, 0, "ATBB"),
+    F(NULL, "%h32_%h10", LANGSMITH, 0, "lsv2_pt_", "lsv2_sk_"),
     /* 1Password: service-account tokens (base64 JSON, often over 512 bytes); account secret keys */
-    R(NULL, "ops_eyJ", "%B100,", ONEPASSWORD, 0),
-    R(NULL, "A3-", "%U6-%U11-%U5-%U5-%U5", ONEPASSWORD_SECRET_KEY, 0),
-    R(NULL, "A3-", "%U6-%U6-%U5-%U5-%U5-%U5", ONEPASSWORD_SECRET_KEY, 0),
-    R(NULL, "dp.pt.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dp.st.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dp.sa.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dp.ct.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dp.scim.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dp.audit.", "%a40,44", DOPPLER, 0),
-    R(NULL, "dop_v1_", "%h64", DIGITALOCEAN, 0),
-    R(NULL, "doo_v1_", "%h64", DIGITALOCEAN, 0),
-    R(NULL, "dor_v1_", "%h64", DIGITALOCEAN, 0),
-    R(NULL, "shpat_", "%H32", SHOPIFY, 0),
-    R(NULL, "shpss_", "%H32", SHOPIFY, 0),
-    R(NULL, "shpca_", "%H32", SHOPIFY, 0),
-    R(NULL, "shppa_", "%H32", SHOPIFY, 0),
-    R(NULL, "dapi", "%h32", DATABRICKS, 0),
-    R(NULL, "secret_", "%a43", NOTION, 0),
-    R(NULL, "ntn_", "%a40,50", NOTION, 0),
-    R(NULL, "lin_api_", "%a40,64", LINEAR, 0),
-    R(NULL, "lin_oauth_", "%a40,64", LINEAR, 0),
-    R(NULL, "AGE-SECRET-KEY-1", "%U58", AGE, 0),
-    R(NULL, "dt0", "%l1%d2.%U24.%U64", DYNATRACE, 0),
-    R(NULL, "PMAK-", "%h24-%h34", POSTMAN, 0),
-    R(NULL, "glc_", "%B32,", GRAFANA, 0),
-    R(NULL, "glsa_", "%a32_%H8", GRAFANA, 0),
-    R(NULL, "sntrys_eyJ", "%x50,", SENTRY, 0),
-    R(NULL, "sntryu_", "%h64", SENTRY, 0),
-    R(NULL, "sq0atp-", "%u22", SQUARE, 0),
-    R(NULL, "sq0csp-", "%u43", SQUARE, 0),
-    R(NULL, "EAAA", "%u60", SQUARE, 0),
-    R(NULL, "EAA", "%a100,", FACEBOOK, F_MIXED),
-    R(NULL, "HRKU-", "%u50,70", HEROKU, 0),
-    R(NULL, "v1.0-", "%h24-%h146", CLOUDFLARE, 0),
-    R(NULL, "dckr_pat_", "%u20,40", DOCKER, 0),
-    R(NULL, "dckr_oat_", "%u20,40", DOCKER, 0),
-    R(NULL, "sbp_", "%h40", SUPABASE, 0),
-    R(NULL, "sb_secret_", "%u20,", SUPABASE, 0),
-    R(NULL, "pscale_tkn_", "%u32,64", PLANETSCALE, 0),
-    R(NULL, "pscale_pw_", "%u32,64", PLANETSCALE, 0),
-    R(NULL, "pscale_oauth_", "%u32,64", PLANETSCALE, 0),
-    R(NULL, "AKCp", "%a69", ARTIFACTORY, 0),
-    R(NULL, "cmVmdGtuOjAxOj", "%a50,", ARTIFACTORY, 0), /* base64 of "reftkn:01:" */
-    R(NULL, "gsk_", "%a52", GROQ, 0),
-    R(NULL, "r8_", "%a37", REPLICATE, 0),
-    R(NULL, "xai-", "%a80", XAI, 0),
-    R(NULL, "pplx-", "%a48", PERPLEXITY, 0),
-    R(NULL, "pul-", "%h40", PULUMI, 0),
-    R(NULL, "fo1_", "%u43", FLY, 0),
-    R(NULL, "fm2_", "%x40,", FLY, 0),
-    R(NULL, "figd_", "%u40,", FIGMA, 0),
-    R(NULL, "pat", "%a14.%h64", AIRTABLE, 0),
-    R(NULL, "CFPAT-", "%u43", CONTENTFUL, 0),
-    R(NULL, "sl.", "%e130,", DROPBOX, F_MIXED),
-    R(NULL, "rubygems_", "%h48", RUBYGEMS, 0),
-    R(NULL, "oy2", "%L43", NUGET, 0),
-    R(NULL, "bkua_", "%h40", BUILDKITE, 0),
-    R(NULL, "CCIPAT_", "%u20,", CIRCLECI, 0),
-    R(NULL, "EZAK", "%a54", EASYPOST, 0),
-    R(NULL, "EZTK", "%a54", EASYPOST, 0),
-    R(NULL, "FLWSECK_TEST-", "%h32-X", FLUTTERWAVE, 0),
-    R(NULL, "FLWSECK-", "%h32-X", FLUTTERWAVE, 0),
-    R(NULL, "shippo_live_", "%h40", SHIPPO, 0),
-    R(NULL, "shippo_test_", "%h40", SHIPPO, 0),
-    R(NULL, "tfp_", "%x40,", TYPEFORM, 0),
+    F(NULL, "%B100,", ONEPASSWORD, 0, "ops_eyJ"),
+    F(NULL, "%U6-%U11-%U5-%U5-%U5", ONEPASSWORD_SECRET_KEY, 0, "A3-"),
+    F(NULL, "%U6-%U6-%U5-%U5-%U5-%U5", ONEPASSWORD_SECRET_KEY, 0, "A3-"),
+    F(NULL, "%a40,44", DOPPLER, 0, "dp.pt.", "dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."),
+    F(NULL, "%h64", DIGITALOCEAN, 0, "dop_v1_", "doo_v1_", "dor_v1_"),
+    F(NULL, "%H32", SHOPIFY, 0, "shpat_", "shpss_", "shpca_", "shppa_"),
+    F(NULL, "%h32", DATABRICKS, 0, "dapi"),
+    F(NULL, "%a43", NOTION, 0, "secret_"),
+    F(NULL, "%a40,50", NOTION, 0, "ntn_"),
+    F(NULL, "%a40,64", LINEAR, 0, "lin_api_", "lin_oauth_"),
+    F(NULL, "%U58", AGE, 0, "AGE-SECRET-KEY-1"),
+    F(NULL, "%l1%d2.%U24.%U64", DYNATRACE, 0, "dt0"),
+    F(NULL, "%h24-%h34", POSTMAN, 0, "PMAK-"),
+    F(NULL, "%B32,", GRAFANA, 0, "glc_"),
+    F(NULL, "%a32_%H8", GRAFANA, 0, "glsa_"),
+    F(NULL, "%x50,", SENTRY, 0, "sntrys_eyJ"),
+    F(NULL, "%h64", SENTRY, 0, "sntryu_"),
+    F(NULL, "%u22", SQUARE, 0, "sq0atp-"),
+    F(NULL, "%u43", SQUARE, 0, "sq0csp-"),
+    F(NULL, "%u60", SQUARE, 0, "EAAA"),
+    F(NULL, "%a100,", FACEBOOK, F_MIXED, "EAA"),
+    F(NULL, "%u50,70", HEROKU, 0, "HRKU-"),
+    F(NULL, "%h24-%h146", CLOUDFLARE, 0, "v1.0-"),
+    F(NULL, "%u20,40", DOCKER, 0, "dckr_pat_", "dckr_oat_"),
+    F(NULL, "%h40", SUPABASE, 0, "sbp_"),
+    F(NULL, "%u20,", SUPABASE, 0, "sb_secret_"),
+    F(NULL, "%u32,64", PLANETSCALE, 0, "pscale_tkn_", "pscale_pw_", "pscale_oauth_"),
+    F(NULL, "%a69", ARTIFACTORY, 0, "AKCp"),
+    F(NULL, "%a50,", ARTIFACTORY, 0, "cmVmdGtuOjAxOj"), /* base64 of "reftkn:01:" */
+    F(NULL, "%a52", GROQ, 0, "gsk_"),
+    F(NULL, "%a37", REPLICATE, 0, "r8_"),
+    F(NULL, "%a80", XAI, 0, "xai-"),
+    F(NULL, "%a48", PERPLEXITY, 0, "pplx-"),
+    F(NULL, "%h40", PULUMI, 0, "pul-"),
+    F(NULL, "%u43", FLY, 0, "fo1_"),
+    F(NULL, "%x40,", FLY, 0, "fm2_"),
+    F(NULL, "%u40,", FIGMA, 0, "figd_"),
+    F(NULL, "%a14.%h64", AIRTABLE, 0, "pat"),
+    F(NULL, "%u43", CONTENTFUL, 0, "CFPAT-"),
+    F(NULL, "%e130,", DROPBOX, F_MIXED, "sl."),
+    F(NULL, "%h48", RUBYGEMS, 0, "rubygems_"),
+    F(NULL, "%L43", NUGET, 0, "oy2"),
+    F(NULL, "%h40", BUILDKITE, 0, "bkua_"),
+    F(NULL, "%u20,", CIRCLECI, 0, "CCIPAT_"),
+    F(NULL, "%a54", EASYPOST, 0, "EZAK", "EZTK"),
+    F(NULL, "%h32-X", FLUTTERWAVE, 0, "FLWSECK_TEST-", "FLWSECK-"),
+    F(NULL, "%h40", SHIPPO, 0, "shippo_live_", "shippo_test_"),
+    F(NULL, "%x40,", TYPEFORM, 0, "tfp_"),
     /* more vendors whose tokens carry their own prefix (cross-checked against the public
      * gitleaks and trufflehog rule sets, written from the vendors' documented shapes) */
-    R(NULL, "LTAI", "%a20", ALIBABA, F_MIXED),
-    R(NULL, "CLOJARS_", "%L60", CLOJARS, 0),
-    R(NULL, "dnkey-", "%u26-%u52", DEFINED_NET, 0),
-    R(NULL, "duffel_test_", "%t43", DUFFEL, 0),
-    R(NULL, "duffel_live_", "%t43", DUFFEL, 0),
-    R(NULL, "fio-u-", "%t64", FRAMEIO, 0),
-    R(NULL, "pat.", "%a22.%H24.%a20", HARNESS, 0),
-    R(NULL, "ico-", "%a32", INFRACOST, 0),
-    R(NULL, "s-s4t2ud-", "%h64", INTRA42, 0),
-    R(NULL, "s-s4t2af-", "%h64", INTRA42, 0),
-    R("%a6_%a29", "_mmk", "", MAXMIND, 0),
-    R(NULL, "API-", "%U26,32", OCTOPUS, 0),
-    R(NULL, "sha256~", "%u43", OPENSHIFT, 0),
-    R(NULL, "pnu_", "%a36", PREFECT, 0),
-    R(NULL, "rdme_", "%L70", README, 0),
-    R(NULL, "tk-us-", "%u48", SCALINGO, 0),
-    R(NULL, "sm_pat_", "%a16", SETTLEMINT, F_MIXED),
-    R(NULL, "sm_aat_", "%a16", SETTLEMINT, F_MIXED),
-    R(NULL, "sm_sat_", "%a16", SETTLEMINT, F_MIXED),
-    R(NULL, "sgp_", "%H16_%H40", SOURCEGRAPH, 0),
-    R(NULL, "sgp_local_", "%H40", SOURCEGRAPH, 0),
-    R(NULL, "sgp_", "%H40", SOURCEGRAPH, 0),
-    R(NULL, "AQVN", "%u35,38", YANDEX, F_MIXED),
-    R(NULL, "rnd_", "%a32", RENDER, F_MIXED),
-    R(NULL, "tskey-api-", "%a8,-%a20,", TAILSCALE, 0),
-    R(NULL, "tskey-auth-", "%a8,-%a20,", TAILSCALE, 0),
-    R(NULL, "tskey-client-", "%a8,-%a20,", TAILSCALE, 0),
-    R(NULL, "nfp_", "%a36", NETLIFY, 0),
-    R(NULL, "sdk-", "%h8-%h4-%h4-%h4-%h12", LAUNCHDARKLY, 0),
-    R(NULL, "api-", "%h8-%h4-%h4-%h4-%h12", LAUNCHDARKLY, 0),
-    R(NULL, "access-production-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
-    R(NULL, "access-development-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
-    R(NULL, "access-sandbox-", "%h8-%h4-%h4-%h4-%h12", PLAID, 0),
-    R(NULL, "ABSK", "%b109,269", AWS_BEDROCK, 0),
-    R(NULL, "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t", "%x0,", AWS_BEDROCK, 0),
-    R(NULL, "4b1d", "%a38", CLICKHOUSE, F_MIXED),
-    R(NULL, "squ_", "%h40", SONAR, 0),
-    R(NULL, "sqp_", "%h40", SONAR, 0),
-    R(NULL, "sqa_", "%h40", SONAR, 0),
-    R(NULL, "rzp_live_", "%a14", RAZORPAY, 0),
-    R(NULL, "rzp_test_", "%a14", RAZORPAY, 0),
+    F(NULL, "%a20", ALIBABA, F_MIXED, "LTAI"),
+    F(NULL, "%L60", CLOJARS, 0, "CLOJARS_"),
+    F(NULL, "%u26-%u52", DEFINED_NET, 0, "dnkey-"),
+    F(NULL, "%t43", DUFFEL, 0, "duffel_test_", "duffel_live_"),
+    F(NULL, "%t64", FRAMEIO, 0, "fio-u-"),
+    F(NULL, "%a22.%H24.%a20", HARNESS, 0, "pat."),
+    F(NULL, "%a32", INFRACOST, 0, "ico-"),
+    F(NULL, "%h64", INTRA42, 0, "s-s4t2ud-", "s-s4t2af-"),
+    F("%a6_%a29", "", MAXMIND, 0, "_mmk"),
+    F(NULL, "%U26,32", OCTOPUS, 0, "API-"),
+    F(NULL, "%u43", OPENSHIFT, 0, "sha256~"),
+    F(NULL, "%a36", PREFECT, 0, "pnu_"),
+    F(NULL, "%L70", README, 0, "rdme_"),
+    F(NULL, "%u48", SCALINGO, 0, "tk-us-"),
+    F(NULL, "%a16", SETTLEMINT, F_MIXED, "sm_pat_", "sm_aat_", "sm_sat_"),
+    F(NULL, "%H16_%H40", SOURCEGRAPH, 0, "sgp_"),
+    F(NULL, "%H40", SOURCEGRAPH, 0, "sgp_local_", "sgp_"),
+    F(NULL, "%u35,38", YANDEX, F_MIXED, "AQVN"),
+    F(NULL, "%a32", RENDER, F_MIXED, "rnd_"),
+    F(NULL, "%a8,-%a20,", TAILSCALE, 0, "tskey-api-", "tskey-auth-", "tskey-client-"),
+    F(NULL, "%a36", NETLIFY, 0, "nfp_"),
+    F(NULL, "%h8-%h4-%h4-%h4-%h12", LAUNCHDARKLY, 0, "sdk-", "api-"),
+    F(NULL, "%h8-%h4-%h4-%h4-%h12", PLAID, 0, "access-production-", "access-development-", "access-sandbox-"),
+    F(NULL, "%b109,269", AWS_BEDROCK, 0, "ABSK"),
+    F(NULL, "%x0,", AWS_BEDROCK, 0, "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t"),
+    F(NULL, "%a38", CLICKHOUSE, F_MIXED, "4b1d"),
+    F(NULL, "%h40", SONAR, 0, "squ_", "sqp_", "sqa_"),
+    F(NULL, "%a14", RAZORPAY, 0, "rzp_live_", "rzp_test_"),
     /* scheme://user:password@host */
-    K("://", URL_OTHER, K_URL),
+    K(URL_OTHER, K_URL, "://"),
     /* curl -u user:password, --user, --proxy-user */
-    K("-u ", CURL_USER, K_CURL),
-    K("--user ", CURL_USER, K_CURL),
-    K("--user=", CURL_USER, K_CURL),
-    K("--proxy-user ", CURL_USER, K_CURL),
-    K("--proxy-user=", CURL_USER, K_CURL),
+    K(CURL_USER, K_CURL, "-u ", "--user ", "--user=", "--proxy-user ", "--proxy-user="),
+
 };
-#undef R
+#undef F
 #undef K
+#define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* A PEM block whose END line is missing is redacted through its body: these bytes. */
 #define PEM_LABEL_MAX  48
@@ -509,30 +433,73 @@ static void set_tri(struct rb_scrub_rule_tables *t, unsigned a, unsigned b, unsi
 	rb_scrub_prefilter_add(&t->anchors, a, b, c, b & 15);
 }
 
+/* The distinct (first, second) byte pairs anchor a starts with: one, or up to four for an
+ * anchor of any case. */
+static size_t anchor_pairs(const struct fmt_family *f, const unsigned char *p, unsigned pairs[4][2])
+{
+	size_t n = 0;
+	for (unsigned v = 0; v < ((f->flags & F_CI) ? 4U : 1U); v++) {
+		unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
+		size_t k = 0;
+		while (k < n && !(pairs[k][0] == c0 && pairs[k][1] == c1))
+			k++;
+		if (k == n)
+			pairs[n][0] = c0, pairs[n][1] = c1, n++;
+	}
+	return n;
+}
+
+/* The prefilter's trigrams of an anchor: every case of its first three bytes for an anchor
+ * of any case; a two-byte anchor with each byte its body may start with. */
+static void anchor_trigrams(struct rb_scrub_rule_tables *t, const struct fmt_family *f, const struct rb_scrub_anchor *a)
+{
+	const unsigned char *p = (const unsigned char *)a->s;
+	for (unsigned v = 0; v < ((f->flags & F_CI) ? 8U : 1U); v++) {
+		unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
+		if (a->len >= 3) {
+			set_tri(t, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
+			continue;
+		}
+		struct elem e;
+		next_elem(f->fwd, &e);
+		for (unsigned c = 1; c < 256; c++)
+			if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
+				set_tri(t, c0, c1, c);
+	}
+}
+
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 {
 	memset(t, 0, sizeof *t);
-	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
-		const struct fmt_rule *r = &rules[i];
-		const unsigned char *p = (const unsigned char *)r->anchor;
-		/* an anchor of any case: every case of its first three bytes */
-		for (unsigned v = 0; v < ((r->flags & F_CI) ? 8U : 1U); v++) {
-			unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
-			if (r->alen >= 3) {
-				set_tri(t, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
-			} else { /* a two-byte anchor: with each byte its body may start with */
-				struct elem e;
-				next_elem(r->fwd, &e);
-				for (unsigned c = 1; c < 256; c++)
-					if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
-						set_tri(t, c0, c1, c);
+	for (size_t i = 0; i < N_FAMILIES; i++)
+		for (size_t k = 0; k < FAMILY_ANCHORS && families[i].anchors[k]; k++)
+			if (t->n_anchors <
+			    RB_SCRUB_ANCHORS_MAX) { /* room: test_formats has a positive for each family */
+				const char *s = families[i].anchors[k];
+				t->anchor[t->n_anchors++] =
+				    (struct rb_scrub_anchor){s, (uint16_t)i, (uint8_t)strlen(s)};
 			}
-			uint16_t *slot = t->first[c0];
-			size_t k = 0;
-			while (k < RB_SCRUB_FIRST_MAX - 1 && slot[k] && slot[k] != i + 1)
-				k++;
-			if (k < RB_SCRUB_FIRST_MAX - 1) /* room: test_formats has a positive for each list */
-				slot[k] = (uint16_t)(i + 1);
+	/* the buckets by the first two bytes: counted, then filled in table order */
+	uint16_t fill[RB_SCRUB_ANCHOR_BUCKETS + 1] = {0};
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t k = 0; k < t->n_anchors; k++) {
+			unsigned pairs[4][2];
+			const struct fmt_family *f = &families[t->anchor[k].family];
+			size_t np = anchor_pairs(f, (const unsigned char *)t->anchor[k].s, pairs);
+			for (size_t q = 0; q < np; q++) {
+				unsigned h = rb_scrub_anchor_bucket(pairs[q][0], pairs[q][1]);
+				if (pass == 0)
+					t->bucket[h + 1]++;
+				else if (fill[h] < RB_SCRUB_ANCHOR_ITEMS)
+					t->items[fill[h]++] = (uint16_t)k;
+			}
+			if (pass == 0)
+				anchor_trigrams(t, f, &t->anchor[k]);
+		}
+		if (pass == 0) {
+			for (size_t h = 0; h < RB_SCRUB_ANCHOR_BUCKETS; h++)
+				t->bucket[h + 1] += t->bucket[h];
+			memcpy(fill, t->bucket, sizeof fill);
 		}
 	}
 	rb_scrub_prefilter_done(&t->anchors);
@@ -777,7 +744,7 @@ static size_t url_password(struct scan *sc, size_t i, size_t *start, uint8_t *ru
 
 /* curl's -u/--user/--proxy-user user:password at i (the flag, after a blank, on a line that
  * runs curl): *start, the end of the password. A quoted value ends at its quote. */
-static size_t curl_user(struct scan *sc, size_t i, const struct fmt_rule *r, size_t *start)
+static size_t curl_user(struct scan *sc, size_t i, size_t alen, size_t *start)
 {
 	const unsigned char *in = sc->in;
 	size_t len = sc->len;
@@ -788,7 +755,7 @@ static size_t curl_user(struct scan *sc, size_t i, const struct fmt_rule *r, siz
 		ls--;
 	if (!memmem(in + ls, i - ls, "curl", 4))
 		return 0;
-	size_t v = i + r->alen;
+	size_t v = i + alen;
 	while (v < len && v - i < 24 && in[v] == ' ')
 		v++;
 	unsigned char qc = 0;
@@ -837,7 +804,7 @@ static size_t sk_key(struct scan *sc, size_t i, uint8_t *rule)
 	return b + n;
 }
 
-static size_t spec_rule(struct scan *sc, const struct fmt_rule *r, size_t i, size_t *start)
+static size_t spec_rule(struct scan *sc, const struct fmt_family *r, size_t alen, size_t i, size_t *start)
 {
 	const unsigned char *in = sc->in;
 	size_t len = sc->len, s = i;
@@ -851,13 +818,13 @@ static size_t spec_rule(struct scan *sc, const struct fmt_rule *r, size_t i, siz
 	}
 	size_t red = s;
 	uint16_t last = 0;
-	size_t end = spec_fwd(sc, r->fwd, i + r->alen, &red, &last);
+	size_t end = spec_fwd(sc, r->fwd, i + alen, &red, &last);
 	if (!end)
 		return 0;
 	/* the token ends here: no more of its own bytes follow */
 	if (end < len && (cls[in[end]] & (C_ALNUM | (last & (C_US | C_DASH | C_PLUS | C_SLASH)))))
 		return 0;
-	size_t body = red > i ? red : i + r->alen;
+	size_t body = red > i ? red : i + alen;
 	if (end - body >= 8 ? rb_scrub_placeholder(in + body, end - body) : rb_scrub_placeholder(in + s, end - s))
 		return 0;
 	if ((r->flags & F_MIXED) && !mixed(in + red, end - red))
@@ -867,7 +834,8 @@ static size_t spec_rule(struct scan *sc, const struct fmt_rule *r, size_t i, siz
 }
 
 /* The end of the token rule r matches at i (its anchor already compared), or 0. */
-static size_t match_rule(struct scan *sc, const struct fmt_rule *r, size_t i, size_t *start, uint8_t *rule)
+static size_t match_rule(struct scan *sc, const struct fmt_family *r, size_t alen, size_t i, size_t *start,
+                         uint8_t *rule)
 {
 	*start = i;
 	*rule = r->rule;
@@ -876,8 +844,8 @@ static size_t match_rule(struct scan *sc, const struct fmt_rule *r, size_t i, si
 	case K_JWT: return left_ok(sc->in, i) ? jwt(sc, i) : 0;
 	case K_URL: return url_password(sc, i, start, rule);
 	case K_SK: return left_ok(sc->in, i) ? sk_key(sc, i, rule) : 0;
-	case K_CURL: return curl_user(sc, i, r, start);
-	default: return spec_rule(sc, r, i, start);
+	case K_CURL: return curl_user(sc, i, alen, start);
+	default: return spec_rule(sc, r, alen, i, start);
 	}
 }
 
@@ -897,15 +865,16 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 			break;
 		size_t end = 0, start = i;
 		uint8_t rule = 0;
-		unsigned char c1 = in[i + 1] | 0x20; /* the bigram filter found in[i + 1] */
-		for (const uint16_t *k = t->first[in[i]]; *k && !end; k++) {
-			const struct fmt_rule *r = &rules[*k - 1];
-			if (((unsigned char)r->anchor[1] | 0x20) != c1 || len - i < r->alen)
+		unsigned h = rb_scrub_anchor_bucket(in[i], in[i + 1]);
+		for (unsigned k = t->bucket[h]; k < t->bucket[h + 1] && !end; k++) {
+			const struct rb_scrub_anchor *a = &t->anchor[t->items[k]];
+			const struct fmt_family *r = &families[a->family];
+			if (len - i < a->len)
 				continue;
-			if ((r->flags & F_CI) ? strncasecmp((const char *)in + i, r->anchor, r->alen) != 0
-			                      : memcmp(in + i, r->anchor, r->alen) != 0)
+			if ((r->flags & F_CI) ? strncasecmp((const char *)in + i, a->s, a->len) != 0
+			                      : memcmp(in + i, a->s, a->len) != 0)
 				continue;
-			end = match_rule(&sc, r, i, &start, &rule);
+			end = match_rule(&sc, r, a->len, i, &start, &rule);
 		}
 		if (end) {
 			rb_scrub_spans_push(sp, start, end, rule, RB_SCRUB_PASS_FORMAT);
