@@ -134,6 +134,56 @@
 	X(AWS_BEDROCK, "aws-bedrock-api-key")                                                                          \
 	X(CLICKHOUSE, "clickhouse-api-secret")                                                                         \
 	X(SONAR, "sonarqube-token")                                                                                    \
+	X(ADOBE, "adobe-client-secret")                                                                                \
+	X(AUTHRESS, "authress-key")                                                                                    \
+	X(GITLAB_SESSION, "gitlab-session-cookie")                                                                     \
+	X(JWT_B64, "jwt-base64")                                                                                       \
+	X(TWITTER_BEARER, "twitter-bearer-token")                                                                      \
+	X(YANDEX_IAM, "yandex-iam-token")                                                                              \
+	X(ADAFRUIT, "adafruit-io-key")                                                                                 \
+	X(APIFY, "apify-token")                                                                                        \
+	X(BITBUCKET_DC, "bitbucket-access-token")                                                                      \
+	X(BANNERBEAR, "bannerbear-api-key")                                                                            \
+	X(CLOUDFLARE_TOKEN, "cloudflare-api-token")                                                                    \
+	X(DENO, "deno-deploy-token")                                                                                   \
+	X(ELEVENLABS, "elevenlabs-api-key")                                                                            \
+	X(ENDORLABS, "endorlabs-key")                                                                                  \
+	X(FINAGE, "finage-api-key")                                                                                    \
+	X(FLEETBASE, "fleetbase-key")                                                                                  \
+	X(FLEXPORT, "flexport-key")                                                                                    \
+	X(FULLSTORY, "fullstory-api-key")                                                                              \
+	X(GEMINI, "gemini-exchange-key")                                                                               \
+	X(HUBSPOT, "hubspot-pat")                                                                                      \
+	X(KLAVIYO, "klaviyo-api-key")                                                                                  \
+	X(CLICKUP, "clickup-token")                                                                                    \
+	X(LOB, "lob-api-key")                                                                                          \
+	X(GOCARDLESS, "gocardless-token")                                                                              \
+	X(LOCATIONIQ, "locationiq-token")                                                                              \
+	X(NIGHTFALL, "nightfall-api-key")                                                                              \
+	X(NVIDIA, "nvidia-api-key")                                                                                    \
+	X(OPENROUTER, "openrouter-api-key")                                                                            \
+	X(PAGARME, "pagarme-api-key")                                                                                  \
+	X(PINECONE, "pinecone-api-key")                                                                                \
+	X(POSTHOG, "posthog-personal-key")                                                                             \
+	X(PUBNUB, "pubnub-key")                                                                                        \
+	X(RAMP, "ramp-client-secret")                                                                                  \
+	X(RECHARGE, "recharge-api-key")                                                                                \
+	X(ROBINHOOD, "robinhood-crypto-key")                                                                           \
+	X(ROOTLY, "rootly-api-key")                                                                                    \
+	X(SALAD, "saladcloud-api-key")                                                                                 \
+	X(SOURCEGRAPH_CODY, "sourcegraph-cody-token")                                                                  \
+	X(SPECTRAL, "spectralops-token")                                                                               \
+	X(PGANALYZE, "pganalyze-key")                                                                                  \
+	X(STRIPE_CLIENT_SECRET, "stripe-client-secret")                                                                \
+	X(TINES, "tines-webhook")                                                                                      \
+	X(TRUFFLEHOG, "trufflehog-enterprise-key")                                                                     \
+	X(UBIDOTS, "ubidots-token")                                                                                    \
+	X(VOICEFLOW, "voiceflow-api-key")                                                                              \
+	X(ZOHO, "zoho-token")                                                                                          \
+	X(TEAMWORK, "teamwork-token")                                                                                  \
+	X(PHOTOROOM, "photoroom-api-key")                                                                              \
+	X(TICKETTAILOR, "tickettailor-api-key")                                                                        \
+	X(AZURE_REFRESH, "azure-entra-refresh-token")                                                                  \
 	X(URL_POSTGRES, "postgres-url")                                                                                \
 	X(URL_MYSQL, "mysql-url")                                                                                      \
 	X(URL_MONGODB, "mongodb-url")                                                                                  \

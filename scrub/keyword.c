@@ -166,13 +166,27 @@ static bool wordlike(const unsigned char *v, size_t n)
 	       upup <= 1;
 }
 
+/* Base64 that happens to start with '/' (an Azure Redis key), not a path: 20 bytes or more
+ * of the base64 alphabet with a '+' or '=' padding, which paths seldom hold. */
+static bool base64_value(const unsigned char *v, size_t n)
+{
+	bool plus = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!(cls[v[i]] & (RB_C_ALNUM | RB_C_PLUS | RB_C_SLASH | RB_C_EQ)))
+			return false;
+		plus |= v[i] == '+';
+	}
+	return n >= 20 && (plus || v[n - 1] == '=');
+}
+
 /* A reference in code or a name, not a value: settings.SECRET_KEY, os.environ, a path, a URL,
  * an e-mail address, a number or a date. */
 static bool not_a_value(const unsigned char *v, size_t n, bool uuid_secret)
 {
 	if (memmem(v, n, "://", 3))
 		return true;
-	if (v[0] == '/' || (n > 1 && v[0] == '.' && v[1] == '/') || (n > 1 && v[0] == '~' && v[1] == '/'))
+	if ((v[0] == '/' && !base64_value(v, n)) || (n > 1 && v[0] == '.' && v[1] == '/') ||
+	    (n > 1 && v[0] == '~' && v[1] == '/'))
 		return true;
 	if (strchr("$%{<@&*", v[0]) || (n > 2 && v[1] == ':' && v[2] == '\\'))
 		return true;

@@ -90,6 +90,7 @@ static uint16_t spec_class(char c)
 	case 'e': return C_ALNUM | C_US | C_DASH | C_DOT | RB_C_TILDE;      /* Entra secrets */
 	case 'q': return C_ALNUM | C_B64 | RB_C_PCT;                        /* URL-encoded base64 */
 	case 'c': return C_ALNUM | C_DASH;                                  /* [A-Za-z0-9-] */
+	case 'P': return C_ALNUM | RB_C_PCT;                                /* URL-encoded, no +/= */
 	default: return 0;
 	}
 }
@@ -134,6 +135,7 @@ struct fmt_family {
 static const struct fmt_family families[] = {
     /* AWS: access key ids; STS session tokens (base64 of a protobuf that starts alike); AppSync */
     F(NULL, "%U16", AWS_KEY_ID, 0, "AKIA", "ASIA", "ABIA", "ACCA"),
+    F(NULL, "%U17", AWS_KEY_ID, 0, "A3T"),
     F(NULL, "%B100,", AWS_SESSION, 0, "IQoJb3JpZ2lu", "IgoJb3JpZ2lu", "AgoJb3JpZ2lu", "FwoGZXIvYXdz", "FQoGZXIvYXdz",
       "AQoDYXdz", "FQoDYXdz"),
     F(NULL, "%L26", AWS_APPSYNC, 0, "da2-"),
@@ -145,6 +147,8 @@ static const struct fmt_family families[] = {
     F(NULL, "%a36,255", GITHUB_REFRESH, 0, "ghr_"),
     /* GitLab */
     F(NULL, "%u27,300.%L9", GITLAB_PAT, 0, "glpat-"), /* routable: a dot and its suffix too */
+    F(NULL, "%u27,300.%L2.%L9", GITLAB_PAT, 0, "glpat-"),
+    F(NULL, "%u27,300.%L9", GITLAB_RUNNER, 0, "glrt-"),
     F(NULL, "%u20,", GITLAB_PAT, 0, "glpat-"),
     F(NULL, "%u20,", GITLAB_DEPLOY, 0, "gldt-"),
     F(NULL, "%u20,", GITLAB_RUNNER, 0, "glrt-", "glrtr-", "GR1348941"),
@@ -152,6 +156,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%u20,", GITLAB_OTHER, 0, "glptt-", "glft-", "glimt-"),
     F(NULL, "%u50,", GITLAB_OTHER, 0, "glagent-"),
     F(NULL, "%u20,", GITLAB_OTHER, 0, "gloas-", "glsoat-", "glffct-"),
+    F(NULL, "!%L32", GITLAB_SESSION, 0, "_gitlab_session="),
     /* Slack */
     F(NULL, "%c10,", SLACK_TOKEN, 0, "xoxe.xoxp-", "xoxe.xoxb-", "xoxb-", "xoxp-", "xoxe-", "xoxa-", "xoxr-", "xoxs-",
       "xoxo-"),
@@ -162,6 +167,12 @@ static const struct fmt_family families[] = {
     /* Stripe */
     F(NULL, "%a16,", STRIPE, 0, "sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_"),
     F(NULL, "%a32,", STRIPE_WEBHOOK, 0, "whsec_"),
+    F(NULL, "%a24_secret_%a25", STRIPE_CLIENT_SECRET, 0, "pi_"),
+    /* other sk_ keys: Recharge, Photoroom, Ticket Tailor, ElevenLabs */
+    F(NULL, "%d1,2x%d1_%h64", RECHARGE, 0, "sk_test_", "sk_"),
+    F(NULL, "%a1,64_%H40", PHOTOROOM, 0, "sk_pr_"),
+    F(NULL, "%d4_%d6_%h32", TICKETTAILOR, 0, "sk_"),
+    F(NULL, "%h48", ELEVENLABS, 0, "sk_"),
     /* Google */
     F(NULL, "%u35", GCP_API_KEY, 0, "AIza"),
     F(NULL, "%u20,", GOOGLE_OAUTH, 0, "ya29."),
@@ -170,13 +181,16 @@ static const struct fmt_family families[] = {
     F(NULL, "%a12,15\\!%e80,", SALESFORCE, 0, "00D"), /* org id ! session: an OAuth access token */
     K(PRIVATE_KEY, K_PEM, "-----BEGIN "),
     F(NULL, "%B50,", GRAFANA, 0, "eyJrIjoi"), /* a Grafana API key: base64 of {"k":" */
-    K(JWT, K_JWT, "eyJ"),
+    K(JWT, K_JWT, "eyJ", "ewogIC", "ewoi"),   /* compact JSON, or pretty-printed: "{\n  ", "{\n\"" */
+    /* a JWT in base64 again: base64 of eyJhbGciOi", eyJ0eXAiOi", eyJraWQiOi" */
+    F(NULL, "%B40,", JWT_B64, 0, "ZXlKaGJHY2lPaU", "ZXlKMGVYQWlPaU", "ZXlKcmFXUWlPaU"),
     /* Anthropic, OpenAI, and sk- keys of other AI vendors */
     F(NULL, "%u20,", ANTHROPIC, 0, "sk-ant-api03-"),
     F(NULL, "%u20,", ANTHROPIC_ADMIN, 0, "sk-ant-admin01-"),
     F(NULL, "%u20,", ANTHROPIC, 0, "sk-ant-oat01-", "sk-ant-ort01-"),
     F(NULL, "%u20,", OPENAI, 0, "sk-proj-", "sk-svcacct-", "sk-admin-", "sk-None-"),
     F(NULL, "%h8-%h4-%h4-%h4-%h12", LANGFUSE, 0, "sk-lf-"),
+    F(NULL, "%h64", OPENROUTER, 0, "sk-or-v1-"),
     K(SK_KEY, K_SK, "sk-"),
     F(NULL, "%u10,.%u16,", MAPBOX, 0, "sk.eyJ"),
     F(NULL, "%a36", NPM, 0, "npm_"),
@@ -196,6 +210,11 @@ static const struct fmt_family families[] = {
     F("%a52", "%a18AZDO%a4", AZURE_DEVOPS, 0, "JQQJ99"),
     F("%a52", "%a27", AZURE_KEY, 0, "JQQJ9"),
     F("%e3%d1", "%e30,36", AZURE_CLIENT_SECRET, 0, "Q~"),
+    /* Entra refresh tokens: [01].A<client>[.<digit>].Ag<body>[.A<tail>] */
+    F(NULL, "%u50,.%d1.Ag%u250,.A%u200,", AZURE_REFRESH, 0, "0.A", "1.A"),
+    F(NULL, "%u50,.Ag%u250,.A%u200,", AZURE_REFRESH, 0, "0.A", "1.A"),
+    F(NULL, "%u50,.%d1.Ag%u250,", AZURE_REFRESH, 0, "0.A", "1.A"),
+    F(NULL, "%u50,.Ag%u250,", AZURE_REFRESH, 0, "0.A", "1.A"),
     /* messaging and mail */
     F(NULL, "%u16,32.%u30,50", SENDGRID, 0, "SG."),
     F(NULL, "%H32", TWILIO_KEY, 0, "SK"),
@@ -216,12 +235,15 @@ static const struct fmt_family families[] = {
     /* New Relic: user, admin, browser, insights and REST keys; license keys end in NRAL */
     F(NULL, "%U27", NEWRELIC, 0, "NRAK-"),
     F(NULL, "%H27", NEWRELIC, 0, "NRAA-"),
-    F(NULL, "%H19", NEWRELIC, 0, "NRJS-"),
+    F(NULL, "%H19", NEWRELIC, 0, "NRJS-", "NRBR-"),
     F(NULL, "%u32", NEWRELIC, 0, "NRII-", "NRIQ-"),
     F(NULL, "%H42", NEWRELIC, 0, "NRRA-"),
     F("%H36", "", NEWRELIC, 0, "NRAL"),
+    F("eu01xx%H30", "", NEWRELIC, 0, "NRAL"),
+    F("AA%h40", "", NEWRELIC, 0, "-NRMA"), /* mobile app tokens */
+    F("eu01xx%h36", "", NEWRELIC, 0, "-NRMA"),
     /* Atlassian */
-    F(NULL, "%t150,300", ATLASSIAN, 0, "ATATT"),
+    F(NULL, "%t150,300", ATLASSIAN, 0, "ATATT", "ATCTT"),
     F(NULL, "%a28,40", BITBUCKET, 0, "ATBB"),
     F(NULL, "%h32_%h10", LANGSMITH, 0, "lsv2_pt_", "lsv2_sk_"),
     /* 1Password: service-account tokens (base64 JSON, often over 512 bytes); account secret keys */
@@ -243,7 +265,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%x50,", SENTRY, 0, "sntrys_eyJ"),
     F(NULL, "%h64", SENTRY, 0, "sntryu_"),
     F(NULL, "%u22", SQUARE, 0, "sq0atp-"),
-    F(NULL, "%u43", SQUARE, 0, "sq0csp-"),
+    F(NULL, "%u40,50", SQUARE, 0, "sq0csp-"),
     F(NULL, "%u60", SQUARE, 0, "EAAA"),
     F(NULL, "%a100,", FACEBOOK, F_MIXED, "EAA"),
     F(NULL, "%u50,70", HEROKU, 0, "HRKU-"),
@@ -261,6 +283,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%h40", PULUMI, 0, "pul-"),
     F(NULL, "%u43", FLY, 0, "fo1_"),
     F(NULL, "%x40,", FLY, 0, "fm2_"),
+    F(NULL, "%x100,", FLY, 0, "fm1a_", "fm1r_"),
     F(NULL, "%u40,", FIGMA, 0, "figd_"),
     F(NULL, "%a14.%h64", AIRTABLE, 0, "pat"),
     F(NULL, "%u43", CONTENTFUL, 0, "CFPAT-"),
@@ -271,6 +294,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%u20,", CIRCLECI, 0, "CCIPAT_"),
     F(NULL, "%a54", EASYPOST, 0, "EZAK", "EZTK"),
     F(NULL, "%h32-X", FLUTTERWAVE, 0, "FLWSECK_TEST-", "FLWSECK-"),
+    F(NULL, "%h12", FLUTTERWAVE, 0, "FLWSECK_TEST-", "FLWSECK_TEST"), /* encryption keys */
     F(NULL, "%h40", SHIPPO, 0, "shippo_live_", "shippo_test_"),
     F(NULL, "%x40,", TYPEFORM, 0, "tfp_"),
     /* more vendors whose tokens carry their own prefix (cross-checked against the public
@@ -282,7 +306,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%t64", FRAMEIO, 0, "fio-u-"),
     F(NULL, "%a22.%H24.%a20", HARNESS, 0, "pat."),
     F(NULL, "%a32", INFRACOST, 0, "ico-"),
-    F(NULL, "%h64", INTRA42, 0, "s-s4t2ud-", "s-s4t2af-"),
+    F(NULL, "%h64", INTRA42, 0, "s-s4t2ud-", "s-s4t2af-", "u-s4t2ud-", "u-s4t2af-"),
     F("%a6_%a29", "", MAXMIND, 0, "_mmk"),
     F(NULL, "%U26,32", OCTOPUS, 0, "API-"),
     F(NULL, "%u43", OPENSHIFT, 0, "sha256~"),
@@ -295,6 +319,7 @@ static const struct fmt_family families[] = {
     F(NULL, "%u35,38", YANDEX, F_MIXED, "AQVN"),
     F(NULL, "%a32", RENDER, F_MIXED, "rnd_"),
     F(NULL, "%a8,-%a20,", TAILSCALE, 0, "tskey-api-", "tskey-auth-", "tskey-client-"),
+    F(NULL, "%L3,12-%a8,-%a20,", TAILSCALE, 0, "tskey-"),
     F(NULL, "%a36", NETLIFY, 0, "nfp_"),
     F(NULL, "%h8-%h4-%h4-%h4-%h12", LAUNCHDARKLY, 0, "sdk-", "api-"),
     F(NULL, "%h8-%h4-%h4-%h4-%h12", PLAID, 0, "access-production-", "access-development-", "access-sandbox-"),
@@ -302,7 +327,55 @@ static const struct fmt_family families[] = {
     F(NULL, "%x0,", AWS_BEDROCK, 0, "bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t"),
     F(NULL, "%a38", CLICKHOUSE, F_MIXED, "4b1d"),
     F(NULL, "%h40", SONAR, 0, "squ_", "sqp_", "sqa_"),
+    F(NULL, "%a59", SONAR, 0, "sqco_"),
     F(NULL, "%a14", RAZORPAY, 0, "rzp_live_", "rzp_test_"),
+    /* cross-checked against gitleaks' config/gitleaks.toml and trufflehog's pkg/detectors:
+     * the formats there that carry a prefix (docs/scrub.md, "Coverage") */
+    F(NULL, "%a32", ADOBE, 0, "p8e-"),
+    F("%l2,8_%a5,30.%a4,6", "%c10,32.%x30,120", AUTHRESS, 0, ".acc_", ".acc-"),
+    F(NULL, "%P80,110", TWITTER_BEARER, 0, "AAAAAAAAAAAAAAAAAAAAA"), /* 21 A, then URL-encoded base64 */
+    F(NULL, "%t20,.%t86,88", YANDEX_IAM, F_MIXED, "t1."),
+    F("%d14,15", "%H32", FACEBOOK, 0, "0|", "1|", "2|", "3|", "4|", "5|", "6|", "7|", "8|", "9|"), /* app id|secret */
+    F("%d15,16", "%H32", FACEBOOK, 0, "%7C", "%7c"),
+    F(NULL, "%a28", ADAFRUIT, F_MIXED, "aio_"),
+    F(NULL, "%a36", APIFY, 0, "apify_api_"),
+    F(NULL, "%w40,50", BITBUCKET_DC, 0, "BBDC-"),
+    F(NULL, "%h30", BANNERBEAR, 0, "bb_pr_", "bb_ma_"),
+    F(NULL, "%a48", CLOUDFLARE_TOKEN, 0, "cfut_", "cfat_", "cfk_"),
+    F(NULL, "%a36", DENO, 0, "ddp_", "ddw_"),
+    F(NULL, "%c16", ENDORLABS, 0, "endr+"),
+    F(NULL, "%t40,54", FIGMA, 0, "figp_"),
+    F(NULL, "%U32", FINAGE, 0, "API_KEY"),
+    F(NULL, "%a20", FLEETBASE, 0, "flb_live_"),
+    F(NULL, "%u40", FLEXPORT, 0, "shltm_"),
+    F(NULL, "%b100", FULLSTORY, 0, "na1."),
+    F(NULL, "%a20", GEMINI, F_MIXED, "master-", "account-"),
+    F(NULL, "%H8-%H4-%H4-%H4-%H12", HUBSPOT, 0, "pat-na1-", "pat-eu1-"),
+    F(NULL, "%h34", KLAVIYO, 0, "pk_"),
+    F(NULL, "%d7,9_%U32", CLICKUP, 0, "pk_"),
+    F(NULL, "%h35", LOB, 0, "live_", "test_"),
+    F(NULL, "%u40", GOCARDLESS, F_MIXED, "live_"),
+    F(NULL, "%h32", LOCATIONIQ, 0, "pk."),
+    F(NULL, "%a32", NIGHTFALL, 0, "NF-"),
+    F(NULL, "%u64", NVIDIA, 0, "nvapi-"),
+    F(NULL, "%a30", PAGARME, 0, "ak_live_"),
+    F(NULL, "%a5,6_%a63", PINECONE, 0, "pcsk_"),
+    F(NULL, "%s43,48", POSTHOG, 0, "phx_"),
+    F(NULL, "%L8-%L4-%L4-%L4-%L12", PUBNUB, 0, "pub-c-", "sub-c-"),
+    F(NULL, "%a48", RAMP, 0, "ramp_sec_"),
+    F(NULL, "%H8-%H4-%H4-%H4-%H12", ROBINHOOD, 0, "rh-api-"),
+    F(NULL, "%h64", ROOTLY, 0, "rootly_"),
+    F(NULL, "%a1,7_%a7,235", SALAD, 0, "salad_cloud_"),
+    F(NULL, "%h64", SOURCEGRAPH_CODY, 0, "slk_"),
+    F(NULL, "%L32", SPECTRAL, 0, "spu-"),
+    F(NULL, "%a27", PGANALYZE, 0, "pgar_"),
+    F(NULL, "%L32/%L32", TINES, F_NOLEFT, ".tines.com/webhook/"),
+    F(NULL, "%h16", TRUFFLEHOG, 0, "thog-key-"),
+    F(NULL, "%h32", TRUFFLEHOG, 0, "thog-secret-"),
+    F(NULL, "%a30", UBIDOTS, 0, "BBFF-"),
+    F(NULL, "%H24.%a16", VOICEFLOW, 0, "VF.DM.", "VF.WS.", "VF."),
+    F(NULL, "%h32.%h32", ZOHO, 0, "1000."),
+    F(NULL, "%a71=", TEAMWORK, 0, "tkn.v1_"),
     /* scheme://user:password@host */
     K(URL_OTHER, K_URL, "://"),
     /* curl -u user:password, --user, --proxy-user */
@@ -643,12 +716,12 @@ static size_t pem_block(const unsigned char *in, size_t i, size_t len, struct pe
 
 /* eyJ<header>.<payload>[.<signature>[.<more>]]: a JWS of two or three parts whose payload is
  * JSON too (eyJ), or a JWE of five. Every part is redacted, padding included. */
-static size_t jwt(struct scan *sc, size_t i)
+static size_t jwt(struct scan *sc, size_t i, size_t alen)
 {
 	const unsigned char *in = sc->in;
 	size_t len = sc->len;
 	const uint16_t cs = C_ALNUM | C_US | C_DASH | C_EQ;
-	size_t n = run(sc, i + 3, cs), j = i + 3 + n;
+	size_t n = run(sc, i + alen, cs), j = i + alen + n;
 	if (n < 4 || j >= len || in[j] != '.')
 		return 0;
 	size_t p2 = j + 1, parts = 1;
@@ -659,7 +732,7 @@ static size_t jwt(struct scan *sc, size_t i)
 		j += 1 + m;
 		parts++;
 	}
-	bool jws = len - p2 >= 4 && memcmp(in + p2, "eyJ", 3) == 0 && j - p2 >= 8;
+	bool jws = len - p2 >= 4 && (memcmp(in + p2, "eyJ", 3) == 0 || memcmp(in + p2, "ewo", 3) == 0) && j - p2 >= 8;
 	if (!jws && parts < 5)
 		return 0;
 	if (parts == 2 && j < len && in[j] == '.') /* an unsigned token: "eyJ...eyJ....": the dot */
@@ -841,7 +914,7 @@ static size_t match_rule(struct scan *sc, const struct fmt_family *r, size_t ale
 	*rule = r->rule;
 	switch (r->kind) {
 	case K_PEM: return left_ok(sc->in, i) ? pem_block(sc->in, i, sc->len, &sc->pe, &sc->oom) : 0;
-	case K_JWT: return left_ok(sc->in, i) ? jwt(sc, i) : 0;
+	case K_JWT: return left_ok(sc->in, i) ? jwt(sc, i, alen) : 0;
 	case K_URL: return url_password(sc, i, start, rule);
 	case K_SK: return left_ok(sc->in, i) ? sk_key(sc, i, rule) : 0;
 	case K_CURL: return curl_user(sc, i, alen, start);
@@ -932,7 +1005,10 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 			if (w[1] && (i + 1 >= n || (v[i + 1] | 0x20) != (w[1] | 0x20)))
 				continue; /* the second byte first: most candidates end there */
 			size_t wl = strlen(w);
-			if (wl <= n - i && strncasecmp((const char *)v + i, w, wl) == 0)
+			if (wl > n - i || strncasecmp((const char *)v + i, w, wl) != 0)
+				continue;
+			/* xxxx or XXXX stands for a value; xXxX is a random token's */
+			if (w[0] != 'x' || (v[i] == v[i + 1] && v[i + 1] == v[i + 2] && v[i + 2] == v[i + 3]))
 				return true;
 		}
 	}
