@@ -265,6 +265,17 @@ void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p);
 /* The first position j >= i whose first two bytes are some prefix's and, where j + 2 < len
  * leaves room, whose three bytes hash like one (a superset: callers confirm); len when none. */
 size_t rb_scrub_prefilter_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len);
+/* One scan's place in the AVX2 path: the 32-byte window last tested and its positions that
+ * passed the nibble tables, so that the next call goes on in that window rather than testing
+ * it again (a scan asks once per candidate). Zeroed before the scan's first call. */
+struct rb_scrub_pf_cursor {
+	size_t base;
+	uint32_t bits;
+	bool valid;
+};
+/* rb_scrub_prefilter_next through cur: the same positions, for calls whose i never goes back. */
+size_t rb_scrub_prefilter_next_at(const struct rb_scrub_prefilter *p, struct rb_scrub_pf_cursor *cur,
+                                  const unsigned char *in, size_t i, size_t len);
 
 /* Byte classes the format and keyword passes share (scrub/rules.c). */
 enum {

@@ -39,11 +39,21 @@ static const char *const not_secret_keys[] = {"public", "pubkey",  "pub_key", "k
 #define LONG_MAX_    65536 /* a value after a key: 1Password tokens and others pass 4096 */
 #define LOOKBACK_MAX 150   /* a "name" before its "value": within the stream's lookbehind */
 
+/* s[0..m) equals the lower-case word w in any case (ASCII). */
+static inline bool eq_lower(const unsigned char *s, const char *w, size_t m)
+{
+	for (size_t k = 0; k < m; k++)
+		if ((unsigned char)((cls[s[k]] & RB_C_UP) ? s[k] + 32 : s[k]) != (unsigned char)w[k])
+			return false;
+	return true;
+}
+
+/* hay holds the lower-case needle in any case. */
 static bool ci_has(const unsigned char *hay, size_t n, const char *needle)
 {
 	size_t m = strlen(needle);
 	for (size_t i = 0; i + m <= n; i++)
-		if (strncasecmp((const char *)hay + i, needle, m) == 0)
+		if (eq_lower(hay + i, needle, m))
 			return true;
 	return false;
 }
@@ -516,12 +526,13 @@ void rb_scrub_keywords_init(struct rb_scrub_rule_tables *t)
 }
 
 /* The first keyword (any case) starting at or after i, or len. */
-static size_t next_word(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t i, size_t len)
+static size_t next_word(const struct rb_scrub_rule_tables *t, struct rb_scrub_pf_cursor *cur, const unsigned char *in,
+                        size_t i, size_t len)
 {
-	while ((i = rb_scrub_prefilter_next(&t->keywords, in, i, len)) < len) {
+	while ((i = rb_scrub_prefilter_next_at(&t->keywords, cur, in, i, len)) < len) {
 		for (size_t w = 0; w < N_WORDS; w++) {
 			size_t wl = strlen(keywords[w].w);
-			if (len - i >= wl && strncasecmp((const char *)in + i, keywords[w].w, wl) == 0)
+			if (len - i >= wl && eq_lower(in + i, keywords[w].w, wl))
 				return i;
 		}
 		i++;
@@ -557,14 +568,15 @@ void rb_scrub_keywords_scan(const struct rb_scrub_rule_tables *t, const unsigned
                             struct rb_scrub_spans *sp)
 {
 	struct kw_scan kw = {0};
-	size_t w = next_word(t, in, 0, len);
+	struct rb_scrub_pf_cursor cur = {0};
+	size_t w = next_word(t, &cur, in, 0, len);
 	while (w < len) {
 		/* the separators after this keyword and the ones within its reach */
 		size_t lo = w + 1, hi = len - w > KW_REACH ? w + KW_REACH + 1 : len;
-		size_t nw = next_word(t, in, w + 1, len);
+		size_t nw = next_word(t, &cur, in, w + 1, len);
 		while (nw < hi) {
 			hi = len - nw > KW_REACH ? nw + KW_REACH + 1 : len;
-			nw = next_word(t, in, nw + 1, len);
+			nw = next_word(t, &cur, in, nw + 1, len);
 		}
 		separators(&kw, in, len, lo, hi, sp);
 		w = nw;

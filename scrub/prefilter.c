@@ -54,10 +54,22 @@ static size_t next_scalar(const struct rb_scrub_prefilter *p, const unsigned cha
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_prefilter *p, const unsigned char *in,
+/* Goes on in cur's window while i lies in it, then window by window: each window's positions
+ * whose three bytes pass one bucket's nibble tables, confirmed one by one. */
+__attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_prefilter *p,
+                                                        struct rb_scrub_pf_cursor *cur, const unsigned char *in,
                                                         size_t i, size_t len)
 {
-	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+	if (cur->valid && i >= cur->base && i < cur->base + 32) {
+		uint32_t bits = cur->bits & (~0U << (i - cur->base));
+		for (; bits; bits &= bits - 1) {
+			size_t j = cur->base + (size_t)__builtin_ctz(bits);
+			if (confirm(p, in, j, len))
+				return j;
+		}
+		i = cur->base + 32;
+	}
+	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256(), one = _mm256_set1_epi8(1);
 #define RB_PF_TABLE_(t, s, k) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->t[s][k]))
 	const __m256i lo0 = RB_PF_TABLE_(lo, 0, 0), lo1 = RB_PF_TABLE_(lo, 0, 1), lo2 = RB_PF_TABLE_(lo, 0, 2);
 	const __m256i hi0 = RB_PF_TABLE_(hi, 0, 0), hi1 = RB_PF_TABLE_(hi, 0, 1), hi2 = RB_PF_TABLE_(hi, 0, 2);
@@ -75,26 +87,35 @@ __attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_pr
 		                             _mm256_and_si256(RB_PF_AT_(lo1, hi1, v1), RB_PF_AT_(lo2, hi2, v2)));
 		__m256i n = _mm256_and_si256(RB_PF_AT_(Lo0, Hi0, v0),
 		                             _mm256_and_si256(RB_PF_AT_(Lo1, Hi1, v1), RB_PF_AT_(Lo2, Hi2, v2)));
-		m = _mm256_or_si256(_mm256_min_epu8(m, _mm256_set1_epi8(1)), _mm256_min_epu8(n, _mm256_set1_epi8(1)));
+		m = _mm256_or_si256(_mm256_min_epu8(m, one), _mm256_min_epu8(n, one));
 		uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(m, zero));
-		while (bits) {
+		for (; bits; bits &= bits - 1) {
 			size_t j = i + (size_t)__builtin_ctz(bits);
-			if (confirm(p, in, j, len))
+			if (confirm(p, in, j, len)) {
+				cur->base = i, cur->bits = bits, cur->valid = true;
 				return j;
-			bits &= bits - 1;
+			}
 		}
 		i += 32;
 	}
 #undef RB_PF_AT_
+	cur->valid = false;
 	return next_scalar(p, in, i, len);
 }
 #endif
 
-size_t rb_scrub_prefilter_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+size_t rb_scrub_prefilter_next_at(const struct rb_scrub_prefilter *p, struct rb_scrub_pf_cursor *cur,
+                                  const unsigned char *in, size_t i, size_t len)
 {
 #if defined(__x86_64__)
 	if (p->simd)
-		return next_avx2(p, in, i, len);
+		return next_avx2(p, cur, in, i, len);
 #endif
 	return next_scalar(p, in, i, len);
+}
+
+size_t rb_scrub_prefilter_next(const struct rb_scrub_prefilter *p, const unsigned char *in, size_t i, size_t len)
+{
+	struct rb_scrub_pf_cursor cur = {0};
+	return rb_scrub_prefilter_next_at(p, &cur, in, i, len);
 }

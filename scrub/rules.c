@@ -931,9 +931,10 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
                          struct rb_scrub_spans *sp)
 {
 	struct scan sc = {.in = in, .len = len};
+	struct rb_scrub_pf_cursor cur = {0};
 	size_t i = 0;
 	/* the candidates whose three bytes may start an anchor */
-	while ((i = rb_scrub_prefilter_next(&t->anchors, in, i, len)) < len) {
+	while ((i = rb_scrub_prefilter_next_at(&t->anchors, &cur, in, i, len)) < len) {
 		if (i + 2 >= len) /* an anchor and its body take three bytes at least */
 			break;
 		size_t end = 0, start = i;
