@@ -252,12 +252,15 @@ static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
 }
 
 /* A candidate filter over the first three bytes of a set of prefixes (scrub/prefilter.c):
- * each prefix in one of 16 buckets, by the low and high nibble of each of its bytes. */
+ * each prefix in one of 32 buckets (bucket & 7 in set bucket >> 3), by the low and high nibble
+ * of each of its bytes. */
+#define RB_SCRUB_PF_SETS 4
 struct rb_scrub_prefilter {
-	uint8_t lo[2][3][16], hi[2][3][16]; /* two sets of 8 buckets */
-	uint64_t bigram[65536 / 64];        /* exact first two bytes */
-	uint64_t trigram[65536 / 64];       /* hashes of the three (rb_scrub_tri) */
-	bool simd;                          /* AVX2 at hand: 32 positions a step */
+	uint8_t lo[RB_SCRUB_PF_SETS][3][16], hi[RB_SCRUB_PF_SETS][3][16]; /* sets of 8 buckets */
+	unsigned nsets;                                                   /* sets in use: 2, or all */
+	uint64_t bigram[65536 / 64];                                      /* exact first two bytes */
+	uint64_t trigram[65536 / 64];                                     /* hashes of the three (rb_scrub_tri) */
+	bool simd;                                                        /* AVX2 at hand: 32 positions a step */
 };
 void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned c1, unsigned c2, unsigned bucket);
 /* After the last add: chooses the AVX2 path where the CPU has it. */

@@ -14,7 +14,7 @@ void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned 
 {
 	const unsigned c[3] = {c0 & 0xff, c1 & 0xff, c2 & 0xff};
 	uint8_t bit = (uint8_t)(1U << (bucket & 7));
-	unsigned set = (bucket >> 3) & 1;
+	unsigned set = (bucket >> 3) % RB_SCRUB_PF_SETS;
 	for (int k = 0; k < 3; k++) {
 		p->lo[set][k][c[k] & 15] |= bit;
 		p->hi[set][k][c[k] >> 4] |= bit;
@@ -26,6 +26,11 @@ void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned 
 
 void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p)
 {
+	p->nsets = 2; /* the sets past the first two only where some bucket of them is used */
+	for (unsigned st = 2; st < RB_SCRUB_PF_SETS; st++)
+		for (int k = 0; k < 16; k++)
+			if (p->lo[st][0][k])
+				p->nsets = RB_SCRUB_PF_SETS;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	p->simd = __builtin_cpu_supports("avx2");
@@ -56,9 +61,13 @@ static size_t next_scalar(const struct rb_scrub_prefilter *p, const unsigned cha
 #if defined(__x86_64__)
 /* Goes on in cur's window while i lies in it, then window by window: each window's positions
  * whose three bytes pass one bucket's nibble tables, confirmed one by one. */
-__attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_prefilter *p,
-                                                        struct rb_scrub_pf_cursor *cur, const unsigned char *in,
-                                                        size_t i, size_t len)
+/* The scan of nsets sets of buckets (a constant where it is inlined): goes on in cur's window
+ * while i lies in it, then window by window, each window's positions whose three bytes pass
+ * one bucket's nibble tables confirmed one by one. */
+__attribute__((target("avx2"), always_inline)) static inline size_t scan_avx2(const struct rb_scrub_prefilter *p,
+                                                                              struct rb_scrub_pf_cursor *cur,
+                                                                              const unsigned char *in, size_t i,
+                                                                              size_t len, const unsigned nsets)
 {
 	if (cur->valid && i >= cur->base && i < cur->base + 32) {
 		uint32_t bits = cur->bits & (~0U << (i - cur->base));
@@ -70,25 +79,34 @@ __attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_pr
 		i = cur->base + 32;
 	}
 	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256(), one = _mm256_set1_epi8(1);
-#define RB_PF_TABLE_(t, s, k) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->t[s][k]))
-	const __m256i lo0 = RB_PF_TABLE_(lo, 0, 0), lo1 = RB_PF_TABLE_(lo, 0, 1), lo2 = RB_PF_TABLE_(lo, 0, 2);
-	const __m256i hi0 = RB_PF_TABLE_(hi, 0, 0), hi1 = RB_PF_TABLE_(hi, 0, 1), hi2 = RB_PF_TABLE_(hi, 0, 2);
-	const __m256i Lo0 = RB_PF_TABLE_(lo, 1, 0), Lo1 = RB_PF_TABLE_(lo, 1, 1), Lo2 = RB_PF_TABLE_(lo, 1, 2);
-	const __m256i Hi0 = RB_PF_TABLE_(hi, 1, 0), Hi1 = RB_PF_TABLE_(hi, 1, 1), Hi2 = RB_PF_TABLE_(hi, 1, 2);
-#undef RB_PF_TABLE_
-#define RB_PF_AT_(L, H, v)                                                                                             \
-	_mm256_and_si256(_mm256_shuffle_epi8(L, _mm256_and_si256(v, nib)),                                             \
-	                 _mm256_shuffle_epi8(H, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)))
+	__m256i lo[RB_SCRUB_PF_SETS][3], hi[RB_SCRUB_PF_SETS][3];
+#pragma GCC unroll 4
+	for (unsigned s = 0; s < nsets; s++)
+#pragma GCC unroll 3
+		for (int k = 0; k < 3; k++) {
+			lo[s][k] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->lo[s][k]));
+			hi[s][k] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->hi[s][k]));
+		}
 	while (i + 34 <= len) {
-		const __m256i v0 = _mm256_loadu_si256((const __m256i *)(in + i));
-		const __m256i v1 = _mm256_loadu_si256((const __m256i *)(in + i + 1));
-		const __m256i v2 = _mm256_loadu_si256((const __m256i *)(in + i + 2));
-		__m256i m = _mm256_and_si256(RB_PF_AT_(lo0, hi0, v0),
-		                             _mm256_and_si256(RB_PF_AT_(lo1, hi1, v1), RB_PF_AT_(lo2, hi2, v2)));
-		__m256i n = _mm256_and_si256(RB_PF_AT_(Lo0, Hi0, v0),
-		                             _mm256_and_si256(RB_PF_AT_(Lo1, Hi1, v1), RB_PF_AT_(Lo2, Hi2, v2)));
-		m = _mm256_or_si256(_mm256_min_epu8(m, one), _mm256_min_epu8(n, one));
-		uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(m, zero));
+		__m256i vl[3], vh[3];
+#pragma GCC unroll 3
+		for (int k = 0; k < 3; k++) {
+			const __m256i v = _mm256_loadu_si256((const __m256i *)(in + i + k));
+			vl[k] = _mm256_and_si256(v, nib);
+			vh[k] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+		}
+		__m256i any = zero;
+#pragma GCC unroll 4
+		for (unsigned s = 0; s < nsets; s++) {
+			__m256i m = _mm256_and_si256(_mm256_shuffle_epi8(lo[s][0], vl[0]),
+			                             _mm256_shuffle_epi8(hi[s][0], vh[0]));
+#pragma GCC unroll 2
+			for (int k = 1; k < 3; k++)
+				m = _mm256_and_si256(m, _mm256_and_si256(_mm256_shuffle_epi8(lo[s][k], vl[k]),
+				                                         _mm256_shuffle_epi8(hi[s][k], vh[k])));
+			any = _mm256_or_si256(any, _mm256_min_epu8(m, one));
+		}
+		uint32_t bits = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(any, zero));
 		for (; bits; bits &= bits - 1) {
 			size_t j = i + (size_t)__builtin_ctz(bits);
 			if (confirm(p, in, j, len)) {
@@ -98,9 +116,15 @@ __attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_pr
 		}
 		i += 32;
 	}
-#undef RB_PF_AT_
 	cur->valid = false;
 	return next_scalar(p, in, i, len);
+}
+
+__attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_prefilter *p,
+                                                        struct rb_scrub_pf_cursor *cur, const unsigned char *in,
+                                                        size_t i, size_t len)
+{
+	return p->nsets > 2 ? scan_avx2(p, cur, in, i, len, RB_SCRUB_PF_SETS) : scan_avx2(p, cur, in, i, len, 2);
 }
 #endif
 
