@@ -308,6 +308,7 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n);
 /* One anchor of the format rules (scrub/rules.c), flattened from its family's table. */
 struct rb_scrub_anchor {
 	const char *s;
+	uint32_t head, mask; /* its first four bytes (fewer: masked), as memcpy loads them */
 	uint16_t family;
 	uint8_t len;
 };
@@ -321,6 +322,16 @@ static inline unsigned rb_scrub_anchor_bucket(unsigned a, unsigned b)
 	return ((a << 4) ^ b) & (RB_SCRUB_ANCHOR_BUCKETS - 1);
 }
 
+/* One element of a format rule's spec, parsed when the scrubber is built (scrub/rules.c): a
+ * run of class cs (min to max bytes), a literal byte (cs 0), or where the redaction starts. */
+struct rb_scrub_elem {
+	uint16_t cs, min, max;
+	uint8_t lit;
+	bool red;
+};
+#define RB_SCRUB_ELEMS_MAX    4096
+#define RB_SCRUB_FAMILIES_MAX 512
+
 /* Tables of the format pass, built once per scrubber (no mutable globals). */
 struct rb_scrub_rule_tables {
 	struct rb_scrub_prefilter anchors;  /* the format rules' anchors */
@@ -331,6 +342,11 @@ struct rb_scrub_rule_tables {
 	 * matches wins): items[bucket[h] .. bucket[h + 1]), indexes into anchor[] */
 	uint16_t bucket[RB_SCRUB_ANCHOR_BUCKETS + 1];
 	uint16_t items[RB_SCRUB_ANCHOR_ITEMS];
+	/* each family's back and forward specs: elem[back_at[f] .. + back_n[f]), and so fwd */
+	struct rb_scrub_elem elem[RB_SCRUB_ELEMS_MAX];
+	size_t n_elems;
+	uint16_t back_at[RB_SCRUB_FAMILIES_MAX], fwd_at[RB_SCRUB_FAMILIES_MAX];
+	uint8_t back_n[RB_SCRUB_FAMILIES_MAX], fwd_n[RB_SCRUB_FAMILIES_MAX];
 };
 
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);

@@ -385,6 +385,7 @@ static const struct fmt_family families[] = {
 #undef F
 #undef K
 #define N_FAMILIES (sizeof families / sizeof families[0])
+_Static_assert(N_FAMILIES <= RB_SCRUB_FAMILIES_MAX, "a spec slot per family");
 
 /* A PEM block whose END line is missing is redacted through its body: these bytes. */
 #define PEM_LABEL_MAX  48
@@ -421,6 +422,7 @@ struct pem_ends {
  * token bytes ("sk-sk-sk-..."): the last run seen per charset, and the next OpenAI marker,
  * are remembered so that each byte is scanned a bounded number of times. */
 struct scan {
+	const struct rb_scrub_rule_tables *t;
 	const unsigned char *in;
 	size_t len;
 	struct {
@@ -542,17 +544,50 @@ static void anchor_trigrams(struct rb_scrub_rule_tables *t, const struct fmt_fam
 	}
 }
 
+/* Appends spec's elements to t->elem; returns how many (room: the families' specs take a few
+ * hundred of RB_SCRUB_ELEMS_MAX). */
+static size_t parse_spec(struct rb_scrub_rule_tables *t, const char *p)
+{
+	size_t n = 0;
+	while (p && *p && t->n_elems < RB_SCRUB_ELEMS_MAX) {
+		struct rb_scrub_elem *x = &t->elem[t->n_elems++];
+		n++;
+		if (*p == '!') {
+			*x = (struct rb_scrub_elem){.red = true};
+			p++;
+			continue;
+		}
+		struct elem e;
+		p = next_elem(p, &e);
+		*x = (struct rb_scrub_elem){.cs = e.cs, .lit = e.lit, .min = (uint16_t)e.min, .max = (uint16_t)e.max};
+	}
+	return n;
+}
+
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 {
 	memset(t, 0, sizeof *t);
-	for (size_t i = 0; i < N_FAMILIES; i++)
-		for (size_t k = 0; k < FAMILY_ANCHORS && families[i].anchors[k]; k++)
-			if (t->n_anchors <
-			    RB_SCRUB_ANCHORS_MAX) { /* room: test_formats has a positive for each family */
-				const char *s = families[i].anchors[k];
-				t->anchor[t->n_anchors++] =
-				    (struct rb_scrub_anchor){s, (uint16_t)i, (uint8_t)strlen(s)};
-			}
+	/* room for every anchor: test_formats has a positive for each family */
+	for (size_t i = 0; i < N_FAMILIES; i++) {
+		for (size_t k = 0; k < FAMILY_ANCHORS && families[i].anchors[k] && t->n_anchors < RB_SCRUB_ANCHORS_MAX;
+		     k++) {
+			const char *s = families[i].anchors[k];
+			struct rb_scrub_anchor a = {.s = s, .family = (uint16_t)i, .len = (uint8_t)strlen(s)};
+			unsigned char h[4] = {0}, m[4] = {0};
+			for (size_t q = 0; q < 4 && q < a.len; q++)
+				h[q] = (unsigned char)s[q], m[q] = 0xff;
+			memcpy(&a.head, h, 4);
+			memcpy(&a.mask, m, 4);
+			t->anchor[t->n_anchors++] = a;
+		}
+	}
+	/* the specs, parsed once */
+	for (size_t i = 0; i < N_FAMILIES; i++) {
+		t->back_at[i] = (uint16_t)t->n_elems;
+		t->back_n[i] = (uint8_t)parse_spec(t, families[i].back);
+		t->fwd_at[i] = (uint16_t)t->n_elems;
+		t->fwd_n[i] = (uint8_t)parse_spec(t, families[i].fwd);
+	}
 	/* the buckets by the first two bytes: counted, then filled in table order */
 	uint16_t fill[RB_SCRUB_ANCHOR_BUCKETS + 1] = {0};
 	for (int pass = 0; pass < 2; pass++) {
@@ -580,45 +615,38 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 	rb_scrub_keywords_init(t);
 }
 
-/* Matches spec forward from j; returns the end or 0. *red: where a '!' put the redaction's
- * start. *last: the last run's class. */
-static size_t spec_fwd(struct scan *sc, const char *p, size_t j, size_t *red, uint16_t *last)
+/* Matches the spec e[0..n) forward from j; returns the end or 0. *red: where a '!' put the
+ * redaction's start. *last: the last run's class. */
+static size_t spec_fwd(struct scan *sc, const struct rb_scrub_elem *e, size_t n, size_t j, size_t *red, uint16_t *last)
 {
-	while (*p) {
-		if (*p == '!') {
+	for (; n > 0; n--, e++) {
+		if (e->red) {
 			*red = j;
-			p++;
 			continue;
 		}
-		struct elem e;
-		p = next_elem(p, &e);
-		if (!e.cs) {
-			if (j >= sc->len || sc->in[j] != e.lit)
+		if (!e->cs) {
+			if (j >= sc->len || sc->in[j] != e->lit)
 				return 0;
 			j++;
 			*last = 0;
 			continue;
 		}
-		size_t n = run(sc, j, e.cs);
-		if (n < e.min)
+		size_t r = run(sc, j, e->cs);
+		if (r < e->min)
 			return 0;
-		j += n < e.max ? n : e.max;
-		*last = e.cs;
+		j += r < e->max ? r : e->max;
+		*last = e->cs;
 	}
 	return j;
 }
 
-/* Matches spec backward from j (the anchor); returns the start, or SIZE_MAX. *first: the
- * class of the outermost run, which must not go on before the start. */
-static size_t spec_back(const unsigned char *in, const char *p, size_t j, uint16_t *first)
+/* Matches the spec el[0..n) backward from j (the anchor); returns the start, or SIZE_MAX.
+ * *first: the class of the outermost run, which must not go on before the start. */
+static size_t spec_back(const unsigned char *in, const struct rb_scrub_elem *el, size_t n, size_t j, uint16_t *first)
 {
-	struct elem el[8];
-	size_t n = 0;
-	while (*p && n < 8)
-		p = next_elem(p, &el[n++]);
 	*first = 0;
 	while (n-- > 0) {
-		const struct elem *e = &el[n];
+		const struct rb_scrub_elem *e = &el[n];
 		if (!e->cs) {
 			if (j == 0 || in[j - 1] != e->lit)
 				return SIZE_MAX;
@@ -878,13 +906,16 @@ static size_t sk_key(struct scan *sc, size_t i, uint8_t *rule)
 	return b + n;
 }
 
-static size_t spec_rule(struct scan *sc, const struct fmt_family *r, size_t alen, size_t i, size_t *start)
+static size_t spec_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_t i, size_t *start)
 {
+	const struct fmt_family *r = &families[a->family];
+	const struct rb_scrub_rule_tables *t = sc->t;
+	size_t alen = a->len;
 	const unsigned char *in = sc->in;
 	size_t len = sc->len, s = i;
 	if (r->back) {
 		uint16_t first;
-		s = spec_back(in, r->back, i, &first);
+		s = spec_back(in, t->elem + t->back_at[a->family], t->back_n[a->family], i, &first);
 		if (s == SIZE_MAX || (s > 0 && (cls[in[s - 1]] & first)) || !left_ok(in, s))
 			return 0;
 	} else if (!(r->flags & F_NOLEFT) && !left_ok(in, i)) {
@@ -892,7 +923,7 @@ static size_t spec_rule(struct scan *sc, const struct fmt_family *r, size_t alen
 	}
 	size_t red = s;
 	uint16_t last = 0;
-	size_t end = spec_fwd(sc, r->fwd, i + alen, &red, &last);
+	size_t end = spec_fwd(sc, t->elem + t->fwd_at[a->family], t->fwd_n[a->family], i + alen, &red, &last);
 	if (!end)
 		return 0;
 	/* the token ends here: no more of its own bytes follow */
@@ -908,9 +939,10 @@ static size_t spec_rule(struct scan *sc, const struct fmt_family *r, size_t alen
 }
 
 /* The end of the token rule r matches at i (its anchor already compared), or 0. */
-static size_t match_rule(struct scan *sc, const struct fmt_family *r, size_t alen, size_t i, size_t *start,
-                         uint8_t *rule)
+static size_t match_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_t i, size_t *start, uint8_t *rule)
 {
+	const struct fmt_family *r = &families[a->family];
+	size_t alen = a->len;
 	*start = i;
 	*rule = r->rule;
 	switch (r->kind) {
@@ -919,7 +951,7 @@ static size_t match_rule(struct scan *sc, const struct fmt_family *r, size_t ale
 	case K_URL: return url_password(sc, i, start, rule);
 	case K_SK: return left_ok(sc->in, i) ? sk_key(sc, i, rule) : 0;
 	case K_CURL: return curl_user(sc, i, alen, start);
-	default: return spec_rule(sc, r, alen, i, start);
+	default: return spec_rule(sc, a, i, start);
 	}
 }
 
@@ -931,7 +963,7 @@ static bool rules_kind_url(uint8_t rule)
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
                          struct rb_scrub_spans *sp)
 {
-	struct scan sc = {.in = in, .len = len};
+	struct scan sc = {.t = t, .in = in, .len = len};
 	struct rb_scrub_pf_cursor cur = {0};
 	size_t i = 0;
 	/* the candidates whose three bytes may start an anchor */
@@ -946,10 +978,19 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 			const struct fmt_family *r = &families[a->family];
 			if (len - i < a->len)
 				continue;
-			if ((r->flags & F_CI) ? strncasecmp((const char *)in + i, a->s, a->len) != 0
-			                      : memcmp(in + i, a->s, a->len) != 0)
+			if (r->flags & F_CI) {
+				if (strncasecmp((const char *)in + i, a->s, a->len) != 0)
+					continue;
+			} else if (len - i >= 4) { /* the first four bytes in one compare, then the rest */
+				uint32_t w;
+				memcpy(&w, in + i, 4);
+				if ((w & a->mask) != a->head ||
+				    (a->len > 4 && memcmp(in + i + 4, a->s + 4, a->len - 4U) != 0))
+					continue;
+			} else if (memcmp(in + i, a->s, a->len) != 0) {
 				continue;
-			end = match_rule(&sc, r, a->len, i, &start, &rule);
+			}
+			end = match_rule(&sc, a, i, &start, &rule);
 		}
 		if (end) {
 			rb_scrub_spans_push(sp, start, end, rule, RB_SCRUB_PASS_FORMAT);
