@@ -1,6 +1,6 @@
 /* The scrubber's candidate filter: the first position whose three bytes may start one of a
- * set of prefixes. AVX2 where the CPU has it (nibble tables in 16 buckets, 32 positions a
- * step, as in Hyperscan's Teddy), else the scalar two-byte bitmap; both then confirm the
+ * set of prefixes. AVX2 where the CPU has it (nibble tables in 16 or 32 buckets, 32
+ * positions a step, as in Hyperscan's Teddy), else the scalar two-byte bitmap; both then confirm the
  * exact bigram and the trigram's hash. */
 #include <stdbool.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* The scrubber's format rules (pass 2): each rule is an anchor (a vendor prefix, or a marker
- * inside the token) and a small spec of the charset runs around it; a two-byte filter finds
- * the few candidate anchors, then the spec is checked. PEM blocks, JWTs and URLs with a
+/* The scrubber's format rules (pass 2): a table of families, each anchors (vendor prefixes,
+ * or markers inside the token) sharing a small spec of the charset runs around them; the
+ * prefilter finds candidates, their first two bytes' bucket the anchors to compare, then the
+ * spec is checked. PEM blocks, JWTs and URLs with a
  * password have hand-written matchers. No regex. docs/scrub.md lists every rule. */
 #define _GNU_SOURCE
 #include <math.h>
