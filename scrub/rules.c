@@ -930,6 +930,11 @@ static size_t spec_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_t
 	/* the token ends here: no more of its own bytes follow */
 	if (end < len && (cls[in[end]] & (C_ALNUM | (last & (C_US | C_DASH | C_PLUS | C_SLASH)))))
 		return 0;
+	/* between a '+' and a '+' or '/': a piece of a longer base64 string (a binary, an image),
+	 * not a token of its own */
+	if (s > 0 && end < len && (cls[in[s - 1]] & (C_PLUS | C_SLASH)) && (cls[in[end]] & (C_PLUS | C_SLASH)) &&
+	    (in[s - 1] == '+' || in[end] == '+'))
+		return 0;
 	size_t body = red > i ? red : i + alen;
 	if (end - body >= 8 ? rb_scrub_placeholder(in + body, end - body) : rb_scrub_placeholder(in + s, end - s))
 		return 0;

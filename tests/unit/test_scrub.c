@@ -727,6 +727,11 @@ static void test_near_misses(void **state)
 	    {"aio_", "abcdefghijklmnopqrstuvwxyz", 28, "", false}, /* not mixed: an identifier */
 	    {"ZXlKaGJHY2lPaU", B64CH, 60, "", true},
 	    {"ZXlKaGJHY2lPaU", B64CH, 20, "", false},
+	    {"EAA", ALNUM, 100, "", true},
+	    {"+EAA", ALNUM, 100, "/", false}, /* a piece of a longer base64 string */
+	    {"/EAA", ALNUM, 100, "+", false},
+	    {"/EAA", ALNUM, 100, "?x=1", true}, /* a path segment, a query after it */
+	    {"+AAAAAAAAAAAAAAAAAAAAAA", ALNUM, 90, "+", false},
 	    {"-----BEGIN EC PRIVATE KEY-----\n", B64CH, 64, "\n-----END EC PRIVATE KEY-----", true},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
