@@ -12,6 +12,7 @@ lib_init pty
 # its controlling terminal). Actions, in order: expect:TEXT (wait up to 20 s for TEXT in the
 # output), send:BYTES (python escapes: \r, \x03), size:RxC (resize the host pty: SIGWINCH),
 # mode (print whether the pty is raw now), procs:EXE (print how many processes run EXE),
+# ctty (print CMD's controlling terminal, tty_nr of /proc/PID/stat),
 # kill:SIG (to CMD), wait (for its end, up to 60 s). Carriage returns are dropped.
 # Prints the output, then `[exit N]` and `[restored yes|no]` (the pty's settings as at start).
 cat >"$T/drive.py" <<'PYEOF'
@@ -62,6 +63,8 @@ for a in acts:
             except OSError:
                 pass
         notes.append('[procs %d]' % n)
+    elif kind == 'ctty':  # CMD's controlling terminal, as /proc/PID/stat's tty_nr
+        notes.append('[ctty %s]' % open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[4])
     elif kind == 'kill':
         os.kill(pid, getattr(signal, arg))
     elif kind == 'wait':
@@ -175,6 +178,14 @@ if [ "$RC" = 3 ] && has $'\n30000\n' && [ "$(grep -cE '^[0-9]+$' <<<"$OUT")" = 3
 	ok "run -t: all 30000 lines arrive before the end; the step's exit code (3) is runbox's"
 else not_ok "run -t: EOF" "exit $RC, $(grep -cE '^[0-9]+$' <<<"$OUT") lines: $(tail -3 <<<"$OUT" | tr '\n' ' ')"; fi
 
+# 9. No host terminal is the controlling terminal of anything in the sandbox, init's included
+# (init leaves the runner's session); the control: runbox itself has the host pty as its own.
+on_pty expect:init-tty ctty 'send:\r' wait -- run -- /bin/sh -c 'echo "init-tty $(cut -d" " -f7 /proc/1/stat) step-tty $(cut -d" " -f7 /proc/self/stat)"; sleep 1'
+rb_tty=$(sed -n 's/^\[ctty \([0-9]*\)\]$/\1/p' <<<"$OUT")
+if [ "$RC" = 0 ] && has "init-tty 0 step-tty 0" && [ -n "$rb_tty" ] && [ "$rb_tty" != 0 ]; then
+	ok "no host tty inside: init's and the step's controlling terminal are none (control: runbox's is $rb_tty)"
+else not_ok "no host tty inside" "exit $RC $(grep -E 'init-tty|ctty' <<<"$OUT" | tr '\n' ' ')"; fi
+
 # runbox_procs: processes of this runbox binary (the runner, its factory, the sandbox's init).
 runbox_procs() {
 	local exe n=0 p
@@ -185,7 +196,7 @@ runbox_procs() {
 	echo "$n"
 }
 
-# 9. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
+# 10. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
 # nothing of it is left. The control: while it ran the terminal was raw and runbox's processes
 # were there to count.
 exe=$(readlink -f "$RUNBOX")
@@ -200,7 +211,7 @@ if [ "$k_rc" = -10 ] && grep -qF "[raw yes]" <<<"$k_out" && grep -qF "[restored 
 	ok "run -it killed by SIGUSR1: the terminal was raw, is restored, no runbox process is left ($during during, $after after)"
 else not_ok "run -it killed" "exit $k_rc $(grep -F '[' <<<"$k_out" | tr '\n' ' '); runbox processes: $before before, $during during, $after after"; fi
 
-# 10. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
+# 11. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
 # the run there were some to see.
 on_pty expect:ready "procs:$exe" kill:SIGTERM wait -- run -it -- /bin/sh -c 'echo ready; sleep 100'
 during=$(sed -n 's/^\[procs \([0-9]*\)\]$/\1/p' <<<"$OUT")
