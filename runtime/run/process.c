@@ -254,11 +254,51 @@ void rb_proc_notify(struct rb_proc *p)
 		return; /* the counter is full: it is readable anyway */
 }
 
+/* A terminal is read by a person: what the scrubber holds back at a chunk's end (a word that
+ * could still grow into a secret) would hold the echo of what they type until the next space.
+ * Once the output pauses for TTY_IDLE_MS, the held bytes are scrubbed as a stream's end and let
+ * out, and a new stream begins: a secret is still caught within a burst of output, not across
+ * a pause (a step that means to leak one can always transform it past any scrubber). */
+#define TTY_IDLE_MS 20
+
+static void arm_idle(struct rb_proc *p)
+{
+	struct itimerspec its = {.it_value = {.tv_nsec = TTY_IDLE_MS * 1000000L}};
+	if (p->idle.fd >= 0 && p->so_out.scrub && timerfd_settime(p->idle.fd, 0, &its, NULL) < 0)
+		rb_debug("process %lld: idle timer: %s", (long long)p->id, strerror(errno));
+}
+
+static void on_idle(struct rb_session *s, struct watch *w)
+{
+	struct rb_proc *p = w->proc;
+	uint64_t n;
+	if (read(w->fd, &n, sizeof n) < 0 && errno != EAGAIN)
+		rb_debug("process %lld: idle timer: %s", (long long)p->id, strerror(errno));
+	if (!p->so_out.scrub)
+		return;
+	scrub_emit(&p->so_out, NULL, 0);
+	rb_scrub_stream_free(p->so_out.scrub);
+	p->so_out.scrub = NULL;
+}
+
+static void stop_idle(struct rb_proc *p)
+{
+	int fd = p->idle.fd;
+	if (fd < 0)
+		return;
+	if (p->s)
+		rb_session_watch(p->s, &p->idle, -1);
+	p->idle.fd = -1;
+	close(fd);
+}
+
 static void on_output(struct rb_session *s, struct watch *w)
 {
 	struct rb_proc *p = w->proc;
 	struct stream_out *so = w == &p->out ? &p->so_out : &p->so_err;
 	so->open = pump(w->fd, so);
+	if (p->tty)
+		arm_idle(p);
 	/* Ended, or our reader closed its end: the process's end is closed too, so it is not left
 	 * blocked on a full pipe nobody reads. */
 	if (!so->open) {
@@ -345,6 +385,7 @@ static void proc_finish(struct rb_proc *p)
 	struct rb_run *run = p->s->run;
 	struct rb_step_result *res = &p->res;
 	stop_timer(p);
+	stop_idle(p);
 	if (p->cancel_sig) {
 		res->status = RB_STEP_CANCELLED;
 		res->signal = p->cancel_sig;
@@ -430,6 +471,13 @@ static int take_tty(struct rb_proc *p, int *fds, unsigned n_fds, struct rb_error
 		return rb_error_set(err, errno, "the terminal: dup");
 	if (!p->stdin_closed && (p->stdin_w = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0)
 		return rb_error_set(err, errno, "the terminal: dup");
+	int idle = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (idle < 0)
+		return rb_error_set(err, errno, "the terminal: timerfd_create");
+	if (rb_session_watch(p->s, &p->idle, idle) < 0) {
+		close(idle);
+		return rb_error_set(err, errno, "session: epoll");
+	}
 	if (rb_session_watch(p->s, &p->out, master) < 0)
 		return rb_error_set(err, errno, "session: epoll");
 	fds[0] = -1;
@@ -511,6 +559,7 @@ static struct rb_proc *proc_new(struct rb_session *s, const struct rb_proc_req *
 	p->out = (struct watch){-1, on_output, p};
 	p->err = (struct watch){-1, on_output, p};
 	p->timer = (struct watch){-1, on_timer, p};
+	p->idle = (struct watch){-1, on_idle, p};
 	p->stdin_w = p->null_fd = p->tty_fd = -1;
 	p->tty = p->res.tty = req->tty;
 	p->tty_size = req->tty_size;
@@ -909,8 +958,8 @@ void rb_proc_free(struct rb_proc *p)
 	}
 	if (p->s)
 		rb_session_forget(p->s, p);
-	struct watch *ws[] = {&p->out, &p->err, &p->timer};
-	for (size_t i = 0; i < 3; i++)
+	struct watch *ws[] = {&p->out, &p->err, &p->timer, &p->idle};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(ws); i++)
 		if (ws[i]->fd >= 0) {
 			if (p->s)
 				rb_session_watch(p->s, ws[i], -1);

@@ -82,6 +82,7 @@ struct rb_proc {
 	 * stdin_w writes it, tty_fd sets its size; each its own copy, closed on its own. */
 	bool tty, stdin_closed, tty_failed;
 	int tty_fd;
+	struct watch idle; /* a terminal's output paused: what the scrubber holds goes out */
 	struct rb_tty_size tty_size;
 	int efd;
 	bool started, done, timed_out, timeout_kills_sandbox;

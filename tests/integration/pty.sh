@@ -9,8 +9,8 @@
 lib_init pty
 
 # drive.py ACTION... -- CMD...: CMD on a new host pty of 30x100 (its session leader, the pty
-# its controlling terminal). Actions, in order: expect:TEXT (wait up to 20 s for TEXT in the
-# output), send:BYTES (python escapes: \r, \x03), size:RxC (resize the host pty: SIGWINCH),
+# its controlling terminal). Actions, in order: expect:TEXT (wait up to 20 s, or the seconds of
+# the last within:SECS, for TEXT in the output; `[never saw 'TEXT']` if it did not come), send:BYTES (python escapes: \r, \x03), size:RxC (resize the host pty: SIGWINCH),
 # mode (print whether the pty is raw now), procs:EXE (print how many processes run EXE),
 # ctty (print CMD's controlling terminal, tty_nr of /proc/PID/stat),
 # kill:SIG (to CMD), wait (for its end, up to 60 s). Carriage returns are dropped.
@@ -27,6 +27,7 @@ fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 30, 100, 0, 0))
 start = termios.tcgetattr(fd)
 out = b''
 notes = []
+within = 20
 def pump(until, want=None):
     global out
     while time.time() < until:
@@ -45,8 +46,10 @@ def pump(until, want=None):
     return want is not None and want in out
 for a in acts:
     kind, _, arg = a.partition(':')
-    if kind == 'expect':
-        if not pump(time.time() + 20, arg.encode()):
+    if kind == 'within':
+        within = float(arg)
+    elif kind == 'expect':
+        if not pump(time.time() + within, arg.encode()):
             notes.append('[never saw %r]' % arg)
     elif kind == 'send':
         os.write(fd, arg.encode().decode('unicode_escape').encode('latin1'))
@@ -147,7 +150,26 @@ if [ "$s_rc" = 7 ] && grep -q caught-int <<<"$s_out" && [ "$RC" = 0 ] && has " 0
 	ok "run -it: ^C (0x03) through the pty is the step's SIGINT (control: with -isig it is the byte 03)"
 else not_ok "run -it: ^C" "isig: exit $s_rc $(tr '\n' ' ' <<<"$s_out" | cut -c1-200); -isig: exit $RC $(tr '\n' ' ' <<<"$OUT" | cut -c1-200)"; fi
 
-# 6. TIOCSTI on the step's own terminal is refused by the seccomp filter (EPERM); the control:
+# 6. What is typed shows as it is typed: the terminal's echo of a word is not held back by the
+# scrubber until the next space (held bytes go out once the output pauses). The control: with
+# the terminal's echo off (stty -echo) the word never shows, so what showed was the echo.
+on_pty expect:ready within:5 send:abcdef expect:abcdef 'send:\r' wait -- run -it -- /bin/sh -c 'echo ready; read -r x; echo "got:$x"'
+e_out=$OUT e_rc=$RC
+on_pty expect:ready within:3 send:abcdef expect:abcdef 'send:\r' wait -- run -it -- /bin/sh -c 'stty -echo; echo ready; read -r x; echo "got:$x"'
+if [ "$e_rc" = 0 ] && ! grep -qF "[never saw" <<<"$e_out" && grep -q got:abcdef <<<"$e_out" &&
+	[ "$RC" = 0 ] && has "[never saw 'abcdef']" && has got:abcdef; then
+	ok "run -it: a typed word is echoed before it ends (control: with stty -echo it is not shown, only read)"
+else not_ok "run -it: echo" "echo: exit $e_rc $(tr '\n' ' ' <<<"$e_out" | cut -c1-200); -echo: exit $RC $(tr '\n' ' ' <<<"$OUT" | cut -c1-200)"; fi
+
+# 7. The terminal's output is scrubbed as a pipe's: the run token printed there is redacted; the
+# control: it was there to redact (its length).
+on_pty wait -- run -t --net gateway -- /bin/sh -c 'echo "tok=$RUNBOX_TOKEN"; echo "len=${#RUNBOX_TOKEN}"'
+len=$(sed -n 's/^len=\([0-9]*\)$/\1/p' <<<"$OUT")
+if [ "$RC" = 0 ] && has "tok=[REDACTED:" && [ "${len:-0}" -gt 20 ]; then
+	ok "run -t: the run token printed on the terminal is redacted (control: it is $len bytes long)"
+else not_ok "run -t: scrub" "exit $RC: $(tr '\n' ' ' <<<"$OUT" | cut -c1-300)"; fi
+
+# 8. TIOCSTI on the step's own terminal is refused by the seccomp filter (EPERM); the control:
 # the same probe on the host's pty (a session leader's controlling terminal) succeeds, or meets
 # the kernel's own refusal (EIO) where dev.tty.legacy_tiocsti is 0: never seccomp's EPERM.
 legacy=$(cat /proc/sys/dev/tty/legacy_tiocsti 2>/dev/null || echo 1)
@@ -160,7 +182,7 @@ if [ "$RC" = "$EPERM" ] && [ "$ctrl" = "$want_ctrl" ]; then
 	ok "run -t: TIOCSTI on the step's pty is refused (EPERM; control: on the host's pty exit $ctrl)"
 else not_ok "run -t: TIOCSTI" "inside: exit $RC (want $EPERM); host control: exit $ctrl (want $want_ctrl)"; fi
 
-# 7. -t wants a terminal on runbox's stdin, as docker's; -tt forces one; the result says tty.
+# 9. -t wants a terminal on runbox's stdin, as docker's; -tt forces one; the result says tty.
 run_rbx run -t -- /bin/true
 n_rc=$RC n_err=$ERR
 run_rbx run -tt --json -- tty
@@ -171,14 +193,14 @@ if [ "$n_rc" = 125 ] && grep -q "the input device is not a TTY" <<<"$n_err" && [
 	ok "run -t without a terminal: 125 'the input device is not a TTY'; -tt forces one; the result says tty: true (not without)"
 else not_ok "run -t without a terminal" "-t: $n_rc $(first_line "$n_err"); -tt: $f_rc tty=$f_tty '$f_out'"; fi
 
-# 8. The end of the terminal's output is its end (EIO on the master once the step exits), not
+# 10. The end of the terminal's output is its end (EIO on the master once the step exits), not
 # an error: every line of a long output arrives, the exit code is the step's.
 on_pty wait -- run -t -- /bin/sh -c 'seq 1 30000; exit 3'
 if [ "$RC" = 3 ] && has $'\n30000\n' && [ "$(grep -cE '^[0-9]+$' <<<"$OUT")" = 30000 ] && ! has error; then
 	ok "run -t: all 30000 lines arrive before the end; the step's exit code (3) is runbox's"
 else not_ok "run -t: EOF" "exit $RC, $(grep -cE '^[0-9]+$' <<<"$OUT") lines: $(tail -3 <<<"$OUT" | tr '\n' ' ')"; fi
 
-# 9. No host terminal is the controlling terminal of anything in the sandbox, init's included
+# 11. No host terminal is the controlling terminal of anything in the sandbox, init's included
 # (init leaves the runner's session); the control: runbox itself has the host pty as its own.
 on_pty expect:init-tty ctty 'send:\r' wait -- run -- /bin/sh -c 'echo "init-tty $(cut -d" " -f7 /proc/1/stat) step-tty $(cut -d" " -f7 /proc/self/stat)"; sleep 1'
 rb_tty=$(sed -n 's/^\[ctty \([0-9]*\)\]$/\1/p' <<<"$OUT")
@@ -196,7 +218,7 @@ runbox_procs() {
 	echo "$n"
 }
 
-# 10. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
+# 12. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
 # nothing of it is left. The control: while it ran the terminal was raw and runbox's processes
 # were there to count.
 exe=$(readlink -f "$RUNBOX")
@@ -211,7 +233,7 @@ if [ "$k_rc" = -10 ] && grep -qF "[raw yes]" <<<"$k_out" && grep -qF "[restored 
 	ok "run -it killed by SIGUSR1: the terminal was raw, is restored, no runbox process is left ($during during, $after after)"
 else not_ok "run -it killed" "exit $k_rc $(grep -F '[' <<<"$k_out" | tr '\n' ' '); runbox processes: $before before, $during during, $after after"; fi
 
-# 11. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
+# 13. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
 # the run there were some to see.
 on_pty expect:ready "procs:$exe" kill:SIGTERM wait -- run -it -- /bin/sh -c 'echo ready; sleep 100'
 during=$(sed -n 's/^\[procs \([0-9]*\)\]$/\1/p' <<<"$OUT")
