@@ -186,12 +186,20 @@ else not_ok "run -t: TIOCSTI" "inside: exit $RC (want $EPERM); host control: exi
 run_rbx run -t -- /bin/true
 n_rc=$RC n_err=$ERR
 run_rbx run -tt --json -- tty
-f_rc=$RC f_tty=$(json "$T/out" tty) f_out=$(json "$T/out" stdout)
+f_rc=$RC f_tty=$(json "$T/out" tty) f_out=$(json "$T/out" stdout) f_id=$(json "$T/out" run_id)
 run_rbx run --json -- /bin/true
+c_id=$(json "$T/out" run_id) c_tty=$(json "$T/out" tty 2>/dev/null || echo absent)
+# step_end_tty RUN: the tty of the run's step_end in the ledger (absent when it has none).
+step_end_tty() {
+	run_rbx ledger query --json --run "$1" --type step_end
+	"$PY" -c 'import json,sys; e=json.load(open(sys.argv[1])); print(str(e[0]["data"].get("tty", "absent")).lower() if e else "none")' "$T/out"
+}
+l_tty=$(step_end_tty "$f_id") lc_tty=$(step_end_tty "$c_id")
 if [ "$n_rc" = 125 ] && grep -q "the input device is not a TTY" <<<"$n_err" && [ "$f_rc" = 0 ] &&
-	[ "$f_tty" = true ] && grep -qE '^/dev/pts/[0-9]+' <<<"$f_out" && ! json "$T/out" tty >/dev/null 2>&1; then
-	ok "run -t without a terminal: 125 'the input device is not a TTY'; -tt forces one; the result says tty: true (not without)"
-else not_ok "run -t without a terminal" "-t: $n_rc $(first_line "$n_err"); -tt: $f_rc tty=$f_tty '$f_out'"; fi
+	[ "$f_tty" = true ] && grep -qE '^/dev/pts/[0-9]+' <<<"$f_out" && [ "$c_tty" = absent ] &&
+	[ "$l_tty" = true ] && [ "$lc_tty" = absent ]; then
+	ok "run -t without a terminal: 125 'the input device is not a TTY'; -tt forces one; result and ledger say tty: true (not without)"
+else not_ok "run -t without a terminal" "-t: $n_rc $(first_line "$n_err"); -tt: $f_rc tty=$f_tty '$f_out' ledger=$l_tty; control: tty=$c_tty ledger=$lc_tty"; fi
 
 # 10. The end of the terminal's output is its end (EIO on the master once the step exits), not
 # an error: every line of a long output arrives, the exit code is the step's.
