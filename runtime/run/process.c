@@ -463,6 +463,14 @@ static int take_tty(struct rb_proc *p, int *fds, unsigned n_fds, struct rb_error
 	if (fstat(fds[0], &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2 ||
 	    ioctl(fds[0], TIOCGPTN, &ptn) < 0)
 		return rb_error_set(err, EPROTO, "init sent a terminal that is no pty master");
+	/* Of the sandbox's own devpts, never the host's: the slave's filesystem says which (the
+	 * master's may be a ptmx node elsewhere). */
+	struct stat host_pts, slave_st;
+	_cleanup_close_ int slave = ioctl(fds[0], TIOCGPTPEER, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+	if (slave < 0 || fstat(slave, &slave_st) < 0)
+		return rb_error_set(err, errno, "the terminal's slave");
+	if (stat("/dev/pts", &host_pts) == 0 && host_pts.st_dev == slave_st.st_dev)
+		return rb_error_set(err, EPROTO, "init sent a terminal of the host's devpts");
 	int master = fds[0];
 	if (fcntl(master, F_SETFL, O_NONBLOCK) < 0)
 		return rb_error_set(err, errno, "the terminal: O_NONBLOCK");
