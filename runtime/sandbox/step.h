@@ -1,5 +1,5 @@
 /* A step's process inside the sandbox: cloned by init (CLONE_VM | CLONE_VFORK: no copy of
- * init's memory), hardened in SPEC's order (setsid, stdio, rlimits, capabilities,
+ * init's memory), hardened in SPEC's order (setsid, stdio and a terminal, rlimits, capabilities,
  * no_new_privs, fds closed, seccomp last) and exec'd. A failure before execve is written into
  * init's memory before the child exits, so "exec never happened" is never mistaken for the
  * step's own exit status. */
