@@ -24,7 +24,6 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 #include <linux/magic.h>
 
@@ -489,8 +488,8 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		rb_error_set(&err, errno, "open /workspace");
 		die_setup(ctl, &err);
 	}
-	/* Without a devpts of its own (an image without /dev/pts) a sandbox has no terminals; every
-	 * other process still runs. */
+	/* A sandbox whose /dev/pts is not a devpts (mounts.c mounts a new instance there) makes no
+	 * terminals; every other process still runs. */
 	st.pts = open_pts(&err);
 	if (st.pts < 0)
 		rb_debug("init: %s: no terminals", err.msg);
