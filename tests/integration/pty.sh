@@ -12,7 +12,8 @@ lib_init pty
 # its controlling terminal). Actions, in order: expect:TEXT (wait up to 20 s, or the seconds of
 # the last within:SECS, for TEXT in the output; `[never saw 'TEXT']` if it did not come), send:BYTES (python escapes: \r, \x03), size:RxC (resize the host pty: SIGWINCH),
 # mode (print whether the pty is raw now), procs:EXE (print how many processes run EXE),
-# ctty (print CMD's controlling terminal, tty_nr of /proc/PID/stat),
+# ctty (print CMD's controlling terminal, tty_nr of /proc/PID/stat), cook (the pty's settings
+# of the start again, as a shell sets them when a job stops), sleep:SECS,
 # kill:SIG (to CMD), wait (for its end, up to 60 s). Carriage returns are dropped.
 # Prints the output, then `[exit N]` and `[restored yes|no]` (the pty's settings as at start).
 cat >"$T/drive.py" <<'PYEOF'
@@ -68,6 +69,10 @@ for a in acts:
         notes.append('[procs %d]' % n)
     elif kind == 'ctty':  # CMD's controlling terminal, as /proc/PID/stat's tty_nr
         notes.append('[ctty %s]' % open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[4])
+    elif kind == 'cook':  # what a shell does when a job stops: its own (cooked) modes back
+        termios.tcsetattr(fd, termios.TCSANOW, start)
+    elif kind == 'sleep':
+        pump(time.time() + float(arg))
     elif kind == 'kill':
         os.kill(pid, getattr(signal, arg))
     elif kind == 'wait':
@@ -208,7 +213,16 @@ if [ "$RC" = 3 ] && has $'\n30000\n' && [ "$(grep -cE '^[0-9]+$' <<<"$OUT")" = 3
 	ok "run -t: all 30000 lines arrive before the end; the step's exit code (3) is runbox's"
 else not_ok "run -t: EOF" "exit $RC, $(grep -cE '^[0-9]+$' <<<"$OUT") lines: $(tail -3 <<<"$OUT" | tr '\n' ' ')"; fi
 
-# 11. No host terminal is the controlling terminal of anything in the sandbox, init's included
+# 11. Stopped and continued (SIGSTOP, SIGCONT: ^Z is the step's byte, so a stop comes from
+# outside), runbox puts the terminal back in raw mode, which the shell in between set cooked;
+# the control: cooked it was, until the SIGCONT.
+on_pty expect:ready kill:SIGSTOP cook mode kill:SIGCONT sleep:0.5 mode 'send:x\r' wait -- run -it -- /bin/sh -c 'echo ready; read -r x; echo "got:$x"'
+modes=$(grep -oE '\[raw (yes|no)\]' <<<"$OUT" | tr '\n' ' ')
+if [ "$RC" = 0 ] && [ "$modes" = "[raw no] [raw yes] " ] && has got:x && has "[restored yes]"; then
+	ok "run -it stopped and continued: raw again after SIGCONT (control: cooked before it)"
+else not_ok "run -it SIGCONT" "exit $RC, modes: $modes $(grep -F '[' <<<"$OUT" | tr '\n' ' ')"; fi
+
+# 12. No host terminal is the controlling terminal of anything in the sandbox, init's included
 # (init leaves the runner's session); the control: runbox itself has the host pty as its own.
 on_pty expect:init-tty ctty 'send:\r' wait -- run -- /bin/sh -c 'echo "init-tty $(cut -d" " -f7 /proc/1/stat) step-tty $(cut -d" " -f7 /proc/self/stat)"; sleep 1'
 rb_tty=$(sed -n 's/^\[ctty \([0-9]*\)\]$/\1/p' <<<"$OUT")
@@ -226,7 +240,7 @@ runbox_procs() {
 	echo "$n"
 }
 
-# 12. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
+# 13. Killed by a signal it does not catch (SIGUSR1), runbox restores the terminal first; then
 # nothing of it is left. The control: while it ran the terminal was raw and runbox's processes
 # were there to count.
 exe=$(readlink -f "$RUNBOX")
@@ -241,7 +255,7 @@ if [ "$k_rc" = -10 ] && grep -qF "[raw yes]" <<<"$k_out" && grep -qF "[restored 
 	ok "run -it killed by SIGUSR1: the terminal was raw, is restored, no runbox process is left ($during during, $after after)"
 else not_ok "run -it killed" "exit $k_rc $(grep -F '[' <<<"$k_out" | tr '\n' ' '); runbox processes: $before before, $during during, $after after"; fi
 
-# 13. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
+# 14. After a run ends (SIGTERM: the cancel), no runbox process is left; the control: during
 # the run there were some to see.
 on_pty expect:ready "procs:$exe" kill:SIGTERM wait -- run -it -- /bin/sh -c 'echo ready; sleep 100'
 during=$(sed -n 's/^\[procs \([0-9]*\)\]$/\1/p' <<<"$OUT")
