@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/term.h"
 #include "common/cleanup.h"
 #include "common/ttysafe.h"
 #include "common/jsonout.h"
@@ -64,6 +65,7 @@ static int wire_cancel(void)
 struct term_sink {
 	struct rb_ttysafe tty[2];
 	bool is_tty[2];
+	bool raw; /* -t: the step's terminal's bytes, as they are, to ours */
 };
 
 static int to_terminal(void *ctx, const struct rb_chunk *c)
@@ -72,7 +74,10 @@ static int to_terminal(void *ctx, const struct rb_chunk *c)
 	int i = c->stream == RB_STREAM_STDERR;
 	int fd = i ? STDERR_FILENO : STDOUT_FILENO;
 	int r = 0;
-	if (!c->data) {
+	if (t->raw) {
+		/* The step has a terminal: its escapes are for a terminal, as under ssh or docker -t. */
+		r = c->data ? rb_write_all(fd, c->data, c->len) : 0;
+	} else if (!c->data) {
 		char tail[8];
 		if (t->is_tty[i])
 			r = rb_write_all(fd, tail, rb_ttysafe_end(&t->tty[i], tail));
@@ -164,6 +169,9 @@ static void usage(FILE *f)
 	      "  -w, --workdir DIR     the step's working directory (absolute; default /workspace)\n"
 	      "  -i, --interactive     stream runbox's stdin into the step's (at most 256 MiB; EOF closes it);\n"
 	      "                        without it the step's stdin is /dev/null\n"
+	      "  -t, --tty             a terminal for the step (a pty of the sandbox's own; -it for an\n"
+	      "                        interactive shell: ours in raw mode, its size followed); runbox's stdin\n"
+	      "                        must be a terminal, -tt forces one without\n"
 	      "  --label KEY=VALUE     recorded in the ledger's run_start (repeatable)\n"
 	      "  --output DIR          after the run, copy its artifacts (its last harvest) into DIR\n"
 	      "  --force               with --output: replace files that exist in DIR\n"
@@ -183,6 +191,7 @@ struct extras {
 	json_t *labels;      /* --label: {"K": "V"} or NULL */
 	const char *workdir; /* -w: the step's working directory */
 	bool interactive;    /* -i: our stdin streamed into the step's */
+	unsigned tty;        /* -t: a terminal for the step; -tt: also when our stdin is none */
 	const char *env[RB_POLICY_MAX_LIST];
 	unsigned n_env;
 };
@@ -328,6 +337,10 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 		rb_err("run %s: --workdir does not combine with a manifest (a script says `cd` itself)", path);
 		return 125;
 	}
+	if (x->tty) {
+		rb_err("run %s: -t does not combine with a manifest (its steps run without a terminal)", path);
+		return 125;
+	}
 	struct view v = {.json = x->json};
 	struct rb_runfile_opts opts = {
 	    .state_dir = cfg->state_dir,
@@ -456,6 +469,30 @@ static void report_limits(const struct rb_run *run, const struct rb_step_result 
 		rb_err("seccomp killed the step (SIGSYS): it made a system call the policy does not allow");
 }
 
+/* -t: the step's terminal sized as ours (stdin's, else stdout's, else 24x80) and following it;
+ * with -i on a terminal, ours in raw mode, so every key reaches the step's terminal as typed
+ * (^C there is the step's SIGINT). A hangup is a cancel, as SIGINT and SIGTERM are. */
+static int start_terminal(const struct extras *x, struct rb_step_req *req, int *resize_fd)
+{
+	int src = isatty(STDIN_FILENO) ? STDIN_FILENO : isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
+	req->tty = true;
+	if (src < 0 || !rb_term_size(src, &req->tty_size))
+		req->tty_size = (struct rb_tty_size){24, 80};
+	struct sigaction sa;
+	if (sigaction(SIGINT, NULL, &sa) == 0)
+		sigaction(SIGHUP, &sa, NULL);
+	if (src >= 0 && (*resize_fd = rb_term_watch_size(src)) < 0) {
+		rb_err("run -t: the terminal's size: %s", strerror(errno));
+		return -1;
+	}
+	req->resize_fd = *resize_fd;
+	if (x->interactive && isatty(STDIN_FILENO) && rb_term_raw(STDIN_FILENO) < 0) {
+		rb_err("run -it: raw mode on the terminal: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* "-" or a name ending in ".json": a manifest, where a command would be. */
 static bool is_manifest(const char *arg)
 {
@@ -503,6 +540,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	    {"env", required_argument, NULL, 'e'},
 	    {"workdir", required_argument, NULL, 'w'},
 	    {"interactive", no_argument, NULL, 'i'},
+	    {"tty", no_argument, NULL, 't'},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"gateway-config", required_argument, NULL, OPT_GATEWAY_CONFIG},
@@ -524,7 +562,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	/* Podman's way: options before and after a manifest are one set; a command's own words
 	 * begin at `--` or at its first word, and are never runbox's. */
 	for (;;) {
-		c = getopt_long(argc, argv, "+vhie:w:", opts, NULL);
+		c = getopt_long(argc, argv, "+vhite:w:", opts, NULL);
 		if (c == -1) {
 			if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && !manifest &&
 			    is_manifest(argv[optind]) && optind > 0) {
@@ -542,6 +580,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		case OPT_FORCE: x.force = true; break;
 		case OPT_VERSION: return rb_cmd_version(0, NULL);
 		case 'i': x.interactive = true; break;
+		case 't': x.tty++; break;
 		case 'w':
 			if (optarg[0] != '/' || strlen(optarg) >= 4096) {
 				rb_err(
@@ -672,6 +711,12 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		rb_err("run: no command given (usage: runbox run [OPTIONS] -- CMD ARGS... | runbox run SPEC.json)");
 		return 125;
 	}
+	/* As docker: a terminal for the step wants one here to type into and size it by. */
+	if (x.tty == 1 && !isatty(STDIN_FILENO)) {
+		rb_err("run -t: the input device is not a TTY (runbox's stdin is no terminal; -tt gives the step "
+		       "a terminal without one)");
+		return 125;
+	}
 	__attribute__((cleanup(free_inputs))) struct input_list ins = {calloc(cfg.n_inputs + 1, sizeof *ins.v),
 	                                                               cfg.n_inputs};
 	struct rb_input_req reqs[RB_MAX_INPUTS];
@@ -725,12 +770,20 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	}
 	rb_record_attach(&rec, &run);
 	struct rb_step_result res;
-	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}};
+	struct term_sink term = {.is_tty = {isatty(STDOUT_FILENO), isatty(STDERR_FILENO)}, .raw = x.tty > 0};
 	struct rb_step_req req = {
-	    .argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir};
+	    .argv = cmd, .sink = x.json ? NULL : to_terminal, .sink_ctx = &term, .cwd = x.workdir, .resize_fd = -1};
 	req.stdin_stream = x.interactive;
 	req.stdin_fd = STDIN_FILENO;
-	if (rb_run_exec(&run, &req, &res, &err) < 0) {
+	_cleanup_close_ int resize_fd = -1;
+	if (x.tty && start_terminal(&x, &req, &resize_fd) < 0) {
+		rb_record_close(&rec);
+		rb_run_close(&run);
+		return 125;
+	}
+	int exec_r = rb_run_exec(&run, &req, &res, &err);
+	rb_term_restore(); /* before anything more is said */
+	if (exec_r < 0) {
 		rb_err("%s", err.msg);
 		rb_record_close(&rec); /* before the run's close: it may keep its state file */
 		rb_run_close(&run);

@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -250,11 +254,51 @@ void rb_proc_notify(struct rb_proc *p)
 		return; /* the counter is full: it is readable anyway */
 }
 
+/* A terminal is read by a person: what the scrubber holds back at a chunk's end (a word that
+ * could still grow into a secret) would hold the echo of what they type until the next space.
+ * Once the output pauses for TTY_IDLE_MS, the held bytes are scrubbed as a stream's end and let
+ * out, and a new stream begins: a secret is still caught within a burst of output, not across
+ * a pause (a step that means to leak one can always transform it past any scrubber). */
+#define TTY_IDLE_MS 20
+
+static void arm_idle(struct rb_proc *p)
+{
+	struct itimerspec its = {.it_value = {.tv_nsec = TTY_IDLE_MS * 1000000L}};
+	if (p->idle.fd >= 0 && p->so_out.scrub && timerfd_settime(p->idle.fd, 0, &its, NULL) < 0)
+		rb_debug("process %lld: idle timer: %s", (long long)p->id, strerror(errno));
+}
+
+static void on_idle(struct rb_session *s, struct watch *w)
+{
+	struct rb_proc *p = w->proc;
+	uint64_t n;
+	if (read(w->fd, &n, sizeof n) < 0 && errno != EAGAIN)
+		rb_debug("process %lld: idle timer: %s", (long long)p->id, strerror(errno));
+	if (!p->so_out.scrub)
+		return;
+	scrub_emit(&p->so_out, NULL, 0);
+	rb_scrub_stream_free(p->so_out.scrub);
+	p->so_out.scrub = NULL;
+}
+
+static void stop_idle(struct rb_proc *p)
+{
+	int fd = p->idle.fd;
+	if (fd < 0)
+		return;
+	if (p->s)
+		rb_session_watch(p->s, &p->idle, -1);
+	p->idle.fd = -1;
+	close(fd);
+}
+
 static void on_output(struct rb_session *s, struct watch *w)
 {
 	struct rb_proc *p = w->proc;
 	struct stream_out *so = w == &p->out ? &p->so_out : &p->so_err;
 	so->open = pump(w->fd, so);
+	if (p->tty)
+		arm_idle(p);
 	/* Ended, or our reader closed its end: the process's end is closed too, so it is not left
 	 * blocked on a full pipe nobody reads. */
 	if (!so->open) {
@@ -341,6 +385,7 @@ static void proc_finish(struct rb_proc *p)
 	struct rb_run *run = p->s->run;
 	struct rb_step_result *res = &p->res;
 	stop_timer(p);
+	stop_idle(p);
 	if (p->cancel_sig) {
 		res->status = RB_STEP_CANCELLED;
 		res->signal = p->cancel_sig;
@@ -361,6 +406,9 @@ static void proc_finish(struct rb_proc *p)
 	if (p->stdin_w >= 0)
 		close(p->stdin_w);
 	p->stdin_w = -1;
+	if (p->tty_fd >= 0)
+		close(p->tty_fd);
+	p->tty_fd = -1;
 	res->wall_us = rb_now_us() - p->t0;
 	host_cpu(&p->ru0, &res->host);
 	if (run->sb.net.nft_fd >= 0) {
@@ -403,20 +451,75 @@ static void not_started(struct rb_step_result *res, json_t *ev)
 	         res->exec_errno ? strerror(res->exec_errno) : "");
 }
 
-void rb_proc_on_event(struct rb_proc *p, const char *ev, json_t *m)
+/* The master of the terminal init made: checked to be a pty master (ptmx's device, a pty
+ * number) before anything reads, writes or sizes it; then read as the process's output, written
+ * as its stdin, and given the size asked for meanwhile. */
+static int take_tty(struct rb_proc *p, int *fds, unsigned n_fds, struct rb_error *err)
+{
+	struct stat st;
+	unsigned ptn;
+	if (n_fds < 1 || fds[0] < 0)
+		return rb_error_set(err, EPROTO, "init started the process without its terminal");
+	if (fstat(fds[0], &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 5 || minor(st.st_rdev) != 2 ||
+	    ioctl(fds[0], TIOCGPTN, &ptn) < 0)
+		return rb_error_set(err, EPROTO, "init sent a terminal that is no pty master");
+	/* Of the sandbox's own devpts, never the host's: the slave's filesystem says which (the
+	 * master's may be a ptmx node elsewhere). */
+	struct stat host_pts, slave_st;
+	_cleanup_close_ int slave = ioctl(fds[0], TIOCGPTPEER, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+	if (slave < 0 || fstat(slave, &slave_st) < 0)
+		return rb_error_set(err, errno, "the terminal's slave");
+	if (stat("/dev/pts", &host_pts) == 0 && host_pts.st_dev == slave_st.st_dev)
+		return rb_error_set(err, EPROTO, "init sent a terminal of the host's devpts");
+	int master = fds[0];
+	if (fcntl(master, F_SETFL, O_NONBLOCK) < 0)
+		return rb_error_set(err, errno, "the terminal: O_NONBLOCK");
+	p->tty_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+	if (p->tty_fd < 0)
+		return rb_error_set(err, errno, "the terminal: dup");
+	if (!p->stdin_closed && (p->stdin_w = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0)
+		return rb_error_set(err, errno, "the terminal: dup");
+	int idle = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (idle < 0)
+		return rb_error_set(err, errno, "the terminal: timerfd_create");
+	if (rb_session_watch(p->s, &p->idle, idle) < 0) {
+		close(idle);
+		return rb_error_set(err, errno, "session: epoll");
+	}
+	if (rb_session_watch(p->s, &p->out, master) < 0)
+		return rb_error_set(err, errno, "session: epoll");
+	fds[0] = -1;
+	p->so_out.open = true;
+	struct winsize ws = {.ws_row = p->tty_size.rows, .ws_col = p->tty_size.cols};
+	ioctl(p->tty_fd, TIOCSWINSZ, &ws); /* a resize before the start; the same size is no change */
+	return 0;
+}
+
+void rb_proc_on_event(struct rb_proc *p, const char *ev, json_t *m, int *fds, unsigned n_fds)
 {
 	struct rb_step_result *res = &p->res;
 	if (!p->started && !strcmp(ev, "started")) {
 		p->started = true;
 		p->pid = (pid_t)json_integer_value(json_object_get(m, "pid"));
 		rb_debug("process %lld: started", (long long)p->id);
+		struct rb_error terr;
+		if (p->tty && take_tty(p, fds, n_fds, &terr) < 0) {
+			/* A process on a terminal nobody can read or type into does not go on. */
+			rb_session_send_signal(p->s, p->id, SIGKILL);
+			if (!p->cancel_sig && !p->timed_out) {
+				res->status = RB_STEP_SETUP_FAILED;
+				snprintf(res->error, sizeof res->error, "%s", terr.msg);
+				p->tty_failed = true;
+			}
+		}
 		if (p->cancel_sig) /* the cancel came before the process existed */
 			rb_session_send_signal(p->s, p->id, p->cancel_sig);
 	} else if (!p->started) {
 		not_started(res, m);
 		proc_finish(p);
 	} else if (!strcmp(ev, "exited")) {
-		fill_from_status(res, (int)json_integer_value(json_object_get(m, "status")));
+		if (!p->tty_failed)
+			fill_from_status(res, (int)json_integer_value(json_object_get(m, "status")));
 		res->user_us = (uint64_t)json_integer_value(json_object_get(m, "utime_us"));
 		res->sys_us = (uint64_t)json_integer_value(json_object_get(m, "stime_us"));
 		res->maxrss_kb = (uint64_t)json_integer_value(json_object_get(m, "maxrss_kb"));
@@ -464,7 +567,12 @@ static struct rb_proc *proc_new(struct rb_session *s, const struct rb_proc_req *
 	p->out = (struct watch){-1, on_output, p};
 	p->err = (struct watch){-1, on_output, p};
 	p->timer = (struct watch){-1, on_timer, p};
-	p->stdin_w = p->null_fd = -1;
+	p->idle = (struct watch){-1, on_idle, p};
+	p->stdin_w = p->null_fd = p->tty_fd = -1;
+	p->tty = p->res.tty = req->tty;
+	p->tty_size = req->tty_size;
+	if (!p->tty_size.rows || !p->tty_size.cols)
+		p->tty_size = (struct rb_tty_size){24, 80};
 	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->timeout_kills_sandbox = req->timeout_kills_sandbox;
 	p->sink = req->sink;
@@ -586,11 +694,16 @@ static int build_request(struct rb_proc *p, const struct rb_proc_req *req, struc
 		return rb_error_set(err, EINVAL, "argv[%zu] of the command is not valid UTF-8", bad);
 	json_t *env = rb_run_step_env(run);
 	json_t *jfiles = json_array();
+	bool stdin_pipe = req->stdin_pipe && !req->tty; /* a terminal is its stdin */
 	q->msg = json_pack("{s:s, s:I, s:o, s:o, s:s, s:o, s:b, s:b}", "op", "exec", "id", (json_int_t)p->id, "argv",
 	                   args, "env", env, "cwd", req->cwd ? req->cwd : "/workspace", "files", jfiles, "stdin",
-	                   req->stdin_pipe, "cgroup", 0);
+	                   stdin_pipe, "cgroup", 0);
 	if (!q->msg)
 		return rb_error_set(err, EINVAL, "process: its cwd is not valid UTF-8");
+	/* No stdio travels with a terminal's request: init makes the pty inside (init.c). */
+	if (p->tty)
+		json_object_set_new(q->msg, "tty",
+		                    json_pack("{s:i, s:i}", "rows", p->tty_size.rows, "cols", p->tty_size.cols));
 	for (char *const *e = req->env; e && *e; e++) {
 		json_t *s = json_string(*e);
 		if (!s || json_array_append_new(env, s) < 0)
@@ -599,8 +712,8 @@ static int build_request(struct rb_proc *p, const struct rb_proc_req *req, struc
 	}
 	_Static_assert(3 + RB_STEP_MAX_FILES + 1 + 1 <= RB_CHAN_MAX_FDS,
 	               "stdin, stdout, stderr, files, cgroup and a long request's body in one message");
-	if ((req->stdin_pipe && add_pipe(q, &q->stdin_w, true, err) < 0) || add_pipe(q, &q->out_r, false, err) < 0 ||
-	    add_pipe(q, &q->err_r, false, err) < 0)
+	if (!p->tty && ((stdin_pipe && add_pipe(q, &q->stdin_w, true, err) < 0) ||
+	                add_pipe(q, &q->out_r, false, err) < 0 || add_pipe(q, &q->err_r, false, err) < 0))
 		return -1;
 	for (unsigned i = 0; i < n_files; i++) {
 		int fd = file_fd(&files[i], err);
@@ -679,13 +792,14 @@ int rb_proc_start(struct rb_session *s, const struct rb_proc_req *req, struct rb
 		}
 		(void)rb_steal_fd(&tfd); /* the slot's now */
 	}
-	if (rb_session_watch(s, &p->out, q.out_r) < 0 || rb_session_watch(s, &p->err, q.err_r) < 0) {
+	/* A terminal's output is watched once its master comes (take_tty). */
+	if (!p->tty && (rb_session_watch(s, &p->out, q.out_r) < 0 || rb_session_watch(s, &p->err, q.err_r) < 0)) {
 		rb_error_set(err, errno, "session: epoll");
 		rb_session_kill(s, NULL);
 		return -1;
 	}
 	q.out_r = q.err_r = -1;
-	p->so_out.open = p->so_err.open = true;
+	p->so_out.open = p->so_err.open = !p->tty;
 	p->stdin_w = rb_steal_fd(&q.stdin_w);
 	rb_debug("process %lld: exec sent", (long long)p->id);
 	if (run->ledger.commit && run->ledger.commit(run->ledger.ctx, err) < 0) {
@@ -725,8 +839,15 @@ size_t rb_proc_read(struct rb_proc *p, uint64_t after_seq, struct rb_chunk *out,
 	return n;
 }
 
+bool rb_proc_stdin_open(const struct rb_proc *p)
+{
+	return !p->done && (p->stdin_w >= 0 || (p->tty && !p->started && !p->stdin_closed));
+}
+
 ssize_t rb_proc_write(struct rb_proc *p, const void *data, size_t len, struct rb_error *err)
 {
+	if (p->stdin_w < 0 && rb_proc_stdin_open(p))
+		return 0; /* a terminal whose master has not come yet */
 	if (p->stdin_w < 0)
 		return rb_error_set(err, EBADF, "process %lld: no stdin to write (not a pipe, or closed)",
 		                    (long long)p->id);
@@ -741,11 +862,45 @@ ssize_t rb_proc_write(struct rb_proc *p, const void *data, size_t len, struct rb
 	return w;
 }
 
+/* A terminal has no end of its own: closing it is typing its EOF character, which the line
+ * discipline turns into a read of 0 bytes in canonical mode (in raw mode a program reads its
+ * bytes itself, and ^D is one of them). */
+static void type_eof(int master)
+{
+	struct termios t;
+	if (tcgetattr(master, &t) < 0 || !(t.c_lflag & ICANON) || t.c_cc[VEOF] == _POSIX_VDISABLE)
+		return;
+	char c = (char)t.c_cc[VEOF];
+	if (write(master, &c, 1) < 0)
+		rb_debug("terminal: EOF not typed: %s", strerror(errno));
+}
+
 void rb_proc_close_stdin(struct rb_proc *p)
 {
+	p->stdin_closed = true;
+	if (p->stdin_w >= 0 && p->tty)
+		type_eof(p->stdin_w);
 	if (p->stdin_w >= 0)
 		close(p->stdin_w);
 	p->stdin_w = -1;
+}
+
+int rb_proc_resize(struct rb_proc *p, struct rb_tty_size size, struct rb_error *err)
+{
+	if (!p->tty)
+		return rb_error_set(err, ENOTTY, "process %lld: it has no terminal", (long long)p->id);
+	if (!size.rows || !size.cols)
+		return rb_error_set(err, EINVAL, "process %lld: a terminal of %u rows and %u columns", (long long)p->id,
+		                    size.rows, size.cols);
+	if (p->done)
+		return rb_error_set(err, ESRCH, "process %lld: it has ended", (long long)p->id);
+	p->tty_size = size;
+	if (p->tty_fd < 0)
+		return 0; /* set when the terminal comes (take_tty) */
+	struct winsize ws = {.ws_row = size.rows, .ws_col = size.cols};
+	if (ioctl(p->tty_fd, TIOCSWINSZ, &ws) < 0)
+		return rb_error_set(err, errno, "process %lld: TIOCSWINSZ", (long long)p->id);
+	return 0;
 }
 
 int rb_proc_signal(struct rb_proc *p, int sig, struct rb_error *err)
@@ -811,8 +966,8 @@ void rb_proc_free(struct rb_proc *p)
 	}
 	if (p->s)
 		rb_session_forget(p->s, p);
-	struct watch *ws[] = {&p->out, &p->err, &p->timer};
-	for (size_t i = 0; i < 3; i++)
+	struct watch *ws[] = {&p->out, &p->err, &p->timer, &p->idle};
+	for (size_t i = 0; i < RB_ARRAY_SIZE(ws); i++)
 		if (ws[i]->fd >= 0) {
 			if (p->s)
 				rb_session_watch(p->s, ws[i], -1);
@@ -829,6 +984,8 @@ void rb_proc_free(struct rb_proc *p)
 		close(p->null_fd);
 	if (p->stdin_w >= 0)
 		close(p->stdin_w);
+	if (p->tty_fd >= 0)
+		close(p->tty_fd);
 	for (size_t i = 0; i < p->n_chunks; i++)
 		free(p->chunks[i].data);
 	free(p->chunks);

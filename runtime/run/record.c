@@ -194,6 +194,8 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 		json_object_set_new(d, "signal", json_integer(res->signal));
 	if (res->cgroup.have_pids_peak)
 		json_object_set_new(d, "pids_peak", json_integer((json_int_t)res->cgroup.pids_peak));
+	if (res->tty) /* interactive: what was typed is not in the ledger, only the command */
+		json_object_set_new(d, "tty", json_true());
 	json_object_set_new(d, "host_cpu_ms", json_real((double)(res->host.cpu_user_us + res->host.cpu_sys_us) / 1000));
 	json_object_set_new(d, "output_dropped_bytes",
 	                    json_integer((json_int_t)res->host.stdout_dropped + (json_int_t)res->host.stderr_dropped));

@@ -58,6 +58,8 @@ void rb_result_step_fields(json_t *o, const struct rb_step_result *res)
 	json_object_set_new(o, "seccomp_killed", json_boolean(res->seccomp_killed));
 	if (res->error[0])
 		json_object_set_new(o, "error", json_string(res->error));
+	if (res->tty)
+		json_object_set_new(o, "tty", json_true());
 	json_object_set_new(o, "wall_ms", json_real((double)res->wall_us / 1000.0));
 	json_object_set_new(o, "cpu",
 	                    json_pack("{s:f, s:f}", "user_ms", (double)res->user_us / 1000.0, "system_ms",

@@ -595,26 +595,41 @@ static int setup_failed(struct rb_step_result *res, const char *why, uint64_t t0
 	return 0;
 }
 
+/* The last size the caller wrote to resize_fd given to the process's terminal; returns the fd,
+ * or -1 once it ended. */
+static int resize(struct rb_proc *p, int resize_fd)
+{
+	struct rb_tty_size sz[16], last = {0};
+	ssize_t n;
+	while ((n = read(resize_fd, sz, sizeof sz)) >= (ssize_t)sizeof *sz)
+		last = sz[n / (ssize_t)sizeof *sz - 1];
+	struct rb_error rerr;
+	if (last.rows && rb_proc_resize(p, last, &rerr) < 0)
+		rb_debug("%s", rerr.msg);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ? -1 : resize_fd;
+}
+
 /* rb_proc_wait, while from's bytes are copied into the process's stdin as it takes them: one
  * 64 KiB buffer (the step's reading paces runbox's), at most RB_STEP_STDIN_CAP bytes in all.
  * from's EOF, an error reading it, or the cap closes the step's stdin; a step that closed its
  * own (EPIPE) or ended stops the copy, so a step that never reads its stdin never holds the run. */
-static int feed_stdin(struct rb_session *s, struct rb_proc *p, int from, struct rb_error *err)
+static int feed_stdin(struct rb_session *s, struct rb_proc *p, int from, int resize_fd, struct rb_error *err)
 {
 	_cleanup_free_ char *buf = malloc(64u << 10);
 	if (!buf)
 		return rb_error_set(err, ENOMEM, "stdin");
 	size_t have = 0, off = 0;
 	uint64_t total = 0;
-	bool feeding = true;
+	bool feeding = from >= 0;
 	while (!rb_proc_done(p)) {
-		if (feeding && p->stdin_w < 0)
+		if (feeding && !rb_proc_stdin_open(p))
 			feeding = false; /* closed by the session (the process ended) */
-		struct pollfd fds[2] = {{.fd = rb_session_fd(s), .events = POLLIN}, {.fd = -1}};
+		struct pollfd fds[3] = {
+		    {.fd = rb_session_fd(s), .events = POLLIN}, {.fd = -1}, {.fd = resize_fd, .events = POLLIN}};
 		if (feeding)
 			fds[1] = have ? (struct pollfd){.fd = p->stdin_w, .events = POLLOUT}
 			              : (struct pollfd){.fd = from, .events = POLLIN};
-		if (poll(fds, 2, -1) < 0) {
+		if (poll(fds, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue; /* a cancel: the session's eventfd says it */
 			return rb_error_set(err, errno, "poll");
@@ -651,6 +666,8 @@ static int feed_stdin(struct rb_session *s, struct rb_proc *p, int from, struct 
 				off += (size_t)w, have -= (size_t)w;
 			}
 		}
+		if (fds[2].revents)
+			resize_fd = resize(p, resize_fd);
 		if (fds[0].revents && rb_session_dispatch(s, 0, err) < 0)
 			return -1;
 	}
@@ -677,11 +694,15 @@ int rb_run_exec(struct rb_run *run, const struct rb_step_req *req, struct rb_ste
 	                                 .sink = req->sink,
 	                                 .sink_ctx = req->sink_ctx,
 	                                 .scrubber = req->scrubber,
-	                                 .stdin_pipe = req->stdin_stream};
+	                                 .stdin_pipe = req->stdin_stream,
+	                                 .tty = req->tty,
+	                                 .tty_size = req->tty_size};
 	struct rb_proc *p;
 	if (rb_proc_start(s, &preq, &p, err) < 0)
 		return -1;
-	int r = req->stdin_stream ? feed_stdin(s, p, req->stdin_fd, err) : rb_proc_wait(p, -1, err);
+	int r = req->stdin_stream || req->tty
+	            ? feed_stdin(s, p, req->stdin_stream ? req->stdin_fd : -1, req->tty ? req->resize_fd : -1, err)
+	            : rb_proc_wait(p, -1, err);
 	if (r > 0)
 		rb_proc_take_result(p, res);
 	rb_proc_free(p);

@@ -93,6 +93,7 @@ struct rb_step_result {
 	json_t *gateway_calls;    /* the step's gateway call records (ledger events), or NULL */
 	unsigned gateway_refused; /* how many of them were refused */
 	char gateway_hint[512];   /* the first refusal, said in one line; "" when none */
+	bool tty;                 /* it ran on a terminal (rb_proc_req.tty): out holds the terminal's output */
 };
 
 /* The ledger's part in a run (rb_record_attach fills it in), placed where the runner would
@@ -183,6 +184,11 @@ struct rb_step_file {
 	size_t len;
 };
 
+/* A terminal's size, in character cells (struct winsize's rows and columns). */
+struct rb_tty_size {
+	uint16_t rows, cols;
+};
+
 struct rb_step_req {
 	char *const *argv;
 	char *const *env;                 /* added after the policy's variables; may be NULL */
@@ -202,6 +208,12 @@ struct rb_step_req {
 	 * step's stdin. Else the step's stdin is the sandbox's /dev/null. */
 	bool stdin_stream;
 	int stdin_fd;
+	/* A terminal for the step (rb_proc_req.tty), of tty_size; its output is the step's stdout.
+	 * resize_fd (or -1): a nonblocking fd the caller writes struct rb_tty_size records to
+	 * (the CLI, from its SIGWINCH handler); the last one read is the terminal's new size. */
+	bool tty;
+	struct rb_tty_size tty_size;
+	int resize_fd;
 };
 
 /* The most a step's streamed stdin carries (docker run -i has none; runbox has a fixed one,

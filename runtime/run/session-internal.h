@@ -78,6 +78,12 @@ struct rb_proc {
 	struct watch out, err, timer;
 	struct stream_out so_out, so_err;
 	int stdin_w;
+	/* A terminal (rb_proc_req.tty): its master comes with init's `started`; out reads it,
+	 * stdin_w writes it, tty_fd sets its size; each its own copy, closed on its own. */
+	bool tty, stdin_closed, tty_failed;
+	int tty_fd;
+	struct watch idle; /* a terminal's output paused: what the scrubber holds goes out */
+	struct rb_tty_size tty_size;
 	int efd;
 	bool started, done, timed_out, timeout_kills_sandbox;
 	int cancel_sig;
@@ -105,7 +111,11 @@ void rb_session_forget(struct rb_session *s, struct rb_proc *p);
 int rb_session_add(struct rb_session *s, struct rb_proc *p);
 
 /* The process's side (session.c calls them). */
-void rb_proc_on_event(struct rb_proc *p, const char *ev, json_t *msg);
+/* init's report on the process; fds came with it (a terminal's master with `started`): the
+ * process takes what it keeps, setting its slot to -1, and the caller closes the rest. */
+void rb_proc_on_event(struct rb_proc *p, const char *ev, json_t *msg, int *fds, unsigned n_fds);
+/* Whether the process's stdin may still take bytes (a terminal's before it started too). */
+bool rb_proc_stdin_open(const struct rb_proc *p);
 void rb_proc_end(struct rb_proc *p, const char *why); /* the sandbox is gone */
 void rb_proc_cancel(struct rb_proc *p, int sig);
 void rb_proc_notify(struct rb_proc *p);

@@ -89,7 +89,9 @@ static void on_ctl(struct rb_session *s, struct watch *w)
 {
 	json_t *m = NULL;
 	struct rb_error err;
-	if (rb_chan_recv(s->run->sb.ctl, &m, NULL, NULL, &err) <= 0) {
+	int fds[RB_CHAN_MAX_FDS];
+	unsigned n_fds = 0;
+	if (rb_chan_recv(s->run->sb.ctl, &m, fds, &n_fds, &err) <= 0) {
 		rb_session_kill(s, NULL);
 		return;
 	}
@@ -97,9 +99,12 @@ static void on_ctl(struct rb_session *s, struct watch *w)
 	int64_t id = (int64_t)json_integer_value(json_object_get(m, "id"));
 	struct rb_proc *p = proc_by_id(s, id);
 	if (ev && p && !p->done)
-		rb_proc_on_event(p, ev, m);
+		rb_proc_on_event(p, ev, m, fds, n_fds);
 	else if (ev && !p && id > 0 && !strcmp(ev, "started"))
 		rb_session_send_signal(s, id, SIGKILL); /* its handle was freed before it started */
+	for (unsigned i = 0; i < n_fds; i++)            /* what no process took (a terminal's master it kept) */
+		if (fds[i] >= 0)
+			close(fds[i]);
 	json_decref(m);
 }
 

@@ -40,7 +40,13 @@ struct rb_proc_req {
 	unsigned n_files;
 	uint64_t timeout_ms; /* 0: the run's */
 	bool stdin_pipe;     /* stdin a pipe the caller writes (rb_proc_write); else /dev/null */
-	bool keep_chunks;    /* keep output for rb_proc_read (up to RB_PROC_KEEP_CAP bytes) */
+	/* A terminal: init makes a pty in the sandbox's own devpts; its slave is the process's
+	 * controlling terminal on fds 0-2, its master comes back to the runner. Output is then one
+	 * stream (RB_STREAM_STDOUT), rb_proc_write types into the terminal (stdin_pipe is not
+	 * needed), rb_proc_resize changes its size. tty_size 0x0: 24x80. */
+	bool tty;
+	struct rb_tty_size tty_size;
+	bool keep_chunks; /* keep output for rb_proc_read (up to RB_PROC_KEEP_CAP bytes) */
 	/* A run's step: its timeout kills the whole sandbox (SPEC "Timeouts"). Otherwise only the
 	 * process's group is killed, and the sandbox's other processes go on. */
 	bool timeout_kills_sandbox;
@@ -84,9 +90,16 @@ pid_t rb_proc_pid(const struct rb_proc *p);
  * the next rb_session_dispatch. Returns their count. */
 size_t rb_proc_read(struct rb_proc *p, uint64_t after_seq, struct rb_chunk *out, size_t max);
 /* Writes to the process's stdin without blocking: returns the bytes taken (0: the pipe is
- * full), or -1 with err (no stdin pipe, closed, the process closed its end). */
+ * full, or a terminal's process has not started yet), or -1 with err (no stdin pipe, closed,
+ * the process closed its end). */
 ssize_t rb_proc_write(struct rb_proc *p, const void *data, size_t len, struct rb_error *err);
+/* Ends the process's stdin: a pipe is closed; on a terminal in canonical mode the terminal's
+ * EOF character (VEOF, ^D) is typed, then nothing more is written. */
 void rb_proc_close_stdin(struct rb_proc *p);
+/* A terminal's new size (TIOCSWINSZ on its master: the kernel sends SIGWINCH to its foreground
+ * process group). Before the process started, the size is kept and set once it has. Returns 0,
+ * or -1 with err (no terminal, or it is gone). */
+int rb_proc_resize(struct rb_proc *p, struct rb_tty_size size, struct rb_error *err);
 /* Sends sig to the process's group (through init). */
 int rb_proc_signal(struct rb_proc *p, int sig, struct rb_error *err);
 bool rb_proc_done(const struct rb_proc *p);

@@ -15,14 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/capability.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "common/cleanup.h"
 extern char **environ;
@@ -51,6 +54,7 @@ struct init_proc {
 struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
+	int pts; /* the sandbox's own devpts (/dev/pts, O_PATH), or -1 */
 	struct init_proc procs[MAX_PROCS];
 };
 
@@ -191,17 +195,73 @@ static int check_files(json_t *files, const int *fds, unsigned n_fds, struct rb_
 	return 0;
 }
 
+/* The sandbox's own devpts, opened once after the root is built: a terminal is made from it
+ * alone (never from a path a step could change, never from a host devpts). */
+static int open_pts(struct rb_error *err)
+{
+	int fd = open("/dev/pts", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct statfs sf;
+	if (fd < 0)
+		return rb_error_set(err, errno, "open /dev/pts");
+	if (fstatfs(fd, &sf) < 0 || sf.f_type != DEVPTS_SUPER_MAGIC) {
+		close(fd);
+		return rb_error_set(err, ENODEV, "/dev/pts is not a devpts instance");
+	}
+	return fd;
+}
+
+/* A pty pair of the sandbox's devpts (mounted newinstance, mounts.c): the master from its own
+ * ptmx, the slave through the master (TIOCGPTPEER: no path is looked up), the slave given to
+ * the step's ids (as grantpt would), its size set. Neither becomes init's terminal. */
+static int make_pty(const struct init_state *st, json_t *jtty, int *master, int *slave, struct rb_error *err)
+{
+	*master = *slave = -1;
+	json_int_t rows = json_integer_value(json_object_get(jtty, "rows"));
+	json_int_t cols = json_integer_value(json_object_get(jtty, "cols"));
+	if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
+		return rb_error_set(err, EINVAL, "exec request: a terminal of %lld rows and %lld columns",
+		                    (long long)rows, (long long)cols);
+	if (st->pts < 0)
+		return rb_error_set(err, ENODEV, "no terminal: the sandbox has no devpts of its own");
+	_cleanup_close_ int m = openat(st->pts, "ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NOFOLLOW);
+	if (m < 0)
+		return rb_error_set(err, errno, "open /dev/pts/ptmx");
+	int unlock = 0;
+	if (ioctl(m, TIOCSPTLCK, &unlock) < 0)
+		return rb_error_set(err, errno, "unlock the pty");
+	_cleanup_close_ int sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (sl < 0)
+		return rb_error_set(err, errno, "open the pty's slave (TIOCGPTPEER)");
+	const struct rb_exec_spec *ex = &st->spec->exec;
+	struct stat sst;
+	if (fstat(sl, &sst) < 0)
+		return rb_error_set(err, errno, "stat the pty's slave");
+	if ((sst.st_uid != ex->uid || sst.st_gid != ex->gid) && fchown(sl, ex->uid, ex->gid) < 0)
+		return rb_error_set(err, errno, "chown the pty's slave to %u:%u", (unsigned)ex->uid, (unsigned)ex->gid);
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0)
+		return rb_error_set(err, errno, "set the terminal's size");
+	*master = rb_steal_fd(&m);
+	*slave = rb_steal_fd(&sl);
+	return 0;
+}
+
 /* An exec request: {"op": "exec", "id": N, "argv", "env", "cwd", "files", "cgroup", "stdin"},
  * with descriptors stdin (when "stdin" is true: a pipe from the runner; else the sandbox's own
  * /dev/null, init's fd 0), stdout, stderr, the step's files, then its cgroup.procs (when
- * "cgroup"). Answered with {"ev": "started", "id", "pid"} or {"ev": "exec_failed", "id", ...};
+ * "cgroup"). With "tty": {"rows", "cols"} no stdio comes: init makes a pty (make_pty) whose
+ * slave is the process's fds 0-2 and controlling terminal, and its master goes back with
+ * `started`; init keeps neither end, so the master reads EIO once the last holder of the slave
+ * is gone. Answered with {"ev": "started", "id", "pid"} or {"ev": "exec_failed", "id", ...};
  * the other processes run on meanwhile. */
 static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n_fds)
 {
 	json_t *jid = json_object_get(msg, "id");
 	json_int_t id = json_integer_value(jid);
 	bool has_stdin = json_is_true(json_object_get(msg, "stdin"));
-	unsigned n_stdio = has_stdin ? 3 : 2;
+	json_t *jtty = json_object_get(msg, "tty");
+	bool tty = json_is_object(jtty);
+	unsigned n_stdio = tty ? 0 : has_stdin ? 3 : 2;
 	if (!json_is_integer(jid) || n_fds < n_stdio) {
 		exec_failed(st, id, "bad exec request", EINVAL, 0);
 		return;
@@ -234,9 +294,20 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 		exec_failed(st, id, ferr.msg, ferr.errnum, 0);
 		return;
 	}
-	int stdio[3] = {has_stdin ? fds[0] : 0, fds[n_stdio - 2], fds[n_stdio - 1]};
+	_cleanup_close_ int master = -1, slave = -1;
+	if (tty && make_pty(st, jtty, &master, &slave, &ferr) < 0) {
+		exec_failed(st, id, ferr.msg, ferr.errnum, 0);
+		return;
+	}
+	int stdio[3] = {slave, slave, slave};
+	if (!tty) {
+		stdio[0] = has_stdin ? fds[0] : 0;
+		stdio[1] = fds[n_stdio - 2];
+		stdio[2] = fds[n_stdio - 1];
+	}
 	struct rb_step_failure f;
-	pid_t pid = rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + n_stdio, n_files, cgroup_procs, &f);
+	pid_t pid =
+	    rb_step_spawn(&st->spec->exec, argv, envp, cwd, stdio, fds + n_stdio, n_files, cgroup_procs, tty, &f);
 	/* The step's process shared this memory until its execve, and its change of ids set the
 	 * dumpable flag to fs.suid_dumpable; it reset the flag at once (see step.c), unless it
 	 * failed in between. */
@@ -246,7 +317,12 @@ static void handle_exec(struct init_state *st, json_t *msg, int *fds, unsigned n
 		return;
 	}
 	*slot = (struct init_proc){.pid = pid, .id = id};
-	send_event(st->ctl, json_pack("{s:s, s:I, s:i}", "ev", "started", "id", id, "pid", (int)pid));
+	json_t *ev = json_pack("{s:s, s:I, s:i}", "ev", "started", "id", id, "pid", (int)pid);
+	if (tty)
+		json_object_set_new(ev, "tty", json_true());
+	struct rb_error serr;
+	rb_chan_send(st->ctl, ev, &master, tty ? 1 : 0, &serr);
+	json_decref(ev);
 }
 
 static void reap(struct init_state *st)
@@ -335,7 +411,7 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 {
 	struct rb_error err;
 	rb_error_clear(&err);
-	struct init_state st = {.spec = spec, .ctl = ctl};
+	struct init_state st = {.spec = spec, .ctl = ctl, .pts = -1};
 	wipe_host_strings();
 
 	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
@@ -360,6 +436,13 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	}
 	json_decref(go);
 
+	/* Out of the runner's session: its controlling terminal (a host tty, when runbox runs on
+	 * one) would otherwise be init's too, a host terminal held inside the sandbox, and its ^C
+	 * and hangup would reach init beside the runner, which passes them on as the cancel. */
+	if (setsid() < 0) {
+		rb_error_set(&err, errno, "setsid");
+		die_setup(ctl, &err);
+	}
 	if (become_mapped(spec, &err) < 0)
 		die_setup(ctl, &err);
 	/* Credentials changed above, which clears these two: set them now. */
@@ -405,6 +488,11 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		rb_error_set(&err, errno, "open /workspace");
 		die_setup(ctl, &err);
 	}
+	/* A sandbox whose /dev/pts is not a devpts (mounts.c mounts a new instance there) makes no
+	 * terminals; every other process still runs. */
+	st.pts = open_pts(&err);
+	if (st.pts < 0)
+		rb_debug("init: %s: no terminals", err.msg);
 	json_t *ready = json_pack("{s:s}", "ev", "ready");
 	rb_chan_send(ctl, ready, &ws, 1, &err);
 	json_decref(ready);

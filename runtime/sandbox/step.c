@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -37,6 +38,7 @@ struct spawn_args {
 	const int *fds; /* what becomes fds 0..n_fds-1: stdio, then the step's files */
 	unsigned n_fds;
 	int cgroup_procs;
+	bool ctty;
 	struct rb_step_failure *failure;
 };
 
@@ -154,6 +156,10 @@ static int child(void *arg)
 		fail(f, errno, 0, "setsid");
 	if (setup_fds(a->fds, a->n_fds) < 0)
 		fail(f, errno, 0, "stdio and the step's files");
+	/* The sandbox's own pty (never a host one) as the new session's terminal, this group in
+	 * its foreground: ^C typed into it is SIGINT to the step, as in any terminal. */
+	if (a->ctty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+		fail(f, errno, 0, "TIOCSCTTY: the terminal as the step's controlling terminal");
 	if (chdir(a->cwd) < 0) {
 		snprintf(msg, sizeof msg, "chdir `%s`", a->cwd);
 		fail(f, errno, 0, msg);
@@ -215,7 +221,7 @@ static int child(void *arg)
 #define CHILD_STACK ((size_t)256 << 10)
 
 pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *const envp[], const char *cwd,
-                    const int fds[3], const int *files, unsigned n_files, int cgroup_procs,
+                    const int fds[3], const int *files, unsigned n_files, int cgroup_procs, bool ctty,
                     struct rb_step_failure *failure)
 {
 	memset(failure, 0, sizeof *failure);
@@ -236,7 +242,7 @@ pid_t rb_step_spawn(const struct rb_exec_spec *exec, char *const argv[], char *c
 		return -1;
 	}
 	_Static_assert(RB_STEP_FILE_FD == 3, "the step's files follow stdio");
-	struct spawn_args a = {exec, argv, envp, cwd, all, 3 + n_files, cgroup_procs, failure};
+	struct spawn_args a = {exec, argv, envp, cwd, all, 3 + n_files, cgroup_procs, ctty, failure};
 	/* init blocks its signals (it reads them from a signalfd), so none can reach a handler
 	 * between the clone and the child's reset. */
 	pid_t pid = clone(child, stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);

@@ -664,6 +664,16 @@ static int op_ioctl_tiocsti(int argc, char **argv)
 	return in_child(tty_child, &r);
 }
 
+/* TIOCSTI on the terminal the probe was given as stdin (runbox run -t: the sandbox's pty, its
+ * controlling terminal), pushing one harmless byte (a newline). */
+static int op_ioctl_tiocsti_stdin(int argc, char **argv)
+{
+	char c = '\n';
+	if (!isatty(0))
+		return ENOTTY;
+	return ioctl(0, TIOCSTI, &c) < 0 ? err() : 0;
+}
+
 static int op_ioctl_tioclinux(int argc, char **argv)
 {
 	struct tty_req r = {TIOCLINUX};
@@ -1190,6 +1200,7 @@ static const struct op ops[] = {
 	{"connect", 2, "HOST PORT [tcp|udp]", op_connect, false},
 	{"listen-connect", 0, "", op_listen_connect, false},
 	{"ioctl-tiocsti", 0, "[high]", op_ioctl_tiocsti, false},
+	{"ioctl-tiocsti-stdin", 0, "", op_ioctl_tiocsti_stdin, false},
 	{"ioctl-tioclinux", 0, "", op_ioctl_tioclinux, false},
 	{"ioctl-tiocgwinsz", 0, "", op_ioctl_tiocgwinsz, false},
 	{"personality", 1, "N", op_personality, false},

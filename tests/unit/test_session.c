@@ -139,6 +139,125 @@ static void two_processes_at_once(void **state)
 	rb_proc_free(printer);
 }
 
+static struct rb_proc *start_tty(struct fixture *f, const char *script, uint16_t rows, uint16_t cols)
+{
+	struct rb_proc_req req = {.script = script, .tty = true, .tty_size = {rows, cols}, .keep_chunks = true};
+	struct rb_proc *p = NULL;
+	struct rb_error err = {0};
+	if (rb_proc_start(f->s, &req, &p, &err) < 0)
+		fail_msg("rb_proc_start: %s", err.msg);
+	assert_non_null(p);
+	return p;
+}
+
+/* The kept output so far (one stream: a terminal's is stdout), carriage returns dropped. */
+static void tty_text(struct rb_proc *p, char *out, size_t len)
+{
+	struct rb_chunk c[256];
+	size_t n = rb_proc_read(p, 0, c, 256), k = 0;
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(c[i].stream, RB_STREAM_STDOUT);
+		for (size_t j = 0; j < c[i].len && k + 1 < len; j++)
+			if (c[i].data[j] != '\r')
+				out[k++] = c[i].data[j];
+	}
+	out[k] = '\0';
+}
+
+/* Dispatches until the process's terminal showed text (bounded). */
+static void await_text(struct fixture *f, struct rb_proc *p, const char *text)
+{
+	char out[4096];
+	struct rb_error err = {0};
+	for (int i = 0; i < 200; i++) {
+		tty_text(p, out, sizeof out);
+		if (strstr(out, text))
+			return;
+		assert_int_equal(rb_session_dispatch(f->s, 100, &err), 0);
+	}
+	fail_msg("the terminal never showed `%s`: `%s`", text, out);
+}
+
+/* Typed bytes are taken once the terminal exists (0 before: the caller writes again). */
+static void type(struct fixture *f, struct rb_proc *p, const char *text)
+{
+	struct rb_error err = {0};
+	for (int i = 0; i < 200; i++) {
+		ssize_t w = rb_proc_write(p, text, strlen(text), &err);
+		assert_true(w >= 0);
+		if (w == (ssize_t)strlen(text))
+			return;
+		assert_int_equal(w, 0);
+		assert_int_equal(rb_session_dispatch(f->s, 100, &err), 0);
+	}
+	fail_msg("the terminal never took `%s`", text);
+}
+
+/* A process on a terminal: the sandbox's pty (two at once get two), sized as asked, typed into,
+ * resized (SIGWINCH reaches it), its output one stream, its result saying tty. The control: a
+ * process without one beside them has no terminal, and resizing it is an error. */
+static void tty_process(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *p = start_tty(f,
+	                              "trap 'echo \"winch $(stty size)\"' WINCH; tty; echo \"size $(stty size)\"; "
+	                              "read -r x; echo \"got:$x\"; sleep 0.3; echo bye",
+	                              20, 60);
+	struct rb_proc *q = start_tty(f, "tty; sleep 30", 0, 0);
+	struct rb_proc *plain = start(f, "tty; exit 0", 0, false);
+	await_text(f, p, "size 20 60");
+	await_text(f, q, "/dev/pts/");
+	type(f, p, "hi\n");
+	await_text(f, p, "got:hi");
+	struct rb_error err = {0};
+	assert_int_equal(rb_proc_resize(p, (struct rb_tty_size){33, 77}, &err), 0);
+	wait_done(p, 20000);
+	char out[4096], other[256];
+	tty_text(p, out, sizeof out);
+	tty_text(q, other, sizeof other);
+	assert_non_null(strstr(out, "/dev/pts/"));
+	assert_non_null(strstr(out, "winch 33 77"));
+	assert_non_null(strstr(out, "bye"));
+	/* Two terminals, two names. */
+	char *nl = strchr(other, '\n');
+	assert_non_null(nl);
+	*nl = '\0';
+	assert_null(strstr(out, other));
+	const struct rb_step_result *r = rb_proc_result(p);
+	assert_int_equal(r->status, RB_STEP_EXITED);
+	assert_int_equal(r->exit_code, 0);
+	assert_true(r->tty);
+	assert_int_equal(r->err.len, 0);
+	assert_non_null(strstr(r->out.data, "got:hi"));
+	wait_done(plain, 20000);
+	assert_false(rb_proc_result(plain)->tty);
+	assert_non_null(strstr(rb_proc_result(plain)->out.data, "not a tty"));
+	assert_int_equal(rb_proc_resize(plain, (struct rb_tty_size){33, 77}, &err), -1);
+	assert_int_equal(err.errnum, ENOTTY);
+	rb_proc_free(p);
+	rb_proc_free(q);
+	rb_proc_free(plain);
+}
+
+/* Closing a terminal's stdin types its EOF: cat ends. The control: until then it runs. */
+static void tty_close_stdin_is_eof(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *p = start_tty(f, "cat; echo end:$?", 0, 0);
+	type(f, p, "abc\n");
+	await_text(f, p, "abc\nabc\n"); /* the echo, then cat's copy */
+	struct rb_error err = {0};
+	assert_int_equal(rb_proc_wait(p, 300, &err), 0);
+	assert_false(rb_proc_done(p));
+	rb_proc_close_stdin(p);
+	wait_done(p, 20000);
+	char out[1024];
+	tty_text(p, out, sizeof out);
+	assert_non_null(strstr(out, "end:0"));
+	assert_int_equal(rb_proc_write(p, "x", 1, &err), -1);
+	rb_proc_free(p);
+}
+
 /* Chunks read after a sequence number are only the later ones. */
 static void read_after_seq(void **state)
 {
@@ -322,6 +441,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(two_processes_at_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(read_after_seq, setup, teardown),
+	    cmocka_unit_test_setup_teardown(tty_process, setup, teardown),
+	    cmocka_unit_test_setup_teardown(tty_close_stdin_is_eof, setup, teardown),
 	    cmocka_unit_test_setup_teardown(signal_one, setup, teardown),
 	    cmocka_unit_test_setup_teardown(timeout_kills_only_its_process, setup, teardown),
 	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
