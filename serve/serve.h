@@ -111,7 +111,8 @@ unsigned rb_serve_fs_rename_json(struct rb_serve *sv, const char *sid, const jso
  * only (no input, no skill), and hydration back into a session's /workspace. */
 #define RB_SERVE_SNAPSHOT_MAX_MEMBERS 100000u
 #define RB_SERVE_SNAPSHOT_MAX_BYTES   (4ULL << 30)
-/* -> {ref: "sha256:<hex>", size, members, bytes}; a `snapshot` event. */
+/* -> {ref: "sha256:<hex>", size, members, bytes, skipped_links}; a `snapshot` event. A link
+ * whose target leaves /workspace is not kept (a hydrate refuses one): skipped_links names them. */
 unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply);
 /* The object of a snapshot (one a `snapshot` event names) opened for reading. */
 unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, uint64_t *size, json_t **reply);
@@ -132,6 +133,8 @@ int rb_serve_hydrate_write(struct rb_serve_hydrate *h, const void *data, size_t 
 /* Both free h. */
 unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h, json_t **reply);
 void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
+/* Whether a link at name (below /workspace) to target stays in /workspace, read lexically. */
+bool rb_serve_link_inside(const char *name, const char *target);
 /* The --state-dir the daemon was given (NULL: the default). */
 const char *rb_serve_state_dir(const struct rb_serve *sv);
 

@@ -60,7 +60,8 @@ struct packer {
 	int out;
 	struct hashed h;
 	uint64_t members, bytes, cap_in;
-	dev_t dev; /* /workspace's: anything on another device (an input, a skill) is left out */
+	json_t *skipped; /* links leaving /workspace: a hydrate refuses them, so they are not kept */
+	dev_t dev;       /* /workspace's: anything on another device (an input, a skill) is left out */
 	struct rb_error *err;
 	bool failed;
 };
@@ -159,6 +160,13 @@ static int pack_entry(struct packer *p, int dfd, const char *name, const char *r
 			return rb_error_set(p->err, errno, "snapshot: readlink /workspace/%s", rel);
 		}
 		target[n] = '\0';
+		if (!rb_serve_link_inside(rel, target)) {
+			archive_entry_free(e);
+			p->members--;
+			if (json_array_size(p->skipped) < 100)
+				json_array_append_new(p->skipped, json_sprintf("/workspace/%s", rel));
+			return 0;
+		}
 		archive_entry_set_symlink(e, target);
 	}
 	int r = archive_write_header(p->a, e) == ARCHIVE_OK ? 0 : pack_fail(p, rel);
@@ -286,7 +294,7 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 		return rb_serve_error(&err, reply);
 	char store[PATH_MAX + 16];
 	snprintf(store, sizeof store, "%s/artifacts", fs.state_dir);
-	struct packer p = {.out = -1, .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES, .err = &err};
+	struct packer p = {.out = -1, .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES, .err = &err, .skipped = json_array()};
 	struct stat wst;
 	_cleanup_close_ int top = -1;
 	int r = 0;
@@ -322,14 +330,16 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	/* Recorded before the reply names it: the store keeps what a snapshot event names. */
 	if (r == 0)
 		r = rb_serve_record(sv, sid, "snapshot",
-		                    json_pack("{s:s, s:s, s:I, s:I, s:I}", "ref", digest, "digest", digest, "size",
+		                    json_pack("{s:s, s:s, s:I, s:I, s:I, s:O}", "ref", digest, "digest", digest, "size",
 		                              (json_int_t)p.h.bytes, "members", (json_int_t)p.members, "bytes",
-		                              (json_int_t)p.bytes),
+		                              (json_int_t)p.bytes, "skipped_links", p.skipped),
 		                    &err);
-	if (r < 0)
+	if (r < 0) {
+		json_decref(p.skipped);
 		return rb_serve_error(&err, reply);
-	*reply = json_pack("{s:s, s:I, s:I, s:I}", "ref", digest, "size", (json_int_t)p.h.bytes, "members",
-	                   (json_int_t)p.members, "bytes", (json_int_t)p.bytes);
+	}
+	*reply = json_pack("{s:s, s:I, s:I, s:I, s:o}", "ref", digest, "size", (json_int_t)p.h.bytes, "members",
+	                   (json_int_t)p.members, "bytes", (json_int_t)p.bytes, "skipped_links", p.skipped);
 	return 200;
 }
 
@@ -419,17 +429,27 @@ static int member_name(const char *raw, char *out, size_t len, struct rb_error *
 }
 
 /* Whether a link at name (relative to /workspace) to target stays inside /workspace, read
- * lexically: an absolute target never does (it names the sandbox's root). */
-static bool link_inside(const char *name, const char *target)
+ * lexically: relative from the link's directory, or absolute below /workspace (as the sandbox,
+ * whose root it names, sees it). */
+bool rb_serve_link_inside(const char *name, const char *target)
 {
-	if (!target[0] || target[0] == '/')
+	if (!target[0])
 		return false;
 	int depth = 0;
-	for (const char *c = name; *c; c++)
-		depth += *c == '/';
 	char buf[PATH_MAX];
 	snprintf(buf, sizeof buf, "%s", target);
-	for (char *save = NULL, *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+	char *save = NULL, *t = strtok_r(buf, "/", &save);
+	if (target[0] == '/') {
+		while (t && !strcmp(t, "."))
+			t = strtok_r(NULL, "/", &save);
+		if (!t || strcmp(t, "workspace") != 0)
+			return false;
+		t = strtok_r(NULL, "/", &save);
+	} else {
+		for (const char *c = name; *c; c++)
+			depth += *c == '/';
+	}
+	for (; t; t = strtok_r(NULL, "/", &save)) {
 		if (!strcmp(t, ".."))
 			depth--;
 		else if (strcmp(t, "."))
@@ -519,7 +539,7 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 			}
 		} else if (type == AE_IFLNK) {
 			const char *t = archive_entry_symlink(e);
-			if (!t || !link_inside(name, t))
+			if (!t || !rb_serve_link_inside(name, t))
 				r = rb_error_setk(err, RB_ERR_INPUT, 0,
 				                  "hydrate: member `%s`: a link to `%s` leaves /workspace", name,
 				                  t ? t : "");
@@ -600,7 +620,8 @@ static int extract_one(struct archive *a, struct archive_entry *e, int ws, const
 		if (mkdirat(pfd, base, 0700) < 0 && errno != EEXIST)
 			return rb_error_set(err, errno, "hydrate: mkdir %s", shown);
 		_cleanup_close_ int dfd = rb_fs_open_child(pfd, base, O_RDONLY | O_DIRECTORY, true, shown, err);
-		if (dfd < 0 || fchmod(dfd, perm & 01777) < 0)
+		/* Always the owner's to enter and fill: the archive's later members go in it. */
+		if (dfd < 0 || fchmod(dfd, (perm & 01777) | 0700) < 0)
 			return dfd < 0 ? -1 : rb_error_set(err, errno, "hydrate: chmod %s", shown);
 		return 0;
 	}
