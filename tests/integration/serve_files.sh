@@ -152,9 +152,9 @@ chmod 0644 "$T/big"
 BIGSUM=$(sha256sum "$T/big" | cut -d' ' -f1)
 h0=$(hwm)
 upload PUT "/v1/sessions/$S/files?path=/workspace/big" "$T/big"; pst=$ST; psum=$(jv 'r["sha256"]')
-"${CLIENT[@]}" curl -s --max-time 120 --unix-socket "$SOCK" -o "$T/scratch/big.back" "http://runbox/v1/sessions/$S/files?path=/workspace/big"
+"${CLIENT[@]}" curl -s --max-time 120 --unix-socket "$SOCK" -o "$T/home/big.back" "http://runbox/v1/sessions/$S/files?path=/workspace/big"
 h1=$(hwm)
-gotsum=$(sha256sum "$T/scratch/big.back" | cut -d' ' -f1)
+gotsum=$(sha256sum "$T/home/big.back" | cut -d' ' -f1)
 # The control: a reader that holds the file whole peaks above its size, so the measure sees it.
 ctl=$("$PY" -c 'import sys; d = open(sys.argv[1], "rb").read(); print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0])' "$T/big")
 if [ "$pst" = 200 ] && [ "$psum" = "sha256:$BIGSUM" ] && [ "$gotsum" = "$BIGSUM" ] && [ -n "$h0" ] &&
@@ -228,8 +228,8 @@ REF=$(jv 'r["ref"]')
 skipped=$(jv '" ".join(r["skipped_links"])')
 run_rbx session snapshot --socket "$SOCK" "$S"
 cliref=$OUT
-"${CLIENT[@]}" curl -s --unix-socket "$SOCK" -o "$T/scratch/snap.tzst" "http://runbox/v1/snapshots/$REF"
-members=$(zstd -dc <"$T/scratch/snap.tzst" 2>/dev/null | tar -t 2>/dev/null | tr '\n' ' ')
+"${CLIENT[@]}" curl -s --unix-socket "$SOCK" -o "$T/home/snap.tzst" "http://runbox/v1/snapshots/$REF"
+members=$(zstd -dc <"$T/home/snap.tzst" 2>/dev/null | tar -t 2>/dev/null | tr '\n' ' ')
 run_rbx session create --socket "$SOCK" --image minimal --from-snapshot "$REF"
 S2=$OUT
 S_ORIG=$S
@@ -264,8 +264,8 @@ run_rbx cp --socket "$SOCK" "$S:/workspace/cpdir/cpin" -
 b="$RC:$OUT"
 RBX_STDIN=$T/scratch/cpin run_rbx cp --socket "$SOCK" - "$S:/workspace/fromstdin"
 c=$RC
-run_rbx cp --socket "$SOCK" "$S:/workspace/fromstdin" "$T/scratch/back"
-d="$RC:$(cat "$T/scratch/back" 2>/dev/null)"
+run_rbx cp --socket "$SOCK" "$S:/workspace/fromstdin" "$T/home/back"
+d="$RC:$(cat "$T/home/back" 2>/dev/null)"
 run_rbx cp --socket "$SOCK" "$S:/workspace/nope" -
 if [ "$a" = 0 ] && [ "$b" = "0:cp-$MARK" ] && [ "$c" = 0 ] && [ "$d" = "0:cp-$MARK" ] && [ "$RC" = 125 ] && [[ "$ERR" == *404* ]]; then
 	ok "runbox cp: a file in and out, stdin and stdout; control: a missing one is exit 125 (404)"
