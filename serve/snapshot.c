@@ -48,8 +48,15 @@ static int spool_file(const char *dir, struct rb_error *err)
 	if (rb_mkdir_p(dir, 0700, err) < 0)
 		return -1;
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd >= 0 ? fd : rb_error_set(err, errno, "a temporary file in `%s`", dir);
+	/* A file system without O_TMPFILE: a named one, unlinked at once. */
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/.tmp-spool-XXXXXX", dir);
+	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
 		return rb_error_set(err, errno, "a temporary file in `%s`", dir);
+	unlink(path);
 	return fd;
 }
 
@@ -281,7 +288,8 @@ static int store_commit(const char *store, int fd, const char *digest, struct rb
 	char self[64];
 	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
 	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-		return rb_error_set(err, errno, "snapshot: link `%s`", path);
+		return rb_error_set(err, errno, "snapshot: link `%s`%s", path,
+		                    errno == ENOENT ? " (the store's file system has no O_TMPFILE)" : "");
 	return rb_artifact_sync(store, err);
 }
 

@@ -215,9 +215,19 @@ ex test -e /workspace/h/big
 big_absent=$RC
 upload POST "/v1/sessions/$S/hydrate?max_members=30" "$T/many.tar"; d=$ST
 upload POST "/v1/sessions/$S/hydrate?max_bytes=8192" "$T/bytes.tar"; e=$ST
-if [ "$a" = 409 ] && [ "$b" = 409 ] && [ "$c" = 413 ] && [ "$big_absent" = 1 ] && [ "$d" = 200 ] && [ "$e" = 200 ]; then
-	ok "hydrate bounds refuse an oversize archive (members 409, bytes out 409, bytes in 413), writing nothing; control: within them 200"
-else not_ok "hydrate bounds" "members $a, bytes $b, in $c, written $big_absent; within: $d $e"; fi
+# The same bound on bytes in while the body streams (chunked: no length to refuse it by first).
+chunked() {
+	local out
+	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" -X POST \
+		-H 'Transfer-Encoding: chunked' -T "$2" "http://runbox$1")
+	ST=${out##*$'\n'}
+}
+chunked "/v1/sessions/$S/hydrate?max_in_bytes=4096" "$T/bytes.tar"; f=$ST
+chunked "/v1/sessions/$S/hydrate?max_in_bytes=20000" "$T/bytes.tar"; g=$ST
+if [ "$a" = 409 ] && [ "$b" = 409 ] && [ "$c" = 413 ] && [ "$big_absent" = 1 ] && [ "$d" = 200 ] && [ "$e" = 200 ] &&
+	[ "$f" = 413 ] && [ "$g" = 200 ]; then
+	ok "hydrate bounds refuse an oversize archive (members 409, bytes out 409, bytes in 413, also chunked), writing nothing; control: within them 200"
+else not_ok "hydrate bounds" "members $a, bytes $b, in $c, chunked $f, written $big_absent; within: $d $e $g"; fi
 
 # --- snapshot -> a new session: files restored, the environment not ------------------------
 ex sh -c "mkdir -p /workspace/out/deep && echo snap-\$EPH_SECRET-x > /workspace/out/deep/f && echo kept-$MARK > /workspace/k"
