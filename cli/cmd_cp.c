@@ -133,7 +133,7 @@ static int get_file(const char *sock, const char *id, const char *path, const ch
 	qencode(path, q, sizeof q);
 	struct stat st;
 	const char *base = strrchr(path, '/') + 1;
-	if (strcmp(dest, "-") && stat(dest, &st) == 0 && S_ISDIR(st.st_mode))
+	if (strcmp(dest, "-") != 0 && stat(dest, &st) == 0 && S_ISDIR(st.st_mode))
 		snprintf(target, sizeof target, "%s/%s", dest, base);
 	else
 		snprintf(target, sizeof target, "%s", dest);

@@ -134,7 +134,7 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 	char digest[72] = "sha256:";
 	EVP_DigestFinal_ex(p->md, md, &mdlen);
 	for (unsigned i = 0; i < 32; i++)
-		snprintf(digest + 7 + 2 * i, 3, "%02x", md[i]);
+		snprintf(digest + 7 + 2 * (size_t)i, 3, "%02x", md[i]);
 	int r = fchmod(p->fd, p->mode) < 0 ? rb_error_set(&err, errno, "chmod %s", p->p.full) : 0;
 	if (r == 0 && close(p->fd) < 0)
 		r = rb_error_set(&err, errno, "close %s", p->p.full);
@@ -189,11 +189,11 @@ unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *pat
 	_cleanup_close_ int pfd = rb_fs_open_parent(&fs, &p, false, &err);
 	_cleanup_close_ int opath = -1, fd = -1;
 	int r = pfd < 0 ? -1 : 0;
+	struct stat st = {0};
 	if (r == 0 && !p.name[0])
 		r = rb_error_setk(&err, RB_ERR_CONFLICT, EISDIR, "/: not a regular file");
 	if (r == 0 && (opath = rb_fs_open_child(pfd, p.name, O_PATH, false, p.full, &err)) < 0)
 		r = -1;
-	struct stat st;
 	if (r == 0 && fstat(opath, &st) < 0)
 		r = rb_error_set(&err, errno, "stat %s", p.full);
 	if (r == 0 && S_ISLNK(st.st_mode))
@@ -231,7 +231,7 @@ unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *pat
 {
 	struct rb_serve_put *p;
 	unsigned st = rb_serve_put_begin(sv, sid, path, 0644, false, RB_SERVE_STREAM_CAP, &p, reply);
-	if (st != 200)
+	if (st != 200 || !p)
 		return st;
 	struct rb_error err;
 	if (rb_serve_put_write(p, data, len, &err) < 0) {

@@ -81,7 +81,7 @@ bool rb_fspath_link_inside(const char *name, const char *target)
 	for (; t; t = strtok_r(NULL, "/", &save)) {
 		if (!strcmp(t, ".."))
 			depth--;
-		else if (strcmp(t, "."))
+		else if (strcmp(t, ".") != 0)
 			depth++;
 		if (depth < 0)
 			return false;
@@ -130,9 +130,8 @@ void rb_fscred_leave(struct rb_fscred *c)
 static int openat2_how(int dirfd, const char *rel, int flags, uint64_t resolve, bool follow_last)
 {
 	struct open_how how = {
-	    /* O_PATH takes no other flag (openat2 refuses one); the rest are opened large. */
-	    .flags =
-	        (uint64_t)(flags | (follow_last ? 0 : O_NOFOLLOW) | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_LARGEFILE)),
+	    /* The kernel adds O_LARGEFILE itself (not to O_PATH, which takes no other flag). */
+	    .flags = (uint64_t)(flags | (follow_last ? 0 : O_NOFOLLOW) | O_CLOEXEC),
 	    .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? 0600 : 0,
 	    .resolve = resolve,
 	};

@@ -674,10 +674,12 @@ int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *f
 	fs->root = fs->ws = -1;
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
+	if (!s) {
+		pthread_mutex_unlock(&sv->lock);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	}
 	int r = 0;
-	if (!s)
-		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
-	else if (s->run.sb.root_fd < 0 || s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
+	if (s->run.sb.root_fd < 0 || s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
 		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox is not up", sid);
 	else if ((fs->root = fcntl(s->run.sb.root_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
 	         (fs->ws = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)

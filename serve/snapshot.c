@@ -39,7 +39,7 @@ static void hashed_hex(struct hashed *h, char digest[RB_ARTIFACT_DIGEST_LEN])
 	EVP_DigestFinal_ex(h->md, md, &n);
 	snprintf(digest, RB_ARTIFACT_DIGEST_LEN, "sha256:");
 	for (unsigned i = 0; i < 32; i++)
-		snprintf(digest + 7 + 2 * i, 3, "%02x", md[i]);
+		snprintf(digest + 7 + 2 * (size_t)i, 3, "%02x", md[i]);
 }
 
 /* An unnamed file in dir (O_TMPFILE): nothing is left behind by a crash. */
@@ -303,7 +303,7 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	char store[PATH_MAX + 16];
 	snprintf(store, sizeof store, "%s/artifacts", fs.state_dir);
 	struct packer p = {.out = -1, .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES, .err = &err, .skipped = json_array()};
-	struct stat wst;
+	struct stat wst = {0};
 	_cleanup_close_ int top = -1;
 	int r = 0;
 	if ((p.h.md = EVP_MD_CTX_new()) == NULL || !EVP_DigestInit_ex(p.h.md, EVP_sha256(), NULL))
@@ -415,6 +415,7 @@ unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, u
  * too long. "" for the top itself. */
 static int member_name(const char *raw, char *out, size_t len, struct rb_error *err)
 {
+	out[0] = '\0';
 	if (!raw || raw[0] == '/')
 		return rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: member `%s`: an absolute name", raw ? raw : "");
 	char buf[PATH_MAX];
