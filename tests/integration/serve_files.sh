@@ -5,7 +5,7 @@
 # with `..`, absolute or escaping-link members is refused whole and writes nothing; its bounds
 # refuse an oversize archive; a snapshot restores files into a new session but not its
 # environment; a 64 MiB file round-trips with the daemon's peak memory far below its size;
-# every call is a ledger event; `runbox cp` both ways.
+# every call is a ledger event; `runbox cp` both ways; a snapshot restores after a restart.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_files
@@ -306,5 +306,18 @@ else not_ok "the ledger has an event for every kind of call" "missing $(cat "$T/
 run_rbx ledger show "$RUN_ID" --json
 if ! printf '%s' "$OUT" | grep -qF "eph-$MARK"; then ok "the session's env value is in no ledger event"; else not_ok "the session's env value is in no ledger event"; fi
 
+# --- a snapshot outlives the daemon -------------------------------------------------------------
+kill -TERM "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+rbx_cmd serve --socket "$SOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve2.log" 2>&1 &
+DPID=$!
+if wait_for test -S "$SOCK"; then
+	run_rbx session create --socket "$SOCK" --image minimal --from-snapshot "$REF"
+	S=$OUT
+	ex cat /workspace/k
+	if [ "$RC" = 0 ] && [ "$OUT" = "kept-$MARK" ]; then ok "after a daemon restart, the snapshot restores into a new session"
+	else not_ok "after a daemon restart, the snapshot restores" "exit $RC '$OUT' ($(first_line "$ERR"))"; fi
+else not_ok "after a daemon restart, the snapshot restores" "the daemon did not come back: $(first_line "$(cat "$T/serve2.log")")"; fi
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
