@@ -245,8 +245,10 @@ static int pack_dir(struct packer *p, int dfd, const char *rel, unsigned depth)
 			fd = rb_fs_open_child(dfd, names[i],
 			                      (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY | O_NONBLOCK, true,
 			                      shown, p->err);
-			if (fd < 0 && p->err->errnum == EXDEV)
+			if (fd < 0 && p->err->errnum == EXDEV) {
+				p->members--;
 				continue; /* a mount of the same device */
+			}
 			if (fd < 0 || fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
 				r = fd < 0 ? -1
 				           : rb_error_setk(p->err, RB_ERR_CONFLICT, 0, "snapshot: %s changed", shown);
