@@ -260,6 +260,11 @@ else not_ok "runbox session snapshot prints the ref" "cli '$cliref', api '$REF'"
 if [ "$skipped" = /workspace/ld2 ] && [[ " $members " != *" ld2 "* ]] && [[ " $members " == *" h/rel "* ]]; then
 	ok "a snapshot leaves out a link to a host path (named in skipped_links); control: a link inside is kept"
 else not_ok "a snapshot leaves out links leaving /workspace" "skipped '$skipped', members $members"; fi
+# /workspace/in is a mount of its own (where inputs go): left out; control: out/, a plain dir, is in.
+ex sh -c 'test -d /workspace/in && awk "\$5 == \"/workspace/in\"" /proc/self/mountinfo | wc -l'
+if [ "$OUT" -ge 1 ] && [[ " $members " != *" in/ "* ]] && [[ " $members " == *" out/ "* ]]; then
+	ok "a snapshot leaves out the mount at /workspace/in; control: out/ is kept"
+else not_ok "a snapshot leaves out mounts" "mounts at /workspace/in: '$OUT', members $members"; fi
 api POST /v1/sessions '{"image": "minimal", "snapshot": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}'
 a=$ST
 api GET "/v1/snapshots/sha256:0000000000000000000000000000000000000000000000000000000000000000"
