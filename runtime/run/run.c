@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "runtime/sandbox/channel.h"
 #include "runtime/sandbox/idslice.h"
+#include "runtime/run/control.h"
 #include "runtime/run/lifecycle.h"
 #include "runtime/run/session-internal.h"
 #include "scrub/scrub.h"
@@ -402,6 +403,9 @@ static int check_enforced(const struct rb_run *run, struct rb_error *err)
  * init builds the root meanwhile; await_ready waits for it. */
 static int begin(struct rb_run *run, struct rb_error *err)
 {
+	/* `runbox kill` asks the owner through it (its state file names it from the next save). */
+	if (rb_control_open(run->paths.run_dir, run->id, &run->control, err) < 0)
+		return -1;
 	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
@@ -708,6 +712,8 @@ void rb_run_close(struct rb_run *run)
 	struct rb_error err;
 	bool own_dir = run->dir[0] != '\0'; /* made after the claim: the state file is ours */
 	rb_run_stop(run);
+	rb_control_close(run->control); /* nobody polls it from here on */
+	run->control = NULL;
 	if (run->started)
 		rb_run_kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
 	if (run->id_slice_fd >= 0)        /* nothing of the sandbox's runs as the slice's ids now */
