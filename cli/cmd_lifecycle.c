@@ -104,7 +104,7 @@ static const char *shown(const char *text, struct shown *b)
 static int paths_or_fail(const struct lc_args *a, struct rb_paths *p)
 {
 	struct rb_error err;
-	if (rb_paths_init(p, a->state_dir, &err) < 0) {
+	if (rb_paths_init(p, rb_cli_host(), a->state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return -1;
 	}

@@ -22,6 +22,8 @@
 #include "gateway/config.h"
 #include "gateway/endpoint.h"
 
+extern char **environ;
+
 static int hex_decode(const char *hex, uint8_t *out, size_t max, size_t *len)
 {
 	size_t n = strlen(hex);
@@ -91,7 +93,8 @@ int main(void)
 	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
-	if (!conf || rb_paths_init(&paths, NULL, &err) < 0 ||
+	struct rb_host host = {.env = environ}; /* a main: the process's environment is its to give */
+	if (!conf || rb_paths_init(&paths, &host, NULL, &err) < 0 ||
 	    rb_gwconf_load(json_string_value(conf_j), &paths, conf, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", conf ? err.msg : "out of memory");
 		return 125;

@@ -516,7 +516,8 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	                            .agent = json_string_value(json_object_get(body, "agent")),
 	                            .net_mode = -1,
 	                            .cancel_fd = -1,
-	                            .factory = sv->cfg.factory};
+	                            .factory = sv->cfg.factory,
+	                            .host = sv->cfg.host};
 	if (!cfg.agent)
 		cfg.agent = "serve";
 	bool opened = false, recording = false;

@@ -141,7 +141,7 @@ static json_t *read_msg(int fd, int ms, const char **why)
 	size_t have = 0;
 	uint64_t until = rb_now_us() + (uint64_t)ms * 1000;
 	*why = NULL;
-	while (have < RB_CONTROL_MSG_MAX && !memchr(buf, '\n', have)) {
+	while (have < RB_CONTROL_MSG_MAX && (have == 0 || !memchr(buf, '\n', have))) {
 		uint64_t now = rb_now_us();
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		int left = now < until ? (int)((until - now + 999) / 1000) : 0;
@@ -210,8 +210,9 @@ int rb_control_handle(struct rb_control *c, struct rb_control_req *req, struct r
 	if (cr.uid != owner && cr.uid != 0) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "refused: uid %u is neither the run's owner nor root", (unsigned)cr.uid);
-		rb_warn("run %s: a control request from uid %u (pid %d) is refused: only uid %u or root may stop it",
-		        c->id, (unsigned)cr.uid, (int)cr.pid, (unsigned)owner);
+		rb_warn("run %s: a control request from uid %u (pid %d) is refused: only %s%u%s may stop it", c->id,
+		        (unsigned)cr.uid, (int)cr.pid, owner ? "uid " : "root (uid ", (unsigned)owner,
+		        owner ? " or root" : ")");
 		refuse(fd, msg);
 		return 0;
 	}

@@ -193,7 +193,7 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	if (n_fds > MAX_LISTEN_FDS)
 		return rb_error_set(err, E2BIG, "gateway: %u listeners", n_fds);
 	struct rb_parts parts;
-	if (rb_parts_find(&parts, err) < 0)
+	if (rb_parts_find(&parts, gw->host, err) < 0)
 		return -1;
 	const char *bin = parts.gateway;
 

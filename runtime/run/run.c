@@ -217,7 +217,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	if (rb_random_hex(run->instance, sizeof run->instance) < 0)
 		return rb_error_set(err, errno, "getrandom: run nonce");
 	rb_debug("run: open");
-	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
+	if (rb_paths_init(&run->paths, cfg->host, cfg->state_dir, err) < 0)
 		return -1;
 	/* Made here, 0711, before the seccomp cache or the ledger would make it 0700 as their
 	 * parent: a run directory below it (--state-dir) must be searchable by the sandbox's ids. */
@@ -443,6 +443,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
+		run->gw.host = run->paths.host; /* where its binary is found (RUNBOX_DATA_DIR) */
 		run->gw.grants = run->policy.connectors;
 		run->gw.n_grants = run->policy.n_connectors;
 		run->gw.proxy = run->policy.proxy;
@@ -496,8 +497,9 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
-/* The environment a step gets: the policy's passed names and fixed values, and in gateway
- * mode the endpoint's URL and the run token; nothing else from the host. */
+/* The environment a step gets: the policy's passed names (their values from the run's host
+ * context, rb_run_config.host, never the process's own environment) and fixed values, and in
+ * gateway mode the endpoint's URL and the run token; nothing else from the host. */
 json_t *rb_run_step_env(const struct rb_run *run)
 {
 	const struct rb_policy *pol = &run->policy;
@@ -524,7 +526,7 @@ json_t *rb_run_step_env(const struct rb_run *run)
 	for (unsigned i = 0; i < pol->n_env_set; i++)
 		json_array_append_new(env, json_string(pol->env_set[i]));
 	for (unsigned i = 0; i < pol->n_env_pass; i++) {
-		const char *v = getenv(pol->env_pass[i]);
+		const char *v = rb_host_getenv(run->paths.host, pol->env_pass[i]);
 		if (!v)
 			continue;
 		char *kv = NULL;

@@ -49,6 +49,9 @@ struct rb_run_config {
 	int cancel_fd;
 	/* Makes the run's sandbox (rb_factory_start, before any key or thread); outlives the run. */
 	const struct rb_factory *factory;
+	/* The host's environment the run's places (XDG_*, RUNBOX_*) and its policy's env.pass are
+	 * read from (common/host.h); outlives the run. NULL: an empty one. */
+	const struct rb_host *host;
 };
 
 struct rb_session;
