@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/copyfd.h"
 #include "common/util.h"
 
 struct walk {
@@ -58,30 +59,14 @@ static int copy_contents(int in, const char *what, int dst, const char *name, mo
 	_cleanup_close_ int out = openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return rb_error_set(err, errno, "copy of `%s`: create", what);
-	SHA256_CTX sha;
-	SHA256_Init(&sha);
-	char buf[65536];
-	*size = 0;
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return rb_error_set(err, errno, "read `%s`", what);
-		if (n == 0)
-			break;
-		if ((uint64_t)n > b->max_bytes - b->bytes)
-			return rb_error_set(err, EFBIG, "`%s`: over the %" PRIu64 " MiB a run may copy", what,
-			                    b->max_bytes >> 20);
-		b->bytes += (uint64_t)n;
-		*size += (uint64_t)n;
-		SHA256_Update(&sha, buf, (size_t)n);
-		if (rb_write_all(out, buf, (size_t)n) < 0)
-			return rb_error_set(err, errno, "copy of `%s`: write", what);
-	}
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256_Final(md, &sha);
-	hex_of(md, hex);
+	enum rb_copy_fail why;
+	int r = rb_copy_fd(in, out, b->max_bytes - b->bytes, size, hex, &why);
+	b->bytes += *size;
+	if (r < 0 && why == RB_COPY_CAP)
+		return rb_error_set(err, EFBIG, "`%s`: over the %" PRIu64 " MiB a run may copy", what,
+		                    b->max_bytes >> 20);
+	if (r < 0)
+		return rb_error_set(err, errno, why == RB_COPY_READ ? "read `%s`" : "copy of `%s`: write", what);
 	if (fchmod(out, mode) < 0)
 		return rb_error_set(err, errno, "copy of `%s`: chmod", what);
 	if (close(rb_steal_fd(&out)) < 0)
