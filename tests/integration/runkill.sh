@@ -2,7 +2,8 @@
 # Runs are named by their owner, not a pid: `runbox kill RUN` asks the owner (`runbox run`, or
 # `runbox serve` for a session's run) over the run's control socket to cancel it, the owner
 # records the end with its reason and goes on (a daemon keeps its other sessions); a peer of
-# another uid is refused; gc cleans up after a dead owner and leaves a live one alone.
+# another uid is refused; gc cleans up after a dead owner and leaves a live one alone; the
+# gateway ends with its runner's process.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init runkill
@@ -160,6 +161,33 @@ else
 	wait "$LIVE"
 	wait_for step_gone "$m_live"
 fi
+
+# --- the gateway ends with its runner's process (a pidfd of it, not the forking thread) ---
+# The step's first connection starts the gateway (a child of runbox); kill -9 of runbox ends it.
+# Control: while runbox lives, so does its gateway.
+m=$(new_marker)
+rbx_cmd run --net gateway --image host --timeout 120s -- python3 -c "
+import os, socket, time, urllib.parse
+u = urllib.parse.urlparse(os.environ['RUNBOX_API_URL'])
+s = socket.create_connection((u.hostname, u.port))
+time.sleep(120) # $m"
+"${RBX_CMD[@]}" >/dev/null 2>"$T/gw.err" </dev/null &
+GBG=$!
+GW=""
+wait_for eval 'GW=$(pgrep -P "$GBG" -x runbox-gateway | head -n 1); [ -n "$GW" ]'
+if [ -z "$GW" ]; then not_ok "the gateway ends when its runner is killed" "no runbox-gateway child of runbox: $(first_line "$(cat "$T/gw.err")")"
+	kill "$GBG" 2>/dev/null
+else
+	sleep 0.5
+	if kill -0 "$GW" 2>/dev/null; then ctl=ok; else ctl="the gateway ended while runbox lived"; fi
+	kill -KILL "$GBG"
+	wait "$GBG" 2>/dev/null
+	if [ "$ctl" != ok ]; then not_ok "the gateway ends when its runner is killed" "control: $ctl"
+	elif wait_for sh -c "! kill -0 $GW 2>/dev/null"; then ok "the gateway ends when its runner is killed (control: it ran while runbox did)"
+	else not_ok "the gateway ends when its runner is killed" "pid $GW still runs"; kill -9 "$GW" 2>/dev/null; fi
+fi
+for p in $(pids_with "$m"); do kill -9 "$p" 2>/dev/null; done
+run_rbx gc
 
 # --- a serve session's run: that session closes, the daemon and its other sessions go on ---
 SOCK=$T/xdg/serve.sock
