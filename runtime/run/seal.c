@@ -60,6 +60,8 @@ static int copy_contents(int in, const char *what, int dst, const char *name, mo
 	if (out < 0)
 		return rb_error_set(err, errno, "copy of `%s`: create", what);
 	enum rb_copy_fail why;
+	*size = 0;
+	hex[0] = '\0';
 	int r = rb_copy_fd(in, out, b->max_bytes - b->bytes, size, hex, &why);
 	b->bytes += *size;
 	if (r < 0 && why == RB_COPY_CAP)
@@ -214,7 +216,7 @@ static int copy_entry(struct walk *w, int sd, int dd, const char *name, int dept
 	if (!same_file(&st, &now))
 		return rb_error_set(w->err, EAGAIN, "`%s` changed while it was copied", w->path);
 	mode_t mode = now.st_mode & 0555;
-	uint64_t size;
+	uint64_t size = 0;
 	char hex[65], sz[24];
 	if (copy_contents(in, w->path, dd, name, mode, w->budget, &size, hex, w->err) < 0)
 		return -1;
@@ -297,7 +299,7 @@ int rb_seal_file(int src, const char *what, int dst, const char *name, struct rb
 		return rb_error_set(err, EINVAL, "`%s` is not a regular file", what);
 	if (take_entry(budget, what, err) < 0)
 		return -1;
-	uint64_t size;
+	uint64_t size = 0;
 	char hex[65];
 	return copy_contents(in, what, dst, name, 0444, budget, &size, hex, err);
 }
