@@ -160,7 +160,7 @@ static void on_control(struct rb_session *s, struct watch *w)
 		rb_warn("%s", err.msg);
 		return;
 	}
-	if (r == 0)
+	if (r == 0 || s->dead) /* a sandbox already gone: its run ends as it was going to */
 		return;
 	snprintf(s->run->end_reason, sizeof s->run->end_reason, "killed by runbox kill");
 	cancel(s, req.sig, req.sig == SIGKILL);
