@@ -178,7 +178,7 @@ int rb_cmd_artifact(int argc, char **argv)
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, a.state_dir, &err) < 0) {
+	if (rb_paths_init(&paths, rb_cli_host(), a.state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

@@ -259,7 +259,7 @@ int rb_cmd_image(int argc, char **argv)
 	}
 	struct rb_paths p;
 	struct rb_error err;
-	if (rb_paths_init(&p, a.state_dir, &err) < 0) {
+	if (rb_paths_init(&p, rb_cli_host(), a.state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

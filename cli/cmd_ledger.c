@@ -752,7 +752,7 @@ int rb_cmd_ledger(int argc, char **argv)
 	}
 
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, a.val[bit_index(O_STATE)], &err) < 0) {
+	if (rb_paths_init(&paths, rb_cli_host(), a.val[bit_index(O_STATE)], &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -25,6 +26,8 @@ struct lc_args {
 	bool gc;               /* in: gc's own options are taken too */
 	bool dry_run;          /* gc --dry-run */
 	const char *retention; /* gc --retention DUR */
+	bool kill;             /* in: kill's --signal is taken too */
+	const char *signal;    /* kill --signal S */
 	const char *pos[1];
 	int npos;
 };
@@ -58,6 +61,14 @@ static int parse(int argc, char **argv, const char *usage, bool takes_json, int 
 				return -1;
 			}
 			a->retention = argv[++i];
+		} else if (options && a->kill && !strcmp(arg, "--signal")) {
+			if (i + 1 >= argc) {
+				rb_err("%s: option `--signal` needs a value", argv[0]);
+				return -1;
+			}
+			a->signal = argv[++i];
+		} else if (options && a->kill && !strncmp(arg, "--signal=", 9)) {
+			a->signal = arg + 9;
 		} else if (options && arg[0] == '-' && arg[1]) {
 			rb_err("%s: unknown option `%s` (see `runbox %s --help`)", argv[0], arg, argv[0]);
 			return -1;
@@ -93,7 +104,7 @@ static const char *shown(const char *text, struct shown *b)
 static int paths_or_fail(const struct lc_args *a, struct rb_paths *p)
 {
 	struct rb_error err;
-	if (rb_paths_init(p, a->state_dir, &err) < 0) {
+	if (rb_paths_init(p, rb_cli_host(), a->state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return -1;
 	}
@@ -141,17 +152,40 @@ int rb_cmd_ps(int argc, char **argv)
 	return 0;
 }
 
+/* A signal by name (TERM, SIGTERM) or number (1 to 64). */
+static int signal_named(const char *s)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+	             {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM}};
+	const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+	for (size_t i = 0; i < RB_ARRAY_SIZE(names); i++)
+		if (!strcmp(n, names[i].name))
+			return names[i].sig;
+	char *end;
+	long v = strtol(s, &end, 10);
+	return *s && !*end && v >= 1 && v <= 64 ? (int)v : -1;
+}
+
 int rb_cmd_kill(int argc, char **argv)
 {
-	struct lc_args a = {0};
-	int pr = parse(argc, argv, "usage: runbox kill [--state-dir DIR] RUN_ID\n", false, 1, &a);
+	struct lc_args a = {.kill = true};
+	int pr = parse(argc, argv, "usage: runbox kill [--state-dir DIR] [--signal S] RUN_ID\n", false, 1, &a);
 	if (pr)
 		return pr > 0 ? 0 : 125;
+	int sig = a.signal ? signal_named(a.signal) : SIGTERM;
+	if (sig < 0) {
+		rb_err("kill: --signal `%s`: expected a signal name (TERM, INT, KILL, ...) or number (1 to 64)",
+		       a.signal);
+		return 125;
+	}
 	struct rb_paths p;
 	struct rb_error err;
 	if (paths_or_fail(&a, &p) < 0)
 		return 125;
-	if (rb_lifecycle_kill(&p, a.pos[0], SIGTERM, &err) < 0) {
+	if (rb_lifecycle_kill(&p, a.pos[0], sig, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

@@ -96,7 +96,7 @@ int rb_cmd_logs(int argc, char **argv)
 	rb_error_clear(&err);
 	struct rb_paths paths;
 	struct stat st;
-	if (rb_paths_init(&paths, state_dir, &err) < 0) {
+	if (rb_paths_init(&paths, rb_cli_host(), state_dir, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

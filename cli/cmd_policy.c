@@ -42,7 +42,7 @@ int rb_cmd_policy(int argc, char **argv)
 	}
 	struct rb_error err;
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, NULL, &err) < 0) {
+	if (rb_paths_init(&paths, rb_cli_host(), NULL, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

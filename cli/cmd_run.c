@@ -203,7 +203,7 @@ static int copy_out(const char *state_dir, const char *run_id, const char *tenan
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, state_dir, &err) < 0) {
+	if (rb_paths_init(&paths, rb_cli_host(), state_dir, &err) < 0) {
 		rb_err("--output: %s", err.msg);
 		return 125;
 	}
@@ -358,6 +358,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	    .gateway_config = cfg->gateway_config,
 	    .cancel_fd = cfg->cancel_fd,
 	    .factory = cfg->factory,
+	    .host = cfg->host,
 	};
 	struct rb_error err;
 	rb_error_clear(&err);
@@ -372,7 +373,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 		struct rb_paths paths;
 		const char *tenant = cfg->tenant;
 		char t[80] = "";
-		if (!tenant && rb_paths_init(&paths, cfg->state_dir, &err) == 0 &&
+		if (!tenant && rb_paths_init(&paths, rb_cli_host(), cfg->state_dir, &err) == 0 &&
 		    rb_ledger_open(paths.state_dir, &l, &err) == 0) {
 			json_t *ev = NULL;
 			struct rb_ledger_filter f = {.run_id = v.run_id, .type = "run_start", .limit = 1};
@@ -548,7 +549,8 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct rb_run_config cfg = {.net_mode = -1, .cancel_fd = wire_cancel(), .factory = factory};
+	struct rb_run_config cfg = {
+	    .net_mode = -1, .cancel_fd = wire_cancel(), .factory = factory, .host = rb_cli_host()};
 	const char *inputs[RB_MAX_INPUTS] = {0};
 	struct extras x = {0};
 	_cleanup_json_ json_t *labels = NULL;
@@ -753,6 +755,7 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		rb_run_close(&run);
 		return 125;
 	}
+	rb_cli_host(); /* the environment as -e left it, which env.pass draws from */
 	if (!x.json)
 		fprintf(stderr, "runbox: run %s\n", run.id);
 	/* Every command is written ahead into the run's state file before it runs, and committed

@@ -24,7 +24,7 @@ int rb_cmd_serve(int argc, char **argv)
 {
 	struct rb_parts parts;
 	struct rb_error err;
-	if (rb_parts_find(&parts, &err) < 0) {
+	if (rb_parts_find(&parts, rb_cli_host(), &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}

@@ -2,6 +2,18 @@
 #ifndef RB_COMMANDS_H
 #define RB_COMMANDS_H
 
+#include "common/host.h"
+
+extern char **environ;
+/* The host context the commands give the library: runbox's own environment, as it is now
+ * (`run -e NAME=VALUE` sets a variable in it). The library reads no environment itself. */
+static inline const struct rb_host *rb_cli_host(void)
+{
+	static struct rb_host host;
+	host.env = environ;
+	return &host;
+}
+
 struct rb_factory;
 /* factory: started by main before anything else (runtime/sandbox/factory.h). */
 int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory);

@@ -44,7 +44,7 @@ static int parts_at(struct rb_parts *out, const char *layout, const char *data, 
 	return 0;
 }
 
-int rb_parts_find(struct rb_parts *out, struct rb_error *err)
+int rb_parts_find(struct rb_parts *out, const struct rb_host *host, struct rb_error *err)
 {
 	memset(out, 0, sizeof *out);
 	char exe[PATH_MAX];
@@ -57,7 +57,7 @@ int rb_parts_find(struct rb_parts *out, struct rb_error *err)
 	snprintf(bindir, sizeof bindir, "%s", dirname(copy));
 	char a[PATH_MAX], b[PATH_MAX];
 
-	const char *env = getenv("RUNBOX_DATA_DIR");
+	const char *env = rb_host_getenv(host, "RUNBOX_DATA_DIR");
 	if (env && *env) {
 		if (snprintf(b, sizeof b, "%s/build/images", env) >= (int)sizeof b)
 			return rb_error_set(err, ENAMETOOLONG, "RUNBOX_DATA_DIR `%s`", env);
@@ -89,12 +89,13 @@ int rb_parts_find(struct rb_parts *out, struct rb_error *err)
 	                    bindir, a);
 }
 
-int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err)
+int rb_paths_init(struct rb_paths *p, const struct rb_host *host, const char *state_override, struct rb_error *err)
 {
 	memset(p, 0, sizeof *p);
-	const char *home = getenv("HOME");
-	const char *state_env = getenv("RUNBOX_STATE_DIR");
-	const char *run_env = getenv("RUNBOX_RUN_DIR");
+	p->host = host;
+	const char *home = rb_host_getenv(host, "HOME");
+	const char *state_env = rb_host_getenv(host, "RUNBOX_STATE_DIR");
+	const char *run_env = rb_host_getenv(host, "RUNBOX_RUN_DIR");
 	int root = geteuid() == 0;
 
 	if (state_override && *state_override) {
@@ -106,7 +107,7 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 	} else if (root) {
 		strcpy(p->state_dir, "/var/lib/runbox");
 	} else {
-		const char *x = getenv("XDG_STATE_HOME");
+		const char *x = rb_host_getenv(host, "XDG_STATE_HOME");
 		if (x && *x) {
 			if (set(p->state_dir, "state", err, "%s%s", x, "/runbox") < 0)
 				return -1;
@@ -127,7 +128,7 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 	} else if (root) {
 		strcpy(p->run_dir, "/run/runbox");
 	} else {
-		const char *x = getenv("XDG_RUNTIME_DIR");
+		const char *x = rb_host_getenv(host, "XDG_RUNTIME_DIR");
 		if (x && *x) {
 			if (set(p->run_dir, "run", err, "%s%s", x, "/runbox") < 0)
 				return -1;
@@ -138,21 +139,21 @@ int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_erro
 
 	/* RUNBOX_CONFIG_DIR names the operator's directory for whoever starts runbox: the caller
 	 * could equally give --policy PATH, so it widens nothing a manifest could not ask for. */
-	const char *config_env = getenv("RUNBOX_CONFIG_DIR");
+	const char *config_env = rb_host_getenv(host, "RUNBOX_CONFIG_DIR");
 	if (config_env && *config_env) {
 		if (set(p->config_dir, "config", err, "%s%s", config_env, "") < 0)
 			return -1;
 	} else if (root) {
 		strcpy(p->config_dir, "/etc/runbox");
 	} else {
-		const char *x = getenv("XDG_CONFIG_HOME");
+		const char *x = rb_host_getenv(host, "XDG_CONFIG_HOME");
 		if (x && *x)
 			set(p->config_dir, "config", err, "%s%s", x, "/runbox");
 		else if (home && *home)
 			set(p->config_dir, "config", err, "%s%s", home, "/.config/runbox");
 	}
 	struct rb_parts parts;
-	if (rb_parts_find(&parts, err) < 0)
+	if (rb_parts_find(&parts, host, err) < 0)
 		return -1;
 	memcpy(p->data_dir, parts.data_dir, sizeof p->data_dir);
 	memcpy(p->images_dir, parts.images_dir, sizeof p->images_dir);
@@ -181,13 +182,14 @@ void rb_paths_own_dirs(const struct rb_paths *p, struct rb_own_dirs *out)
 	add_own(out, "/var/lib/runbox", "");
 	add_own(out, "/run/runbox", "");
 	add_own(out, "/etc/runbox", "");
-	const char *home = getenv("HOME");
-	add_own(out, getenv("XDG_STATE_HOME"), "/runbox");
+	const struct rb_host *h = p->host;
+	const char *home = rb_host_getenv(h, "HOME");
+	add_own(out, rb_host_getenv(h, "XDG_STATE_HOME"), "/runbox");
 	add_own(out, home, "/.local/state/runbox");
-	add_own(out, getenv("XDG_RUNTIME_DIR"), "/runbox");
-	add_own(out, getenv("XDG_CONFIG_HOME"), "/runbox");
+	add_own(out, rb_host_getenv(h, "XDG_RUNTIME_DIR"), "/runbox");
+	add_own(out, rb_host_getenv(h, "XDG_CONFIG_HOME"), "/runbox");
 	add_own(out, home, "/.config/runbox");
-	add_own(out, getenv("RUNBOX_STATE_DIR"), "");
-	add_own(out, getenv("RUNBOX_RUN_DIR"), "");
-	add_own(out, getenv("RUNBOX_CONFIG_DIR"), "");
+	add_own(out, rb_host_getenv(h, "RUNBOX_STATE_DIR"), "");
+	add_own(out, rb_host_getenv(h, "RUNBOX_RUN_DIR"), "");
+	add_own(out, rb_host_getenv(h, "RUNBOX_CONFIG_DIR"), "");
 }

@@ -6,6 +6,7 @@
 #include <limits.h>
 
 #include "common/error.h"
+#include "common/host.h"
 
 struct rb_paths {
 	char state_dir[PATH_MAX];  /* ledger, artifacts, images, keys, caches */
@@ -13,30 +14,34 @@ struct rb_paths {
 	char config_dir[PATH_MAX]; /* policies and gateway config of the operator */
 	char data_dir[PATH_MAX];   /* shipped data: policy/profiles, policy/seccomp */
 	char images_dir[PATH_MAX]; /* built-in images: minimal/rootfs and its minimal/.built stamp */
+	/* What they were read from (rb_paths_init's; it must outlive p), for rb_paths_own_dirs and
+	 * for what a run draws from the host's environment (env.pass). */
+	const struct rb_host *host;
 };
 
 /* runbox's own parts, found from the running binary (/proc/self/exe), never the cwd: in the
  * build tree beside it (./runbox, runbox-gateway, policy/, build/images/), or installed under
  * its prefix (PREFIX/bin/runbox, PREFIX/libexec/runbox/runbox-gateway,
- * PREFIX/share/runbox/{policy,images}/). RUNBOX_DATA_DIR names the data directory instead. */
+ * PREFIX/share/runbox/{policy,images}/). RUNBOX_DATA_DIR (of host) names the data directory instead. */
 struct rb_parts {
 	char layout[24];           /* "build tree", "installed" or "RUNBOX_DATA_DIR" */
 	char data_dir[PATH_MAX];   /* as rb_paths.data_dir */
 	char images_dir[PATH_MAX]; /* as rb_paths.images_dir */
 	char gateway[PATH_MAX];    /* the runbox-gateway binary (may be missing: its exec then fails) */
 };
-int rb_parts_find(struct rb_parts *out, struct rb_error *err);
+int rb_parts_find(struct rb_parts *out, const struct rb_host *host, struct rb_error *err);
 
 /* Fills paths for the caller: root uses /var/lib, /run, /etc; others the XDG directories.
  * state_override (--state-dir) or RUNBOX_STATE_DIR wins for the state directory; the run
  * directory then lives beneath it unless RUNBOX_RUN_DIR is set. RUNBOX_CONFIG_DIR replaces
- * the config directory (/etc/runbox, or $XDG_CONFIG_HOME/runbox). */
-int rb_paths_init(struct rb_paths *p, const char *state_override, struct rb_error *err);
+ * the config directory (/etc/runbox, or $XDG_CONFIG_HOME/runbox). Every variable is read from
+ * host's environment (common/host.h), never the process's; host is kept in p. */
+int rb_paths_init(struct rb_paths *p, const struct rb_host *host, const char *state_override, struct rb_error *err);
 
 /* Every directory that is, or by default would be, runbox's state, run or config: p's own,
  * root's defaults (/var/lib/runbox, /run/runbox, /etc/runbox), the caller's XDG ones (from
- * XDG_* and HOME, whatever overrides this invocation), and those RUNBOX_STATE_DIR and
- * RUNBOX_RUN_DIR name. None of them is ever an input or an image. p->state_dir is first;
+ * XDG_* and HOME of p->host, whatever overrides this invocation), and those RUNBOX_STATE_DIR
+ * and RUNBOX_RUN_DIR name. None of them is ever an input or an image. p->state_dir is first;
  * empty and repeated entries are left out. */
 #define RB_PATHS_MAX_OWN 16
 struct rb_own_dirs {

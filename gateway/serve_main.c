@@ -6,7 +6,8 @@
  * "proxy": [the policy's network.proxy]}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
- * {"stats": {"requests": n, ...}} on stdout, exit 0. */
+ * {"stats": {"requests": n, ...}} on stdout, exit 0. The runner's exit ("parent_pid", watched
+ * through a pidfd) stops it as SIGTERM does. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
@@ -15,12 +16,16 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/paths.h"
 #include "gateway/config.h"
 #include "gateway/endpoint.h"
+
+extern char **environ;
 
 static int hex_decode(const char *hex, uint8_t *out, size_t max, size_t *len)
 {
@@ -37,9 +42,26 @@ static int hex_decode(const char *hex, uint8_t *out, size_t max, size_t *len)
 	return 0;
 }
 
+/* A pidfd of the runner that started this gateway, readable once it exited: the gateway ends
+ * with the runner's process, not with the runner's thread that forked it (PR_SET_PDEATHSIG
+ * fires at that thread's exit, which in a daemon holding many runs may come long before the
+ * run's end). -1 with errno; ESRCH when the runner is gone already. */
+static int watch_parent(pid_t parent)
+{
+	int fd = parent > 0 ? (int)syscall(SYS_pidfd_open, parent, 0) : -1;
+	if (parent <= 0)
+		errno = EINVAL;
+	/* Still our parent once the pidfd is held: then it names the runner, not a reused pid. */
+	if (fd >= 0 && getppid() != parent) {
+		close(fd);
+		errno = ESRCH;
+		return -1;
+	}
+	return fd;
+}
+
 int main(void)
 {
-	prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -62,6 +84,13 @@ int main(void)
 	if (!run_id || !key_hex || hex_decode(key_hex, key, sizeof key, &keylen) < 0 || !json_is_array(fds_j) ||
 	    !json_is_integer(ready_j)) {
 		fprintf(stderr, "runbox-gateway: bad config on fd 3\n");
+		return 125;
+	}
+	int parent_fd = watch_parent((pid_t)json_integer_value(json_object_get(cfg, "parent_pid")));
+	int sig_fd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (parent_fd < 0 || sig_fd < 0) {
+		fprintf(stderr, "runbox-gateway: %s: %s\n", parent_fd < 0 ? "watch the runner (pidfd)" : "signalfd",
+		        strerror(errno));
 		return 125;
 	}
 	size_t i;
@@ -91,7 +120,8 @@ int main(void)
 	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
-	if (!conf || rb_paths_init(&paths, NULL, &err) < 0 ||
+	struct rb_host host = {.env = environ}; /* a main: the process's environment is its to give */
+	if (!conf || rb_paths_init(&paths, &host, NULL, &err) < 0 ||
 	    rb_gwconf_load(json_string_value(conf_j), &paths, conf, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", conf ? err.msg : "out of memory");
 		return 125;
@@ -123,9 +153,12 @@ int main(void)
 		return 125;
 	}
 	close(ready_fd);
-	int sig;
-	while (sigwait(&mask, &sig) != 0)
+	/* SIGTERM or SIGINT, or the runner's exit: stop. */
+	struct pollfd stop[2] = {{.fd = sig_fd, .events = POLLIN}, {.fd = parent_fd, .events = POLLIN}};
+	while (poll(stop, 2, -1) < 0 && errno == EINTR)
 		;
+	close(sig_fd);
+	close(parent_fd);
 	struct rb_gateway_stats st;
 	rb_gateway_get_stats(gw, &st);
 	rb_gateway_stop(gw);

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "common/host.h"
 #include "common/log.h"
 #include "runtime/sandbox/factory.h"
 
@@ -18,6 +19,7 @@ struct rb_serve_config {
 	const struct rb_factory *factory; /* started before any thread (runtime/sandbox/factory.h) */
 	const char *state_dir;            /* NULL: the default location */
 	const struct rb_logger *logger;   /* the daemon's: each of its threads logs through it */
+	const struct rb_host *host;       /* the environment its runs' places and env.pass read */
 };
 
 /* Starts the dispatcher thread. */

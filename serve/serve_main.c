@@ -14,6 +14,8 @@
 #include "serve/http.h"
 #include "serve/serve.h"
 
+extern char **environ;
+
 static void on_sigpipe(int sig)
 {
 	(void)sig;
@@ -113,7 +115,8 @@ int main(int argc, char **argv)
 		rb_factory_stop(&factory);
 		return 125;
 	}
-	struct rb_serve_config cfg = {.factory = &factory, .state_dir = state, .logger = &logger};
+	struct rb_host host = {.env = environ};
+	struct rb_serve_config cfg = {.factory = &factory, .state_dir = state, .logger = &logger, .host = &host};
 	struct rb_serve *sv = NULL;
 	struct rb_serve_http *h = NULL;
 	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0) {

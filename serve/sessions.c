@@ -349,7 +349,9 @@ static void *dispatch_loop(void *arg)
 			bool busy = false;
 			for (unsigned i = 0; i < s->n_procs; i++)
 				busy = busy || (s->procs[i].p && !rb_proc_done(s->procs[i].p));
-			if (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u) {
+			/* `runbox kill RUN` (its run's control socket, handled in the dispatch): this one only. */
+			bool killed = s->run.end_reason[0] != '\0';
+			if (killed || (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u)) {
 				unlink_session(sv, s);
 				s->next = expired;
 				expired = s;
@@ -359,7 +361,10 @@ static void *dispatch_loop(void *arg)
 		pthread_mutex_unlock(&sv->lock);
 		while (expired) {
 			struct sv_session *nx = expired->next;
-			close_session(expired, "idle timeout");
+			char why[sizeof expired->run.end_reason];
+			snprintf(why, sizeof why, "%s",
+			         expired->run.end_reason[0] ? expired->run.end_reason : "idle timeout");
+			close_session(expired, why);
 			expired = nx;
 		}
 	}
@@ -541,7 +546,8 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	                            .agent = json_string_value(json_object_get(body, "agent")),
 	                            .net_mode = -1,
 	                            .cancel_fd = -1,
-	                            .factory = sv->cfg.factory};
+	                            .factory = sv->cfg.factory,
+	                            .host = sv->cfg.host};
 	if (!cfg.agent)
 		cfg.agent = "serve";
 	bool opened = false, recording = false;

@@ -193,7 +193,7 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	if (n_fds > MAX_LISTEN_FDS)
 		return rb_error_set(err, E2BIG, "gateway: %u listeners", n_fds);
 	struct rb_parts parts;
-	if (rb_parts_find(&parts, err) < 0)
+	if (rb_parts_find(&parts, gw->host, err) < 0)
 		return -1;
 	const char *bin = parts.gateway;
 
@@ -211,9 +211,10 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	json_t *proxy = json_array();
 	for (unsigned i = 0; i < gw->n_proxy; i++)
 		json_array_append_new(proxy, json_string(gw->proxy[i]));
-	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o}", "run_id", run_id, "key", hex, "listen_fds",
+	/* parent_pid: the gateway watches this process (a pidfd), not the thread that forks it. */
+	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o, s:i}", "run_id", run_id, "key", hex, "listen_fds",
 	                        listen, "ready_fd", FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path,
-	                        "connectors", grants, "proxy", proxy);
+	                        "connectors", grants, "proxy", proxy, "parent_pid", (int)getpid());
 	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	memset(hex, 0, sizeof hex);

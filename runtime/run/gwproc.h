@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "common/host.h"
 #include "runtime/sandbox/cgroup.h"
 
 /* How long a started gateway may take to say it serves; past it, it is killed. */
@@ -29,6 +30,7 @@ struct rb_gwproc {
 	/* Set by the runner before the start: the gateway config (NULL: the default places) and
 	 * the connectors the policy grants. */
 	const char *conf_path;
+	const struct rb_host *host; /* the run's (rb_parts_find: where the gateway's binary is) */
 	char *const *grants;
 	unsigned n_grants;
 	char *const *proxy; /* the policy's network.proxy */

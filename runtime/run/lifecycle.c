@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "runtime/sandbox/cgroup.h"
 #include "ledger/ledger.h"
+#include "runtime/run/control.h"
 #include "runtime/run/record.h"
 
 /* A process is named by its pid and its start time (field 22 of /proc/PID/stat), so a reused
@@ -63,6 +64,10 @@ static int write_state(const struct rb_run *run, json_t *write_ahead, bool exclu
 	              (json_int_t)start_time(getpid()), "init_pid", (int)run->sb.init_pid, "init_start",
 	              (json_int_t)start_time(run->sb.init_pid), "cgroups", cgs, "write_ahead", write_ahead);
 	json_object_set_new(st, "image", json_string(run->image.digest)); /* image rm refuses it */
+	/* The owner (runner_pid, runner_start: `runbox run`, or `runbox serve` for its sessions)
+	 * takes `runbox kill` on it; its name is the run's, in the run directory. */
+	if (run->control)
+		json_object_set_new(st, "control", json_string(run->id));
 	char path[8192], tmp[8300];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -251,12 +256,15 @@ int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_err
 }
 
 struct kill_ctx {
+	const struct rb_paths *paths;
 	const char *run_id;
 	int sig;
 	int found;
-	char msg[256];
+	struct rb_error err;
 };
 
+/* Asks the run's owner to cancel it: a signal to the owner's pid would stop every run a
+ * daemon holds (runbox serve), and the daemon with them. */
 static int kill_one(json_t *st, const char *file, const char *why, void *ctx)
 {
 	if (why) {
@@ -268,24 +276,26 @@ static int kill_one(json_t *st, const char *file, const char *why, void *ctx)
 	if (!id || strcmp(id, k->run_id) != 0)
 		return 0;
 	k->found = 1;
-	if (!runner_alive(st)) {
-		snprintf(k->msg, sizeof k->msg, "run %s: its runbox is gone; `runbox gc` cleans up after it", id);
-		return -1;
-	}
-	if (kill((pid_t)json_integer_value(json_object_get(st, "runner_pid")), k->sig) < 0) {
-		snprintf(k->msg, sizeof k->msg, "run %s: kill: %s", id, strerror(errno));
-		return -1;
-	}
-	return 0;
+	if (!runner_alive(st))
+		return rb_error_setk(&k->err, RB_ERR_CONFLICT, 0,
+		                     "run %s: its runbox is gone; `runbox gc` cleans up after it", id);
+	if (!json_is_string(json_object_get(st, "control")))
+		return rb_error_setk(&k->err, RB_ERR_CONFLICT, 0,
+		                     "run %s: its sandbox is not made yet, so its owner takes no requests; try again",
+		                     id);
+	return rb_control_request_kill(k->paths->run_dir, id, k->sig, &k->err);
 }
 
 int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err)
 {
-	struct kill_ctx k = {.run_id = run_id, .sig = sig};
-	if (each_state(paths, kill_one, &k, err) < 0)
-		return rb_error_set(err, 0, "%s", k.msg);
+	struct kill_ctx k = {.paths = paths, .run_id = run_id, .sig = sig};
+	if (each_state(paths, kill_one, &k, err) < 0) {
+		if (k.found)
+			*err = k.err;
+		return -1;
+	}
 	if (!k.found)
-		return rb_error_set(err, 0, "no live run `%s` (see `runbox ps`)", run_id);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no live run `%s` (see `runbox ps`)", run_id);
 	return 0;
 }
 
@@ -417,8 +427,10 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 			json_decref(ev[j].data);
 	}
 	rb_ledger_close(l);
-	if (ok && recorded)
+	if (ok && recorded) {
+		rb_control_remove(g->paths->run_dir, id); /* the dead owner's socket */
 		unlink(file);
+	}
 	json_object_set_new(done, "removed", json_boolean(ok && recorded));
 	json_array_append_new(g->report, done);
 	return 0;

@@ -1,5 +1,6 @@
 /* Live runs on this host: a state file per run beside its run directory (<run_dir>/<id>.state),
- * so `runbox ps`, `kill` and `gc` work across processes and after a crash of runbox. */
+ * naming its owner (pid and start time) and its control socket (<id>.ctl), so `runbox ps`,
+ * `kill` and `gc` work across processes and after a crash of runbox. */
 #ifndef RB_LIFECYCLE_H
 #define RB_LIFECYCLE_H
 
@@ -21,7 +22,10 @@ void rb_lifecycle_unregister(const struct rb_run *run);
 /* Every registered run: {run_id, tenant, agent, started, runner_pid, state: running|abandoned,
  * image: the digest it runs on}. */
 int rb_lifecycle_list(const struct rb_paths *paths, json_t **runs, struct rb_error *err);
-/* SIGTERM (or sig) to the runner of run_id: it cancels the step, kills the sandbox, records it. */
+/* Asks the owner of run_id (the process its state file names by pid and start time: `runbox
+ * run`, or `runbox serve`) over the run's control socket (runtime/run/control.h) to cancel it:
+ * its processes get sig first (SIGKILL: the sandbox goes at once), and its end is recorded
+ * with the reason "killed by runbox kill". No signal goes to the owner itself. */
 int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig, struct rb_error *err);
 /* For each run whose runner is gone: kills what is left (init, the cgroup), removes the cgroup
  * and the run directory, records the run as abandoned in the ledger, after the events its

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/copyfd.h"
 #include "common/util.h"
 
 void rb_logs_dir(const char *state_dir, const char *run_id, char out[PATH_MAX])
@@ -31,18 +32,11 @@ static int copy_log(const char *from, const char *to, bool *made_dir, const char
 	_cleanup_close_ int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return rb_error_set(err, errno, "create `%s`", to);
-	char buf[65536];
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return rb_error_set(err, errno, "read `%s`", from);
-		if (n == 0)
-			break;
-		if (rb_write_all(out, buf, (size_t)n) < 0)
-			return rb_error_set(err, errno, "write `%s`", to);
-	}
+	uint64_t copied;
+	enum rb_copy_fail why;
+	if (rb_copy_fd(in, out, UINT64_MAX, &copied, NULL, &why) < 0)
+		return rb_error_set(err, errno, why == RB_COPY_READ ? "read `%s`" : "write `%s`",
+		                    why == RB_COPY_READ ? from : to);
 	if (close(rb_steal_fd(&out)) < 0)
 		return rb_error_set(err, errno, "close `%s`", to);
 	return 0;

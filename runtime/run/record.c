@@ -283,6 +283,8 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 	                      "stored_bytes", (json_int_t)rec->stored_bytes, "host_cpu_seconds", rec->host_cpu_seconds);
 	if (rec->run->gw.stats)
 		json_object_set(d, "gateway", rec->run->gw.stats);
+	if (rec->run->end_reason[0]) /* stopped from outside: `runbox kill` */
+		json_object_set_new(d, "reason", json_string(rec->run->end_reason));
 	return append(rec, "run_end", d, err);
 }
 

@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "runtime/sandbox/channel.h"
 #include "runtime/sandbox/idslice.h"
+#include "runtime/run/control.h"
 #include "runtime/run/lifecycle.h"
 #include "runtime/run/session-internal.h"
 #include "scrub/scrub.h"
@@ -216,7 +217,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	if (rb_random_hex(run->instance, sizeof run->instance) < 0)
 		return rb_error_set(err, errno, "getrandom: run nonce");
 	rb_debug("run: open");
-	if (rb_paths_init(&run->paths, cfg->state_dir, err) < 0)
+	if (rb_paths_init(&run->paths, cfg->host, cfg->state_dir, err) < 0)
 		return -1;
 	/* Made here, 0711, before the seccomp cache or the ledger would make it 0700 as their
 	 * parent: a run directory below it (--state-dir) must be searchable by the sandbox's ids. */
@@ -402,6 +403,9 @@ static int check_enforced(const struct rb_run *run, struct rb_error *err)
  * init builds the root meanwhile; await_ready waits for it. */
 static int begin(struct rb_run *run, struct rb_error *err)
 {
+	/* `runbox kill` asks the owner through it (its state file names it from the next save). */
+	if (rb_control_open(run->paths.run_dir, run->id, &run->control, err) < 0)
+		return -1;
 	rb_debug("cgroup: create");
 	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
 		return -1;
@@ -439,6 +443,7 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		                   expires, run->token, sizeof run->token, err) < 0)
 			return -1;
 		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
+		run->gw.host = run->paths.host; /* where its binary is found (RUNBOX_DATA_DIR) */
 		run->gw.grants = run->policy.connectors;
 		run->gw.n_grants = run->policy.n_connectors;
 		run->gw.proxy = run->policy.proxy;
@@ -492,8 +497,9 @@ int rb_run_start(struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
-/* The environment a step gets: the policy's passed names and fixed values, and in gateway
- * mode the endpoint's URL and the run token; nothing else from the host. */
+/* The environment a step gets: the policy's passed names (their values from the run's host
+ * context, rb_run_config.host, never the process's own environment) and fixed values, and in
+ * gateway mode the endpoint's URL and the run token; nothing else from the host. */
 json_t *rb_run_step_env(const struct rb_run *run)
 {
 	const struct rb_policy *pol = &run->policy;
@@ -520,7 +526,7 @@ json_t *rb_run_step_env(const struct rb_run *run)
 	for (unsigned i = 0; i < pol->n_env_set; i++)
 		json_array_append_new(env, json_string(pol->env_set[i]));
 	for (unsigned i = 0; i < pol->n_env_pass; i++) {
-		const char *v = getenv(pol->env_pass[i]);
+		const char *v = rb_host_getenv(run->paths.host, pol->env_pass[i]);
 		if (!v)
 			continue;
 		char *kv = NULL;
@@ -729,6 +735,8 @@ void rb_run_close(struct rb_run *run)
 	struct rb_error err;
 	bool own_dir = run->dir[0] != '\0'; /* made after the claim: the state file is ours */
 	rb_run_stop(run);
+	rb_control_close(run->control); /* nobody polls it from here on */
+	run->control = NULL;
 	if (run->started)
 		rb_run_kill_sandbox(run); /* reaps init, and empties the cgroup of anything that got out */
 	if (run->id_slice_fd >= 0)        /* nothing of the sandbox's runs as the slice's ids now */

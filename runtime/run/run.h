@@ -49,6 +49,9 @@ struct rb_run_config {
 	int cancel_fd;
 	/* Makes the run's sandbox (rb_factory_start, before any key or thread); outlives the run. */
 	const struct rb_factory *factory;
+	/* The host's environment the run's places (XDG_*, RUNBOX_*) and its policy's env.pass are
+	 * read from (common/host.h); outlives the run. NULL: an empty one. */
+	const struct rb_host *host;
 };
 
 struct rb_session;
@@ -159,6 +162,11 @@ struct rb_run {
 	bool keep_state;            /* rb_run_close leaves it, for gc (rb_run_keep_state) */
 	int cancel_fd;              /* rb_run_config.cancel_fd, or -1 */
 	struct rb_session *session; /* the open session on the sandbox (rb_run_exec's, or a caller's) */
+	/* The run's control socket (runtime/run/control.h), from its sandbox's making to its close;
+	 * an open session handles it. end_reason: why the run was stopped from outside ("killed by
+	 * runbox kill"), "" otherwise; its run_end event says it. */
+	struct rb_control *control;
+	char end_reason[64];
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */

@@ -333,7 +333,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    !rf->skill_digest || !rf->sealed_skill)
 		return rb_error_set(err, ENOMEM, "manifest");
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, state_dir, err) < 0)
+	if (rb_paths_init(&paths, o->host, state_dir, err) < 0)
 		return -1;
 	if (check_artifacts(m, &paths, err) < 0)
 		return -1;
@@ -391,6 +391,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	    .agent = m->agent,
 	    .run_id = m->run_id[0] ? m->run_id : NULL,
 	    .factory = o->factory,
+	    .host = o->host,
 	};
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;

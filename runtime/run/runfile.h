@@ -27,6 +27,7 @@ struct rb_runfile_opts {
 	const char *gateway_config;       /* --gateway-config, or NULL */
 	int cancel_fd;                    /* the run's cancel (rb_run_config.cancel_fd) */
 	const struct rb_factory *factory; /* makes the run's sandbox (rb_run_config) */
+	const struct rb_host *host;       /* the host's environment (rb_run_config) */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:

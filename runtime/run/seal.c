@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/copyfd.h"
 #include "common/util.h"
 
 struct walk {
@@ -58,30 +59,16 @@ static int copy_contents(int in, const char *what, int dst, const char *name, mo
 	_cleanup_close_ int out = openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return rb_error_set(err, errno, "copy of `%s`: create", what);
-	SHA256_CTX sha;
-	SHA256_Init(&sha);
-	char buf[65536];
+	enum rb_copy_fail why;
 	*size = 0;
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return rb_error_set(err, errno, "read `%s`", what);
-		if (n == 0)
-			break;
-		if ((uint64_t)n > b->max_bytes - b->bytes)
-			return rb_error_set(err, EFBIG, "`%s`: over the %" PRIu64 " MiB a run may copy", what,
-			                    b->max_bytes >> 20);
-		b->bytes += (uint64_t)n;
-		*size += (uint64_t)n;
-		SHA256_Update(&sha, buf, (size_t)n);
-		if (rb_write_all(out, buf, (size_t)n) < 0)
-			return rb_error_set(err, errno, "copy of `%s`: write", what);
-	}
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256_Final(md, &sha);
-	hex_of(md, hex);
+	hex[0] = '\0';
+	int r = rb_copy_fd(in, out, b->max_bytes - b->bytes, size, hex, &why);
+	b->bytes += *size;
+	if (r < 0 && why == RB_COPY_CAP)
+		return rb_error_set(err, EFBIG, "`%s`: over the %" PRIu64 " MiB a run may copy", what,
+		                    b->max_bytes >> 20);
+	if (r < 0)
+		return rb_error_set(err, errno, why == RB_COPY_READ ? "read `%s`" : "copy of `%s`: write", what);
 	if (fchmod(out, mode) < 0)
 		return rb_error_set(err, errno, "copy of `%s`: chmod", what);
 	if (close(rb_steal_fd(&out)) < 0)
@@ -229,7 +216,7 @@ static int copy_entry(struct walk *w, int sd, int dd, const char *name, int dept
 	if (!same_file(&st, &now))
 		return rb_error_set(w->err, EAGAIN, "`%s` changed while it was copied", w->path);
 	mode_t mode = now.st_mode & 0555;
-	uint64_t size;
+	uint64_t size = 0;
 	char hex[65], sz[24];
 	if (copy_contents(in, w->path, dd, name, mode, w->budget, &size, hex, w->err) < 0)
 		return -1;
@@ -312,7 +299,7 @@ int rb_seal_file(int src, const char *what, int dst, const char *name, struct rb
 		return rb_error_set(err, EINVAL, "`%s` is not a regular file", what);
 	if (take_entry(budget, what, err) < 0)
 		return -1;
-	uint64_t size;
+	uint64_t size = 0;
 	char hex[65];
 	return copy_contents(in, what, dst, name, 0444, budget, &size, hex, err);
 }

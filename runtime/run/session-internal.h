@@ -30,6 +30,7 @@ struct rb_session {
 	struct watch gw_proc;   /* the gateway's process, once started */
 	struct watch gw_calls;  /* its stdout: call records as it writes them */
 	struct watch linger;    /* output of what finished processes left running */
+	struct watch control;   /* the run's control socket: `runbox kill` (runtime/run/control.h) */
 	int cancel_sig;         /* the first cancel's signal, or 0 */
 	bool dead;              /* init is gone */
 	struct rb_proc **procs; /* every process not yet freed */

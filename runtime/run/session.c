@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "runtime/run/control.h"
 #include "runtime/run/session-internal.h"
 #include "runtime/sandbox/channel.h"
 
@@ -118,15 +119,9 @@ static void on_grace(struct rb_session *s, struct watch *w)
 	rb_session_kill(s, NULL);
 }
 
-/* Each signal number written to the eventfd is one cancel; a count that is no single signal
- * number is several at once, as a second is: kill. */
-static void on_cancel(struct rb_session *s, struct watch *w)
+/* A cancel with sig; several (or a second one, or SIGKILL) kills the sandbox at once. */
+static void cancel(struct rb_session *s, int sig, bool several)
 {
-	uint64_t v = 0;
-	if (read(w->fd, &v, sizeof v) != (ssize_t)sizeof v || v == 0)
-		return;
-	bool several = v >= 65;
-	int sig = several ? SIGTERM : (int)v;
 	bool first = s->cancel_sig == 0;
 	if (first)
 		s->cancel_sig = sig;
@@ -147,6 +142,33 @@ static void on_cancel(struct rb_session *s, struct watch *w)
 			close(tfd);
 		rb_session_kill(s, NULL); /* no cancel waits without its bound */
 	}
+}
+
+/* Each signal number written to the eventfd is one cancel; a count that is no single signal
+ * number is several at once, as a second is: kill. */
+static void on_cancel(struct rb_session *s, struct watch *w)
+{
+	uint64_t v = 0;
+	if (read(w->fd, &v, sizeof v) != (ssize_t)sizeof v || v == 0)
+		return;
+	bool several = v >= 65;
+	cancel(s, several ? SIGTERM : (int)v, several);
+}
+
+/* `runbox kill RUN`: the same cancel as the caller's own, and the run's end says why. */
+static void on_control(struct rb_session *s, struct watch *w)
+{
+	struct rb_control_req req;
+	struct rb_error err;
+	int r = rb_control_handle(s->run->control, &req, &err);
+	if (r < 0) {
+		rb_warn("%s", err.msg);
+		return;
+	}
+	if (r == 0 || s->dead) /* a sandbox already gone: its run ends as it was going to */
+		return;
+	snprintf(s->run->end_reason, sizeof s->run->end_reason, "killed by runbox kill");
+	cancel(s, req.sig, req.sig == SIGKILL);
 }
 
 /* The first connection to the gateway's endpoint starts it (the connection waits in the
@@ -214,8 +236,8 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 		return rb_error_set(err, ENOMEM, "session");
 	s->run = run;
 	s->next_id = 1;
-	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,   &s->grace, &s->gw4,
-	                         &s->gw6, &s->gw_proc,   &s->gw_calls, &s->linger};
+	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,   &s->grace,  &s->gw4,
+	                         &s->gw6, &s->gw_proc,   &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
@@ -226,10 +248,12 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 	s->gw_proc.handler = on_gateway_exit;
 	s->gw_calls.handler = on_gateway_calls;
 	s->linger.handler = on_linger;
+	s->control.handler = on_control;
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (s->epfd < 0 || rb_session_watch(s, &s->ctl, run->sb.ctl) < 0 ||
 	    rb_session_watch(s, &s->init_exit, run->sb.pidfd) < 0 ||
-	    rb_session_watch(s, &s->cancel, run->cancel_fd) < 0) {
+	    rb_session_watch(s, &s->cancel, run->cancel_fd) < 0 ||
+	    rb_session_watch(s, &s->control, rb_control_fd(run->control)) < 0) {
 		rb_error_set(err, errno, "session: epoll");
 		if (s->epfd >= 0)
 			close(s->epfd);
@@ -298,7 +322,7 @@ static void session_free(struct rb_session *s, bool reap)
 		return;
 	if (!s->dead)
 		end_session(s, "the session was closed", reap);
-	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->gw_calls, &s->linger};
+	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		rb_session_watch(s, slots[i], -1);
 	for (unsigned i = 0; i < s->n_procs; i++)

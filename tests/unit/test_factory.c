@@ -27,6 +27,9 @@
 
 #define N_RUNS 2
 
+static struct rb_host host; /* the process environment, given to the runs (common/host.h) */
+extern char **environ;
+
 struct runner {
 	const struct rb_factory *factory;
 	const char *state_dir;
@@ -46,6 +49,7 @@ static void *run_thread(void *arg)
 	    .state_dir = r->state_dir,
 	    .net_mode = RB_NET_GATEWAY,
 	    .factory = r->factory,
+	    .host = &host,
 	};
 	r->open_rc = rb_run_open(&cfg, &r->run, &r->err);
 	if (r->open_rc == 0)
@@ -216,7 +220,7 @@ static void two_runs_no_key_in_any_init(void **state)
 static void open_run(struct rb_run *run, const struct rb_factory *f, const char *state_dir)
 {
 	struct rb_run_config cfg = {
-	    .image = "minimal", .state_dir = state_dir, .net_mode = RB_NET_GATEWAY, .factory = f};
+	    .image = "minimal", .state_dir = state_dir, .net_mode = RB_NET_GATEWAY, .factory = f, .host = &host};
 	struct rb_error err;
 	if (rb_run_open(&cfg, run, &err) < 0 || rb_run_start(run, &err) < 0)
 		fail_msg("run: %s", err.msg);
@@ -282,6 +286,7 @@ int main(void)
 	char cwd[4096];
 	if (getcwd(cwd, sizeof cwd))
 		setenv("RUNBOX_DATA_DIR", cwd, 0);
+	host.env = environ; /* the library reads the environment it is given, no other */
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(two_runs_no_key_in_any_init),
 	    cmocka_unit_test(late_factory_leaks_the_key),

@@ -24,6 +24,8 @@
 
 /* Made before any run loads a key (group setup), as main makes runbox's. */
 static struct rb_factory factory;
+static struct rb_host host; /* the process environment, given to the runs (common/host.h) */
+extern char **environ;
 
 struct fixture {
 	char dir[64];
@@ -42,7 +44,8 @@ static int setup(void **state)
 	char cwd[4096];
 	assert_non_null(getcwd(cwd, sizeof cwd));
 	setenv("RUNBOX_DATA_DIR", cwd, 0);
-	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1, .factory = &factory};
+	host.env = environ; /* the library reads the environment it is given, no other */
+	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1, .factory = &factory, .host = &host};
 	struct rb_error err = {0};
 	if (rb_run_open(&cfg, &f->run, &err) < 0)
 		fail_msg("rb_run_open: %s", err.msg);
