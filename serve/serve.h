@@ -137,6 +137,8 @@ unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h
 void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
 /* The --state-dir the daemon was given (NULL: the default). */
 const char *rb_serve_state_dir(const struct rb_serve *sv);
+/* The environment the daemon was started with (its runs' places and env.pass read it). */
+const struct rb_host *rb_serve_host(const struct rb_serve *sv);
 
 /* {"error": msg} with the status err's kind maps to (rb_error_http_status). */
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply);

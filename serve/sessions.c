@@ -406,6 +406,11 @@ const struct rb_logger *rb_serve_logger(const struct rb_serve *sv)
 	return sv->cfg.logger;
 }
 
+const struct rb_host *rb_serve_host(const struct rb_serve *sv)
+{
+	return sv->cfg.host;
+}
+
 const char *rb_serve_state_dir(const struct rb_serve *sv)
 {
 	return sv->cfg.state_dir;

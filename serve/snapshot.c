@@ -407,7 +407,7 @@ unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, u
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, rb_serve_state_dir(sv), &err) < 0 ||
+	if (rb_paths_init(&paths, rb_serve_host(sv), rb_serve_state_dir(sv), &err) < 0 ||
 	    (*fd = open_snapshot(paths.state_dir, ref, size, &err)) < 0)
 		return rb_serve_error(&err, reply);
 	return 200;
