@@ -1,0 +1,167 @@
+// The client's contract with the SDK, each property against a control: yield time and
+// write_stdin, maxOutputTokens through the SDK's formatter, no pty, no exposed ports, and
+// serialized state treated as untrusted (shape checked, nothing but run id and snapshot ref).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import * as http from 'node:http';
+import { once } from 'node:events';
+import { Manifest, file, SandboxUnsupportedFeatureError, SandboxConfigurationError } from '@openai/agents/sandbox';
+import { RunboxSandboxClient, RunboxServeError } from '../src/index.js';
+import { Serve, marker } from './helpers.js';
+
+let serve: Serve;
+before(async () => {
+  serve = await Serve.start();
+});
+after(async () => {
+  await serve?.stop();
+});
+
+function outputOf(formatted: string): string {
+  const i = formatted.indexOf('Output:\n');
+  return i < 0 ? '' : formatted.slice(i + 'Output:\n'.length);
+}
+
+test('exec yields after yieldTimeMs with a session id; writeStdin collects the rest', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    const t0 = Date.now();
+    const first = await s.exec({ cmd: 'echo early; sleep 2; echo late', yieldTimeMs: 300 });
+    assert.ok(Date.now() - t0 < 1800, 'the call came back at the yield time, not at the end');
+    assert.equal(typeof first.sessionId, 'number');
+    assert.equal(first.exitCode, undefined);
+    assert.equal(first.output, 'early\n');
+    const rest = await s.writeStdin({ sessionId: first.sessionId!, yieldTimeMs: 10_000 });
+    assert.match(rest, /Process exited with code 0/);
+    assert.equal(outputOf(rest), 'late\n');
+    // Control: a command that ends within the yield time returns its exit code at once.
+    const quick = await s.exec({ cmd: 'echo now; exit 4', yieldTimeMs: 10_000 });
+    assert.deepEqual([quick.exitCode, quick.sessionId, quick.output], [4, undefined, 'now\n']);
+    // An unknown session id is said in the SDK's format.
+    assert.match(await s.writeStdin({ sessionId: 999 }), /session not found: 999/);
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('an interactive (tty) exec takes stdin through writeStdin; a plain one reads /dev/null', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    const r = await s.exec({ cmd: 'read line; echo "got $line"', tty: true, yieldTimeMs: 300 });
+    assert.equal(typeof r.sessionId, 'number');
+    const out = await s.writeStdin({ sessionId: r.sessionId!, chars: 'hello\n', yieldTimeMs: 10_000 });
+    assert.equal(outputOf(out), 'got hello\n');
+    // Control: without tty the same read meets end of input at once.
+    const plain = await s.exec({ cmd: 'read line; echo "rc=$? [$line]"', yieldTimeMs: 10_000 });
+    assert.deepEqual([plain.exitCode, plain.output], [0, 'rc=1 []\n']);
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('maxOutputTokens truncates through the SDK formatter; without it the output is whole', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    const cut = await s.execCommand({ cmd: 'seq 1 20000', maxOutputTokens: 20 });
+    assert.match(cut, /Original token count: \d+/);
+    assert.ok(outputOf(cut).length < 400, `truncated (${outputOf(cut).length} chars)`);
+    const whole = await s.execCommand({ cmd: 'seq 1 20000' });
+    assert.doesNotMatch(whole, /Original token count/);
+    assert.ok(outputOf(whole).endsWith('19999\n20000\n'));
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('no pty and no exposed ports: the SDK is told, not misled', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    assert.equal(s.supportsPty(), false);
+    await assert.rejects(s.resolveExposedPort(3000), SandboxUnsupportedFeatureError);
+    await assert.rejects(s.exec({ cmd: 'true', runAs: 'nobody' }), SandboxUnsupportedFeatureError);
+    // Control: the same session runs a command.
+    assert.equal((await s.exec({ cmd: 'true' })).exitCode, 0);
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('serialized state is untrusted: its shape is checked and only run id and snapshot ref are kept', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant: 'alpha', agent: 'a1' });
+  const s = await client.create({ manifest: new Manifest({ entries: { 'f.txt': file({ content: 'x' }) } }) });
+  try {
+    const ser = await client.serializeSessionState(s.state);
+    assert.deepEqual(Object.keys(ser).sort(), ['runId', 'snapshotRef']);
+    for (const bad of [
+      { runId: '../../x' },
+      { runId: 42 },
+      { runId: s.state.runId, snapshotRef: 'sha256:../../etc' },
+      { runId: s.state.runId, snapshotRef: { path: '/etc/passwd' } },
+      { runId: s.state.runId, manifest: 'nope' },
+    ]) {
+      await assert.rejects(client.deserializeSessionState(bad as Record<string, unknown>), SandboxConfigurationError, JSON.stringify(bad));
+    }
+    // Keys a caller slipped in (a session id, an environment) are dropped.
+    const st = await client.deserializeSessionState({ ...ser, sessionId: 'f'.repeat(32), environment: { X: 'y' } });
+    assert.equal(st.sessionId, '');
+    assert.deepEqual(st.environment, {});
+
+    // Control: this client's own live run is reconnected (same session).
+    const again = await client.resume(await client.deserializeSessionState(ser));
+    assert.equal(again.state.sessionId, s.state.sessionId);
+    // Another tenant's client given the same run id does not reach that session: it gets a
+    // fresh sandbox of its own.
+    const other = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant: 'beta', agent: 'a1' });
+    const theirs = await other.resume(await other.deserializeSessionState(ser));
+    try {
+      assert.notEqual(theirs.state.sessionId, s.state.sessionId);
+      assert.notEqual(theirs.state.runId, s.state.runId);
+      assert.equal(await theirs.pathExists('f.txt'), false);
+    } finally {
+      await theirs.close();
+      other.close();
+    }
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('{ url, key }: calls carry the bearer key; a daemon that refuses it is an error with its status', async () => {
+  const key = marker();
+  const seen: string[] = [];
+  const srv = http.createServer((req, res) => {
+    seen.push(String(req.headers.authorization));
+    if (req.headers.authorization !== `Bearer ${key}`) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"bad key"}');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"sessions":[]}');
+  });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = (srv.address() as { port: number }).port;
+  try {
+    const good = new RunboxSandboxClient({ url: `http://127.0.0.1:${port}`, key, image: 'minimal' });
+    const bad = new RunboxSandboxClient({ url: `http://127.0.0.1:${port}`, key: 'wrong', image: 'minimal' });
+    // resume lists sessions first: with the right key it gets that far (then no POST route: 401).
+    const state = await good.deserializeSessionState({ runId: '0'.repeat(20) });
+    await assert.rejects(bad.resume(state), (e: unknown) => e instanceof RunboxServeError && e.status === 401);
+    assert.deepEqual(seen, ['Bearer wrong']);
+    await assert.rejects(good.resume(state)); // the fake has no POST /v1/sessions
+    assert.equal(seen[1], `Bearer ${key}`);
+    good.close();
+    bad.close();
+    assert.throws(() => new RunboxSandboxClient({ url: 'https://example.invalid', key }), /http:\/\//);
+  } finally {
+    srv.close();
+  }
+});
