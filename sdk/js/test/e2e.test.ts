@@ -3,7 +3,7 @@
 // snapshot with its files and without its ephemeral environment; the ledger holds every command.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { run, applyDiff } from '@openai/agents';
+import { run, applyDiff, setTracingDisabled } from '@openai/agents';
 import { SandboxAgent, Manifest, file, dir, shell, filesystem } from '@openai/agents/sandbox';
 import { ScriptedModel, functionCall, assistantMessage } from '@openai/agents-core/testing';
 import type { ApplyPatchOperation } from '@openai/agents-core';
@@ -11,6 +11,9 @@ import type { ApplyPatchCallItem } from '@openai/agents-core/types';
 import { serializeManifestRecord } from '@openai/agents-core/sandbox/internal';
 import { RunboxSandboxClient } from '../src/index.js';
 import { Serve, marker } from './helpers.js';
+
+// No model key and no trace export: the runs are scripted and local.
+setTracingDisabled(true);
 
 let serve: Serve;
 before(async () => {

@@ -5,11 +5,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile, readFile, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
-import { run } from '@openai/agents';
+import { run, setTracingDisabled } from '@openai/agents';
 import { SandboxAgent, Manifest, file, dir, localFile, localDir, shell, filesystem, SandboxUnsupportedFeatureError } from '@openai/agents/sandbox';
 import { ScriptedModel, functionCall, assistantMessage, modelResponder } from '@openai/agents-core/testing';
 import { RunboxSandboxClient } from '../src/index.js';
 import { Serve, marker, pidsWith, waitFor } from './helpers.js';
+
+// No model key and no trace export: the runs are scripted and local.
+setTracingDisabled(true);
 
 let serve: Serve;
 before(async () => {
