@@ -51,7 +51,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
-SV_SRCS  := serve/sessions.c serve/http.c serve/files.c
+SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c
 SV_MAIN  := serve/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c
@@ -86,8 +86,10 @@ runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o
 	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
+# The daemon writes tar (snapshots): libarchive's writers come in as one table (xar, mtree: libxml2,
+# nettle), so it takes the shared library, first, loaded once per daemon rather than per command.
 runbox-serve: $(LIB_OBJS) $(SV_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(SV_MAIN:.c=.o) $(B)/link-libs
-	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
+	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) -l:libarchive.so.13 $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
 $(B)/obj/%.o: %.c
