@@ -38,18 +38,17 @@ import {
 import type { Editor } from '@openai/agents-core';
 import type { ToolOutputImage } from '@openai/agents-core';
 import { RunboxServeError, RunboxTransport } from './transport.js';
-import type { RunboxSandboxSessionState } from './state.js';
+import { isSnapshotRef, type RunboxSandboxSessionState } from './state.js';
 import { RunboxEditor } from './editor.js';
-import { checkWorkspaceTar } from './archive.js';
 
 const DEFAULT_EXEC_YIELD_TIME_MS = 10_000;
 const DEFAULT_WRITE_STDIN_YIELD_TIME_MS = 250;
 /** serve's longest long-poll (RB_SERVE_MAX_WAIT_MS). */
 const MAX_WAIT_MS = 60_000;
-/** How long a helper process (a fallback file call) may take. */
+/** How long a helper process (moving ephemeral entries aside) may take. */
 const HELPER_TIMEOUT_MS = 120_000;
 const WORKSPACE = '/workspace';
-/** The policy's read-only input mount: never part of a snapshot. */
+/** The policy's read-only input mount. */
 const INPUT_MOUNT = 'in';
 
 export type ProcessResult = {
@@ -99,9 +98,6 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
   private readonly processes = new Map<number, LiveProcess>();
   private nextProcessNumber = 1;
   private closing?: Promise<void>;
-  /** Whether the daemon has the fs/ and snapshot calls (docs/serve.md); probed once each. */
-  private fsApi?: boolean;
-  private snapshotApi?: boolean;
 
   constructor(args: { transport: RunboxTransport; state: RunboxSandboxSessionState; archiveLimits?: SandboxArchiveLimits | null }) {
     this.transport = args.transport;
@@ -281,81 +277,44 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     }
   }
 
-  /** Writes a whole file, making its parent directories. */
+  /** Writes a whole file (streamed to disk by the daemon), making its parent directories. */
   async writeFile(pathIn: string, content: string | Uint8Array, mode?: number): Promise<void> {
     const path = this.resolvePath(pathIn, true);
     const q = { path, parents: 1, mode: mode === undefined ? undefined : mode.toString(8).padStart(4, '0') };
-    try {
-      await this.transport.json('PUT', `${this.base}/files`, { query: q, body: content });
-    } catch (e) {
-      // A daemon without `parents` answers 404 for a missing parent: make it and retry once.
-      if (!notFound(e) || dirname(path) === WORKSPACE) throw e;
-      await this.mkdir(dirname(path), true);
-      await this.transport.json('PUT', `${this.base}/files`, { query: q, body: content });
-    }
-    if (mode !== undefined && this.fsApi === false) await this.runToEnd(['chmod', mode.toString(8), path]);
+    await this.transport.json('PUT', `${this.base}/files`, { query: q, body: content });
   }
 
   async mkdir(pathIn: string, parents = true): Promise<void> {
     const path = this.resolvePath(pathIn, true);
-    if (await this.useFsApi()) {
-      try {
-        await this.transport.json('POST', `${this.base}/fs/mkdir`, { json: { path, parents } });
-        return;
-      } catch (e) {
-        if (parents && e instanceof RunboxServeError && e.status === 409 && (await this.directoryExists(path))) return;
-        throw e;
-      }
+    try {
+      await this.transport.json('POST', `${this.base}/fs/mkdir`, { json: { path, parents } });
+    } catch (e) {
+      // An existing directory is what mkdir -p asks for.
+      if (parents && e instanceof RunboxServeError && e.status === 409 && (await this.directoryExists(path))) return;
+      throw e;
     }
-    const r = await this.runToEnd(parents ? ['mkdir', '-p', '--', path] : ['mkdir', '--', path]);
-    if (r.exit !== 0) throw new SandboxConfigurationError(`mkdir ${path}: ${r.stderr.toString('utf8').trim()}`);
   }
 
   async remove(pathIn: string, recursive = false): Promise<void> {
     const path = this.resolvePath(pathIn, true);
-    if (path === WORKSPACE) throw new SandboxConfigurationError('runbox: refusing to remove /workspace itself');
-    if (await this.useFsApi()) {
-      await this.transport.json('POST', `${this.base}/fs/remove`, { json: { path, recursive } });
-      return;
-    }
-    if (!(await this.pathExists(path))) throw new RunboxServeError('POST', 'fs/remove', 404, `no such file ${path}`);
-    const r = await this.runToEnd(recursive ? ['rm', '-rf', '--', path] : ['rm', '-f', '--', path]);
-    if (r.exit !== 0) throw new SandboxConfigurationError(`rm ${path}: ${r.stderr.toString('utf8').trim()}`);
+    await this.transport.json('POST', `${this.base}/fs/remove`, { json: { path, recursive } });
   }
 
   async rename(fromIn: string, toIn: string): Promise<void> {
     const from = this.resolvePath(fromIn, true);
     const to = this.resolvePath(toIn, true);
-    if (await this.useFsApi()) {
-      await this.transport.json('POST', `${this.base}/fs/rename`, { json: { from, to, overwrite: true } });
-      return;
-    }
-    const r = await this.runToEnd(['mv', '-f', '--', from, to]);
-    if (r.exit !== 0) throw new SandboxConfigurationError(`mv ${from} ${to}: ${r.stderr.toString('utf8').trim()}`);
+    await this.transport.json('POST', `${this.base}/fs/rename`, { json: { from, to, overwrite: true } });
   }
 
   /** stat of a path, or null when it does not exist. */
   async stat(pathIn: string): Promise<StatEntry | null> {
     const path = this.resolvePath(pathIn);
-    if (await this.useFsApi()) {
-      try {
-        return await this.transport.json<StatEntry>('GET', `${this.base}/fs/stat`, { query: { path } });
-      } catch (e) {
-        if (notFound(e)) return null;
-        throw e;
-      }
+    try {
+      return await this.transport.json<StatEntry>('GET', `${this.base}/fs/stat`, { query: { path } });
+    } catch (e) {
+      if (notFound(e)) return null;
+      throw e;
     }
-    const r = await this.runToEnd([
-      'sh',
-      '-c',
-      'if [ -L "$1" ]; then echo symlink; elif [ -d "$1" ]; then echo dir; elif [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other; else exit 3; fi',
-      'sh',
-      path,
-    ]);
-    if (r.exit === 3) return null;
-    if (r.exit !== 0) throw new SandboxConfigurationError(`stat ${path}: ${r.stderr.toString('utf8').trim()}`);
-    const type = r.stdout.toString('utf8').trim() as StatEntry['type'];
-    return { path, name: path.split('/').pop() ?? '', type, size: 0 };
   }
 
   async pathExists(path: string, runAs?: string): Promise<boolean> {
@@ -372,29 +331,12 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     assertNoRunAs(args.runAs);
     const path = this.resolvePath(args.path);
     const rel = path === WORKSPACE ? '' : path.slice(WORKSPACE.length + 1);
-    let entries: { name: string; type: string }[];
-    if (await this.useFsApi()) {
-      const r = await this.transport.json<{ entries: StatEntry[] }>('GET', `${this.base}/fs/list`, { query: { path, depth: 1 } });
-      entries = r.entries.filter((e) => !e.name.includes('/'));
-    } else {
-      const r = await this.runToEnd([
-        'sh',
-        '-c',
-        '[ -d "$1" ] || exit 3; for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do [ -e "$f" ] || [ -L "$f" ] || continue; ' +
-          'if [ -L "$f" ]; then t=other; elif [ -d "$f" ]; then t=dir; elif [ -f "$f" ]; then t=file; else t=other; fi; ' +
-          'printf "%s/%s\\000" "$t" "${f##*/}"; done',
-        'sh',
-        path,
-      ]);
-      if (r.exit === 3) throw new SandboxWorkspaceReadNotFoundError(`Directory not found: ${args.path}`, { path });
-      entries = r.stdout
-        .toString('utf8')
-        .split('\0')
-        .filter((s) => s !== '')
-        .map((s) => {
-          const i = s.indexOf('/');
-          return { type: s.slice(0, i), name: s.slice(i + 1) };
-        });
+    let entries: StatEntry[];
+    try {
+      entries = (await this.transport.json<{ entries: StatEntry[] }>('GET', `${this.base}/fs/list`, { query: { path, depth: 1 } })).entries;
+    } catch (e) {
+      if (notFound(e)) throw new SandboxWorkspaceReadNotFoundError(`Directory not found: ${args.path}`, { path });
+      throw e;
     }
     return entries
       .map((e) => ({
@@ -411,20 +353,6 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
       throw new SandboxConfigurationError(`Image file exceeds the 10 MB limit: ${args.path}`);
     }
     return imageOutputFromBytes(args.path, bytes);
-  }
-
-  /** Probes once whether the daemon answers the fs/ calls (an older one has only files). */
-  private async useFsApi(): Promise<boolean> {
-    if (this.fsApi === undefined) {
-      try {
-        await this.transport.json('GET', `${this.base}/fs/stat`, { query: { path: WORKSPACE } });
-        this.fsApi = true;
-      } catch (e) {
-        if (e instanceof RunboxServeError && e.routeMissing) this.fsApi = false;
-        else throw e;
-      }
-    }
-    return this.fsApi;
   }
 
   // --- the manifest --------------------------------------------------------------------
@@ -451,31 +379,12 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     const ephemeral = [...this.state.manifest.ephemeralPersistencePaths()].map((p) => `${this.state.manifest.root}/${p}`);
     const aside = await this.withoutEphemeral(ephemeral);
     try {
-      if (this.snapshotApi !== false) {
-        try {
-          const r = await this.transport.json<{ ref: string }>('POST', `${this.base}/snapshots`, { json: {} });
-          this.snapshotApi = true;
-          this.state.snapshotRef = r.ref;
-          return await this.transport.raw('GET', `/v1/snapshots/${r.ref}`);
-        } catch (e) {
-          if (!(e instanceof RunboxServeError && e.routeMissing)) {
-            throw new SandboxSnapshotPersistError(`runbox: snapshot of session ${this.state.sessionId}: ${(e as Error).message}`, { cause: String(e) });
-          }
-          this.snapshotApi = false;
-        }
-      }
-      // A daemon without snapshots: a plain tar made inside the sandbox (no ref to resume
-      // from), of every top-level entry but the read-only input mount.
-      const r = await this.runToEnd([
-        'sh',
-        '-c',
-        'cd /workspace || exit 1; set --; for f in * .[!.]* ..?*; do [ -e "$f" ] || [ -L "$f" ] || continue; ' +
-          '[ "$f" = "$1" ] && continue; set -- "$@" "$f"; done; ' +
-          'if [ $# -eq 0 ]; then head -c 1024 /dev/zero; else tar -cf - "$@"; fi',
-        INPUT_MOUNT,
-      ]);
-      if (r.exit !== 0) throw new SandboxSnapshotPersistError(`runbox: tar of /workspace: ${r.stderr.toString('utf8').trim()}`);
-      return new Uint8Array(r.stdout);
+      const r = await this.transport.json<{ ref: string }>('POST', `${this.base}/snapshots`, { json: {} });
+      if (!isSnapshotRef(r.ref)) throw new Error(`the daemon answered no snapshot ref: ${JSON.stringify(r).slice(0, 200)}`);
+      this.state.snapshotRef = r.ref;
+      return await this.transport.raw('GET', `/v1/snapshots/${r.ref}`);
+    } catch (e) {
+      throw new SandboxSnapshotPersistError(`runbox: snapshot of session ${this.state.sessionId}: ${(e as Error).message}`, { cause: String(e) });
     } finally {
       await aside.restore();
     }
@@ -498,26 +407,24 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     };
   }
 
+  /**
+   * Unpacks a tar (plain, gzip or zstd) into /workspace. The daemon checks every member before
+   * writing (bounds, no path or link leaving /workspace); the SDK's maxInputBytes is checked here.
+   */
   async hydrateWorkspace(data: WorkspaceArchiveData, options: WorkspaceArchiveOptions = {}): Promise<void> {
     const bytes = await toUint8Array(data);
     const limits = resolveSandboxArchiveLimits(options.archiveLimits === undefined ? this.archiveLimits : options.archiveLimits);
+    if (limits?.maxInputBytes != null && bytes.byteLength > limits.maxInputBytes) {
+      throw new SandboxArchiveError(`workspace archive: ${bytes.byteLength} bytes is over the limit of ${limits.maxInputBytes}`);
+    }
     try {
       await this.transport.json('POST', `${this.base}/hydrate`, { body: bytes });
-      return;
     } catch (e) {
-      if (!(e instanceof RunboxServeError && e.routeMissing)) {
-        if (e instanceof RunboxServeError && (e.status === 400 || e.status === 409)) throw new SandboxArchiveError(`runbox: hydrate: ${e.serveMessage}`);
-        throw e;
+      if (e instanceof RunboxServeError && e.status >= 400 && e.status < 500 && !notFound(e)) {
+        throw new SandboxArchiveError(`runbox: hydrate: ${e.serveMessage}`);
       }
+      throw e;
     }
-    if (bytes[0] === 0x28 && bytes[1] === 0xb5 && bytes[2] === 0x2f && bytes[3] === 0xfd) {
-      throw new SandboxArchiveError('runbox: this daemon has no hydrate call and cannot unpack a zstd snapshot');
-    }
-    checkWorkspaceTar(bytes, limits);
-    const tmp = `${WORKSPACE}/.runbox-hydrate-${randomBytes(8).toString('hex')}.tar`;
-    await this.writeFile(tmp, bytes);
-    const r = await this.runToEnd(['sh', '-c', 'tar -C /workspace -xf "$1"; rc=$?; rm -f "$1"; exit $rc', 'sh', tmp]);
-    if (r.exit !== 0) throw new SandboxArchiveError(`runbox: unpacking into /workspace: ${r.stderr.toString('utf8').trim()}`);
   }
 
   async resolveExposedPort(port: number): Promise<ExposedPortEndpoint> {

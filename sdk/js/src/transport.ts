@@ -17,9 +17,9 @@ export class RunboxServeError extends Error {
     this.method = method;
     this.path = path;
   }
-  /** The router's answer for a path it does not know (an older daemon). */
+  /** The router's answer for an API path it does not know (not a missing file). */
   get routeMissing(): boolean {
-    return this.status === 404 && /^no such path\b/.test(this.serveMessage);
+    return this.status === 404 && /^no such path( \(|$)/.test(this.serveMessage);
   }
   get serveMessage(): string {
     const i = this.message.indexOf(`: ${this.status} `);

@@ -5,9 +5,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import { once } from 'node:events';
-import { Manifest, file, SandboxUnsupportedFeatureError, SandboxConfigurationError } from '@openai/agents/sandbox';
+import { Manifest, file, SandboxUnsupportedFeatureError, SandboxConfigurationError, SandboxArchiveError } from '@openai/agents/sandbox';
 import { RunboxSandboxClient, RunboxServeError } from '../src/index.js';
-import { Serve, marker } from './helpers.js';
+import { Serve, marker, tarOf } from './helpers.js';
 
 let serve: Serve;
 before(async () => {
@@ -117,10 +117,11 @@ test('serialized state is untrusted: its shape is checked and only run id and sn
     // Control: this client's own live run is reconnected (same session).
     const again = await client.resume(await client.deserializeSessionState(ser));
     assert.equal(again.state.sessionId, s.state.sessionId);
-    // Another tenant's client given the same run id does not reach that session: it gets a
-    // fresh sandbox of its own.
+    // Another tenant's client given the same run id does not reach that live session: it gets
+    // a fresh sandbox of its own. (Whether a snapshot ref crosses tenants is the daemon's to
+    // refuse; this state carries none.)
     const other = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant: 'beta', agent: 'a1' });
-    const theirs = await other.resume(await other.deserializeSessionState(ser));
+    const theirs = await other.resume(await other.deserializeSessionState({ runId: ser.runId }));
     try {
       assert.notEqual(theirs.state.sessionId, s.state.sessionId);
       assert.notEqual(theirs.state.runId, s.state.runId);
@@ -163,5 +164,30 @@ test('{ url, key }: calls carry the bearer key; a daemon that refuses it is an e
     assert.throws(() => new RunboxSandboxClient({ url: 'https://example.invalid', key }), /http:\/\//);
   } finally {
     srv.close();
+  }
+});
+
+test('hydrate refuses an archive that leaves /workspace or is over the limit; a good one lands', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    for (const bad of [
+      [{ name: '../escape.txt', content: 'x' }],
+      [{ name: '/abs.txt', content: 'x' }],
+      [{ name: 'up', type: '2' as const, link: '../../..' }, { name: 'up/etc/x', content: 'x' }],
+    ]) {
+      await assert.rejects(s.hydrateWorkspace(tarOf(bad)), SandboxArchiveError, JSON.stringify(bad));
+    }
+    const escaped = await s.execCommand({ cmd: 'ls /escape.txt /abs.txt /workspace/abs.txt /etc/x 2>/dev/null; echo end' });
+    assert.equal(outputOf(escaped), 'end\n');
+    const good = tarOf([{ name: 'dir', type: '5' }, { name: 'dir/a.txt', content: 'landed' }]);
+    await assert.rejects(s.hydrateWorkspace(good, { archiveLimits: { maxInputBytes: 100 } }), SandboxArchiveError);
+    assert.equal(await s.pathExists('dir/a.txt'), false);
+    // Control: the same good archive within the limits lands.
+    await s.hydrateWorkspace(good);
+    assert.equal(new TextDecoder().decode(await s.readFile({ path: 'dir/a.txt' })), 'landed');
+  } finally {
+    await s.close();
+    client.close();
   }
 });

@@ -143,10 +143,17 @@ test('a scripted SandboxAgent runs shell and file tools, persists, and resumes f
     assert.ok(texts.some((t) => t.includes(JSON.stringify(cmd).slice(1, -1))), `the ledger of ${runId} holds "${cmd}"`);
   }
   assert.ok(events.some((e) => e.type === 'run_end'), 'the closed session has its run_end');
+  // The editor's writes and the snapshot are events of the run too; the resumed run records
+  // its hydrate from that snapshot.
+  const writes = events.filter((e) => e.type === 'file_write').map((e) => e.data.path);
+  assert.ok(writes.includes('/workspace/notes/todo.md') && writes.includes('/workspace/input.txt'), `file_write events: ${writes}`);
+  assert.ok(events.some((e) => e.type === 'snapshot' && JSON.stringify(e.data).includes(serialized.snapshotRef.slice(7))), 'the snapshot is recorded');
+  const events2 = await serve.ledger(resumedRun);
+  assert.ok(events2.some((e) => e.type === 'hydrate'), 'the resumed run records its hydrate');
   // Control: the resumed session is a run of its own, and the first run holds nothing it ran.
   assert.notEqual(resumedRun, runId);
   assert.ok(!texts.some((t) => t.includes('token=[')), 'the first run has no command of the resumed one');
-  const texts2 = (await serve.ledger(resumedRun)).filter((e) => e.type === 'step_start').map((e) => JSON.stringify(e.data));
+  const texts2 = events2.filter((e) => e.type === 'step_start').map((e) => JSON.stringify(e.data));
   assert.ok(texts2.some((t) => t.includes('token=[')));
   // Neither run's ledger holds the ephemeral value.
   assert.ok(!JSON.stringify(events).includes(secret));

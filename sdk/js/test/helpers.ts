@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
+import { Buffer } from 'node:buffer';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -130,4 +131,29 @@ export async function isFile(p: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** A ustar archive of the given members (type '0' file, '2' symlink, '5' directory). */
+export function tarOf(members: { name: string; type?: '0' | '2' | '5'; content?: string; link?: string }[]): Uint8Array {
+  const blocks: Buffer[] = [];
+  for (const m of members) {
+    const body = Buffer.from(m.content ?? '');
+    const h = Buffer.alloc(512);
+    h.write(m.name, 0, 100);
+    h.write(m.type === '5' ? '0000755\0' : '0000644\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(body.length.toString(8).padStart(11, '0') + '\0', 124);
+    h.write('00000000000\0', 136);
+    h.write('        ', 148);
+    h.write(m.type ?? '0', 156);
+    if (m.link) h.write(m.link, 157, 100);
+    h.write('ustar\u000000', 257);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+    blocks.push(h, body, Buffer.alloc((512 - (body.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return new Uint8Array(Buffer.concat(blocks));
 }
