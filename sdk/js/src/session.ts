@@ -376,13 +376,23 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
    * from it), returned as bytes. Ephemeral manifest entries are taken out around it.
    */
   async persistWorkspace(): Promise<Uint8Array> {
+    const ref = await this.snapshot();
+    try {
+      return await this.transport.raw('GET', `/v1/snapshots/${ref}`);
+    } catch (e) {
+      throw new SandboxSnapshotPersistError(`runbox: snapshot ${ref}: ${(e as Error).message}`, { cause: String(e) });
+    }
+  }
+
+  /** A snapshot in runbox's store, without ephemeral entries; its ref is kept in the state. */
+  async snapshot(): Promise<string> {
     const ephemeral = [...this.state.manifest.ephemeralPersistencePaths()].map((p) => `${this.state.manifest.root}/${p}`);
     const aside = await this.withoutEphemeral(ephemeral);
     try {
       const r = await this.transport.json<{ ref: string }>('POST', `${this.base}/snapshots`, { json: {} });
       if (!isSnapshotRef(r.ref)) throw new Error(`the daemon answered no snapshot ref: ${JSON.stringify(r).slice(0, 200)}`);
       this.state.snapshotRef = r.ref;
-      return await this.transport.raw('GET', `/v1/snapshots/${r.ref}`);
+      return r.ref;
     } catch (e) {
       throw new SandboxSnapshotPersistError(`runbox: snapshot of session ${this.state.sessionId}: ${(e as Error).message}`, { cause: String(e) });
     } finally {
