@@ -50,6 +50,8 @@ type ServeSession = {
 };
 
 const NAME = /^[A-Za-z0-9._:-]{1,127}$/;
+/** What serve takes when a session names no tenant (docs/serve.md). */
+const SERVE_DEFAULT_TENANT = 'local';
 
 function checkName(what: string, v: unknown): void {
   if (v !== undefined && (typeof v !== 'string' || !NAME.test(v))) {
@@ -157,7 +159,7 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
         isSessionId(s.id) &&
         (o.image ?? 'host') === s.image &&
         (o.policy ?? 'default') === s.policy &&
-        (o.tenant === undefined || o.tenant === s.tenant) &&
+        (o.tenant ?? SERVE_DEFAULT_TENANT) === s.tenant &&
         (o.agent ?? 'serve') === s.agent,
     );
     const env = await manifest.resolveEnvironment();

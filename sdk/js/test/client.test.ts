@@ -120,15 +120,17 @@ test('serialized state is untrusted: its shape is checked and only run id and sn
     // Another tenant's client given the same run id does not reach that live session: it gets
     // a fresh sandbox of its own. (Whether a snapshot ref crosses tenants is the daemon's to
     // refuse; this state carries none.)
-    const other = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant: 'beta', agent: 'a1' });
-    const theirs = await other.resume(await other.deserializeSessionState({ runId: ser.runId }));
-    try {
-      assert.notEqual(theirs.state.sessionId, s.state.sessionId);
-      assert.notEqual(theirs.state.runId, s.state.runId);
-      assert.equal(await theirs.pathExists('f.txt'), false);
-    } finally {
-      await theirs.close();
-      other.close();
+    for (const tenant of ['beta', undefined]) {
+      const other = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant, agent: 'a1' });
+      const theirs = await other.resume(await other.deserializeSessionState({ runId: ser.runId }));
+      try {
+        assert.notEqual(theirs.state.sessionId, s.state.sessionId, `tenant ${tenant}`);
+        assert.notEqual(theirs.state.runId, s.state.runId);
+        assert.equal(await theirs.pathExists('f.txt'), false);
+      } finally {
+        await theirs.close();
+        other.close();
+      }
     }
   } finally {
     await s.close();
