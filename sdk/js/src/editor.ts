@@ -5,6 +5,7 @@ import type { Editor, ApplyPatchResult } from '@openai/agents-core';
 import type { ApplyPatchOperation } from '@openai/agents-core';
 import {
   SandboxApplyPatchFileNotFoundError,
+  SandboxApplyPatchDiffError,
   SandboxWorkspaceReadNotFoundError,
 } from '@openai/agents-core/sandbox';
 import type { RunboxSandboxSession } from './session.js';
@@ -26,9 +27,11 @@ export class RunboxEditor implements Editor {
   async updateFile(op: Op<'update_file'>): Promise<ApplyPatchResult> {
     let current: string;
     try {
-      current = new TextDecoder('utf-8', { fatal: true }).decode(
-        await this.session.readFile({ path: op.path, maxBytes: MAX_EDIT_BYTES }),
-      );
+      const bytes = await this.session.readFile({ path: op.path, maxBytes: MAX_EDIT_BYTES + 1 });
+      if (bytes.byteLength > MAX_EDIT_BYTES) {
+        throw new SandboxApplyPatchDiffError(`${op.path} is larger than ${MAX_EDIT_BYTES} bytes: not edited`, { path: op.path });
+      }
+      current = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
     } catch (e) {
       if (e instanceof SandboxWorkspaceReadNotFoundError) {
         throw new SandboxApplyPatchFileNotFoundError(`File not found: ${op.path}`, { path: op.path });

@@ -267,10 +267,9 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     assertNoRunAs(args.runAs);
     const path = this.resolvePath(args.path);
     try {
-      const bytes = await this.transport.raw('GET', `${this.base}/files`, {
-        query: { path, max_bytes: args.maxBytes },
-      });
-      return typeof args.maxBytes === 'number' && bytes.byteLength > args.maxBytes ? bytes.subarray(0, args.maxBytes) : bytes;
+      // maxBytes is the SDK's prefix read (not serve's max_bytes, which refuses a larger file):
+      // the body is read that far and the connection dropped.
+      return await this.transport.raw('GET', `${this.base}/files`, { query: { path }, limitBytes: args.maxBytes });
     } catch (e) {
       if (notFound(e)) throw new SandboxWorkspaceReadNotFoundError(`File not found: ${args.path}`, { path });
       throw e;

@@ -32,6 +32,8 @@ export type RequestOptions = {
   json?: unknown;
   body?: Uint8Array | string;
   timeoutMs?: number;
+  /** Read at most this many bytes of a 2xx body: the rest is not transferred (the socket closes). */
+  limitBytes?: number;
 };
 
 export class RunboxTransport {
@@ -96,7 +98,16 @@ export class RunboxTransport {
     return await new Promise<Buffer>((resolve, reject) => {
       const req = http.request(target, (res) => {
         const parts: Buffer[] = [];
-        res.on('data', (d: Buffer) => parts.push(d));
+        let got = 0;
+        const ok = (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300;
+        res.on('data', (d: Buffer) => {
+          parts.push(d);
+          got += d.byteLength;
+          if (ok && opts.limitBytes !== undefined && got >= opts.limitBytes) {
+            res.destroy();
+            resolve(Buffer.concat(parts).subarray(0, opts.limitBytes));
+          }
+        });
         res.on('error', reject);
         res.on('end', () => {
           const buf = Buffer.concat(parts);

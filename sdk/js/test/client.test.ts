@@ -193,3 +193,26 @@ test('hydrate refuses an archive that leaves /workspace or is over the limit; a 
     client.close();
   }
 });
+
+test('readFile maxBytes reads a prefix; without it the whole file; the editor refuses a file over its cap', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    await s.writeFile('big.txt', 'x'.repeat(300_000) + 'END');
+    assert.equal((await s.readFile({ path: 'big.txt', maxBytes: 10 })).byteLength, 10);
+    const whole = await s.readFile({ path: 'big.txt' });
+    assert.equal(whole.byteLength, 300_003);
+    assert.equal(new TextDecoder().decode(whole.subarray(-3)), 'END');
+    // The session still answers after a read cut short.
+    assert.equal((await s.exec({ cmd: 'true' })).exitCode, 0);
+    await s.execCommand({ cmd: 'head -c 10485761 /dev/zero | tr "\\0" a > huge.txt' });
+    await assert.rejects(
+      s.createEditor().updateFile({ type: 'update_file', path: 'huge.txt', diff: '@@\n-a\n+b\n' }),
+      /larger than/,
+    );
+    assert.equal((await s.stat('huge.txt'))?.size, 10485761, 'the file over the cap is left as it was');
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
