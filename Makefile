@@ -175,13 +175,17 @@ $(SDK_JS)/dist/.built: $(SDK_JS)/node_modules/.ci-stamp $(SDK_JS)/tsconfig.json 
 	rm -rf $(SDK_JS)/dist
 	cd $(SDK_JS) && npx --no-install tsc -p .
 	@touch $@
-test-sdk: all $(SDK_JS)/dist/.built
+test-sdk:
+	@scripts/install-deps.sh build sdk
+	@$(MAKE) --no-print-directory all $(SDK_JS)/dist/.built
 	cd $(SDK_JS) && node --test --test-concurrency=1 dist/test/*.test.js
 
 # The SDK part of bench-serve: one scripted SandboxAgent run on runbox and on the SDK's
 # UnixLocalSandboxClient, side by side (not in make test).
 bench-serve: bench-serve-sdk
-bench-serve-sdk: all $(SDK_JS)/dist/.built
+bench-serve-sdk:
+	@scripts/install-deps.sh build sdk
+	@$(MAKE) --no-print-directory all $(SDK_JS)/dist/.built
 	@$(SDK_JS)/bench/sdk-run.sh
 
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
