@@ -223,14 +223,13 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
   }
 
   /**
-   * The run id and the snapshot ref, nothing else. A live session that may close after this
-   * (the SDK says so, or does not say) is snapshotted first, so the ref names its workspace as
-   * it is now; one the SDK keeps live is reconnected by its run id instead.
+   * The run id and the snapshot ref, nothing else. A live session is snapshotted first (also one
+   * the SDK keeps live: a RunState may be resumed in another process, after that session is
+   * gone), so the ref names its workspace as it is now.
    */
-  async serializeSessionState(state: RunboxSandboxSessionState, options?: SandboxSessionSerializationOptions): Promise<Record<string, unknown>> {
+  async serializeSessionState(state: RunboxSandboxSessionState, _options?: SandboxSessionSerializationOptions): Promise<Record<string, unknown>> {
     const s = this.live.get(state);
-    const staysLive = options?.willCloseAfterSerialize === false && options?.reuseLiveSession === true;
-    if (s && !staysLive && (await s.running())) await s.snapshot();
+    if (s && (await s.running())) await s.snapshot();
     return serializeRunboxState(state);
   }
 
