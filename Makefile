@@ -103,6 +103,8 @@ $(B)/asan/%.o: %.c
 $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS) -lcmocka
+# runbox serve's path handling, outside the library.
+$(B)/unit/test_fsroot: $(B)/asan/serve/fsroot.o
 
 # The in-sandbox probe: static, so it runs in any image; its exit code is the errno it met.
 $(PROBE): tests/probe/probe.c

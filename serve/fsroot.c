@@ -57,6 +57,38 @@ int rb_fspath_parse(const char *path, const char *what, struct rb_fspath *p, str
 	return 0;
 }
 
+/* Whether a link at name (relative to /workspace) to target stays inside /workspace, read
+ * lexically: relative from the link's directory, or absolute below /workspace (as the sandbox,
+ * whose root it names, sees it). */
+bool rb_fspath_link_inside(const char *name, const char *target)
+{
+	if (!target[0])
+		return false;
+	int depth = 0;
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof buf, "%s", target);
+	char *save = NULL, *t = strtok_r(buf, "/", &save);
+	if (target[0] == '/') {
+		while (t && !strcmp(t, "."))
+			t = strtok_r(NULL, "/", &save);
+		if (!t || strcmp(t, "workspace") != 0)
+			return false;
+		t = strtok_r(NULL, "/", &save);
+	} else {
+		for (const char *c = name; *c; c++)
+			depth += *c == '/';
+	}
+	for (; t; t = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(t, ".."))
+			depth--;
+		else if (strcmp(t, "."))
+			depth++;
+		if (depth < 0)
+			return false;
+	}
+	return true;
+}
+
 int rb_fscred_enter(const struct rb_serve_fs *fs, struct rb_fscred *c, struct rb_error *err)
 {
 	memset(c, 0, sizeof *c);

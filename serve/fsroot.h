@@ -26,6 +26,10 @@ struct rb_fspath {
  * slashes are dropped. */
 int rb_fspath_parse(const char *path, const char *what, struct rb_fspath *p, struct rb_error *err);
 
+/* Whether a link at name (relative to /workspace) to target stays in /workspace, read
+ * lexically: relative from the link's directory, or absolute below /workspace. */
+bool rb_fspath_link_inside(const char *name, const char *target);
+
 /* The thread's file system credentials while it acts for a sandbox (as root: fsuid and fsgid set
  * to the sandbox root's host ids, no supplementary groups, which drops every capability over
  * files, as the sandbox's root has none over the host's). Per thread: setfsuid(2), and

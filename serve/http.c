@@ -415,6 +415,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					u->failed = 413;
 				rb_serve_put_abort(rb_steal_ptr(&u->put));
 				rb_serve_hydrate_abort(rb_steal_ptr(&u->hyd));
+				/* The rest of the body is read and dropped, never kept: a reply sent while
+				 * the client still writes is lost to it when the connection resets. */
 			}
 		} else if (u->len + *size > u->cap) {
 			u->too_big = true;

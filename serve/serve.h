@@ -133,8 +133,6 @@ int rb_serve_hydrate_write(struct rb_serve_hydrate *h, const void *data, size_t 
 /* Both free h. */
 unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h, json_t **reply);
 void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
-/* Whether a link at name (below /workspace) to target stays in /workspace, read lexically. */
-bool rb_serve_link_inside(const char *name, const char *target);
 /* The --state-dir the daemon was given (NULL: the default). */
 const char *rb_serve_state_dir(const struct rb_serve *sv);
 

@@ -48,8 +48,15 @@ static int spool_file(const char *dir, struct rb_error *err)
 	if (rb_mkdir_p(dir, 0700, err) < 0)
 		return -1;
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd >= 0 ? fd : rb_error_set(err, errno, "a temporary file in `%s`", dir);
+	/* A file system without O_TMPFILE: a named one, unlinked at once. */
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/.tmp-spool-XXXXXX", dir);
+	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0)
 		return rb_error_set(err, errno, "a temporary file in `%s`", dir);
+	unlink(path);
 	return fd;
 }
 
@@ -160,7 +167,7 @@ static int pack_entry(struct packer *p, int dfd, const char *name, const char *r
 			return rb_error_set(p->err, errno, "snapshot: readlink /workspace/%s", rel);
 		}
 		target[n] = '\0';
-		if (!rb_serve_link_inside(rel, target)) {
+		if (!rb_fspath_link_inside(rel, target)) {
 			archive_entry_free(e);
 			p->members--;
 			if (json_array_size(p->skipped) < 100)
@@ -281,7 +288,8 @@ static int store_commit(const char *store, int fd, const char *digest, struct rb
 	char self[64];
 	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
 	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-		return rb_error_set(err, errno, "snapshot: link `%s`", path);
+		return rb_error_set(err, errno, "snapshot: link `%s`%s", path,
+		                    errno == ENOENT ? " (the store's file system has no O_TMPFILE)" : "");
 	return rb_artifact_sync(store, err);
 }
 
@@ -428,38 +436,6 @@ static int member_name(const char *raw, char *out, size_t len, struct rb_error *
 	return 0;
 }
 
-/* Whether a link at name (relative to /workspace) to target stays inside /workspace, read
- * lexically: relative from the link's directory, or absolute below /workspace (as the sandbox,
- * whose root it names, sees it). */
-bool rb_serve_link_inside(const char *name, const char *target)
-{
-	if (!target[0])
-		return false;
-	int depth = 0;
-	char buf[PATH_MAX];
-	snprintf(buf, sizeof buf, "%s", target);
-	char *save = NULL, *t = strtok_r(buf, "/", &save);
-	if (target[0] == '/') {
-		while (t && !strcmp(t, "."))
-			t = strtok_r(NULL, "/", &save);
-		if (!t || strcmp(t, "workspace") != 0)
-			return false;
-		t = strtok_r(NULL, "/", &save);
-	} else {
-		for (const char *c = name; *c; c++)
-			depth += *c == '/';
-	}
-	for (; t; t = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(t, ".."))
-			depth--;
-		else if (strcmp(t, "."))
-			depth++;
-		if (depth < 0)
-			return false;
-	}
-	return true;
-}
-
 static struct archive *reader(int fd, struct rb_error *err)
 {
 	struct archive *a = archive_read_new();
@@ -539,7 +515,7 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 			}
 		} else if (type == AE_IFLNK) {
 			const char *t = archive_entry_symlink(e);
-			if (!t || !rb_serve_link_inside(name, t))
+			if (!t || !rb_fspath_link_inside(name, t))
 				r = rb_error_setk(err, RB_ERR_INPUT, 0,
 				                  "hydrate: member `%s`: a link to `%s` leaves /workspace", name,
 				                  t ? t : "");

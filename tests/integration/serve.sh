@@ -2,7 +2,8 @@
 # runbox serve (docs/serve.md), each property against a control: a session made over the unix
 # socket; exec with its exit code passed through; two processes at once (one on stdin, one
 # printing); a background process holds no call open; a file kept between execs of one session
-# and absent from another; a path outside /workspace is the sandbox's own; strict bodies (400 naming the key), 404 for an unknown session; the
+# and absent from another; a path outside /workspace is the sandbox's own; strict bodies (400
+# naming the key), 404 for an unknown session; the
 # socket 0600; the ledger holds each process's exact text; SIGTERM closes every session and
 # leaves no sandbox process and no cgroup.
 # modes: root user unshare subids
@@ -175,7 +176,7 @@ else not_ok "control: the daemon's user can read and write those host paths itse
 # it; the control: the host's differs, so this is not the host's.
 api GET "/v1/sessions/$S/files?path=/etc/passwd"
 run_rbx exec --socket "$SOCK" "$S" -- cat /etc/passwd
-if [ "$ST" = 200 ] && [ "$R" = "$OUT" ] && [ "$R" != "$(cat /etc/passwd)" ]; then
+if [ "$ST" = 200 ] && [ "${R%$'\n'}" = "$OUT" ] && [ "${R%$'\n'}" != "$(cat /etc/passwd)" ]; then
 	ok "a path outside /workspace is the sandbox's own file (its /etc/passwd, not the host's)"
 else not_ok "a path outside /workspace is the sandbox's own file" "$ST $(first_line "$R")"; fi
 

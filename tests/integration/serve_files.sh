@@ -152,9 +152,9 @@ chmod 0644 "$T/big"
 BIGSUM=$(sha256sum "$T/big" | cut -d' ' -f1)
 h0=$(hwm)
 upload PUT "/v1/sessions/$S/files?path=/workspace/big" "$T/big"; pst=$ST; psum=$(jv 'r["sha256"]')
-"${CLIENT[@]}" curl -s --max-time 120 --unix-socket "$SOCK" -o "$T/scratch/big.back" "http://runbox/v1/sessions/$S/files?path=/workspace/big"
+"${CLIENT[@]}" curl -s --max-time 120 --unix-socket "$SOCK" -o "$T/home/big.back" "http://runbox/v1/sessions/$S/files?path=/workspace/big"
 h1=$(hwm)
-gotsum=$(sha256sum "$T/scratch/big.back" | cut -d' ' -f1)
+gotsum=$(sha256sum "$T/home/big.back" | cut -d' ' -f1)
 # The control: a reader that holds the file whole peaks above its size, so the measure sees it.
 ctl=$("$PY" -c 'import sys; d = open(sys.argv[1], "rb").read(); print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0])' "$T/big")
 if [ "$pst" = 200 ] && [ "$psum" = "sha256:$BIGSUM" ] && [ "$gotsum" = "$BIGSUM" ] && [ -n "$h0" ] &&
@@ -215,9 +215,19 @@ ex test -e /workspace/h/big
 big_absent=$RC
 upload POST "/v1/sessions/$S/hydrate?max_members=30" "$T/many.tar"; d=$ST
 upload POST "/v1/sessions/$S/hydrate?max_bytes=8192" "$T/bytes.tar"; e=$ST
-if [ "$a" = 409 ] && [ "$b" = 409 ] && [ "$c" = 413 ] && [ "$big_absent" = 1 ] && [ "$d" = 200 ] && [ "$e" = 200 ]; then
-	ok "hydrate bounds refuse an oversize archive (members 409, bytes out 409, bytes in 413), writing nothing; control: within them 200"
-else not_ok "hydrate bounds" "members $a, bytes $b, in $c, written $big_absent; within: $d $e"; fi
+# The same bound on bytes in while the body streams (chunked: no length to refuse it by first).
+chunked() {
+	local out
+	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" -X POST \
+		-H 'Transfer-Encoding: chunked' -T "$2" "http://runbox$1")
+	ST=${out##*$'\n'}
+}
+chunked "/v1/sessions/$S/hydrate?max_in_bytes=4096" "$T/bytes.tar"; f=$ST
+chunked "/v1/sessions/$S/hydrate?max_in_bytes=20000" "$T/bytes.tar"; g=$ST
+if [ "$a" = 409 ] && [ "$b" = 409 ] && [ "$c" = 413 ] && [ "$big_absent" = 1 ] && [ "$d" = 200 ] && [ "$e" = 200 ] &&
+	[ "$f" = 413 ] && [ "$g" = 200 ]; then
+	ok "hydrate bounds refuse an oversize archive (members 409, bytes out 409, bytes in 413, also chunked), writing nothing; control: within them 200"
+else not_ok "hydrate bounds" "members $a, bytes $b, in $c, chunked $f, written $big_absent; within: $d $e $g"; fi
 
 # --- snapshot -> a new session: files restored, the environment not ------------------------
 ex sh -c "mkdir -p /workspace/out/deep && echo snap-\$EPH_SECRET-x > /workspace/out/deep/f && echo kept-$MARK > /workspace/k"
@@ -228,8 +238,8 @@ REF=$(jv 'r["ref"]')
 skipped=$(jv '" ".join(r["skipped_links"])')
 run_rbx session snapshot --socket "$SOCK" "$S"
 cliref=$OUT
-"${CLIENT[@]}" curl -s --unix-socket "$SOCK" -o "$T/scratch/snap.tzst" "http://runbox/v1/snapshots/$REF"
-members=$(zstd -dc <"$T/scratch/snap.tzst" 2>/dev/null | tar -t 2>/dev/null | tr '\n' ' ')
+"${CLIENT[@]}" curl -s --unix-socket "$SOCK" -o "$T/home/snap.tzst" "http://runbox/v1/snapshots/$REF"
+members=$(zstd -dc <"$T/home/snap.tzst" 2>/dev/null | tar -t 2>/dev/null | tr '\n' ' ')
 run_rbx session create --socket "$SOCK" --image minimal --from-snapshot "$REF"
 S2=$OUT
 S_ORIG=$S
@@ -264,8 +274,8 @@ run_rbx cp --socket "$SOCK" "$S:/workspace/cpdir/cpin" -
 b="$RC:$OUT"
 RBX_STDIN=$T/scratch/cpin run_rbx cp --socket "$SOCK" - "$S:/workspace/fromstdin"
 c=$RC
-run_rbx cp --socket "$SOCK" "$S:/workspace/fromstdin" "$T/scratch/back"
-d="$RC:$(cat "$T/scratch/back" 2>/dev/null)"
+run_rbx cp --socket "$SOCK" "$S:/workspace/fromstdin" "$T/home/back"
+d="$RC:$(cat "$T/home/back" 2>/dev/null)"
 run_rbx cp --socket "$SOCK" "$S:/workspace/nope" -
 if [ "$a" = 0 ] && [ "$b" = "0:cp-$MARK" ] && [ "$c" = 0 ] && [ "$d" = "0:cp-$MARK" ] && [ "$RC" = 125 ] && [[ "$ERR" == *404* ]]; then
 	ok "runbox cp: a file in and out, stdin and stdout; control: a missing one is exit 125 (404)"
