@@ -141,7 +141,7 @@ uninstall:
 	rm -rf $(IDIR)/share/runbox
 	-rmdir $(IDIR)/libexec/runbox
 
-test:
+test: test-sdk
 	@scripts/install-deps.sh build test vm
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
 	@tests/run-all.sh
@@ -164,6 +164,31 @@ bench:
 	@scripts/install-deps.sh build bench
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
+
+# The OpenAI Agents SDK client (sdk/js): `npm ci` only when its lock changed, tsc, then its
+# node:test suites against a real `runbox serve` (docs/sdk.md). Part of `make test`.
+SDK_JS := sdk/js
+.PHONY: test-sdk bench-serve bench-serve-sdk
+$(SDK_JS)/node_modules/.ci-stamp: $(SDK_JS)/package.json $(SDK_JS)/package-lock.json
+	@scripts/install-deps.sh sdk
+	cd $(SDK_JS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+$(SDK_JS)/dist/.built: $(SDK_JS)/node_modules/.ci-stamp $(SDK_JS)/tsconfig.json $(wildcard $(SDK_JS)/src/*.ts $(SDK_JS)/test/*.ts $(SDK_JS)/bench/*.ts)
+	rm -rf $(SDK_JS)/dist
+	cd $(SDK_JS) && npx --no-install tsc -p .
+	@touch $@
+test-sdk:
+	@scripts/install-deps.sh build sdk
+	@$(MAKE) --no-print-directory all $(SDK_JS)/dist/.built
+	cd $(SDK_JS) && node --test --test-concurrency=1 dist/test/*.test.js
+
+# The SDK part of bench-serve: one scripted SandboxAgent run on runbox and on the SDK's
+# UnixLocalSandboxClient, side by side (not in make test).
+bench-serve: bench-serve-sdk
+bench-serve-sdk:
+	@scripts/install-deps.sh build sdk
+	@$(MAKE) --no-print-directory all $(SDK_JS)/dist/.built
+	@$(SDK_JS)/bench/sdk-run.sh
 
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub
