@@ -1,0 +1,25 @@
+/* runbox serve's E2B-compatible front end (docs/e2b.md): the control plane and envd on one
+ * loopback TCP listener, over the same sessions as the native API (serve/serve.h). */
+#ifndef RB_SERVE_E2B_H
+#define RB_SERVE_E2B_H
+
+#include <stddef.h>
+
+#include "common/error.h"
+#include "serve/serve.h"
+
+struct rb_e2b;
+
+/* Loads the API keys of keys_path (0600, {"e2b_<hex>": {"tenant": T, "policy"?: P}}), binds
+ * listen (a loopback "HOST:PORT"; port 0 picks one, logged) and starts serving sv on it. */
+int rb_e2b_start(struct rb_serve *sv, const char *listen, const char *keys_path, struct rb_e2b **out,
+                 struct rb_error *err);
+/* The port it listens on. */
+unsigned rb_e2b_port(const struct rb_e2b *e);
+/* Stops answering (joins every connection) and the timeout reaper; sessions stay sv's. */
+void rb_e2b_stop(struct rb_e2b *e);
+
+/* Adds a fresh key for tenant to keys_path (made 0600 when missing) and writes it to key. */
+int rb_e2b_issue_key(const char *keys_path, const char *tenant, char *key, size_t len, struct rb_error *err);
+
+#endif
