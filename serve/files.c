@@ -1,142 +1,273 @@
-/* File calls of runbox serve: a path under /workspace, resolved by openat2 with
- * RESOLVE_IN_ROOT from the sandbox's own /workspace descriptor, so a link planted inside the
- * sandbox never leads to a host path; bounded by RB_SERVE_FILE_CAP. */
+/* File bodies of runbox serve: a PUT streamed into a temporary file beside its target (hashed on
+ * the way, recorded, then renamed into place), a GET handed out as an open descriptor, both
+ * resolved from the sandbox's root (fsroot.h) and bounded; never a whole body in memory. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "common/cleanup.h"
 #include "common/util.h"
+#include "serve/fsroot.h"
 #include "serve/serve.h"
 
-/* The path below /workspace, or NULL with err: "/workspace/a/b" gives "a/b". */
-static const char *below_workspace(const char *path, struct rb_error *err)
+struct rb_serve_put {
+	char sid[64];
+	struct rb_serve_fs fs;
+	struct rb_fspath p;
+	int pfd, fd;
+	char tmp[40];
+	mode_t mode;
+	uint64_t size, cap;
+	EVP_MD_CTX *md;
+};
+
+static void put_free(struct rb_serve_put *p)
 {
-	static const char ws[] = "/workspace/";
-	if (!path || strncmp(path, ws, sizeof ws - 1) != 0 || !path[sizeof ws - 1]) {
-		rb_error_setk(err, RB_ERR_INPUT, 0, "query `path`: a file under /workspace/, not `%s`",
-		              path ? path : "");
-		return NULL;
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->tmp[0] && p->pfd >= 0) {
+		struct rb_fscred cr;
+		struct rb_error e;
+		if (rb_fscred_enter(&p->fs, &cr, &e) == 0) {
+			unlinkat(p->pfd, p->tmp, 0);
+			rb_fscred_leave(&cr);
+		}
 	}
-	return path + sizeof ws - 1;
+	if (p->pfd >= 0)
+		close(p->pfd);
+	rb_serve_fs_release(&p->fs);
+	EVP_MD_CTX_free(p->md);
+	free(p);
 }
 
-/* Opens rel inside the workspace as its root: `..` and absolute links stay inside it, magic
- * links (/proc/PID/fd) are refused, the last component is never followed (O_NOFOLLOW). */
-static int open_in(int ws, const char *rel, int flags, struct rb_error *err)
+void rb_serve_put_abort(struct rb_serve_put *p)
 {
-	struct open_how how = {
-	    .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC | O_LARGEFILE), /* openat2 adds none */
-	    .mode = (flags & O_CREAT) ? 0644 : 0,
-	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	int fd = (int)syscall(SYS_openat2, ws, rel, &how, sizeof how);
-	if (fd < 0)
-		rb_error_set(err, errno, "/workspace/%s", rel);
-	return fd;
+	if (p)
+		put_free(p);
+}
+
+unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *path, mode_t mode, bool parents,
+                            uint64_t cap, struct rb_serve_put **out, json_t **reply)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	*out = NULL;
+	struct rb_serve_put *p = calloc(1, sizeof *p);
+	if (!p)
+		return rb_error_set(&err, ENOMEM, "PUT"), rb_serve_error(&err, reply);
+	p->pfd = p->fd = p->fs.root = p->fs.ws = -1;
+	p->mode = mode;
+	p->cap = cap;
+	snprintf(p->sid, sizeof p->sid, "%s", sid);
+	p->md = EVP_MD_CTX_new();
+	if (!p->md || !EVP_DigestInit_ex(p->md, EVP_sha256(), NULL)) {
+		rb_error_set(&err, ENOMEM, "sha256");
+		goto fail;
+	}
+	if (rb_fspath_parse(path, "query `path`", &p->p, &err) < 0 || rb_serve_sandbox(sv, sid, &p->fs, &err) < 0)
+		goto fail;
+	if (!p->p.name[0]) {
+		rb_error_setk(&err, RB_ERR_CONFLICT, EISDIR, "/: a directory");
+		goto fail;
+	}
+	struct rb_fscred cr;
+	if (rb_fscred_enter(&p->fs, &cr, &err) < 0)
+		goto fail;
+	int r = (p->pfd = rb_fs_open_parent(&p->fs, &p->p, parents, &err)) < 0 ? -1 : 0;
+	if (r == 0)
+		r = rb_fs_not_kernel(p->pfd, p->p.full, &err);
+	/* What is there must be a file: a directory or a link is never written through. */
+	struct stat st;
+	if (r == 0 && fstatat(p->pfd, p->p.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		r = rb_error_setk(&err, RB_ERR_CONFLICT, S_ISDIR(st.st_mode) ? EISDIR : ELOOP, "%s: %s", p->p.full,
+		                  S_ISDIR(st.st_mode)   ? "a directory"
+		                  : S_ISLNK(st.st_mode) ? "a symbolic link (never followed)"
+		                                        : "not a regular file");
+	char hex[17];
+	if (r == 0 && rb_random_hex(hex, sizeof hex) < 0)
+		r = rb_error_set(&err, EIO, "getrandom");
+	if (r == 0) {
+		snprintf(p->tmp, sizeof p->tmp, ".runbox-put-%s", hex);
+		p->fd = rb_fs_open_child(p->pfd, p->tmp, O_WRONLY | O_CREAT | O_EXCL, true, p->p.full, &err);
+		if (p->fd < 0) {
+			p->tmp[0] = '\0';
+			r = -1;
+		}
+	}
+	rb_fscred_leave(&cr);
+	if (r < 0)
+		goto fail;
+	*out = p;
+	return 200;
+fail:;
+	unsigned stc = rb_serve_error(&err, reply);
+	put_free(p);
+	return stc;
+}
+
+int rb_serve_put_write(struct rb_serve_put *p, const void *data, size_t len, struct rb_error *err)
+{
+	if (p->size + len > p->cap)
+		return rb_error_setk(err, RB_ERR_CONFLICT, EFBIG, "%s: over the cap of %" PRIu64 " bytes", p->p.full,
+		                     p->cap);
+	if (rb_write_all(p->fd, data, len) < 0)
+		return rb_error_set(err, errno, "write %s", p->p.full);
+	EVP_DigestUpdate(p->md, data, len);
+	p->size += len;
+	return 0;
+}
+
+unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t **reply)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	unsigned char md[32];
+	unsigned mdlen = 0;
+	char digest[72] = "sha256:";
+	EVP_DigestFinal_ex(p->md, md, &mdlen);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(digest + 7 + 2 * i, 3, "%02x", md[i]);
+	int r = fchmod(p->fd, p->mode) < 0 ? rb_error_set(&err, errno, "chmod %s", p->p.full) : 0;
+	if (r == 0 && close(p->fd) < 0)
+		r = rb_error_set(&err, errno, "close %s", p->p.full);
+	p->fd = -1;
+	char mode[8];
+	snprintf(mode, sizeof mode, "%04o", (unsigned)p->mode);
+	/* Recorded, durably, before the file is in place at its path. */
+	if (r == 0)
+		r = rb_serve_record(sv, p->sid, "file_write",
+		                    json_pack("{s:s, s:I, s:s, s:s}", "path", p->p.full, "size", (json_int_t)p->size,
+		                              "sha256", digest, "mode", mode),
+		                    &err);
+	struct rb_fscred cr;
+	if (r == 0 && rb_fscred_enter(&p->fs, &cr, &err) == 0) {
+		/* The temporary name moves over the target: a link put there meanwhile is replaced,
+		 * never followed. */
+		if (renameat(p->pfd, p->tmp, p->pfd, p->p.name) < 0)
+			r = rb_error_set(&err, errno, "rename into %s", p->p.full);
+		else
+			p->tmp[0] = '\0';
+		rb_fscred_leave(&cr);
+	} else if (r == 0) {
+		r = -1;
+	}
+	unsigned st = 200;
+	if (r < 0)
+		st = rb_serve_error(&err, reply);
+	else
+		*reply = json_pack("{s:s, s:I, s:s}", "path", p->p.full, "size", (json_int_t)p->size, "sha256", digest);
+	put_free(p);
+	return st;
+}
+
+unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *path, uint64_t max_bytes, int *out,
+                           uint64_t *size, json_t **reply)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	*out = -1;
+	*size = 0;
+	struct rb_fspath p;
+	struct rb_serve_fs fs = {.root = -1, .ws = -1};
+	if (rb_fspath_parse(path, "query `path`", &p, &err) < 0 || rb_serve_sandbox(sv, sid, &fs, &err) < 0)
+		return rb_serve_error(&err, reply);
+	if (max_bytes > RB_SERVE_STREAM_CAP)
+		max_bytes = RB_SERVE_STREAM_CAP;
+	struct rb_fscred cr;
+	if (rb_fscred_enter(&fs, &cr, &err) < 0) {
+		rb_serve_fs_release(&fs);
+		return rb_serve_error(&err, reply);
+	}
+	_cleanup_close_ int pfd = rb_fs_open_parent(&fs, &p, false, &err);
+	_cleanup_close_ int opath = -1, fd = -1;
+	int r = pfd < 0 ? -1 : 0;
+	if (r == 0 && !p.name[0])
+		r = rb_error_setk(&err, RB_ERR_CONFLICT, EISDIR, "/: not a regular file");
+	if (r == 0 && (opath = rb_fs_open_child(pfd, p.name, O_PATH, false, p.full, &err)) < 0)
+		r = -1;
+	struct stat st;
+	if (r == 0 && fstat(opath, &st) < 0)
+		r = rb_error_set(&err, errno, "stat %s", p.full);
+	if (r == 0 && S_ISLNK(st.st_mode))
+		r = rb_error_setk(&err, RB_ERR_CONFLICT, ELOOP, "%s: a symbolic link (never followed)", p.full);
+	else if (r == 0 && !S_ISREG(st.st_mode))
+		r = rb_error_setk(&err, RB_ERR_CONFLICT, EISDIR, "%s: not a regular file", p.full);
+	if (r == 0)
+		r = rb_fs_not_kernel(opath, p.full, &err);
+	if (r == 0 && (uint64_t)st.st_size > max_bytes)
+		r = rb_error_setk(&err, RB_ERR_CONFLICT, EFBIG, "%s: %lld bytes, over the cap of %" PRIu64, p.full,
+		                  (long long)st.st_size, max_bytes);
+	/* Opened for reading only now that it is known to be a regular file (no device, no fifo
+	 * is ever opened): the same inode, reopened through this thread's descriptor table. */
+	if (r == 0) {
+		char self[64];
+		snprintf(self, sizeof self, "/proc/thread-self/fd/%d", opath);
+		if ((fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
+			r = rb_error_set(&err, errno, "open %s", p.full);
+	}
+	rb_fscred_leave(&cr);
+	rb_serve_fs_release(&fs);
+	/* What is revealed is recorded before the reply carries it. */
+	if (r == 0)
+		r = rb_serve_record(sv, sid, "file_read",
+		                    json_pack("{s:s, s:I}", "path", p.full, "size", (json_int_t)st.st_size), &err);
+	if (r < 0)
+		return rb_serve_error(&err, reply);
+	*out = rb_steal_fd(&fd);
+	*size = (uint64_t)st.st_size;
+	return 200;
 }
 
 unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *path, const char *data, size_t len,
                            json_t **reply)
 {
+	struct rb_serve_put *p;
+	unsigned st = rb_serve_put_begin(sv, sid, path, 0644, false, RB_SERVE_STREAM_CAP, &p, reply);
+	if (st != 200)
+		return st;
 	struct rb_error err;
-	rb_error_clear(&err);
-	const char *rel = below_workspace(path, &err);
-	int ws = -1;
-	uid_t uid;
-	gid_t gid;
-	bool chown_to = false;
-	if (!rel || rb_serve_workspace(sv, sid, &ws, &uid, &gid, &chown_to, &err) < 0)
-		return rb_serve_error(&err, reply);
-	/* What is written is recorded first, durably, as a process's text is before it starts. */
-	char hex[65], digest[72];
-	rb_sha256_hex(data, len, hex);
-	snprintf(digest, sizeof digest, "sha256:%s", hex);
-	if (rb_serve_record_file(sv, sid, "file_write", path, len, digest, &err) < 0) {
-		close(ws);
+	if (rb_serve_put_write(p, data, len, &err) < 0) {
+		rb_serve_put_abort(p);
 		return rb_serve_error(&err, reply);
 	}
-	/* Made as the sandbox's root where that is not the daemon's user (as root): the
-	 * sandbox's mount takes only ids its user namespace maps, and the file is then its root's.
-	 * setfsuid and setfsgid are this thread's alone; set back at once. */
-	uid_t ouid = 0;
-	gid_t ogid = 0;
-	if (chown_to) {
-		ogid = (gid_t)setfsgid(gid);
-		ouid = (uid_t)setfsuid(uid);
-	}
-	int fd = open_in(ws, rel, O_WRONLY | O_CREAT | O_TRUNC, &err);
-	if (chown_to) {
-		setfsuid(ouid);
-		setfsgid(ogid);
-	}
-	close(ws);
-	if (fd < 0)
-		return rb_serve_error(&err, reply);
-	int r = rb_write_all(fd, data, len) < 0 ? rb_error_set(&err, errno, "write %s", path) : 0;
-	if (close(fd) < 0 && r == 0)
-		r = rb_error_set(&err, errno, "close %s", path);
-	if (r < 0)
-		return rb_serve_error(&err, reply);
-	*reply = json_pack("{s:s, s:I, s:s}", "path", path, "size", (json_int_t)len, "sha256", digest);
-	return 200;
+	return rb_serve_put_finish(sv, p, reply);
 }
 
 unsigned rb_serve_file_get(struct rb_serve *sv, const char *sid, const char *path, char **out, size_t *len,
                            json_t **reply)
 {
-	struct rb_error err;
-	rb_error_clear(&err);
 	*out = NULL;
 	*len = 0;
-	const char *rel = below_workspace(path, &err);
-	int ws = -1;
-	uid_t uid;
-	gid_t gid;
-	bool chown_to;
-	if (!rel || rb_serve_workspace(sv, sid, &ws, &uid, &gid, &chown_to, &err) < 0)
-		return rb_serve_error(&err, reply);
-	int fd = open_in(ws, rel, O_RDONLY | O_NONBLOCK, &err);
-	close(ws);
-	if (fd < 0)
-		return rb_serve_error(&err, reply);
-	struct stat st;
-	int r = 0;
-	if (fstat(fd, &st) < 0)
-		r = rb_error_set(&err, errno, "stat %s", path);
-	else if (!S_ISREG(st.st_mode))
-		r = rb_error_setk(&err, RB_ERR_INPUT, 0, "%s: not a regular file", path);
-	else if ((uint64_t)st.st_size > RB_SERVE_FILE_CAP)
-		r = rb_error_setk(&err, RB_ERR_CONFLICT, EFBIG, "%s: %lld bytes, over the cap of %u", path,
-		                  (long long)st.st_size, RB_SERVE_FILE_CAP);
-	char *buf = r == 0 ? malloc((size_t)st.st_size + 1) : NULL;
-	if (r == 0 && !buf)
-		r = rb_error_set(&err, ENOMEM, "%s", path);
+	_cleanup_close_ int fd = -1;
+	uint64_t size;
+	unsigned st = rb_serve_get_open(sv, sid, path, RB_SERVE_FILE_CAP, &fd, &size, reply);
+	if (st != 200)
+		return st;
+	struct rb_error err;
+	char *buf = malloc(size + 1);
+	if (!buf)
+		return rb_error_set(&err, ENOMEM, "%s", path), rb_serve_error(&err, reply);
 	size_t got = 0;
-	/* Read to the cap, never past it, though the file grew meanwhile. */
-	while (r == 0 && got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+	/* To the size recorded, never past it, though the file grew meanwhile. */
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			r = rb_error_set(&err, errno, "read %s", path);
-		if (n <= 0)
+		if (n < 0) {
+			free(buf);
+			return rb_error_set(&err, errno, "read %s", path), rb_serve_error(&err, reply);
+		}
+		if (n == 0)
 			break;
 		got += (size_t)n;
-	}
-	close(fd);
-	/* What is revealed is recorded before the reply carries it. */
-	if (r == 0)
-		r = rb_serve_record_file(sv, sid, "file_read", path, got, NULL, &err);
-	if (r < 0) {
-		free(buf);
-		return rb_serve_error(&err, reply);
 	}
 	*out = buf;
 	*len = got;

@@ -10,6 +10,7 @@
 
 #include <microhttpd.h>
 
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "serve/http.h"
@@ -23,12 +24,16 @@ struct rb_serve_http {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
+/* One request: its JSON body gathered (at most BODY_CAP), or a file's streamed to disk. */
 struct upload {
 	char *data;
 	size_t len, cap;
 	bool too_big;
-	char *raw; /* a reply of raw bytes (a file), instead of JSON */
-	size_t raw_len;
+	int raw_fd; /* a reply of raw bytes (a file, a snapshot), sent from this descriptor */
+	uint64_t raw_len;
+	struct rb_serve_put *put; /* PUT files: the body goes here as it comes */
+	unsigned failed;          /* a streamed body failed: this status, with reply */
+	json_t *reply;
 };
 
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
@@ -93,6 +98,65 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
+/* A query's boolean: absent false, else "0" or "1". */
+static bool query_bool(struct MHD_Connection *conn, const char *key, bool *out, json_t **reply, unsigned *st)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+	*out = v && !strcmp(v, "1");
+	if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "query `%s`: expected 0 or 1", key);
+		*st = error(reply, 400, msg);
+		return false;
+	}
+	return true;
+}
+
+static bool query_u64(struct MHD_Connection *conn, const char *key, uint64_t *out, json_t **reply, unsigned *st)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+	if (v && !parse_u64(v, out)) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "query `%s`: expected a non-negative integer", key);
+		*st = error(reply, 400, msg);
+		return false;
+	}
+	return true;
+}
+
+/* /v1/sessions/SID/fs/OP: stat and list by query, mkdir, remove and rename by a JSON body. */
+static unsigned route_fs(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, const char *op, bool get,
+                         bool post, struct upload *u, json_t **reply)
+{
+	const char *fp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
+	unsigned st = 400;
+	if (!strcmp(op, "stat") || !strcmp(op, "list")) {
+		if (!get)
+			return error(reply, 405, "fs/stat, fs/list: GET");
+		if (!strcmp(op, "stat"))
+			return rb_serve_fs_stat(sv, sid, fp, reply);
+		uint64_t depth = 1;
+		if (!query_u64(conn, "depth", &depth, reply, &st))
+			return st;
+		return rb_serve_fs_list(sv, sid, fp, depth > 1000 ? 1000 : (unsigned)depth, reply);
+	}
+	unsigned (*call)(struct rb_serve *, const char *, const json_t *, json_t **) =
+	    !strcmp(op, "mkdir")    ? rb_serve_fs_mkdir_json
+	    : !strcmp(op, "remove") ? rb_serve_fs_remove_json
+	    : !strcmp(op, "rename") ? rb_serve_fs_rename_json
+	                            : NULL;
+	if (!call)
+		return error(reply, 404, "no such path (fs/stat, list, mkdir, remove, rename)");
+	if (!post)
+		return error(reply, 405, "fs/mkdir, fs/remove, fs/rename: POST");
+	json_t *body = parse(u, reply, &st);
+	if (!body)
+		return st;
+	st = call(sv, sid, body, reply);
+	json_decref(body);
+	return st;
+}
+
 /* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal]]]]. */
 static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const char *url, const char *method,
                       struct upload *u, json_t **reply)
@@ -134,12 +198,17 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 	}
 	if (n == 3 && !strcmp(seg[2], "files")) {
 		const char *fp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
-		if (!strcmp(method, "PUT"))
-			return rb_serve_file_put(sv, sid, fp, u->data ? u->data : "", u->len, reply);
+		if (!strcmp(method, "PUT") && u->put)
+			return rb_serve_put_finish(sv, rb_steal_ptr(&u->put), reply);
+		uint64_t max = RB_SERVE_STREAM_CAP;
+		if (get && !query_u64(conn, "max_bytes", &max, reply, &st))
+			return st;
 		if (get)
-			return rb_serve_file_get(sv, sid, fp, &u->raw, &u->raw_len, reply);
+			return rb_serve_get_open(sv, sid, fp, max, &u->raw_fd, &u->raw_len, reply);
 		return error(reply, 405, "/v1/sessions/ID/files: GET or PUT");
 	}
+	if (n == 4 && !strcmp(seg[2], "fs"))
+		return route_fs(sv, conn, sid, seg[3], get, post, u, reply);
 	if (strcmp(seg[2], "processes") != 0)
 		return error(reply, 404, "no such path");
 	if (n == 3) {
@@ -192,6 +261,58 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 	return error(reply, 404, "no such path");
 }
 
+/* Whether url is /v1/sessions/SID/LEAF (exactly), SID into sid. */
+static bool session_leaf(const char *url, const char *leaf, char *sid, size_t len)
+{
+	static const char pre[] = "/v1/sessions/";
+	if (strncmp(url, pre, sizeof pre - 1) != 0)
+		return false;
+	const char *s = url + sizeof pre - 1, *slash = strchr(s, '/');
+	if (!slash || slash == s || (size_t)(slash - s) >= len || strcmp(slash + 1, leaf) != 0)
+		return false;
+	snprintf(sid, len, "%.*s", (int)(slash - s), s);
+	return true;
+}
+
+/* The first call of a PUT .../files: the file is opened (its temporary beside the target)
+ * before any byte is read, so a bad path or a body over the cap is refused unread. */
+static unsigned put_start(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, struct upload *u,
+                          json_t **reply)
+{
+	unsigned st = 400;
+	bool parents;
+	mode_t mode = 0644;
+	uint64_t clen = 0;
+	const char *ms = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (!query_bool(conn, "parents", &parents, reply, &st))
+		return st;
+	if (ms) {
+		char *end;
+		unsigned long v = strtoul(ms, &end, 8);
+		if (!*ms || *end || v > 07777)
+			return error(reply, 400, "query `mode`: an octal mode (\"0644\", at most 07777)");
+		mode = (mode_t)v;
+	}
+	if (cl && parse_u64(cl, &clen) && clen > RB_SERVE_STREAM_CAP)
+		return error(reply, 413, "file over the cap of 1 GiB");
+	return rb_serve_put_begin(sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path"), mode,
+	                          parents, RB_SERVE_STREAM_CAP, &u->put, reply);
+}
+
+static enum MHD_Result respond_fd(struct MHD_Connection *conn, struct upload *u)
+{
+	struct MHD_Response *r = MHD_create_response_from_fd64(u->raw_len, u->raw_fd);
+	if (!r)
+		return MHD_NO;
+	u->raw_fd = -1; /* the response owns it */
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **req_cls)
 {
@@ -202,13 +323,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		u = calloc(1, sizeof *u);
 		if (!u)
 			return MHD_NO;
-		/* A file's body may be larger than a call's. */
-		u->cap = !strcmp(method, "PUT") && strstr(url, "/files") ? RB_SERVE_FILE_CAP : BODY_CAP;
+		u->raw_fd = -1;
+		u->cap = BODY_CAP;
 		*req_cls = u;
+		char sid[128];
+		json_t *reply = NULL;
+		unsigned st = 0;
+		/* A file's or an archive's body streams to disk: its call starts now. */
+		if (!strcmp(method, "PUT") && session_leaf(url, "files", sid, sizeof sid))
+			st = put_start(h->sv, conn, sid, u, &reply);
+		if (st && st != 200)
+			return respond(conn, st, reply);
 		return MHD_YES;
 	}
 	if (*size) {
-		if (u->len + *size > u->cap) {
+		struct rb_error err;
+		if (u->failed) {
+			/* Read and dropped: the error is the reply. */
+		} else if (u->put) {
+			int r = rb_serve_put_write(u->put, data, *size, &err);
+			if (r < 0) {
+				u->failed = rb_serve_error(&err, &u->reply);
+				if (err.errnum == EFBIG)
+					u->failed = 413;
+				rb_serve_put_abort(rb_steal_ptr(&u->put));
+			}
+		} else if (u->len + *size > u->cap) {
 			u->too_big = true;
 		} else {
 			char *nd = realloc(u->data, u->len + *size + 1);
@@ -223,20 +363,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	json_t *reply = NULL;
-	unsigned st = u->too_big
-	                  ? error(&reply, 413, u->cap == BODY_CAP ? "request body over 1 MiB" : "file over 8 MiB")
-	                  : route(h->sv, conn, url, method, u, &reply);
-	if (st == 200 && u->raw) {
-		struct MHD_Response *r = MHD_create_response_from_buffer(u->raw_len, u->raw, MHD_RESPMEM_MUST_FREE);
-		if (!r)
-			return MHD_NO;
-		u->raw = NULL; /* the response owns it */
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-		enum MHD_Result ret = MHD_queue_response(conn, 200, r);
-		MHD_destroy_response(r);
-		return ret;
+	unsigned st;
+	if (u->failed) {
+		st = u->failed;
+		reply = rb_steal_ptr(&u->reply);
+	} else {
+		st = u->too_big ? error(&reply, 413, "request body over 1 MiB")
+		                : route(h->sv, conn, url, method, u, &reply);
 	}
+	if (st == 200 && u->raw_fd >= 0)
+		return respond_fd(conn, u);
 	return respond(conn, st, reply);
 }
 
@@ -245,7 +381,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	struct upload *u = *req_cls;
 	if (u) {
 		free(u->data);
-		free(u->raw);
+		if (u->raw_fd >= 0)
+			close(u->raw_fd);
+		rb_serve_put_abort(u->put); /* a client gone mid-body: its temporary file goes */
+		json_decref(u->reply);
 	}
 	free(u);
 	*req_cls = NULL;

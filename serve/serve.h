@@ -50,17 +50,62 @@ unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *
 int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
                        struct rb_error *err);
 
+/* What a file call needs of a session's sandbox: descriptors the caller releases
+ * (rb_serve_fs_release). Taken under the session's lock, used outside it. */
+struct rb_serve_fs {
+	int root;  /* O_PATH of the sandbox's root (from init), resolved in with RESOLVE_IN_ROOT */
+	int ws;    /* O_PATH of its /workspace mount */
+	uid_t uid; /* the sandbox root's host ids, acted as when as_ids (as root) */
+	gid_t gid;
+	bool as_ids;
+	char state_dir[4096]; /* runbox's state (the artifact store) */
+};
+int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *fs, struct rb_error *err);
+void rb_serve_fs_release(struct rb_serve_fs *fs);
+/* Records an event of the session's run durably, before the call's reply; data is taken. */
+int rb_serve_record(struct rb_serve *sv, const char *sid, const char *type, json_t *data, struct rb_error *err);
+
 /* Records a file call in the session's run (rb_record_file), durably, before its reply. */
 int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
                          const char *sha256, struct rb_error *err);
-/* PUT and GET /v1/sessions/ID/files?path=/workspace/...: raw bytes, at most
- * RB_SERVE_FILE_CAP, resolved inside the sandbox's /workspace (serve/files.c). */
+/* The buffered forms of PUT and GET /v1/sessions/ID/files?path=P (serve/files.c): a write of
+ * mode 0644 without parents; a read of at most RB_SERVE_FILE_CAP bytes. */
 #define RB_SERVE_FILE_CAP (8u << 20)
 unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *path, const char *data, size_t len,
                            json_t **reply);
 /* 200 with *out (the caller frees it) and *len; else *reply. */
 unsigned rb_serve_file_get(struct rb_serve *sv, const char *sid, const char *path, char **out, size_t *len,
                            json_t **reply);
+
+/* The streamed forms: at most RB_SERVE_STREAM_CAP bytes a file. A PUT goes into a temporary
+ * file beside the target, hashed as it comes; finish records file_write and renames it into
+ * place; abort removes it. Either one frees put. */
+#define RB_SERVE_STREAM_CAP (1ULL << 30)
+struct rb_serve_put;
+unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *path, mode_t mode, bool parents,
+                            uint64_t cap, struct rb_serve_put **put, json_t **reply);
+/* -1 with err (a conflict, EFBIG) past the cap. */
+int rb_serve_put_write(struct rb_serve_put *put, const void *data, size_t len, struct rb_error *err);
+unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *put, json_t **reply);
+void rb_serve_put_abort(struct rb_serve_put *put);
+/* A regular file of at most max_bytes opened for reading (*fd, the caller closes it; *size its
+ * bytes), file_read recorded. */
+unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *path, uint64_t max_bytes, int *fd,
+                           uint64_t *size, json_t **reply);
+
+/* File system calls (serve/fsops.c), any path of the sandbox (docs/serve.md). */
+unsigned rb_serve_fs_stat(struct rb_serve *sv, const char *sid, const char *path, json_t **reply);
+unsigned rb_serve_fs_list(struct rb_serve *sv, const char *sid, const char *path, unsigned depth, json_t **reply);
+unsigned rb_serve_fs_mkdir(struct rb_serve *sv, const char *sid, const char *path, bool parents, json_t **reply);
+unsigned rb_serve_fs_mkdir_mode(struct rb_serve *sv, const char *sid, const char *path, bool parents, mode_t mode,
+                                json_t **reply);
+unsigned rb_serve_fs_remove(struct rb_serve *sv, const char *sid, const char *path, bool recursive, json_t **reply);
+unsigned rb_serve_fs_rename(struct rb_serve *sv, const char *sid, const char *from, const char *to, bool overwrite,
+                            json_t **reply);
+/* The same from the HTTP calls' JSON bodies, checked strictly. */
+unsigned rb_serve_fs_mkdir_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
+unsigned rb_serve_fs_remove_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
+unsigned rb_serve_fs_rename_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
 
 /* {"error": msg} with the status err's kind maps to (rb_error_http_status). */
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply);

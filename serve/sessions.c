@@ -636,6 +636,53 @@ int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid
 	return r;
 }
 
+int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *fs, struct rb_error *err)
+{
+	memset(fs, 0, sizeof *fs);
+	fs->root = fs->ws = -1;
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = 0;
+	if (!s)
+		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	else if (s->run.sb.root_fd < 0 || s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
+		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox is not up", sid);
+	else if ((fs->root = fcntl(s->run.sb.root_fd, F_DUPFD_CLOEXEC, 3)) < 0 ||
+	         (fs->ws = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = rb_error_set(err, errno, "session %s: dup its root", sid);
+	if (r == 0) {
+		fs->as_ids = rb_run_sandbox_root_ids(&s->run, &fs->uid, &fs->gid);
+		snprintf(fs->state_dir, sizeof fs->state_dir, "%s", s->run.paths.state_dir);
+		s->last_us = now_us();
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (r < 0)
+		rb_serve_fs_release(fs);
+	return r;
+}
+
+void rb_serve_fs_release(struct rb_serve_fs *fs)
+{
+	if (fs->root >= 0)
+		close(fs->root);
+	if (fs->ws >= 0)
+		close(fs->ws);
+	fs->root = fs->ws = -1;
+}
+
+int rb_serve_record(struct rb_serve *sv, const char *sid, const char *type, json_t *data, struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	if (!s)
+		json_decref(data);
+	else if (rb_record_event(&s->rec, type, data, err) < 0 || rb_record_flush(&s->rec, RB_RECORD_DURABLE, err) < 0)
+		r = rb_error_prefix(err, "ledger");
+	pthread_mutex_unlock(&sv->lock);
+	return r;
+}
+
 int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
                          const char *sha256, struct rb_error *err)
 {

@@ -264,6 +264,11 @@ int rb_record_file(struct rb_record *rec, const char *type, const char *path, ui
 	return append(rec, type, d, err);
 }
 
+int rb_record_event(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err)
+{
+	return append(rec, type, data, err);
+}
+
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
 	/* The host's side of the run: the runner's CPU since the record opened (its steps' output,

@@ -70,6 +70,9 @@ int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct r
  * "file_read" with path and size (sha256 NULL). */
 int rb_record_file(struct rb_record *rec, const char *type, const char *path, uint64_t size, const char *sha256,
                    struct rb_error *err);
+/* Another call of a session (runbox serve's fs_mkdir, fs_remove, snapshot, ...): data is taken
+ * (decref'd whatever happens). */
+int rb_record_event(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
 /* Makes a RB_RECORD_DEFERRED commit durable (waits for the disk); 0 when none is pending. */

@@ -202,7 +202,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 {
 	memset(run, 0, sizeof *run);
 	run->sb.reaped = true;
-	run->sb.pidfd = run->sb.ctl = run->sb.userns_fd = -1;
+	run->sb.pidfd = run->sb.ctl = run->sb.userns_fd = run->sb.workspace_fd = run->sb.root_fd = -1;
 	run->sb.net = (struct rb_net)RB_NET_INIT;
 
 	run->bg_log = -1;
@@ -714,6 +714,12 @@ void rb_run_close(struct rb_run *run)
 		close(run->id_slice_fd);
 	run->id_slice_fd = -1;
 	rb_debug("run: sandbox gone");
+	/* They hold the sandbox's mounts (its /workspace tmpfs) alive: a daemon closes many runs. */
+	if (run->sb.workspace_fd >= 0)
+		close(run->sb.workspace_fd);
+	if (run->sb.root_fd >= 0)
+		close(run->sb.root_fd);
+	run->sb.workspace_fd = run->sb.root_fd = -1;
 	json_decref(run->gw.stats);
 	json_decref(run->gw.calls); /* records of calls made after the last step ended */
 	run->gw.calls = NULL;

@@ -405,8 +405,15 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 		rb_error_set(&err, errno, "open /workspace");
 		die_setup(ctl, &err);
 	}
+	/* And its root: runbox serve's file calls resolve any sandbox path from it (in root). */
+	int root = open("/", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (root < 0) {
+		rb_error_set(&err, errno, "open /");
+		die_setup(ctl, &err);
+	}
+	int fds[2] = {ws, root};
 	json_t *ready = json_pack("{s:s}", "ev", "ready");
-	rb_chan_send(ctl, ready, &ws, 1, &err);
+	rb_chan_send(ctl, ready, fds, 2, &err);
 	json_decref(ready);
 	loop(&st, sfd);
 }

@@ -348,6 +348,7 @@ int rb_sandbox_create(const struct rb_factory *factory, const struct rb_sandbox_
 	sb->pidfd = -1;
 	sb->ctl = -1;
 	sb->workspace_fd = -1;
+	sb->root_fd = -1;
 	sb->userns_fd = -1;
 	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->reaped = true;
@@ -440,7 +441,8 @@ int rb_sandbox_wait_ready(struct rb_sandbox *sb, unsigned timeout_ms, struct rb_
 		return -1;
 	}
 	sb->workspace_fd = n_ws > 0 ? ws[0] : -1;
-	for (unsigned i = 1; i < n_ws; i++)
+	sb->root_fd = n_ws > 1 ? ws[1] : -1;
+	for (unsigned i = 2; i < n_ws; i++)
 		close(ws[i]);
 	return 0;
 }

@@ -52,6 +52,8 @@ struct rb_sandbox {
 	int userns_fd;    /* the sandbox's user namespace (opened while init was still dumpable) */
 	int workspace_fd; /* O_PATH of the sandbox's /workspace (a mount root the sandbox cannot
 	                   * replace): harvest opens out/ below it, never following links */
+	int root_fd;      /* O_PATH of the sandbox's root, in its mount namespace (runbox serve's
+	                   * file calls resolve below it with RESOLVE_IN_ROOT) */
 };
 
 /* How long init may take to build the root before the sandbox counts as failed (125): no

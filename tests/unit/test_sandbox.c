@@ -24,7 +24,7 @@ static void fake_sandbox(struct rb_sandbox *sb, int *peer)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	memset(sb, 0, sizeof *sb);
 	sb->init_pid = -1;
-	sb->pidfd = sb->userns_fd = sb->workspace_fd = -1;
+	sb->pidfd = sb->userns_fd = sb->workspace_fd = sb->root_fd = -1;
 	sb->reaped = true;
 	sb->net = (struct rb_net)RB_NET_INIT;
 	sb->ctl = sv[0];
