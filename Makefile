@@ -52,6 +52,8 @@ GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c
+# the E2B-compatible front end (docs/e2b.md)
+SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c
 SV_MAIN  := serve/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c

@@ -471,6 +471,11 @@ static void proc_signal(struct rb_e2b *e, const char *sid, const json_t *m, stru
 		                                                        : 0;
 	if (sig != SIGKILL && sig != SIGTERM)
 		return e2b_rpc_error(rp, "invalid_argument", "signal: SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+	/* A process that ended is not found, as envd says (the SDK's kill then answers false). */
+	_cleanup_json_ json_t *g = NULL;
+	if (rb_serve_proc_get(e->sv, sid, id, &g) != 200 ||
+	    strcmp(json_string_value(json_object_get(g, "state")) ?: "", "running") != 0)
+		return e2b_rpc_error(rp, "not_found", "the process is not running");
 	_cleanup_json_ json_t *b = json_pack("{s:i}", "signal", sig), *r = NULL;
 	unsigned st = rb_serve_proc_signal(e->sv, sid, id, b, &r);
 	if (st != 200)
@@ -510,7 +515,7 @@ static void files_get(struct rb_e2b *e, const struct e2b_req *rq, const char *si
 	_cleanup_json_ json_t *r = NULL;
 	unsigned st = rb_serve_file_get(e->sv, sid, path ? path : "", &rp->raw, &rp->raw_len, &r);
 	if (st != 200)
-		return e2b_api_error(rp, st, "%s: %s", path ? path : "", e2b_native_msg(r));
+		return e2b_api_error(rp, st, "%s", e2b_native_msg(r));
 	rp->status = 200;
 	rp->raw_type = "application/octet-stream";
 }
@@ -540,7 +545,7 @@ void e2b_files_post(struct rb_e2b *e, const struct e2b_req *rq, const char *sid,
 		unsigned st = e2b_file_put(e, sid, path, parts[i].data ? parts[i].data : "", parts[i].len, &r);
 		if (st != 200) {
 			json_decref(out);
-			return e2b_api_error(rp, st, "%s: %s", path, e2b_native_msg(r));
+			return e2b_api_error(rp, st, "%s", e2b_native_msg(r));
 		}
 		const char *base = strrchr(path, '/');
 		json_array_append_new(

@@ -54,7 +54,9 @@ static enum MHD_Result post_part(void *cls, enum MHD_ValueKind kind, const char 
 	struct upload *u = cls;
 	if (!filename)
 		return MHD_YES; /* a form field that is not a file */
-	if (off == 0) {
+	/* A part begins at offset 0; libmicrohttpd may announce it with no data first. */
+	struct e2b_part *last = u->n_parts ? &u->parts[u->n_parts - 1] : NULL;
+	if (off == 0 && !(last && !last->len && last->name && !strcmp(last->name, filename))) {
 		if (u->n_parts == MAX_PARTS) {
 			u->bad = "too many files in one request";
 			return MHD_NO;
