@@ -144,6 +144,13 @@ test:
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
 	@tests/run-all.sh
 
+# runbox serve's E2B API with the real e2b SDK (tests/e2b; part of `make test` as
+# tests/integration/e2b.sh, which runs `npm ci` only when node_modules is missing or stale).
+.PHONY: test-e2b
+test-e2b: all
+	@scripts/install-deps.sh build test
+	@tests/run-all.sh tests/integration/e2b.sh
+
 unit: $(UNIT_BINS)
 	@tests/run-all.sh unit
 
@@ -162,6 +169,14 @@ bench:
 	@scripts/install-deps.sh build bench
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
+
+# runbox serve through the E2B SDK: create to the first command's end, commands.run('true'),
+# against the native API in the same run (bench/serve_e2b.mjs); not in make test.
+.PHONY: bench-serve bench-serve-e2b
+bench-serve: bench-serve-e2b
+bench-serve-e2b: all
+	@scripts/install-deps.sh build test
+	@bench/serve_e2b.sh
 
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub

@@ -555,7 +555,22 @@ void e2b_files_post(struct rb_e2b *e, const struct e2b_req *rq, const char *sid,
 	rp->json = out;
 }
 
+static void route(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_reply *rp);
+
 void e2b_envd(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_reply *rp)
+{
+	route(e, rq, sid, rp);
+	/* A streaming call (application/connect+json) reads its error from the end of the stream. */
+	const char *ct = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *code = json_string_value(json_object_get(rp->json, "code"));
+	if (ct && !strncasecmp(ct, "application/connect+", 20) && !rp->stream && rp->status >= 400 && code) {
+		_cleanup_json_ json_t *err = rp->json;
+		rp->json = NULL;
+		stream_error(e, rq->conn, sid, rp, code, json_string_value(json_object_get(err, "message")));
+	}
+}
+
+static void route(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_reply *rp)
 {
 	bool get = !strcmp(rq->method, "GET"), post = !strcmp(rq->method, "POST");
 	if (!strcmp(rq->url, "/health")) {

@@ -1,6 +1,7 @@
 /* envd's filesystem.Filesystem (Stat, ListDir, MakeDir, Move, Remove) and the writes of POST
  * /files, over the native file calls (rb_serve_fs_*, rb_serve_file_put): the same ledger events. */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,14 @@ unsigned e2b_file_put(struct rb_e2b *e, const char *sid, const char *path, const
 
 void e2b_fs_rpc(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, const char *method, struct e2b_reply *rp)
 {
+	static const char *const served[] = {"Stat", "ListDir", "MakeDir", "Move", "Remove"};
+	bool known = false;
+	for (size_t i = 0; i < sizeof served / sizeof served[0]; i++)
+		known = known || !strcmp(method, served[i]);
+	if (!known)
+		return e2b_rpc_error(
+		    rp, "unimplemented",
+		    "filesystem method not supported by runbox serve (no directory watching; docs/e2b.md)");
 	const char *why = NULL;
 	_cleanup_json_ json_t *m = e2b_rpc_body(rq->body, rq->len, false, &why);
 	if (!m)
@@ -133,14 +142,10 @@ void e2b_fs_rpc(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, con
 		if ((st = rb_serve_fs_rename(e->sv, sid, from, to, true, &r)) != 200)
 			return fail(rp, st, r);
 		rp->json = json_pack("{s:o}", "entry", entry(r));
-	} else if (!strcmp(method, "Remove")) {
+	} else { /* Remove */
 		if ((st = rb_serve_fs_remove(e->sv, sid, path, true, &r)) != 200)
 			return fail(rp, st, r);
 		rp->json = json_object();
-	} else {
-		return e2b_rpc_error(
-		    rp, "unimplemented",
-		    "filesystem method not supported by runbox serve (no directory watching; docs/e2b.md)");
 	}
 	rp->status = 200;
 }

@@ -141,6 +141,10 @@ static void route(struct rb_e2b *e, struct MHD_Connection *conn, const char *url
 	struct e2b_req rq = {.conn = conn, .method = method, .url = url, .body = u->data ? u->data : "", .len = u->len};
 	if (u->too_big)
 		return e2b_api_error(rp, 413, "request body over its cap (%u MiB for a file)", E2B_FILE_CAP >> 20);
+	const char *port = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
+	if (port && strcmp(port, "49983") != 0)
+		return e2b_api_error(rp, 502, "port %s of the sandbox: runbox serves envd (49983) only (docs/e2b.md)",
+		                     port);
 	if (!e2b_is_envd_path(url))
 		return e2b_control(e, &rq, rp);
 	char sid[E2B_ID_HEX];
@@ -174,6 +178,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
 		u->cap = u->files_post ? E2B_FILE_CAP : BODY_CAP;
 		const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+		const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+		/* The bytes are written as they come: a compressed body would land compressed. */
+		if (u->files_post && ce && strcasecmp(ce, "identity") != 0)
+			u->bad = "Content-Encoding: runbox serve takes uploads uncompressed (write without gzip)";
 		if (u->files_post && ct && !strncasecmp(ct, "multipart/form-data", 19)) {
 			u->pp = MHD_create_post_processor(conn, 65536, post_part, u);
 			if (!u->pp)
@@ -182,7 +190,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*size) {
-		if (u->pp && !u->too_big && !u->bad) {
+		if (u->bad) {
+			/* Refused already: the rest of the body is read and dropped. */
+		} else if (u->pp && !u->too_big) {
 			if (MHD_post_process(u->pp, data, *size) != MHD_YES && !u->too_big && !u->bad)
 				u->bad = "a malformed multipart body";
 		} else if (!u->pp && !u->too_big && !append(&u->data, &u->len, u->cap, data, *size)) {

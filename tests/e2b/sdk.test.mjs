@@ -273,6 +273,14 @@ describe('files', () => {
     assert.equal(await sbx.files.exists('/workspace/made'), false);
   });
 
+  test('what runbox does not serve is refused, not faked: gzip uploads, directory watching', async () => {
+    await assert.rejects(sbx.files.write('/workspace/gz.txt', 'zipped', { gzip: true }), /uncompressed/);
+    assert.equal(await sbx.files.exists('/workspace/gz.txt'), false, 'nothing was written');
+    await sbx.files.write('/workspace/gz.txt', 'plain', { useOctetStream: true });
+    assert.equal(await sbx.files.read('/workspace/gz.txt'), 'plain', 'the same write uncompressed (octet-stream)');
+    await assert.rejects(sbx.files.watchDir('/workspace', () => {}), /unimplemented|not supported/i);
+  });
+
   test('a file write is the session\'s ledger event (file_write)', async () => {
     await sbx.files.write('/workspace/ledgered.txt', 'recorded');
     const ls = runbox(['session', 'ls', '--socket', d.sock]);
@@ -284,6 +292,14 @@ describe('files', () => {
 });
 
 describe('envd access', () => {
+  test('only envd\'s port is served: another port of the sandbox is 502 (code-interpreter\'s Jupyter)', async () => {
+    const sbx = await create();
+    const h = (port) => ({ 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': String(port),
+      'X-Access-Token': sbx.envdAccessToken });
+    assert.equal((await fetch(`${d.url}/health`, { headers: h(49999) })).status, 502);
+    assert.equal((await fetch(`${d.url}/health`, { headers: h(49983) })).status, 204);
+  });
+
   test('a wrong access token is refused; the sandbox\'s own is served', async () => {
     const sbx = await create();
     await sbx.files.write('/workspace/t.txt', 'token-guarded');
