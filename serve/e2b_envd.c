@@ -161,7 +161,7 @@ static void advance(struct pstream *ps)
 		return;
 	}
 	while (ps->state == S_RUN && ps->len == ps->off) {
-		uint64_t now = mono_us(), wait = POLL_MS * 1000u;
+		uint64_t now = mono_us(), wait = (uint64_t)POLL_MS * 1000u;
 		if (ps->deadline_us && now >= ps->deadline_us) {
 			if (ps->kill_at_deadline) {
 				json_t *r = NULL, *b = json_pack("{s:s}", "signal", "KILL");
@@ -264,7 +264,7 @@ static void stream_error(struct rb_e2b *e, struct MHD_Connection *conn, const ch
  * the dispatcher to see it start; *result set when it ended already. */
 static uint32_t wait_pid(struct rb_e2b *e, const char *sid, const char *id, json_t **result)
 {
-	uint64_t until = mono_us() + START_WAIT_MS * 1000u;
+	uint64_t until = mono_us() + (uint64_t)START_WAIT_MS * 1000u;
 	*result = NULL;
 	while (mono_us() < until) {
 		_cleanup_json_ json_t *r = NULL;

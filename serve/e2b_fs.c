@@ -68,8 +68,10 @@ unsigned e2b_file_put(struct rb_e2b *e, const char *sid, const char *path, const
 	if (st != 404)
 		return st;
 	/* E2B makes the parents of a file it writes. */
-	_cleanup_free_ char *dir = strdup(path);
-	char *slash = dir ? strrchr(dir, '/') : NULL;
+	char dir[4096];
+	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+		return st;
+	char *slash = strrchr(dir, '/');
 	if (!slash || slash == dir)
 		return st;
 	*slash = '\0';

@@ -13,8 +13,8 @@
 #include "common/log.h"
 #include "serve/e2b_internal.h"
 
-#define BODY_CAP  (1u << 20)          /* a JSON body */
-#define FILES_CAP (4u * E2B_FILE_CAP) /* one POST /files, all its parts */
+#define BODY_CAP  (1u << 20)                 /* a JSON body */
+#define FILES_CAP ((size_t)4 * E2B_FILE_CAP) /* one POST /files, all its parts */
 #define MAX_PARTS 64
 
 struct e2b_http {
