@@ -14,8 +14,8 @@ struct rb_e2b;
  * listen (a loopback "HOST:PORT"; port 0 picks one, logged) and starts serving sv on it. */
 int rb_e2b_start(struct rb_serve *sv, const char *listen, const char *keys_path, struct rb_e2b **out,
                  struct rb_error *err);
-/* The port it listens on. */
-unsigned rb_e2b_port(const struct rb_e2b *e);
+/* Where it listens: "http://127.0.0.1:PORT" (or [::1]), the port the kernel picked for port 0. */
+const char *rb_e2b_url(const struct rb_e2b *e);
 /* Stops answering (joins every connection) and the timeout reaper; sessions stay sv's. */
 void rb_e2b_stop(struct rb_e2b *e);
 

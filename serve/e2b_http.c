@@ -238,7 +238,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* "HOST:PORT" on loopback only: 127.0.0.0/8, localhost, [::1]. */
-static int loopback_socket(const char *listen_at, unsigned *port, struct rb_error *err)
+static int loopback_socket(const char *listen_at, char *url, size_t url_len, struct rb_error *err)
 {
 	char host[64];
 	const char *colon = strrchr(listen_at, ':');
@@ -280,8 +280,14 @@ static int loopback_socket(const char *listen_at, unsigned *port, struct rb_erro
 			close(fd);
 		return rb_error_set(err, e, "--e2b-listen %s", listen_at);
 	}
-	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-	                                       : ((struct sockaddr_in *)&ss)->sin_port);
+	char addr[INET6_ADDRSTRLEN] = "";
+	bool v6 = ss.ss_family == AF_INET6;
+	inet_ntop(ss.ss_family,
+	          v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+	             : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+	          addr, sizeof addr);
+	snprintf(url, url_len, v6 ? "http://[%s]:%u" : "http://%s:%u", addr,
+	         (unsigned)ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port));
 	return fd;
 }
 
@@ -304,7 +310,8 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_pa
 		return rb_error_set(err, ENOMEM, "e2b");
 	}
 	e->http->fd = -1;
-	if (e2b_keys_load(e, keys_path, err) < 0 || (e->http->fd = loopback_socket(listen_at, &e->port, err)) < 0 ||
+	if (e2b_keys_load(e, keys_path, err) < 0 ||
+	    (e->http->fd = loopback_socket(listen_at, e->url, sizeof e->url, err)) < 0 ||
 	    e2b_reaper_start(e, err) < 0) {
 		rb_e2b_stop(e);
 		return -1;
@@ -322,9 +329,9 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_pa
 	return 0;
 }
 
-unsigned rb_e2b_port(const struct rb_e2b *e)
+const char *rb_e2b_url(const struct rb_e2b *e)
 {
-	return e->port;
+	return e->url;
 }
 
 void rb_e2b_stop(struct rb_e2b *e)

@@ -61,7 +61,7 @@ struct rb_e2b {
 	pthread_t reaper;
 	bool reaper_started, stop;
 	struct e2b_http *http;
-	unsigned port;
+	char url[80];
 };
 
 /* One call as the handlers see it. */

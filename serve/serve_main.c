@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	}
 	rb_info("serve: listening on %s", sock);
 	if (e2b)
-		rb_info("serve: e2b API on http://127.0.0.1:%u", rb_e2b_port(e2b));
+		rb_info("serve: e2b API on %s", rb_e2b_url(e2b));
 	int sig = 0;
 	sigwait(&stop, &sig);
 	rb_info("serve: %s: draining", strsignal(sig));

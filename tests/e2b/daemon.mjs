@@ -29,7 +29,7 @@ export async function startDaemon() {
     const timer = setTimeout(() => reject(new Error(`runbox serve did not listen within 30 s: ${log}`)), 30000);
     child.stderr.on('data', (d) => {
       log += d;
-      const m = /e2b API on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+      const m = /e2b API on http:\/\/127\.0\.0\.1:(\d+)$/m.exec(log);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));

@@ -1,11 +1,14 @@
 // The unmodified e2b SDK (2.51.0) against runbox serve --e2b-listen (docs/e2b.md). Each property
 // has a control: the same call where it should succeed, so no test passes by accident.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, TimeoutError } from 'e2b';
 
-import { runbox, startDaemon } from './daemon.mjs';
+import { RUNBOX, runbox, startDaemon } from './daemon.mjs';
 
 let d;
 const live = [];
@@ -124,6 +127,61 @@ describe('control plane', () => {
   });
 });
 
+describe('the v1 paths and the native view', () => {
+  test('POST /sandboxes (v1) answers 201 with the ids and the token; v1 connect answers the same sandbox', async () => {
+    const res = await fetch(`${d.url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': d.key,
+      'Content-Type': 'application/json' }, body: JSON.stringify({ templateID: 'base', timeout: 60 }) });
+    assert.equal(res.status, 201);
+    const b = await res.json();
+    assert.match(b.sandboxID, /^[0-9a-f]{32}$/);
+    assert.equal(b.templateID, 'base');
+    assert.equal(b.envdVersion, '0.5.7');
+    assert.equal(typeof b.clientID, 'string');
+    assert.match(b.envdAccessToken, /^[0-9a-f]{64}$/);
+    live.push({ sandboxId: b.sandboxID });
+    const c = await fetch(`${d.url}/sandboxes/${b.sandboxID}/connect`, { method: 'POST', headers: {
+      'X-API-Key': d.key, 'Content-Type': 'application/json' }, body: JSON.stringify({ timeout: 60 }) });
+    assert.equal(c.status, 200);
+    assert.equal((await c.json()).envdAccessToken, b.envdAccessToken);
+    const bad = await fetch(`${d.url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': d.key },
+      body: JSON.stringify({ templateID: 'base', volumeMounts: [{ name: 'v', path: '/v' }] }) });
+    assert.equal(bad.status, 400, 'a feature runbox lacks is refused by name');
+    assert.match((await bad.json()).message, /volumeMounts/);
+  });
+
+  test('a session closed natively (runbox session rm) is gone for E2B too', async () => {
+    const sbx = await create();
+    const keep = await create();
+    runbox(['session', 'rm', '--socket', d.sock, sbx.sandboxId]);
+    assert.ok(!(await listIds(d.opts())).includes(sbx.sandboxId));
+    await assert.rejects(sbx.getInfo(), /not found/i);
+    assert.equal(await sbx.isRunning(), false, 'envd answers it is gone');
+    assert.equal(await keep.isRunning(), true);
+    assert.ok((await listIds(d.opts())).includes(keep.sandboxId), 'the control is still listed');
+  });
+});
+
+describe('the daemon\'s own checks', () => {
+  const start = (keys, listen) => spawnSync(RUNBOX, ['serve', '--socket', path.join(d.dir, 'x.sock'), '--state-dir',
+    d.state, '--e2b-listen', listen, '--e2b-keys', keys], { encoding: 'utf8', timeout: 20000 });
+
+  test('a keys file others may read is refused at start; a 0600 one is taken (the running daemon)', () => {
+    const loose = path.join(d.dir, 'loose.json');
+    fs.writeFileSync(loose, JSON.stringify({ ['e2b_' + 'a'.repeat(40)]: { tenant: 'acme' } }), { mode: 0o644 });
+    fs.chmodSync(loose, 0o644);
+    const r = start(loose, '127.0.0.1:0');
+    assert.equal(r.status, 125);
+    assert.match(r.stderr, /mode 0644, must be 0600/);
+    assert.match(fs.statSync(path.join(d.dir, 'keys.json')).mode.toString(8), /600$/, 'the daemon\'s own is 0600');
+  });
+
+  test('--e2b-listen takes loopback only', () => {
+    const r = start(path.join(d.dir, 'keys.json'), '0.0.0.0:0');
+    assert.equal(r.status, 125);
+    assert.match(r.stderr, /only a loopback address/);
+  });
+});
+
 describe('commands', () => {
   let sbx;
   before(async () => {
@@ -211,6 +269,14 @@ describe('commands', () => {
       '--json']));
     assert.ok(JSON.stringify(ev).includes(`echo ${mark}`), 'the command text is recorded');
     assert.ok(!JSON.stringify(ev).includes(`echo ${mark}-never`), 'and not one that never ran');
+  });
+
+  test('output passes the scrubber as the native API\'s does: the run token is redacted', async () => {
+    const tok = await sbx.commands.run('printenv RUNBOX_TOKEN | wc -c; printenv RUNBOX_TOKEN');
+    const [len, shown] = tok.stdout.split('\n');
+    assert.ok(Number(len) > 16, 'the sandbox holds a run token');
+    assert.match(shown, /^\[REDACTED:[^\]]*run-token[^\]]*\]$/, 'what leaves is the redaction, not the token');
+    assert.equal((await sbx.commands.run('printenv HOME')).stdout, '/workspace\n', 'the control leaves as it is');
   });
 
   test('PTY terminals are refused, not faked', async () => {
