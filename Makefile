@@ -104,6 +104,9 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS) -lcmocka
 
+# The E2B front end's framing and keys (serve/, outside the library).
+$(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o
+
 # The in-sandbox probe: static, so it runs in any image; its exit code is the errno it met.
 $(PROBE): tests/probe/probe.c
 	@mkdir -p $(dir $@)
