@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, TimeoutError } from 'e2b';
 
-import { RUNBOX, runbox, startDaemon } from './daemon.mjs';
+import { command, runbox, startDaemon } from './daemon.mjs';
 
 let d;
 const live = [];
@@ -48,6 +48,8 @@ describe('control plane', () => {
     assert.equal(info.templateId, 'base');
     assert.deepEqual(info.metadata, { suite: 'sdk' });
     assert.equal(info.envdVersion, '0.5.7');
+    const uid = /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${d.pid}/status`, 'utf8'))[1];
+    assert.equal(Number(uid), d.uid ?? 0, 'the daemon runs as the mode\'s user');
   });
 
   test('Sandbox.list: the tenant\'s sandboxes, filtered by metadata; not another tenant\'s', async () => {
@@ -162,8 +164,8 @@ describe('the v1 paths and the native view', () => {
 });
 
 describe('the daemon\'s own checks', () => {
-  const start = (keys, listen) => spawnSync(RUNBOX, ['serve', '--socket', path.join(d.dir, 'x.sock'), '--state-dir',
-    d.state, '--e2b-listen', listen, '--e2b-keys', keys], { encoding: 'utf8', timeout: 20000 });
+  const start = (keys, listen) => spawnSync(...command(['serve', '--socket', path.join(d.dir, 'x.sock'),
+    '--state-dir', d.state, '--e2b-listen', listen, '--e2b-keys', keys]), { encoding: 'utf8', timeout: 20000 });
 
   test('a keys file others may read is refused at start; a 0600 one is taken (the running daemon)', () => {
     const loose = path.join(d.dir, 'loose.json');

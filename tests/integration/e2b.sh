@@ -2,7 +2,7 @@
 # runbox serve's E2B-compatible API (docs/e2b.md) with the unmodified e2b SDK: tests/e2b (node:test),
 # its pinned e2b installed by `npm ci` when node_modules is missing or older than the lock file.
 # Each node test is one line here; every one has its control inside (tests/e2b/sdk.test.mjs).
-# modes: root
+# modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init e2b
 
@@ -27,7 +27,10 @@ if [ "$ver" = 2.51.0 ]; then ok "the e2b SDK is the pinned 2.51.0"; else not_ok 
 
 # The leaf tests (indented) of node's TAP output become this file's lines; a run that fails
 # without a failing test (a crash, a hang cut by the timeout) is a failure too.
-out=$(cd "$DIR" && RUNBOX_BIN=$RUNBOX timeout 900 node --test --test-reporter=tap --test-timeout=180000 \
+# user mode: the daemon and every runbox command as uid 65534 (rootless); the SDK stays the test's.
+uid=""
+[ "$MODE" = user ] && uid=$NOBODY
+out=$(cd "$DIR" && RUNBOX_BIN=$RUNBOX RBX_E2B_UID=$uid timeout 900 node --test --test-reporter=tap --test-timeout=180000 \
 	--test-concurrency=1 sdk.test.mjs 2>&1)
 rc=$?
 fails=0
