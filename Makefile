@@ -51,7 +51,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
-SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c
+SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c
 # the E2B-compatible front end (docs/e2b.md)
 SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c
 SV_MAIN  := serve/serve_main.c
@@ -88,8 +88,10 @@ runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o
 	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
+# The daemon writes tar (snapshots): libarchive's writers come in as one table (xar, mtree: libxml2,
+# nettle), so it takes the shared library, first, loaded once per daemon rather than per command.
 runbox-serve: $(LIB_OBJS) $(SV_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(SV_MAIN:.c=.o) $(B)/link-libs
-	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) $(PKG_LIBS) $(GW_LIBS)
+	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) -l:libarchive.so.13 $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
 
 $(B)/obj/%.o: %.c

@@ -163,8 +163,10 @@ static json_t *call_ok(const char *sock, const char *method, const char *path, c
 static void session_usage(FILE *f)
 {
 	fputs("usage: runbox session create [--image I] [--policy P] [--tenant T] [--agent A] [--idle-timeout D]\n"
+	      "                             [--from-snapshot REF]\n"
 	      "       runbox session ls\n"
 	      "       runbox session rm ID\n"
+	      "       runbox session snapshot ID   prints the snapshot's REF (sha256:...) of its /workspace\n"
 	      "  --socket PATH   runbox serve's socket (default: RUNBOX_SOCKET, else serve's default)\n",
 	      f);
 }
@@ -172,10 +174,15 @@ static void session_usage(FILE *f)
 int rb_cmd_session(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'}, {"image", required_argument, NULL, 'i'},
-	    {"policy", required_argument, NULL, 'p'}, {"tenant", required_argument, NULL, 't'},
-	    {"agent", required_argument, NULL, 'a'},  {"idle-timeout", required_argument, NULL, 'I'},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"image", required_argument, NULL, 'i'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"tenant", required_argument, NULL, 't'},
+	    {"agent", required_argument, NULL, 'a'},
+	    {"idle-timeout", required_argument, NULL, 'I'},
+	    {"from-snapshot", required_argument, NULL, 'S'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	if (argc < 2) {
 		session_usage(stderr);
@@ -196,6 +203,7 @@ int rb_cmd_session(int argc, char **argv)
 		                  : c == 't' ? "tenant"
 		                  : c == 'a' ? "agent"
 		                  : c == 'I' ? "idle_timeout"
+		                  : c == 'S' ? "snapshot"
 		                             : NULL;
 		if (c == 's') {
 			sock_opt = optarg;
@@ -236,6 +244,15 @@ int rb_cmd_session(int argc, char **argv)
 			       json_string_value(json_object_get(s, "tenant")),
 			       (long long)json_integer_value(json_object_get(s, "processes")));
 		}
+	} else if (!strcmp(verb, "snapshot") && rest == 1 &&
+	           strspn(operand[0], "0123456789abcdef") == strlen(operand[0])) {
+		char path[128];
+		snprintf(path, sizeof path, "/v1/sessions/%s/snapshots", operand[0]);
+		json_t *empty = json_object();
+		r = call_ok(sock, "POST", path, empty);
+		json_decref(empty);
+		if (r)
+			printf("%s\n", json_string_value(json_object_get(r, "ref")));
 	} else if (!strcmp(verb, "rm") && rest == 1 && strspn(operand[0], "0123456789abcdef") == strlen(operand[0])) {
 		char path[128];
 		snprintf(path, sizeof path, "/v1/sessions/%s", operand[0]);

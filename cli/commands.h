@@ -18,6 +18,8 @@ int rb_cmd_logs(int argc, char **argv);
 int rb_cmd_serve(int argc, char **argv);
 int rb_cmd_session(int argc, char **argv);
 int rb_cmd_exec(int argc, char **argv);
+/* `runbox cp`: a file into or out of a live session (cli/cmd_cp.c). */
+int rb_cmd_cp(int argc, char **argv);
 /* `runbox --version`, `runbox version`, `runbox run --version`. */
 int rb_cmd_version(int argc, char **argv);
 

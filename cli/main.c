@@ -23,8 +23,9 @@ static void usage(FILE *f)
 	      "  artifact ls RUN | get DIGEST|RUN:PATH | inspect DIGEST   a run's files, back out of the store\n"
 	      "  logs RUN [--step N]            a run's captured output, from its records\n"
 	      "  serve [--socket PATH]          the session API daemon (docs/serve.md)\n"
-	      "  session create|ls|rm ID        live sandboxes, through runbox serve\n"
+	      "  session create|ls|rm ID|snapshot ID   live sandboxes, through runbox serve\n"
 	      "  exec ID -- CMD ARGS...         a command in a live sandbox, its exit code passed through\n"
+	      "  cp SRC ID:PATH | ID:PATH DEST  a file into or out of a live sandbox (`-`: stdin/stdout)\n"
 	      "  --version                      runbox's version\n"
 	      "\n"
 	      "`runbox COMMAND --help` for a command's options.\n",
@@ -78,7 +79,8 @@ int main(int argc, char **argv)
 	} cmds[] = {{"check", rb_cmd_check}, {"policy", rb_cmd_policy},     {"ledger", rb_cmd_ledger},
 	            {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},         {"gc", rb_cmd_gc},
 	            {"image", rb_cmd_image}, {"artifact", rb_cmd_artifact}, {"logs", rb_cmd_logs},
-	            {"serve", rb_cmd_serve}, {"session", rb_cmd_session},   {"exec", rb_cmd_exec}};
+	            {"serve", rb_cmd_serve}, {"session", rb_cmd_session},   {"exec", rb_cmd_exec},
+	            {"cp", rb_cmd_cp}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

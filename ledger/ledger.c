@@ -190,6 +190,22 @@ int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const
 	return 0;
 }
 
+int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, bool *found, struct rb_error *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(l->db,
+	                       "SELECT 1 FROM events WHERE type = 'snapshot' AND instr(data, ?1) > 0"
+	                       " AND json_extract(data, '$.digest') = ?1 LIMIT 1",
+	                       -1, &s, NULL) != SQLITE_OK)
+		return db_error(l, err, "look up a snapshot");
+	sqlite3_bind_text(s, 1, digest, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_error(l, err, "look up a snapshot");
+	*found = rc == SQLITE_ROW;
+	return 0;
+}
+
 int rb_ledger_tenant_bytes(struct rb_ledger *l, const char *tenant, const char *since, uint64_t *bytes,
                            struct rb_error *err)
 {
@@ -215,7 +231,7 @@ int rb_ledger_live_digests(struct rb_ledger *l, const char *since, json_t **set,
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	if (sqlite3_prepare_v2(l->db,
 	                       "SELECT DISTINCT json_extract(data, '$.digest') FROM events"
-	                       " WHERE type = 'artifact' AND ts >= ?1",
+	                       " WHERE type IN ('artifact', 'snapshot') AND ts >= ?1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return db_error(l, err, "list the digests artifact events name");
 	sqlite3_bind_text(s, 1, since, -1, SQLITE_STATIC);

@@ -72,7 +72,7 @@ int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *typ
  * time, "2026-11-24T18:03:00.000Z"), each distinct digest once at its recorded size. */
 int rb_ledger_tenant_bytes(struct rb_ledger *l, const char *tenant, const char *since, uint64_t *bytes,
                            struct rb_error *err);
-/* Every digest an artifact event since `since` names, as the keys of a new JSON object:
+/* Every digest an artifact or snapshot event since `since` names, as the keys of a new JSON object:
  * what the store must keep (runtime/run/storegc.h). */
 int rb_ledger_live_digests(struct rb_ledger *l, const char *since, json_t **set, struct rb_error *err);
 
@@ -90,6 +90,9 @@ int rb_ledger_run_artifacts(struct rb_ledger *l, const char *run_id, const char 
                             struct rb_error *err);
 /* Who stored digest within tenant: *rows gets one object per artifact event of that tenant
  * naming it, {"seq", "ts", "run_id", "tenant", "agent", "step", "path", "size"}, in seq order. */
+/* Whether a `snapshot` event (runbox serve) names digest: only those are handed out as
+ * snapshots, never another object of the store. */
+int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, bool *found, struct rb_error *err);
 int rb_ledger_artifact_events(struct rb_ledger *l, const char *digest, const char *tenant, json_t **rows,
                               struct rb_error *err);
 

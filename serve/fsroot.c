@@ -93,11 +93,14 @@ void rb_fscred_leave(struct rb_fscred *c)
 	c->on = false;
 }
 
-static int openat2_fd(int dirfd, const char *rel, int flags, uint64_t resolve)
+/* flags | O_CLOEXEC, and O_NOFOLLOW unless follow_last (a parent directory: a link there is
+ * followed, inside the root). */
+static int openat2_how(int dirfd, const char *rel, int flags, uint64_t resolve, bool follow_last)
 {
 	struct open_how how = {
 	    /* O_PATH takes no other flag (openat2 refuses one); the rest are opened large. */
-	    .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_LARGEFILE)),
+	    .flags =
+	        (uint64_t)(flags | (follow_last ? 0 : O_NOFOLLOW) | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_LARGEFILE)),
 	    .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? 0600 : 0,
 	    .resolve = resolve,
 	};
@@ -106,6 +109,18 @@ static int openat2_fd(int dirfd, const char *rel, int flags, uint64_t resolve)
 		fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
 	while (fd < 0 && errno == EAGAIN);
 	return fd;
+}
+
+static int openat2_fd(int dirfd, const char *rel, int flags, uint64_t resolve)
+{
+	return openat2_how(dirfd, rel, flags, resolve, false);
+}
+
+/* A directory of the sandbox by its path from the root: links on the way, the last one too,
+ * resolved as the sandbox sees them (RESOLVE_IN_ROOT), never to a host path. */
+static int open_dir_in_root(int root, const char *rel)
+{
+	return openat2_how(root, rel, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, true);
 }
 
 int rb_fs_open_in_root(int root, const char *rel, int flags, const char *full, struct rb_error *err)
@@ -137,7 +152,7 @@ int rb_fs_open_parent(const struct rb_serve_fs *fs, const struct rb_fspath *p, b
 {
 	char shown[PATH_MAX];
 	snprintf(shown, sizeof shown, "/%s", strcmp(p->parent, ".") ? p->parent : "");
-	int fd = openat2_fd(fs->root, p->parent, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+	int fd = open_dir_in_root(fs->root, p->parent);
 	if (fd >= 0 || errno != ENOENT || !make) {
 		if (fd < 0)
 			rb_error_set(err, errno, "%s", shown);
@@ -154,7 +169,7 @@ int rb_fs_open_parent(const struct rb_serve_fs *fs, const struct rb_fspath *p, b
 	snprintf(buf, sizeof buf, "%s", p->parent);
 	for (char *save = NULL, *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
 		n += (size_t)snprintf(prefix + n, sizeof prefix - n, "%s%s", n ? "/" : "", t);
-		int next = openat2_fd(fs->root, prefix, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+		int next = open_dir_in_root(fs->root, prefix);
 		if (next < 0 && errno == ENOENT) {
 			if (mkdirat(cur, t, 0755) < 0 && errno != EEXIST)
 				return rb_error_set(err, errno, "mkdir /%s", prefix);

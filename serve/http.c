@@ -31,8 +31,10 @@ struct upload {
 	bool too_big;
 	int raw_fd; /* a reply of raw bytes (a file, a snapshot), sent from this descriptor */
 	uint64_t raw_len;
-	struct rb_serve_put *put; /* PUT files: the body goes here as it comes */
-	unsigned failed;          /* a streamed body failed: this status, with reply */
+	struct rb_serve_put *put;     /* PUT files: the body goes here as it comes */
+	struct rb_serve_hydrate *hyd; /* POST hydrate with a body: spooled to disk as it comes */
+	bool hydrate_ref;             /* POST hydrate?snapshot=REF: no body */
+	unsigned failed;              /* a streamed body failed: this status, with reply */
 	json_t *reply;
 };
 
@@ -124,6 +126,37 @@ static bool query_u64(struct MHD_Connection *conn, const char *key, uint64_t *ou
 	return true;
 }
 
+/* A hydrate's bounds, lowered by the query (max_members, max_bytes unpacked, max_in_bytes). */
+static bool hydrate_bounds(struct MHD_Connection *conn, struct rb_serve_hydrate_bounds *b, json_t **reply, unsigned *st)
+{
+	memset(b, 0, sizeof *b);
+	return query_u64(conn, "max_members", &b->members, reply, st) &&
+	       query_u64(conn, "max_bytes", &b->bytes_out, reply, st) &&
+	       query_u64(conn, "max_in_bytes", &b->bytes_in, reply, st);
+}
+
+/* The first call of a POST .../hydrate: with ?snapshot=REF it takes no body; else the body is
+ * spooled to an unnamed file as it comes, refused past the bound of bytes in. */
+static unsigned hydrate_start(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, struct upload *u,
+                              json_t **reply)
+{
+	unsigned st = 400;
+	struct rb_serve_hydrate_bounds b;
+	if (!hydrate_bounds(conn, &b, reply, &st))
+		return st;
+	if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot")) {
+		u->hydrate_ref = true;
+		return 200;
+	}
+	uint64_t clen = 0;
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	uint64_t cap =
+	    b.bytes_in && b.bytes_in < RB_SERVE_SNAPSHOT_MAX_BYTES ? b.bytes_in : RB_SERVE_SNAPSHOT_MAX_BYTES;
+	if (cl && parse_u64(cl, &clen) && clen > cap)
+		return error(reply, 413, "hydrate: the archive is over its bound of bytes in");
+	return rb_serve_hydrate_begin(sv, sid, &b, &u->hyd, reply);
+}
+
 /* /v1/sessions/SID/fs/OP: stat and list by query, mkdir, remove and rename by a JSON body. */
 static unsigned route_fs(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, const char *op, bool get,
                          bool post, struct upload *u, json_t **reply)
@@ -173,6 +206,11 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		seg[n++] = t;
 	}
 	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
+	if (n == 2 && !strcmp(seg[0], "snapshots")) {
+		if (!get)
+			return error(reply, 405, "/v1/snapshots/REF: GET");
+		return rb_serve_snapshot_open(sv, seg[1], &u->raw_fd, &u->raw_len, reply);
+	}
 	if (n < 1 || strcmp(seg[0], "sessions") != 0)
 		return error(reply, 404, "no such path");
 	unsigned st = 400;
@@ -209,6 +247,30 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 	}
 	if (n == 4 && !strcmp(seg[2], "fs"))
 		return route_fs(sv, conn, sid, seg[3], get, post, u, reply);
+	if (n == 3 && !strcmp(seg[2], "snapshots")) {
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/snapshots: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		bool empty = json_is_object(body) && json_object_size(body) == 0;
+		json_decref(body);
+		if (!empty)
+			return error(reply, 400, "request body: $: snapshots takes {} (no key)");
+		return rb_serve_snapshot(sv, sid, reply);
+	}
+	if (n == 3 && !strcmp(seg[2], "hydrate")) {
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/hydrate: POST");
+		if (u->hyd)
+			return rb_serve_hydrate_finish(sv, rb_steal_ptr(&u->hyd), reply);
+		if (!u->hydrate_ref)
+			return error(reply, 400, "hydrate: a tar body or ?snapshot=REF");
+		struct rb_serve_hydrate_bounds b;
+		if (!hydrate_bounds(conn, &b, reply, &st))
+			return st;
+		return rb_serve_hydrate_ref(
+		    sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot"), &b, reply);
+	}
 	if (strcmp(seg[2], "processes") != 0)
 		return error(reply, 404, "no such path");
 	if (n == 3) {
@@ -332,6 +394,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		/* A file's or an archive's body streams to disk: its call starts now. */
 		if (!strcmp(method, "PUT") && session_leaf(url, "files", sid, sizeof sid))
 			st = put_start(h->sv, conn, sid, u, &reply);
+		else if (!strcmp(method, "POST") && session_leaf(url, "hydrate", sid, sizeof sid))
+			st = hydrate_start(h->sv, conn, sid, u, &reply);
 		if (st && st != 200)
 			return respond(conn, st, reply);
 		return MHD_YES;
@@ -340,13 +404,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		struct rb_error err;
 		if (u->failed) {
 			/* Read and dropped: the error is the reply. */
-		} else if (u->put) {
-			int r = rb_serve_put_write(u->put, data, *size, &err);
+		} else if (u->hydrate_ref) {
+			u->failed = error(&u->reply, 400, "hydrate: ?snapshot=REF takes no body");
+		} else if (u->put || u->hyd) {
+			int r = u->put ? rb_serve_put_write(u->put, data, *size, &err)
+			               : rb_serve_hydrate_write(u->hyd, data, *size, &err);
 			if (r < 0) {
 				u->failed = rb_serve_error(&err, &u->reply);
 				if (err.errnum == EFBIG)
 					u->failed = 413;
 				rb_serve_put_abort(rb_steal_ptr(&u->put));
+				rb_serve_hydrate_abort(rb_steal_ptr(&u->hyd));
+				/* The rest of the body is read and dropped, never kept: a reply sent while
+				 * the client still writes is lost to it when the connection resets. */
 			}
 		} else if (u->len + *size > u->cap) {
 			u->too_big = true;
@@ -384,6 +454,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		if (u->raw_fd >= 0)
 			close(u->raw_fd);
 		rb_serve_put_abort(u->put); /* a client gone mid-body: its temporary file goes */
+		rb_serve_hydrate_abort(u->hyd);
 		json_decref(u->reply);
 	}
 	free(u);

@@ -107,6 +107,37 @@ unsigned rb_serve_fs_mkdir_json(struct rb_serve *sv, const char *sid, const json
 unsigned rb_serve_fs_remove_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
 unsigned rb_serve_fs_rename_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
 
+/* Snapshots (serve/snapshot.c): /workspace as tar+zstd in the artifact store, its own mount
+ * only (no input, no skill), and hydration back into a session's /workspace. */
+#define RB_SERVE_SNAPSHOT_MAX_MEMBERS 100000u
+#define RB_SERVE_SNAPSHOT_MAX_BYTES   (4ULL << 30)
+/* -> {ref: "sha256:<hex>", size, members, bytes, skipped_links}; a `snapshot` event. A link
+ * whose target leaves /workspace is not kept (a hydrate refuses one): skipped_links names them. */
+unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply);
+/* The object of a snapshot (one a `snapshot` event names) opened for reading. */
+unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, uint64_t *size, json_t **reply);
+/* What a hydrate takes at most; 0 (or more than the defaults above) is the default. */
+struct rb_serve_hydrate_bounds {
+	uint64_t members, bytes_out, bytes_in;
+};
+/* -> {members, bytes}; a `hydrate` event whatever came of it. Every member is checked before
+ * any is written (no absolute name, no `..`, no link leaving /workspace, files, directories
+ * and links only, the bounds). */
+unsigned rb_serve_hydrate_ref(struct rb_serve *sv, const char *sid, const char *ref,
+                              const struct rb_serve_hydrate_bounds *b, json_t **reply);
+/* An uploaded archive (plain tar, gzip or zstd), spooled to an unnamed file as it comes. */
+struct rb_serve_hydrate;
+unsigned rb_serve_hydrate_begin(struct rb_serve *sv, const char *sid, const struct rb_serve_hydrate_bounds *b,
+                                struct rb_serve_hydrate **h, json_t **reply);
+int rb_serve_hydrate_write(struct rb_serve_hydrate *h, const void *data, size_t len, struct rb_error *err);
+/* Both free h. */
+unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h, json_t **reply);
+void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
+/* Whether a link at name (below /workspace) to target stays in /workspace, read lexically. */
+bool rb_serve_link_inside(const char *name, const char *target);
+/* The --state-dir the daemon was given (NULL: the default). */
+const char *rb_serve_state_dir(const struct rb_serve *sv);
+
 /* {"error": msg} with the status err's kind maps to (rb_error_http_status). */
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply);
 

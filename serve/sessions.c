@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "policy/manifest.h"
+#include "runtime/run/artifacts.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result.h"
 #include "runtime/run/run.h"
@@ -400,6 +401,11 @@ const struct rb_logger *rb_serve_logger(const struct rb_serve *sv)
 	return sv->cfg.logger;
 }
 
+const char *rb_serve_state_dir(const struct rb_serve *sv)
+{
+	return sv->cfg.state_dir;
+}
+
 static void wake(struct rb_serve *sv)
 {
 	uint64_t one = 1;
@@ -464,11 +470,31 @@ static json_t *session_json(const struct sv_session *s)
 	                 "idle_timeout_ms", (json_int_t)s->idle_ms);
 }
 
+/* A new session's /workspace from the snapshot asked for, before its 201: when that fails, the
+ * session is closed and the hydrate's error is the answer. */
+static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *ref, json_t **reply)
+{
+	if (!ref)
+		return 201;
+	json_t *h = NULL;
+	unsigned st = rb_serve_hydrate_ref(sv, sid, ref, NULL, &h);
+	if (st == 200) {
+		json_object_set_new(*reply, "hydrated", h);
+		return 201;
+	}
+	json_t *d = NULL;
+	rb_serve_session_delete(sv, sid, &d);
+	json_decref(d);
+	json_decref(*reply);
+	*reply = h;
+	return st;
+}
+
 unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply)
 {
-	static const struct field f[] = {{"image", 's', false}, {"policy", 's', false},       {"tenant", 's', false},
-	                                 {"agent", 's', false}, {"idle_timeout", 'd', false}, {"env", 'o', false},
-	                                 {NULL, 0, false}};
+	static const struct field f[] = {
+	    {"image", 's', false},        {"policy", 's', false}, {"tenant", 's', false},   {"agent", 's', false},
+	    {"idle_timeout", 'd', false}, {"env", 'o', false},    {"snapshot", 's', false}, {NULL, 0, false}};
 	struct rb_error err;
 	rb_error_clear(&err);
 	uint64_t idle = 0;
@@ -478,6 +504,10 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	    id_field(json_object_get(body, "agent"), "$.agent", &err) < 0 ||
 	    duration_ms(json_object_get(body, "idle_timeout"), "$.idle_timeout", &idle, &err) < 0)
 		return rb_serve_error(&err, reply);
+	const char *snap = json_string_value(json_object_get(body, "snapshot"));
+	if (snap && (strncmp(snap, "sha256:", 7) != 0 || !rb_artifact_digest_valid(snap)))
+		return fail(reply, RB_ERR_INPUT, "request body: $.snapshot: a reference \"sha256:<64 hex>\", not `%s`",
+		            snap);
 	struct sv_session *s = calloc(1, sizeof *s);
 	if (!s)
 		return fail(reply, RB_ERR_INTERNAL, "out of memory");
@@ -547,10 +577,12 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		*reply = session_json(s);
 		rb_info("session %s opened: run %s", s->id, s->run.id);
 	}
+	char made[ID_HEX];
+	memcpy(made, s->id, sizeof made); /* s is another thread's to close once listed */
 	pthread_mutex_unlock(&sv->lock);
 	if (r == 0) {
 		wake(sv);
-		return 201;
+		return hydrate_new(sv, made, json_string_value(json_object_get(body, "snapshot")), reply);
 	}
 	unsigned st = rb_serve_error(&err, reply);
 	if (opened)

@@ -2,7 +2,7 @@
 # runbox serve (docs/serve.md), each property against a control: a session made over the unix
 # socket; exec with its exit code passed through; two processes at once (one on stdin, one
 # printing); a background process holds no call open; a file kept between execs of one session
-# and absent from another; strict bodies (400 naming the key), 404 for an unknown session; the
+# and absent from another; a path outside /workspace is the sandbox's own; strict bodies (400 naming the key), 404 for an unknown session; the
 # socket 0600; the ledger holds each process's exact text; SIGTERM closes every session and
 # leaves no sandbox process and no cgroup.
 # modes: root user unshare subids
@@ -171,8 +171,13 @@ else not_ok "links planted inside never reach a host path" "read $a | $b, write 
 if "${CLIENT[@]}" cat "$T/hostsecret" | grep -q "host-$MARK" && "${CLIENT[@]}" touch "$T/hostdir/ctl"; then
 	ok "control: the daemon's user can read and write those host paths itself"
 else not_ok "control: the daemon's user can read and write those host paths itself"; fi
+# A path outside /workspace is the sandbox's own file: its /etc/passwd as a process inside reads
+# it; the control: the host's differs, so this is not the host's.
 api GET "/v1/sessions/$S/files?path=/etc/passwd"
-if [ "$ST" = 400 ]; then ok "a path outside /workspace is a 400"; else not_ok "a path outside /workspace is a 400" "$ST $R"; fi
+run_rbx exec --socket "$SOCK" "$S" -- cat /etc/passwd
+if [ "$ST" = 200 ] && [ "$R" = "$OUT" ] && [ "$R" != "$(cat /etc/passwd)" ]; then
+	ok "a path outside /workspace is the sandbox's own file (its /etc/passwd, not the host's)"
+else not_ok "a path outside /workspace is the sandbox's own file" "$ST $(first_line "$R")"; fi
 
 # A session's env is every process's; a process's env adds to it; another session has neither.
 api POST /v1/sessions "{\"image\": \"minimal\", \"env\": {\"RB_SESS\": \"s-$MARK\"}}"
