@@ -53,7 +53,7 @@ GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c
 # the E2B-compatible front end (docs/e2b.md)
-SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c
+SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c
 SV_MAIN  := serve/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c)))
 MAIN_SRC := cli/main.c
@@ -107,7 +107,7 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS) -lcmocka
 
 # The E2B front end's framing and keys (serve/, outside the library).
-$(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o
+$(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o $(B)/asan/serve/e2b_main.o
 
 # The in-sandbox probe: static, so it runs in any image; its exit code is the errno it met.
 $(PROBE): tests/probe/probe.c

@@ -4,6 +4,7 @@
 #define RB_SERVE_E2B_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common/error.h"
 #include "serve/serve.h"
@@ -18,6 +19,16 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen, const char *keys_path,
 const char *rb_e2b_url(const struct rb_e2b *e);
 /* Stops answering (joins every connection) and the timeout reaper; sessions stay sv's. */
 void rb_e2b_stop(struct rb_e2b *e);
+
+/* The daemon's E2B options (serve/e2b_main.c). */
+struct rb_e2b_opts {
+	const char *listen, *keys, *new_key;
+};
+/* Takes --e2b-listen, --e2b-keys and --e2b-new-key (VALUE or =VALUE) out of argv, before the
+ * daemon's own getopt. 0: go on (listen set when asked); 1: --e2b-new-key added and printed a
+ * key, exit 0; -1: said why, exit 125. */
+int rb_e2b_options(int *argc, char **argv, struct rb_e2b_opts *o);
+void rb_e2b_usage(FILE *f);
 
 /* Adds a fresh key for tenant to keys_path (made 0600 when missing) and writes it to key. */
 int rb_e2b_issue_key(const char *keys_path, const char *tenant, char *key, size_t len, struct rb_error *err);

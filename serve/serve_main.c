@@ -22,14 +22,12 @@ static void on_sigpipe(int sig)
 
 static void usage(FILE *f)
 {
-	fputs("usage: runbox serve [--socket PATH] [--state-dir DIR] [--e2b-listen HOST:PORT --e2b-keys FILE]\n"
-	      "       runbox serve --e2b-keys FILE --e2b-new-key TENANT\n"
+	fputs("usage: runbox serve [--socket PATH] [--state-dir DIR]\n"
 	      "  --socket PATH     the unix socket (default /run/runbox/serve.sock as root,\n"
 	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
-	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n"
-	      "  --e2b-listen HOST:PORT  the E2B-compatible API on loopback (docs/e2b.md)\n"
-	      "  --e2b-keys FILE   its API keys (0600 JSON); --e2b-new-key TENANT adds one and prints it\n",
+	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n",
 	      f);
+	rb_e2b_usage(f);
 }
 
 /* The default socket, its directory made 0700 when missing. */
@@ -73,25 +71,26 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
+	/* The E2B front end's options (docs/e2b.md), taken out before the daemon's own. */
+	struct rb_e2b_opts e2b_opts;
+	int e2b_r = rb_e2b_options(&argc, argv, &e2b_opts);
+	if (e2b_r != 0) {
+		rb_factory_stop(&factory);
+		return e2b_r < 0 ? 125 : 0;
+	}
+
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"state-dir", required_argument, NULL, 'd'},
-	    {"e2b-listen", required_argument, NULL, 'E'},
-	    {"e2b-keys", required_argument, NULL, 'K'},
-	    {"e2b-new-key", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *sock = getenv("RUNBOX_SOCKET"), *state = NULL;
-	const char *e2b_listen = NULL, *e2b_keys = NULL, *e2b_new = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 'd': state = optarg; break;
-		case 'E': e2b_listen = optarg; break;
-		case 'K': e2b_keys = optarg; break;
-		case 'N': e2b_new = optarg; break;
 		case 'h':
 			usage(stdout);
 			rb_factory_stop(&factory);
@@ -106,22 +105,6 @@ int main(int argc, char **argv)
 		rb_err("serve: unexpected argument `%s`", argv[optind]);
 		rb_factory_stop(&factory);
 		return 125;
-	}
-	if ((e2b_listen || e2b_new) && !e2b_keys) {
-		rb_err("serve: --e2b-listen and --e2b-new-key need --e2b-keys FILE");
-		rb_factory_stop(&factory);
-		return 125;
-	}
-	if (e2b_new) {
-		char key[96];
-		int r = rb_e2b_issue_key(e2b_keys, e2b_new, key, sizeof key, &err);
-		rb_factory_stop(&factory);
-		if (r < 0) {
-			rb_err("serve: %s", err.msg);
-			return 125;
-		}
-		printf("%s\n", key);
-		return 0;
 	}
 	char path[4096];
 	if (!sock || !*sock) {
@@ -150,16 +133,16 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	struct rb_e2b *e2b = NULL;
-	if (e2b_listen && rb_e2b_start(sv, e2b_listen, e2b_keys, &e2b, &err) < 0) {
+	if (e2b_opts.listen && rb_e2b_start(sv, e2b_opts.listen, e2b_opts.keys, &e2b, &err) < 0) {
 		rb_err("serve: %s", err.msg);
 		rb_serve_http_stop(h);
 		rb_serve_free(sv);
 		rb_factory_stop(&factory);
 		return 125;
 	}
-	rb_info("serve: listening on %s", sock);
 	if (e2b)
 		rb_info("serve: e2b API on %s", rb_e2b_url(e2b));
+	rb_info("serve: listening on %s", sock);
 	int sig = 0;
 	sigwait(&stop, &sig);
 	rb_info("serve: %s: draining", strsignal(sig));

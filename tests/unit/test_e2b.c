@@ -1,5 +1,5 @@
-/* serve/e2b_connect.c and serve/e2b_keys.c: Connect envelopes both ways, base64, the codes, and
- * the API keys file (refused unless 0600 and well formed; a key found only whole). */
+/* serve/e2b_connect.c, e2b_keys.c, e2b_main.c: Connect envelopes both ways, base64, the codes, the
+ * API keys file (refused unless 0600 and well formed; a key found only whole), the daemon's options. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -206,12 +206,48 @@ static void test_issue_key(void **state)
 	rmdir(dir);
 }
 
+static void test_options(void **state)
+{
+	(void)state;
+	char *argv[] = {"runbox-serve", "--socket", "/s", "--e2b-listen", "127.0.0.1:0", "--e2b-keys=/k", "-h", NULL};
+	int argc = 7;
+	struct rb_e2b_opts o;
+	assert_int_equal(rb_e2b_options(&argc, argv, &o), 0);
+	assert_string_equal(o.listen, "127.0.0.1:0");
+	assert_string_equal(o.keys, "/k");
+	assert_null(o.new_key);
+	/* The daemon's own options stay, in order, for its getopt. */
+	assert_int_equal(argc, 4);
+	assert_string_equal(argv[1], "--socket");
+	assert_string_equal(argv[2], "/s");
+	assert_string_equal(argv[3], "-h");
+	assert_null(argv[4]);
+	/* Without them nothing changes; a listener without keys, or a flag without a value, is refused. */
+	char *plain[] = {"runbox-serve", "--socket", "/s", NULL};
+	argc = 3;
+	assert_int_equal(rb_e2b_options(&argc, plain, &o), 0);
+	assert_int_equal(argc, 3);
+	assert_null(o.listen);
+	char *nokeys[] = {"runbox-serve", "--e2b-listen", "127.0.0.1:0", NULL};
+	argc = 3;
+	assert_int_equal(rb_e2b_options(&argc, nokeys, &o), -1);
+	char *novalue[] = {"runbox-serve", "--e2b-keys", NULL};
+	argc = 2;
+	assert_int_equal(rb_e2b_options(&argc, novalue, &o), -1);
+	/* A longer name is not taken for one of them. */
+	char *other[] = {"runbox-serve", "--e2b-listenx", "v", NULL};
+	argc = 3;
+	assert_int_equal(rb_e2b_options(&argc, other, &o), 0);
+	assert_int_equal(argc, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_envelope_framing), cmocka_unit_test(test_rpc_body),
 	    cmocka_unit_test(test_base64),           cmocka_unit_test(test_codes),
 	    cmocka_unit_test(test_keys_load),        cmocka_unit_test(test_issue_key),
+	    cmocka_unit_test(test_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
