@@ -47,8 +47,7 @@ static void unlink_sandbox(struct rb_e2b *e, struct e2b_sandbox *s)
 		}
 }
 
-/* Forgets an entry whose session is gone (closed natively, idle, drained). */
-static bool session_alive(struct rb_e2b *e, const char *id)
+bool e2b_session_alive(struct rb_e2b *e, const char *id)
 {
 	json_t *r = NULL;
 	unsigned st = rb_serve_session_get(e->sv, id, &r);
@@ -81,7 +80,7 @@ static json_t *sandbox_json(const struct e2b_sandbox *s, bool detail)
 /* The one sandbox of the caller's tenant named id, copied out as JSON (NULL: none). */
 static json_t *lookup_json(struct rb_e2b *e, const struct e2b_key *k, const char *id, bool detail)
 {
-	if (!session_alive(e, id))
+	if (!e2b_session_alive(e, id))
 		return NULL;
 	pthread_mutex_lock(&e->lock);
 	struct e2b_sandbox *s = find(e, id);
@@ -262,7 +261,7 @@ static void list(struct rb_e2b *e, const struct e2b_key *k, const struct e2b_req
 			memcpy(ids[n++], s->id, E2B_ID_HEX);
 	pthread_mutex_unlock(&e->lock);
 	for (size_t i = 0; i < n; i++)
-		session_alive(e, ids[i]);
+		e2b_session_alive(e, ids[i]);
 	free(ids);
 	json_t *a = json_array();
 	pthread_mutex_lock(&e->lock);
@@ -310,7 +309,7 @@ static void set_timeout(struct rb_e2b *e, const struct e2b_key *k, const char *i
 		e2b_api_error(rp, 400, "`%s`: missing", key);
 		return;
 	}
-	if (!session_alive(e, id)) {
+	if (!e2b_session_alive(e, id)) {
 		e2b_api_error(rp, 404, "sandbox %s not found", id);
 		return;
 	}

@@ -574,7 +574,8 @@ static void route(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, s
 {
 	bool get = !strcmp(rq->method, "GET"), post = !strcmp(rq->method, "POST");
 	if (!strcmp(rq->url, "/health")) {
-		rp->status = get ? 204 : 405;
+		/* 502 once the session is gone, however it went: the SDK's "not running". */
+		rp->status = !get ? 405 : e2b_session_alive(e, sid) ? 204 : 502;
 		return;
 	}
 	if (!strcmp(rq->url, "/files")) {

@@ -100,6 +100,9 @@ void e2b_table_free(struct rb_e2b *e);
 /* The sandbox of the call (E2b-Sandbox-Id) if its X-Access-Token is that sandbox's: 0 with its
  * id in sid; else the HTTP status of the refusal (401 bad token, 502 no such sandbox). */
 unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E2B_ID_HEX], const char **why);
+/* Whether the session of an entry is still open; an entry whose session is gone (closed
+ * natively, idle, drained) is forgotten. */
+bool e2b_session_alive(struct rb_e2b *e, const char *id);
 /* Table helpers for envd (under e->lock inside). */
 int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id, const char *tag, json_t *config);
 /* The session's process id of E2B pid (or tag); 0, or -1 when none. */

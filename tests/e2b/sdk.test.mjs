@@ -155,6 +155,7 @@ describe('the v1 paths and the native view', () => {
     const sbx = await create();
     const keep = await create();
     runbox(['session', 'rm', '--socket', d.sock, sbx.sandboxId]);
+    assert.equal(await sbx.isRunning(), false, 'envd says it is gone before anything else asked');
     assert.ok(!(await listIds(d.opts())).includes(sbx.sandboxId));
     await assert.rejects(sbx.getInfo(), /not found/i);
     assert.equal(await sbx.isRunning(), false, 'envd answers it is gone');
