@@ -26,7 +26,7 @@ bool e2b_is_envd_path(const char *url)
 }
 
 /* The user of the call: Authorization: Basic base64("NAME:"), or ?username=. Both of E2B's users
- * run as the policy's one identity; any other name is refused. */
+ * run as the policy's one identity; any other name is refused. 1 for root, 0 for user, -1. */
 static int call_user(struct MHD_Connection *conn, const char **why)
 {
 	const char *name = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "username");
@@ -45,7 +45,7 @@ static int call_user(struct MHD_Connection *conn, const char **why)
 		name = buf;
 	}
 	if (!name || !*name || !strcmp(name, "user") || !strcmp(name, "root"))
-		return 0;
+		return name && !strcmp(name, "root");
 	*why = "unknown user: a runbox sandbox has the users `user` and `root` (both its policy's identity)";
 	return -1;
 }
@@ -284,7 +284,7 @@ static uint32_t wait_pid(struct rb_e2b *e, const char *sid, const char *id, json
 }
 
 /* ProcessConfig into the native start body; NULL with *why when malformed. */
-static json_t *native_start(const json_t *cfg, const char *cmd, bool want_stdin, const char **why)
+static json_t *native_start(const json_t *cfg, const char *cmd, bool want_stdin, bool root, const char **why)
 {
 	json_t *args = json_object_get(cfg, "args"), *envs = json_object_get(cfg, "envs");
 	json_t *cwd = json_object_get(cfg, "cwd");
@@ -309,7 +309,7 @@ static json_t *native_start(const json_t *cfg, const char *cmd, bool want_stdin,
 		json_array_append(argv, a);
 	}
 	/* The user's home is /workspace (docs/e2b.md); envs given win. */
-	json_t *env = json_pack("{s:s, s:s}", "HOME", E2B_HOME, "USER", "user");
+	json_t *env = json_pack("{s:s, s:s}", "HOME", E2B_HOME, "USER", root ? "root" : "user");
 	if (envs)
 		json_object_update(env, envs);
 	_cleanup_free_ char *dir = e2b_path(json_string_value(cwd));
@@ -326,7 +326,8 @@ static void proc_start(struct rb_e2b *e, const struct e2b_req *rq, const char *s
 	if (json_object_get(m, "pty") && !json_is_null(json_object_get(m, "pty")))
 		return stream_error(e, rq->conn, sid, rp, "unimplemented",
 		                    "PTY terminals are not supported by runbox serve");
-	if (call_user(rq->conn, &why) < 0)
+	int root = call_user(rq->conn, &why);
+	if (root < 0)
 		return stream_error(e, rq->conn, sid, rp, "invalid_argument", why);
 	json_t *cfg = json_object_get(m, "process");
 	const char *cmd = json_string_value(json_object_get(cfg, "cmd"));
@@ -337,7 +338,7 @@ static void proc_start(struct rb_e2b *e, const struct e2b_req *rq, const char *s
 	char id[E2B_ID_HEX] = "";
 	uint32_t pid = 0;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		_cleanup_json_ json_t *nb = native_start(cfg, swap ? "/bin/sh" : cmd, want_stdin, &why);
+		_cleanup_json_ json_t *nb = native_start(cfg, swap ? "/bin/sh" : cmd, want_stdin, root == 1, &why);
 		if (!nb)
 			return stream_error(e, rq->conn, sid, rp, "invalid_argument", why);
 		_cleanup_json_ json_t *r = NULL;

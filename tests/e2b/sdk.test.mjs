@@ -226,7 +226,8 @@ describe('commands', () => {
     assert.equal(r.stdout, 'bar|from-create|/workspace|/tmp|bash\n');
     const dflt = await sbx.commands.run('echo "$FOO|$(pwd)"');
     assert.equal(dflt.stdout, '|/workspace\n', 'without envs and cwd: none, and the home');
-    assert.equal((await sbx.commands.run('echo ok', { user: 'root' })).stdout, 'ok\n');
+    assert.equal((await sbx.commands.run('echo $USER', { user: 'root' })).stdout, 'root\n');
+    assert.equal((await sbx.commands.run('echo $USER')).stdout, 'user\n');
     await assert.rejects(sbx.commands.run('echo no', { user: 'mallory' }), /user/);
   });
 
