@@ -359,6 +359,11 @@ static void proc_start(struct rb_e2b *e, const struct e2b_req *rq, const char *s
 				continue;
 			}
 		}
+		/* A process that could not start (no such cwd, no such program) is envd's start error. */
+		if (status && (!strcmp(status, "exec_failed") || !strcmp(status, "setup_failed"))) {
+			const char *msg = json_string_value(json_object_get(res, "error"));
+			return stream_error(e, rq->conn, sid, rp, "invalid_argument", msg ? msg : status);
+		}
 		break;
 	}
 	e2b_proc_add(e, sid, pid, id, tag, cfg);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { AuthenticationError, CommandExitError, FileNotFoundError, Sandbox, TimeoutError } from 'e2b';
+import { AuthenticationError, CommandExitError, FileNotFoundError, InvalidArgumentError, Sandbox, TimeoutError } from 'e2b';
 
 import { command, runbox, startDaemon } from './daemon.mjs';
 
@@ -229,6 +229,8 @@ describe('commands', () => {
     assert.equal((await sbx.commands.run('echo $USER', { user: 'root' })).stdout, 'root\n');
     assert.equal((await sbx.commands.run('echo $USER')).stdout, 'user\n');
     await assert.rejects(sbx.commands.run('echo no', { user: 'mallory' }), /user/);
+    await assert.rejects(sbx.commands.run('pwd', { cwd: '/no/such/dir' }), InvalidArgumentError,
+      'a cwd that does not exist is a start error, as envd gives it');
   });
 
   test('an image without bash gets sh for the same call', async () => {
