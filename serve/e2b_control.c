@@ -196,7 +196,11 @@ static void create(struct rb_e2b *e, const struct e2b_key *k, const struct e2b_r
 	unsigned st = rb_serve_session_create(e->sv, nb, &r);
 	if (st != 201) {
 		free(s);
-		e2b_api_error(rp, st == 404 ? 400 : st, "template `%s`: %s", tpl, e2b_native_msg(r));
+		/* An image the store lacks is the caller's bad template; the rest pass as they are. */
+		if (st == 404 || st == 400)
+			e2b_api_error(rp, 400, "template `%s`: %s", tpl, e2b_native_msg(r));
+		else
+			e2b_api_error(rp, st, "%s", e2b_native_msg(r));
 		return;
 	}
 	snprintf(s->id, sizeof s->id, "%s", json_string_value(json_object_get(r, "id")));
