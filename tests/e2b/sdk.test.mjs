@@ -210,6 +210,16 @@ describe('commands', () => {
     assert.ok(end - firstOut >= 700, `the first line came before the sleep ended (${firstOut - t0} ms of ${end - t0})`);
   });
 
+  test('large and non-UTF-8 output arrive whole, byte for byte', async () => {
+    const big = await sbx.commands.run('head -c 1000000 /dev/zero | tr "\\0" a; echo; printf end >&2');
+    assert.equal(big.stdout.length, 1000001);
+    assert.ok(/^a+\n$/.test(big.stdout), 'every byte an a');
+    assert.equal(big.stderr, 'end');
+    const chunks = [];
+    await sbx.commands.run("printf 'x\\377\\376y'", { onStdout: (t) => chunks.push(t) });
+    assert.equal(chunks.join(''), 'x\ufffd\ufffdy', 'bytes that are not UTF-8 pass (as base64 inside)');
+  });
+
   test('a non-zero exit is CommandExitError with its code and output; exit 0 resolves', async () => {
     await assert.rejects(sbx.commands.run('echo failing >&2; exit 3'), (e) => {
       assert.ok(e instanceof CommandExitError);
