@@ -52,6 +52,8 @@ GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c
+# the E2B-compatible front end (docs/e2b.md)
+SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c
 SV_MAIN  := serve/serve_main.c
 LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c cli/term.c)))
 MAIN_SRC := cli/main.c
@@ -106,6 +108,9 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 # runbox serve's path handling, outside the library.
 $(B)/unit/test_fsroot: $(B)/asan/serve/fsroot.o
 
+# The E2B front end's framing and keys (serve/, outside the library).
+$(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o $(B)/asan/serve/e2b_main.o
+
 # The in-sandbox probe: static, so it runs in any image; its exit code is the errno it met.
 $(PROBE): tests/probe/probe.c
 	@mkdir -p $(dir $@)
@@ -145,6 +150,13 @@ test: test-sdk
 	@scripts/install-deps.sh build test vm
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
 	@tests/run-all.sh
+
+# runbox serve's E2B API with the real e2b SDK (tests/e2b; part of `make test` as
+# tests/integration/e2b.sh, which runs `npm ci` only when node_modules is missing or stale).
+.PHONY: test-e2b
+test-e2b: all
+	@scripts/install-deps.sh build test
+	@tests/run-all.sh tests/integration/e2b.sh
 
 unit: $(UNIT_BINS)
 	@tests/run-all.sh unit
@@ -189,6 +201,14 @@ bench-serve-sdk:
 	@scripts/install-deps.sh build sdk
 	@$(MAKE) --no-print-directory all $(SDK_JS)/dist/.built
 	@$(SDK_JS)/bench/sdk-run.sh
+
+# runbox serve through the E2B SDK: create to the first command's end, commands.run('true'),
+# against the native API in the same run (bench/serve_e2b.mjs); not in make test.
+.PHONY: bench-serve-e2b
+bench-serve: bench-serve-e2b
+bench-serve-e2b: all
+	@scripts/install-deps.sh build test
+	@bench/serve_e2b.sh
 
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/sandbox/factory.h"
+#include "serve/e2b.h"
 #include "serve/http.h"
 #include "serve/serve.h"
 
@@ -28,6 +29,7 @@ static void usage(FILE *f)
 	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
 	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n",
 	      f);
+	rb_e2b_usage(f);
 }
 
 /* The default socket, its directory made 0700 when missing. */
@@ -70,6 +72,14 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+	/* The E2B front end's options (docs/e2b.md), taken out before the daemon's own. */
+	struct rb_e2b_opts e2b_opts;
+	int e2b_r = rb_e2b_options(&argc, argv, &e2b_opts);
+	if (e2b_r != 0) {
+		rb_factory_stop(&factory);
+		return e2b_r < 0 ? 125 : 0;
+	}
 
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
@@ -125,6 +135,16 @@ int main(int argc, char **argv)
 		rb_factory_stop(&factory);
 		return 125;
 	}
+	struct rb_e2b *e2b = NULL;
+	if (e2b_opts.listen && rb_e2b_start(sv, e2b_opts.listen, e2b_opts.keys, &e2b, &err) < 0) {
+		rb_err("serve: %s", err.msg);
+		rb_serve_http_stop(h);
+		rb_serve_free(sv);
+		rb_factory_stop(&factory);
+		return 125;
+	}
+	if (e2b)
+		rb_info("serve: e2b API on %s", rb_e2b_url(e2b));
 	rb_info("serve: listening on %s", sock);
 	int sig = 0;
 	sigwait(&stop, &sig);
@@ -132,6 +152,7 @@ int main(int argc, char **argv)
 	/* No new sessions, live ones closed and recorded; then the HTTP threads joined. */
 	rb_serve_drain(sv);
 	rb_serve_http_stop(h);
+	rb_e2b_stop(e2b);
 	rb_serve_free(sv);
 	rb_factory_stop(&factory);
 	return 0;

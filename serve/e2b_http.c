@@ -1,0 +1,352 @@
+/* The E2B front end's listener: a second libmicrohttpd daemon on loopback TCP (a thread per
+ * connection), routing envd paths (by E2b-Sandbox-Id, X-Access-Token) and the control plane. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "serve/e2b_internal.h"
+
+#define BODY_CAP  (1u << 20)                 /* a JSON body */
+#define FILES_CAP ((size_t)4 * E2B_FILE_CAP) /* one POST /files, all its parts */
+#define MAX_PARTS 64
+
+struct e2b_http {
+	struct MHD_Daemon *d;
+	int fd;
+};
+
+struct upload {
+	char *data;
+	size_t len, cap;
+	bool too_big;
+	struct MHD_PostProcessor *pp;
+	struct e2b_part parts[MAX_PARTS];
+	size_t n_parts;
+	bool files_post;
+	const char *bad; /* a multipart body that cannot be taken */
+};
+
+static bool append(char **buf, size_t *len, size_t cap, const char *data, size_t n)
+{
+	if (*len + n > cap)
+		return false;
+	char *nb = realloc(*buf, *len + n + 1);
+	if (!nb)
+		return false;
+	memcpy(nb + *len, data, n);
+	*len += n;
+	nb[*len] = '\0';
+	*buf = nb;
+	return true;
+}
+
+static enum MHD_Result post_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                 const char *ctype, const char *enc, const char *data, uint64_t off, size_t size)
+{
+	(void)kind, (void)key, (void)ctype, (void)enc;
+	struct upload *u = cls;
+	if (!filename)
+		return MHD_YES; /* a form field that is not a file */
+	/* A part begins at offset 0; libmicrohttpd may announce it with no data first. */
+	struct e2b_part *last = u->n_parts ? &u->parts[u->n_parts - 1] : NULL;
+	if (off == 0 && !(last && !last->len && last->name && !strcmp(last->name, filename))) {
+		if (u->n_parts == MAX_PARTS) {
+			u->bad = "too many files in one request";
+			return MHD_NO;
+		}
+		u->parts[u->n_parts++].name = strdup(filename);
+	}
+	struct e2b_part *p = &u->parts[u->n_parts - 1];
+	u->len += size;
+	if (u->len > FILES_CAP || !append(&p->data, &p->len, E2B_FILE_CAP, data, size)) {
+		u->too_big = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct e2b_stream *st = cls;
+	size_t n = st->next(st, buf, max);
+	return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls)
+{
+	struct e2b_stream *st = cls;
+	st->free(st);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct e2b_reply *rp)
+{
+	struct MHD_Response *r;
+	const char *type = "application/json";
+	if (rp->stream) {
+		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, rp->stream, stream_free);
+		if (!r) {
+			rp->stream->free(rp->stream);
+			return MHD_NO;
+		}
+		rp->stream = NULL;
+		type = "application/connect+json";
+	} else if (rp->raw) {
+		r = MHD_create_response_from_buffer(rp->raw_len, rp->raw, MHD_RESPMEM_MUST_FREE);
+		if (!r)
+			return MHD_NO;
+		rp->raw = NULL;
+		type = rp->raw_type ? rp->raw_type : "application/octet-stream";
+	} else if (rp->json) {
+		char *text = json_dumps(rp->json, JSON_COMPACT);
+		if (!text)
+			return MHD_NO;
+		r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		if (!r) {
+			free(text);
+			return MHD_NO;
+		}
+	} else {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+		if (!r)
+			return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, rp->status ? rp->status : 500, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* An envd refusal in the form its caller reads: a Connect error for an RPC, else {code, message}. */
+static void envd_refusal(const char *url, unsigned status, const char *why, struct e2b_reply *rp)
+{
+	if (url[0] == '/' && strchr(url + 1, '.') && strchr(url + 1, '/'))
+		e2b_rpc_error(rp, status == 401 ? "unauthenticated" : "unavailable", why);
+	else
+		e2b_api_error(rp, status, "%s", why);
+	rp->status = status;
+}
+
+static void route(struct rb_e2b *e, struct MHD_Connection *conn, const char *url, const char *method, struct upload *u,
+                  struct e2b_reply *rp)
+{
+	struct e2b_req rq = {.conn = conn, .method = method, .url = url, .body = u->data ? u->data : "", .len = u->len};
+	if (u->too_big)
+		return e2b_api_error(rp, 413, "request body over its cap (%u MiB for a file)", E2B_FILE_CAP >> 20);
+	const char *port = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
+	if (port && strcmp(port, "49983") != 0)
+		return e2b_api_error(rp, 502, "port %s of the sandbox: runbox serves envd (49983) only (docs/e2b.md)",
+		                     port);
+	if (!e2b_is_envd_path(url))
+		return e2b_control(e, &rq, rp);
+	char sid[E2B_ID_HEX];
+	const char *why = "";
+	unsigned st = e2b_authorize(e, conn, sid, &why);
+	if (st)
+		return envd_refusal(url, st, why, rp);
+	if (u->files_post) {
+		if (u->bad)
+			return e2b_api_error(rp, 400, "%s", u->bad);
+		if (u->pp)
+			return e2b_files_post(e, &rq, sid, u->parts, u->n_parts, rp);
+		struct e2b_part one = {.name = NULL, .data = u->data, .len = u->len};
+		return e2b_files_post(e, &rq, sid, &one, 1, rp);
+	}
+	e2b_envd(e, &rq, sid, rp);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *size, void **req_cls)
+{
+	(void)version;
+	struct rb_e2b *e = cls;
+	struct upload *u = *req_cls;
+	rb_log_use(rb_serve_logger(e->sv));
+	if (!u) {
+		u = calloc(1, sizeof *u);
+		if (!u)
+			return MHD_NO;
+		*req_cls = u;
+		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
+		u->cap = u->files_post ? E2B_FILE_CAP : BODY_CAP;
+		const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+		const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+		/* The bytes are written as they come: a compressed body would land compressed. */
+		if (u->files_post && ce && strcasecmp(ce, "identity") != 0)
+			u->bad = "Content-Encoding: runbox serve takes uploads uncompressed (write without gzip)";
+		if (u->files_post && ct && !strncasecmp(ct, "multipart/form-data", 19)) {
+			u->pp = MHD_create_post_processor(conn, 65536, post_part, u);
+			if (!u->pp)
+				u->bad = "a multipart body without a boundary";
+		}
+		return MHD_YES;
+	}
+	if (*size) {
+		if (u->bad) {
+			/* Refused already: the rest of the body is read and dropped. */
+		} else if (u->pp && !u->too_big) {
+			if (MHD_post_process(u->pp, data, *size) != MHD_YES && !u->too_big && !u->bad)
+				u->bad = "a malformed multipart body";
+		} else if (!u->pp && !u->too_big && !append(&u->data, &u->len, u->cap, data, *size)) {
+			u->too_big = true;
+		}
+		*size = 0;
+		return MHD_YES;
+	}
+	struct e2b_reply rp = {0};
+	route(e, conn, url, method, u, &rp);
+	enum MHD_Result ret = send_reply(conn, &rp);
+	json_decref(rp.json);
+	free(rp.raw);
+	if (rp.stream)
+		rp.stream->free(rp.stream);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
+{
+	(void)cls, (void)conn, (void)toe;
+	struct upload *u = *req_cls;
+	if (!u)
+		return;
+	if (u->pp)
+		MHD_destroy_post_processor(u->pp);
+	for (size_t i = 0; i < u->n_parts; i++) {
+		free(u->parts[i].name);
+		free(u->parts[i].data);
+	}
+	free(u->data);
+	free(u);
+	*req_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	rb_debug("e2b: http: %s", msg);
+}
+
+/* "HOST:PORT" on loopback only: 127.0.0.0/8, localhost, [::1]. */
+static int loopback_socket(const char *listen_at, char *url, size_t url_len, struct rb_error *err)
+{
+	char host[64];
+	const char *colon = strrchr(listen_at, ':');
+	if (!colon || (size_t)(colon - listen_at) >= sizeof host)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "--e2b-listen `%s`: expected HOST:PORT", listen_at);
+	memcpy(host, listen_at, (size_t)(colon - listen_at));
+	host[colon - listen_at] = '\0';
+	char *end;
+	unsigned long p = strtoul(colon + 1, &end, 10);
+	if (!colon[1] || *end || p > 65535)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "--e2b-listen `%s`: bad port", listen_at);
+	struct sockaddr_storage ss = {0};
+	socklen_t sl;
+	if (!strcmp(host, "[::1]") || !strcmp(host, "::1")) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		a->sin6_port = htons((uint16_t)p);
+		sl = sizeof *a;
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)p);
+		if (!strcmp(host, "localhost"))
+			a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		else if (inet_pton(AF_INET, host, &a->sin_addr) != 1 || (ntohl(a->sin_addr.s_addr) >> 24) != 127)
+			return rb_error_setk(
+			    err, RB_ERR_INPUT, 0,
+			    "--e2b-listen `%s`: only a loopback address (127.0.0.0/8, localhost, [::1])", listen_at);
+		sl = sizeof *a;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return rb_error_set(err, e, "--e2b-listen %s", listen_at);
+	}
+	char addr[INET6_ADDRSTRLEN] = "";
+	bool v6 = ss.ss_family == AF_INET6;
+	inet_ntop(ss.ss_family,
+	          v6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+	             : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+	          addr, sizeof addr);
+	snprintf(url, url_len, v6 ? "http://[%s]:%u" : "http://%s:%u", addr,
+	         (unsigned)ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port));
+	return fd;
+}
+
+int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_path, struct rb_e2b **out,
+                 struct rb_error *err)
+{
+	struct rb_e2b *e = calloc(1, sizeof *e);
+	if (!e)
+		return rb_error_set(err, ENOMEM, "e2b");
+	e->sv = sv;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->stop_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	e->http = calloc(1, sizeof *e->http);
+	if (!e->http) {
+		rb_e2b_stop(e);
+		return rb_error_set(err, ENOMEM, "e2b");
+	}
+	e->http->fd = -1;
+	if (e2b_keys_load(e, keys_path, err) < 0 ||
+	    (e->http->fd = loopback_socket(listen_at, e->url, sizeof e->url, err)) < 0 ||
+	    e2b_reaper_start(e, err) < 0) {
+		rb_e2b_stop(e);
+		return -1;
+	}
+	e->http->d = MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	    on_request, e, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_LISTEN_SOCKET,
+	    (MHD_socket)e->http->fd, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	if (!e->http->d) {
+		rb_e2b_stop(e);
+		return rb_error_setk(err, RB_ERR_HOST, 0, "--e2b-listen %s: libmicrohttpd did not start", listen_at);
+	}
+	*out = e;
+	return 0;
+}
+
+const char *rb_e2b_url(const struct rb_e2b *e)
+{
+	return e->url;
+}
+
+void rb_e2b_stop(struct rb_e2b *e)
+{
+	if (!e)
+		return;
+	if (e->http && e->http->d)
+		MHD_stop_daemon(e->http->d);
+	if (e->http && e->http->fd >= 0)
+		close(e->http->fd);
+	free(e->http);
+	e2b_reaper_stop(e);
+	e2b_table_free(e);
+	free(e->keys);
+	pthread_cond_destroy(&e->stop_cv);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
