@@ -49,6 +49,10 @@ struct rb_run_config {
 	int cancel_fd;
 	/* Makes the run's sandbox (rb_factory_start, before any key or thread); outlives the run. */
 	const struct rb_factory *factory;
+	/* A sandbox made ahead of its run's owner (runbox serve's warm pool): no tenant, agent or
+	 * run token until rb_session_bind (runtime/run/session.h) gives them; tenant and agent
+	 * above are ignored. */
+	bool unbound;
 };
 
 struct rb_session;
@@ -158,6 +162,7 @@ struct rb_run {
 	bool keep_state;            /* rb_run_close leaves it, for gc (rb_run_keep_state) */
 	int cancel_fd;              /* rb_run_config.cancel_fd, or -1 */
 	struct rb_session *session; /* the open session on the sandbox (rb_run_exec's, or a caller's) */
+	bool unbound;               /* rb_run_config.unbound, until rb_session_bind */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */
