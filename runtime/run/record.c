@@ -304,6 +304,14 @@ int rb_record_file(struct rb_record *rec, const char *type, const char *path, ui
 	return append(rec, type, d, err);
 }
 
+int rb_record_pool_claim(struct rb_record *rec, const char *image, const char *policy, uint64_t age_ms,
+                         struct rb_error *err)
+{
+	return append(rec, "pool_claim",
+	              json_pack("{s:s, s:s, s:I}", "image", image, "policy", policy, "age_ms", (json_int_t)age_ms),
+	              err);
+}
+
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)
 {
 	/* The host's side of the run: the runner's CPU since the record opened (its steps' output,

@@ -75,6 +75,9 @@ int rb_record_cleanup(struct rb_record *rec, const char *what, bool ok, struct r
  * "file_read" with path and size (sha256 NULL). */
 int rb_record_file(struct rb_record *rec, const char *type, const char *path, uint64_t size, const char *sha256,
                    struct rb_error *err);
+/* A warm pool member was claimed for the run (runbox serve): its pair and how long it waited. */
+int rb_record_pool_claim(struct rb_record *rec, const char *image, const char *policy, uint64_t age_ms,
+                         struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
 /* With a group, RB_RECORD_DURABLE waits for the group's commit; the others queue the events
  * without waiting (rb_ledger_group_detach). */
