@@ -161,6 +161,13 @@ bench:
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
 
+# runbox serve against the host: round trip, create cold and pooled, memory per idle session
+# (bench/serve.sh, docs/benchmarks.md); not in make test.
+.PHONY: bench-serve
+bench-serve:
+	@$(MAKE) --no-print-directory all
+	@bench/serve.sh
+
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub
 bench-scrub:
