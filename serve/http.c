@@ -372,7 +372,7 @@ static int loopback_addr(const char *addr, struct sockaddr_storage *ss, socklen_
 int rb_serve_http_start_tcp(struct rb_serve *sv, const char *addr, const struct rb_serve_keys *keys,
                             struct rb_serve_http **out, struct rb_error *err)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = {0};
 	socklen_t len = 0;
 	if (!keys)
 		return rb_error_setk(err, RB_ERR_INPUT, 0,

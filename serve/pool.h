@@ -36,6 +36,6 @@ void rb_serve_member_destroy(struct sv_session *m);
 /* Its init still runs. */
 bool rb_serve_member_alive(const struct sv_session *m);
 
-#define RB_SERVE_POOL_MAX_AGE_MS (10u * 60u * 1000u)
+#define RB_SERVE_POOL_MAX_AGE_MS (10ull * 60 * 1000)
 
 #endif

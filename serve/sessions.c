@@ -620,6 +620,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	if (!draining && !st) {
 		sv->opening++;
 		me.next = sv->openings;
+		// cppcheck-suppress autoVariables ; unlinked below, before this call returns
 		sv->openings = &me;
 	}
 	pthread_mutex_unlock(&sv->lock);
@@ -642,9 +643,10 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	int r = 0;
 	if (pooled)
 		r = rb_session_bind(s->s, &(struct rb_session_owner){.tenant = tenant, .agent = agent}, &err);
-	else if (!(s = calloc(1, sizeof *s)))
-		r = rb_error_set(&err, ENOMEM, "session");
-	else
+	else if (!(s = calloc(1, sizeof *s))) {
+		rb_error_set(&err, ENOMEM, "session");
+		r = -1;
+	} else
 		r = open_cold(sv, s, body, &ask, tenant, agent, &err);
 	if (s) {
 		s->env = env;
@@ -989,9 +991,10 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 	if (!st && t && rb_ledger_group_wait(t, &err) != 0)
 		st = rb_serve_error(&err, reply);
 	pthread_mutex_lock(&sv->lock);
-	if (!st && !(s = find(sv, sid))) /* it may have closed meanwhile */
+	s = st ? NULL : find(sv, sid); /* it may have closed meanwhile */
+	if (!st && !s)
 		st = fail(reply, RB_ERR_NOT_FOUND, "session `%s` closed while its process was recorded", sid);
-	if (!st) {
+	if (s) {
 		size_t ne = 0;
 		char **env = calloc(s->n_env + n_penv + 1, sizeof *env);
 		for (size_t i = 0; env && i < s->n_env; i++)
