@@ -163,6 +163,8 @@ static json_t *call_ok(const char *sock, const char *method, const char *path, c
 static void session_usage(FILE *f)
 {
 	fputs("usage: runbox session create [--image I] [--policy P] [--tenant T] [--agent A] [--idle-timeout D]\n"
+	      "                             [--agent-version V] [--label K=V]... [--max-lifetime D]\n"
+	      "                             [--memory SIZE] [--cpus N] [--pids N]\n"
 	      "       runbox session ls\n"
 	      "       runbox session rm ID\n"
 	      "  --socket PATH   runbox serve's socket (default: RUNBOX_SOCKET, else serve's default)\n",
@@ -172,10 +174,20 @@ static void session_usage(FILE *f)
 int rb_cmd_session(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"socket", required_argument, NULL, 's'}, {"image", required_argument, NULL, 'i'},
-	    {"policy", required_argument, NULL, 'p'}, {"tenant", required_argument, NULL, 't'},
-	    {"agent", required_argument, NULL, 'a'},  {"idle-timeout", required_argument, NULL, 'I'},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"image", required_argument, NULL, 'i'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"tenant", required_argument, NULL, 't'},
+	    {"agent", required_argument, NULL, 'a'},
+	    {"idle-timeout", required_argument, NULL, 'I'},
+	    {"agent-version", required_argument, NULL, 'V'},
+	    {"label", required_argument, NULL, 'L'},
+	    {"max-lifetime", required_argument, NULL, 'T'},
+	    {"memory", required_argument, NULL, 'm'},
+	    {"cpus", required_argument, NULL, 'c'},
+	    {"pids", required_argument, NULL, 'P'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	if (argc < 2) {
 		session_usage(stderr);
@@ -196,9 +208,29 @@ int rb_cmd_session(int argc, char **argv)
 		                  : c == 't' ? "tenant"
 		                  : c == 'a' ? "agent"
 		                  : c == 'I' ? "idle_timeout"
+		                  : c == 'V' ? "agent_version"
+		                  : c == 'T' ? "max_lifetime"
 		                             : NULL;
+		/* Limits and labels go into their objects; the daemon checks every value. */
+		const char *limit = c == 'm' ? "memory" : c == 'c' ? "cpus" : c == 'P' ? "pids" : NULL;
+		const char *eq = c == 'L' ? strchr(optarg, '=') : NULL;
 		if (c == 's') {
 			sock_opt = optarg;
+		} else if (limit && !strcmp(verb, "create")) {
+			if (!json_object_get(body, "limits"))
+				json_object_set_new(body, "limits", json_object());
+			char *end = NULL;
+			double num = strtod(optarg, &end);
+			json_t *v = c == 'm'           ? json_string(optarg)
+			            : *optarg && !*end ? (c == 'c' ? json_real(num) : json_integer((json_int_t)num))
+			                               : json_string(optarg);
+			json_object_set_new(json_object_get(body, "limits"), limit, v);
+		} else if (eq && eq != optarg && !strcmp(verb, "create")) {
+			if (!json_object_get(body, "labels"))
+				json_object_set_new(body, "labels", json_object());
+			char name[128];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
+			json_object_set_new(json_object_get(body, "labels"), name, json_string(eq + 1));
 		} else if (key && !strcmp(verb, "create")) {
 			json_object_set_new(body, key, json_string(optarg));
 		} else {

@@ -155,6 +155,13 @@ run_in "$L" "echo alive"
 if [ "$l_limits" = "[268435456, 64]" ] && [ "$OUTP" = alive ]; then ok "limits below the policy's are taken (256M, 64 pids) and the session runs"
 else not_ok "limits below the policy's are taken" "$l_limits, out '$OUTP'"; fi
 
+run_rbx session create --socket "$SOCK" --image minimal --label team=blue --label tier=2 --max-lifetime 1h --memory 128M --pids 32
+CLI_S=$OUT
+api GET "/v1/sessions/$CLI_S"
+cli=$(jv '[r["labels"], r["max_lifetime_ms"], r["limits"]["memory_bytes"], r["limits"]["pids"]]')
+if [ "$RC" = 0 ] && [ "$cli" = '[{"team": "blue", "tier": "2"}, 3600000, 134217728, 32]' ]; then ok "session create --label --max-lifetime --memory --pids reach the session"
+else not_ok "session create --label --max-lifetime --memory --pids reach the session" "exit $RC, $cli ($(first_line "$ERR"))"; fi
+api DELETE "/v1/sessions/$CLI_S"
 api POST /v1/sessions '{"image": "minimal", "limits": {"memory": "64G"}}'
 if [ "$ST" = 400 ] && [[ "$(jv 'r["error"]')" == *'$.limits'*64* ]] && [[ "$(jv 'r["error"]')" == *"policy \`default\`"* ]]; then
 	ok "a limit above the policy's is a 400 naming both values"
