@@ -155,6 +155,7 @@ print(f"round trip - posix_spawn:        {rtt['median_ms'] - spawn['median_ms']:
 print(f"round trip / posix_spawn:        {rtt['median_ms'] / spawn['median_ms']:.2f}x")
 print(f"cold / pooled create:            {cold['median_ms'] / pooled['median_ms']:.2f}x "
       f"(pooled {pooled['median_ms']:.2f} ms, target under 2 ms; {pooled['pooled']}/{pooled['n']} took a member)")
+print(f"create's own reply, cold / pooled: {cold['create_reply']['median_ms']:.2f} / {pooled['create_reply']['median_ms']:.2f} ms")
 print(f"docker exec true:                {docker}")
 print()
 print(f"memory per idle session ({idle} sessions measured):")

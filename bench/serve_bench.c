@@ -169,6 +169,7 @@ int main(int argc, char **argv)
 		 * (untimed), so each pooled create finds a member ready. */
 		reconnect(&c);
 		int pooled = 0;
+		double *reply = calloc((size_t)n + 1, sizeof *reply);
 		for (int i = 0; i < n; i++) {
 			int st;
 			for (int tries = 0; tries < 200; tries++) {
@@ -183,6 +184,7 @@ int main(int argc, char **argv)
 			}
 			double t0 = now_ms();
 			json_t *s = call(&c, "POST", "/v1/sessions", argv[3], &st);
+			reply[i] = now_ms() - t0;
 			if (st != 201) {
 				fprintf(stderr, "serve_bench: create: %d\n", st);
 				return 1;
@@ -199,6 +201,7 @@ int main(int argc, char **argv)
 		}
 		json_t *o = summary(v, n);
 		json_object_set_new(o, "pooled", json_integer(pooled));
+		json_object_set_new(o, "create_reply", summary(reply, n));
 		char *t = json_dumps(o, JSON_COMPACT);
 		puts(t);
 		return 0;
