@@ -324,3 +324,31 @@ sys.exit(0 if not any(e["type"] == "pool_claim" for e in ev) and "pooled" not in
 else not_ok "control: a cold session has no pool_claim; the lifetime's close is recorded" "$(first_line "$OUT")"; fi
 run_rbx ledger verify
 if [ "$RC" = 0 ]; then ok "the ledger's chain verifies"; else not_ok "the ledger's chain verifies" "$(first_line "$OUT$ERR")"; fi
+
+# A daemon killed with SIGKILL leaves its pool's members and its sessions for `runbox gc`, which
+# removes them and records each: a claimed one under its tenant, a waiting member under none.
+# The control: before gc, their state files are there.
+rbx_cmd serve --socket "$SOCK" --pool minimal:default=2
+"${RBX_CMD[@]}" </dev/null >"$T/serve2.log" 2>&1 &
+DPID=$!
+wait_for test -S "$SOCK"
+wait_for pool_ready 2 || wait_for pool_ready 2
+api POST /v1/sessions '{"image": "minimal", "tenant": "tk"}'
+K_RUN=$(jv 'r["run_id"]')
+api GET /v1/stats
+wait_for pool_ready 2 || wait_for pool_ready 2
+kill -KILL "$DPID"
+wait "$DPID" 2>/dev/null
+before=$(find "$STATE" -name '*.state' 2>/dev/null | wc -l)
+run_rbx gc
+after=$(find "$STATE" -name '*.state' 2>/dev/null | wc -l)
+run_rbx ledger query --type run_end --json
+ends=$(printf '%s' "$OUT" | "$PY" -c '
+import json, sys
+ev = json.load(sys.stdin)
+print(sorted((e["tenant"] or "-", e["data"]["result"]) for e in ev if e["data"]["result"] == "abandoned" and (e["tenant"] == "" or e["run_id"] == sys.argv[1])))' "$K_RUN")
+if [ "$before" -ge 3 ] && [ "$after" = 0 ] && [[ "$ends" == *"('-', 'abandoned'), ('-', 'abandoned')"*"('tk', 'abandoned')"* ]]; then
+	ok "after a SIGKILL, runbox gc cleans the session and both members ($before state files), recorded as abandoned"
+else not_ok "after a SIGKILL, runbox gc cleans the session and both members" "state $before -> $after, ends $ends ($(first_line "$ERR"))"; fi
+run_rbx ledger verify
+if [ "$RC" = 0 ]; then ok "the ledger's chain verifies after gc"; else not_ok "the ledger's chain verifies after gc" "$(first_line "$OUT$ERR")"; fi
