@@ -23,6 +23,7 @@ struct pair_state {
 	unsigned n_ready;
 	uint64_t made, claimed, failed, expired;
 	uint64_t retry_at_ms; /* after a failed make: not before then */
+	unsigned failing;     /* makes failed in a row */
 };
 
 struct rb_serve_pool {
@@ -116,11 +117,15 @@ static void *refill(void *arg)
 		struct sv_session *m = rb_serve_member_make(p->sv, pair.image, pair.policy, &err);
 		pthread_mutex_lock(&p->lock);
 		if (!m) {
-			/* Not repaired, not retried at once: the pair waits a second (a policy that
-			 * cannot start would otherwise spin). */
+			/* Not repaired, not retried at once: the pair waits 1 s, doubled after each
+			 * failure in a row up to a minute (a policy that cannot start would otherwise
+			 * spin, and fill the log). */
 			ps->failed++;
-			ps->retry_at_ms = now_ms() + 1000;
-			rb_warn("serve: pool %s:%s: %s", pair.image, pair.policy, err.msg);
+			unsigned shift = ps->failing < 6 ? ps->failing : 6;
+			ps->failing++;
+			ps->retry_at_ms = now_ms() + (1000u << shift > 60000u ? 60000u : 1000u << shift);
+			rb_warn("serve: pool %s:%s: %s (retried in %u s)", pair.image, pair.policy, err.msg,
+			        (1000u << shift > 60000u ? 60000u : 1000u << shift) / 1000u);
 			continue;
 		}
 		if (p->stop || ps->n_ready >= ps->pair.size) {
@@ -131,6 +136,7 @@ static void *refill(void *arg)
 		}
 		ps->ready[ps->n_ready++] = (struct member){m, now_ms()};
 		ps->made++;
+		ps->failing = 0;
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
