@@ -137,7 +137,8 @@ else not_ok "two claims get two sandboxes" "pids '$pa' '$pb', runs $A_RUN $B_RUN
 if wait_for pool_ready 2 || wait_for pool_ready 2; then
 	made=$(jv 'r["pool"][0]["made"]')
 	claimed=$(jv 'r["pool"][0]["claimed"]')
-	if [ "$made" -ge 4 ] && [ "$claimed" = 2 ]; then ok "the pool is refilled after two claims (made $made, claimed $claimed)"
+	expired=$(jv 'r["pool"][0]["expired"]')
+	if [ "$made" -ge 4 ] && [ "$claimed" = 2 ] && [ "$expired" = 0 ]; then ok "the pool is refilled after two claims (made $made, claimed $claimed)"
 	else not_ok "the pool is refilled after two claims" "$R"; fi
 else not_ok "the pool is refilled after two claims" "$R"; fi
 
@@ -337,8 +338,10 @@ api POST /v1/sessions '{"image": "minimal", "tenant": "tk"}'
 K_RUN=$(jv 'r["run_id"]')
 api GET /v1/stats
 wait_for pool_ready 2 || wait_for pool_ready 2
-kill -KILL "$DPID"
-wait "$DPID" 2>/dev/null
+{
+	kill -KILL "$DPID"
+	wait "$DPID"
+} 2>/dev/null # bash's "Killed" notice
 before=$(find "$STATE" -name '*.state' 2>/dev/null | wc -l)
 run_rbx gc
 after=$(find "$STATE" -name '*.state' 2>/dev/null | wc -l)
@@ -352,3 +355,26 @@ if [ "$before" -ge 3 ] && [ "$after" = 0 ] && [[ "$ends" == *"('-', 'abandoned')
 else not_ok "after a SIGKILL, runbox gc cleans the session and both members" "state $before -> $after, ends $ends ($(first_line "$ERR"))"; fi
 run_rbx ledger verify
 if [ "$RC" = 0 ]; then ok "the ledger's chain verifies after gc"; else not_ok "the ledger's chain verifies after gc" "$(first_line "$OUT$ERR")"; fi
+
+# A member that waited past --pool-max-age is destroyed and replaced, never handed out (the
+# control: the first daemon's members, under the default 10 minutes, expired none).
+rbx_cmd serve --socket "$SOCK" --pool minimal:default=1 --pool-max-age 1s
+"${RBX_CMD[@]}" </dev/null >"$T/serve3.log" 2>&1 &
+DPID=$!
+wait_for test -S "$SOCK"
+expired_some() {
+	api GET /v1/stats
+	[ "$(jv 'r["pool"][0]["expired"] >= 2 and r["pool"][0]["made"] >= 3')" = true ]
+}
+if wait_for expired_some || wait_for expired_some; then
+	api POST /v1/sessions '{"image": "minimal", "tenant": "te"}'
+	E_RUN=$(jv 'r["run_id"]')
+	E_POOLED=$(jv 'r["pooled"]')
+	ok "members past --pool-max-age 1s are destroyed and replaced ($(api GET /v1/stats; jv 'r["pool"][0]'))"
+else not_ok "members past --pool-max-age 1s are destroyed and replaced" "$R"; fi
+kill -TERM "$DPID"
+wait "$DPID"
+run_rbx ledger query --run "$E_RUN" --type pool_claim --json
+age=$(printf '%s' "$OUT" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["data"]["age_ms"])' 2>/dev/null)
+if [ "$E_POOLED" = false ] || { [ -n "$age" ] && [ "$age" -le 3000 ]; }; then ok "a claimed member is younger than the age limit (age ${age:-none, made cold} ms)"
+else not_ok "a claimed member is younger than the age limit" "age '$age', pooled $E_POOLED"; fi
