@@ -51,7 +51,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 GW_SRCS  := gateway/endpoint.c gateway/connector.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
-SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c
+SV_SRCS  := serve/sessions.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c
 # the E2B-compatible front end (docs/e2b.md)
 SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c
 SV_MAIN  := serve/serve_main.c
@@ -180,7 +180,7 @@ bench:
 # The OpenAI Agents SDK client (sdk/js): `npm ci` only when its lock changed, tsc, then its
 # node:test suites against a real `runbox serve` (docs/sdk.md). Part of `make test`.
 SDK_JS := sdk/js
-.PHONY: test-sdk bench-serve bench-serve-sdk
+.PHONY: test-sdk bench-serve bench-serve-sdk bench-serve-host
 $(SDK_JS)/node_modules/.ci-stamp: $(SDK_JS)/package.json $(SDK_JS)/package-lock.json
 	@scripts/install-deps.sh sdk
 	cd $(SDK_JS) && npm ci --no-audit --no-fund --loglevel=error
@@ -209,6 +209,13 @@ bench-serve: bench-serve-e2b
 bench-serve-e2b: all
 	@scripts/install-deps.sh build test
 	@bench/serve_e2b.sh
+
+# runbox serve against the host: round trip, create cold and pooled, memory per idle session
+# (bench/serve.sh, docs/benchmarks.md); not in make test.
+bench-serve: bench-serve-host
+bench-serve-host:
+	@$(MAKE) --no-print-directory all
+	@bench/serve.sh
 
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub

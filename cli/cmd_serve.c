@@ -164,6 +164,8 @@ static void session_usage(FILE *f)
 {
 	fputs("usage: runbox session create [--image I] [--policy P] [--tenant T] [--agent A] [--idle-timeout D]\n"
 	      "                             [--from-snapshot REF]\n"
+	      "                             [--agent-version V] [--label K=V]... [--max-lifetime D]\n"
+	      "                             [--memory SIZE] [--cpus N] [--pids N]\n"
 	      "       runbox session ls\n"
 	      "       runbox session rm ID\n"
 	      "       runbox session snapshot ID   prints the snapshot's REF (sha256:...) of its /workspace\n"
@@ -181,6 +183,12 @@ int rb_cmd_session(int argc, char **argv)
 	    {"agent", required_argument, NULL, 'a'},
 	    {"idle-timeout", required_argument, NULL, 'I'},
 	    {"from-snapshot", required_argument, NULL, 'S'},
+	    {"agent-version", required_argument, NULL, 'V'},
+	    {"label", required_argument, NULL, 'L'},
+	    {"max-lifetime", required_argument, NULL, 'T'},
+	    {"memory", required_argument, NULL, 'm'},
+	    {"cpus", required_argument, NULL, 'c'},
+	    {"pids", required_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -204,9 +212,29 @@ int rb_cmd_session(int argc, char **argv)
 		                  : c == 'a' ? "agent"
 		                  : c == 'I' ? "idle_timeout"
 		                  : c == 'S' ? "snapshot"
+		                  : c == 'V' ? "agent_version"
+		                  : c == 'T' ? "max_lifetime"
 		                             : NULL;
+		/* Limits and labels go into their objects; the daemon checks every value. */
+		const char *limit = c == 'm' ? "memory" : c == 'c' ? "cpus" : c == 'P' ? "pids" : NULL;
+		const char *eq = c == 'L' ? strchr(optarg, '=') : NULL;
 		if (c == 's') {
 			sock_opt = optarg;
+		} else if (limit && !strcmp(verb, "create")) {
+			if (!json_object_get(body, "limits"))
+				json_object_set_new(body, "limits", json_object());
+			char *end = NULL;
+			double num = strtod(optarg, &end);
+			json_t *v = c == 'm'           ? json_string(optarg)
+			            : *optarg && !*end ? (c == 'c' ? json_real(num) : json_integer((json_int_t)num))
+			                               : json_string(optarg);
+			json_object_set_new(json_object_get(body, "limits"), limit, v);
+		} else if (eq && eq != optarg && !strcmp(verb, "create")) {
+			if (!json_object_get(body, "labels"))
+				json_object_set_new(body, "labels", json_object());
+			char name[128];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
+			json_object_set_new(json_object_get(body, "labels"), name, json_string(eq + 1));
 		} else if (key && !strcmp(verb, "create")) {
 			json_object_set_new(body, key, json_string(optarg));
 		} else {

@@ -720,6 +720,80 @@ fail:
 	return -1;
 }
 
+static int check_batch(const struct rb_ledger_run_batch *b, struct rb_error *err)
+{
+	if (!b->run_id || !*b->run_id)
+		return rb_error_set(err, EINVAL, "ledger event without a run id");
+	for (size_t i = 0; i < b->n; i++) {
+		if (!b->events[i].type || !*b->events[i].type)
+			return rb_error_set(err, EINVAL, "ledger event without a type");
+		if (b->events[i].data && !json_is_object(b->events[i].data))
+			return rb_error_set(err, EINVAL, "ledger event `%s`: data must be a JSON object",
+			                    b->events[i].type);
+	}
+	return 0;
+}
+
+int rb_ledger_append_runs(struct rb_ledger *l, struct rb_ledger_run_batch *b, size_t n, struct rb_error *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	int64_t last = 0;
+	char prev[65] = "";
+	for (size_t i = 0; i < n; i++) {
+		rb_error_clear(&b[i].err);
+		b[i].result = check_batch(&b[i], &b[i].err);
+		b[i].last_seq = 0;
+	}
+	if (exec(l, "BEGIN IMMEDIATE", err) < 0)
+		goto fail_all;
+	if (last_event(l, &last, prev, err) < 0)
+		goto fail;
+	if (sqlite3_prepare_v2(l->db,
+	                       "INSERT INTO events (seq, ts, run_id, tenant, agent, type, data, prev_hash, hash)"
+	                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	                       -1, &s, NULL) != SQLITE_OK) {
+		db_error(l, err, "prepare insert");
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (b[i].result != 0 || b[i].n == 0)
+			continue;
+		/* A run id another instance holds refuses that batch only: its events are written
+		 * nowhere, the others go in. */
+		if (b[i].instance && (b[i].result = check_owner(l, b[i].run_id, b[i].instance, &b[i].err)) < 0)
+			goto fail;
+		if (b[i].result != 0)
+			continue;
+		for (size_t j = 0; j < b[i].n; j++)
+			if (insert_event(l, s, ++last, prev, b[i].run_id, b[i].tenant ? b[i].tenant : "",
+			                 b[i].agent ? b[i].agent : "", &b[i].events[j], err) < 0)
+				goto fail;
+		b[i].last_seq = (uint64_t)last;
+	}
+	if (exec(l, "COMMIT", err) < 0)
+		goto fail;
+	/* The head follows in its own transaction, as for rb_ledger_append_run. */
+	if (l->durable) {
+		struct rb_error herr;
+		if (exec(l, "BEGIN IMMEDIATE", &herr) < 0 || update_head(l, &herr) < 0 ||
+		    exec(l, "COMMIT", &herr) < 0) {
+			rollback(l);
+			rb_warn("ledger: events up to %" PRId64 " recorded, but the head file was not updated: %s",
+			        last, herr.msg);
+		}
+	}
+	return 0;
+fail:
+	rollback_stmt(l, s);
+fail_all:
+	for (size_t i = 0; i < n; i++)
+		if (b[i].result == 0) {
+			b[i].result = -1;
+			b[i].err = *err;
+		}
+	return -1;
+}
+
 int rb_ledger_append_seq(struct rb_ledger *l, const char *run_id, const char *tenant, const char *agent,
                          const char *type, json_t *data, uint64_t *seq_out, struct rb_error *err)
 {

@@ -66,6 +66,21 @@ int rb_ledger_append_batch(struct rb_ledger *l, const char *run_id, const char *
 int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *instance, const char *tenant,
                          const char *agent, const struct rb_ledger_event *events, size_t n, uint64_t *last_seq,
                          struct rb_error *err);
+/* Several runs' batches in one transaction: one commit (one fsync when durable) and one head
+ * update for all of them, as a daemon's group commit makes them (ledger/group.h). Each batch is
+ * checked as rb_ledger_append_run checks its events (instance may be NULL); one that fails its
+ * checks or whose run id is another instance's (RB_LEDGER_TAKEN) gets that in its result and
+ * err, and the others still go in. If the transaction itself fails, every batch not refused
+ * gets -1 and err, and nothing is written. Returns 0 or -1. */
+struct rb_ledger_run_batch {
+	const char *run_id, *instance, *tenant, *agent;
+	const struct rb_ledger_event *events;
+	size_t n;
+	int result;        /* out: 0, -1 or RB_LEDGER_TAKEN */
+	uint64_t last_seq; /* out: the seq of its last event */
+	struct rb_error err;
+};
+int rb_ledger_append_runs(struct rb_ledger *l, struct rb_ledger_run_batch *b, size_t n, struct rb_error *err);
 /* How many events run_id has (of type, when not NULL). */
 int rb_ledger_count_run(struct rb_ledger *l, const char *run_id, const char *type, int64_t *n, struct rb_error *err);
 /* What the store holds for tenant: the artifact events of its runs since `since` (a ledger

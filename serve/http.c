@@ -1,6 +1,9 @@
 /* runbox serve's HTTP/1.1 API on a unix socket (libmicrohttpd, a thread per connection; every
  * call into a session goes through sessions.c's lock). Routes under /v1 (docs/serve.md). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,12 +17,14 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "serve/http.h"
+#include "serve/keys.h"
 
 #define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
 
 struct rb_serve_http {
 	struct MHD_Daemon *d;
 	struct rb_serve *sv;
+	const struct rb_serve_keys *keys; /* TCP: every call names a tenant's key; NULL on the unix socket */
 	int fd;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -36,6 +41,7 @@ struct upload {
 	bool hydrate_ref;             /* POST hydrate?snapshot=REF: no body */
 	unsigned failed;              /* a streamed body failed: this status, with reply */
 	json_t *reply;
+	const char *tenant; /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
 };
 
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
@@ -61,6 +67,24 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, jso
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result respond_401(struct MHD_Connection *conn, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	enum MHD_Result ret = MHD_queue_response(conn, 401, r);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -211,22 +235,39 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 405, "/v1/snapshots/REF: GET");
 		return rb_serve_snapshot_open(sv, seg[1], &u->raw_fd, &u->raw_len, reply);
 	}
+	if (n == 1 && !strcmp(seg[0], "stats")) {
+		if (u->tenant)
+			return error(reply, 403, "/v1/stats: the operator's (the unix socket), not a tenant key's");
+		return get ? rb_serve_stats(sv, reply) : error(reply, 405, "/v1/stats: GET");
+	}
 	if (n < 1 || strcmp(seg[0], "sessions") != 0)
 		return error(reply, 404, "no such path");
 	unsigned st = 400;
 	json_t *body = NULL;
 	if (n == 1) {
 		if (get)
-			return rb_serve_session_list(sv, reply);
+			return rb_serve_session_list_tenant(sv, u->tenant, reply);
 		if (!post)
 			return error(reply, 405, "/v1/sessions: GET or POST");
 		if (!(body = parse(u, reply, &st)))
 			return st;
+		/* A key's session is its tenant's: another tenant named is refused, none is filled in. */
+		const char *asked = json_string_value(json_object_get(body, "tenant"));
+		if (u->tenant && json_is_object(body) && asked && strcmp(asked, u->tenant) != 0) {
+			json_decref(body);
+			return error(reply, 403, "$.tenant: this key is another tenant's");
+		}
+		if (u->tenant && json_is_object(body) && !json_object_get(body, "tenant"))
+			json_object_set_new(body, "tenant", json_string(u->tenant));
 		st = rb_serve_session_create(sv, body, reply);
 		json_decref(body);
 		return st;
 	}
 	const char *sid = seg[1];
+	/* Another tenant's session is answered as one that does not exist. */
+	char owner[128];
+	if (u->tenant && (rb_serve_session_tenant(sv, sid, owner, sizeof owner) < 0 || strcmp(owner, u->tenant) != 0))
+		return error(reply, 404, "no such session");
 	if (n == 2) {
 		if (get)
 			return rb_serve_session_get(sv, sid, reply);
@@ -382,11 +423,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct upload *u = *req_cls;
 	rb_log_use(rb_serve_logger(h->sv)); /* this connection's thread logs as the daemon does */
 	if (!u) {
+		/* A TCP caller is known by its key before a byte of its body is read. */
+		const char *tenant = NULL;
+		if (h->keys && !(tenant = rb_serve_keys_tenant(
+		                     h->keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization")))) {
+			json_t *reply = NULL;
+			error(&reply, 401, "a bearer key is required (Authorization: Bearer KEY)");
+			return respond_401(conn, reply);
+		}
 		u = calloc(1, sizeof *u);
 		if (!u)
 			return MHD_NO;
 		u->raw_fd = -1;
 		u->cap = BODY_CAP;
+		u->tenant = tenant;
 		*req_cls = u;
 		char sid[128];
 		json_t *reply = NULL;
@@ -469,6 +519,101 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	rb_debug("serve: http: %s", msg);
 }
 
+static struct MHD_Daemon *mhd_start(struct rb_serve_http *h)
+{
+	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+	                        NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+	                        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd, MHD_OPTION_CONNECTION_LIMIT, 512u,
+	                        MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                        MHD_OPTION_END);
+}
+
+int rb_serve_http_share(struct rb_serve_http *h, const char *group, struct rb_error *err)
+{
+	struct group gr, *g = NULL;
+	char buf[4096];
+	char *end = NULL;
+	unsigned long gid = strtoul(group, &end, 10);
+	if (getgrnam_r(group, &gr, buf, sizeof buf, &g) == 0 && g)
+		gid = g->gr_gid;
+	else if (!*group || *end)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "--group `%s`: no such group", group);
+	/* From 0600 to 0660 only once the group is the one named: never open to another. */
+	if (chown(h->path, (uid_t)-1, (gid_t)gid) < 0 || chmod(h->path, 0660) < 0)
+		return rb_error_set(err, errno, "socket %s: group `%s`", h->path, group);
+	return 0;
+}
+
+/* addr as a loopback socket address; anything else is refused. */
+static int loopback_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len, struct rb_error *err)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	char *end = NULL;
+	unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+	if (!colon || !colon[1] || *end || port == 0 || port > 65535 || (size_t)(colon - addr) >= sizeof host)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "--listen `%s`: expected HOST:PORT (127.0.0.1:8080)", addr);
+	snprintf(host, sizeof host, "%.*s", (int)(colon - addr), addr);
+	memset(ss, 0, sizeof *ss);
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	if (!strcmp(host, "localhost"))
+		snprintf(host, sizeof host, "127.0.0.1");
+	size_t hl = strlen(host);
+	if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
+		host[hl - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) == 1 && IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr)) {
+			a6->sin6_family = AF_INET6;
+			a6->sin6_port = htons((uint16_t)port);
+			*len = sizeof *a6;
+			return 0;
+		}
+	} else if (inet_pton(AF_INET, host, &a4->sin_addr) == 1 && (ntohl(a4->sin_addr.s_addr) >> 24) == 127) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		*len = sizeof *a4;
+		return 0;
+	}
+	return rb_error_setk(
+	    err, RB_ERR_FORBIDDEN, 0,
+	    "--listen `%s`: only a loopback address (127.0.0.0/8, [::1], localhost): the API has no TLS", addr);
+}
+
+int rb_serve_http_start_tcp(struct rb_serve *sv, const char *addr, const struct rb_serve_keys *keys,
+                            struct rb_serve_http **out, struct rb_error *err)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t len = 0;
+	if (!keys)
+		return rb_error_setk(err, RB_ERR_INPUT, 0,
+		                     "--listen needs --keys FILE: TCP callers are known by their key");
+	if (loopback_addr(addr, &ss, &len, err) < 0)
+		return -1;
+	struct rb_serve_http *h = calloc(1, sizeof *h);
+	if (!h)
+		return rb_error_set(err, ENOMEM, "serve");
+	h->sv = sv;
+	h->keys = keys;
+	h->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (h->fd < 0 || setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    bind(h->fd, (struct sockaddr *)&ss, len) < 0 || listen(h->fd, 64) < 0) {
+		rb_error_set(err, errno, "--listen %s", addr);
+		if (h->fd >= 0)
+			close(h->fd);
+		free(h);
+		return -1;
+	}
+	h->d = mhd_start(h);
+	if (!h->d) {
+		close(h->fd);
+		free(h);
+		return rb_error_setk(err, RB_ERR_HOST, 0, "--listen %s: libmicrohttpd did not start", addr);
+	}
+	*out = h;
+	return 0;
+}
+
 int rb_serve_http_start(struct rb_serve *sv, const char *path, struct rb_serve_http **out, struct rb_error *err)
 {
 	struct rb_serve_http *h = calloc(1, sizeof *h);
@@ -515,11 +660,7 @@ int rb_serve_http_start(struct rb_serve *sv, const char *path, struct rb_serve_h
 		free(h);
 		return -1;
 	}
-	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-	                        NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	                        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd, MHD_OPTION_CONNECTION_LIMIT, 512u,
-	                        MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	                        MHD_OPTION_END);
+	h->d = mhd_start(h);
 	if (!h->d) {
 		unlink(path);
 		close(h->fd);
@@ -536,6 +677,7 @@ void rb_serve_http_stop(struct rb_serve_http *h)
 		return;
 	MHD_stop_daemon(h->d);
 	close(h->fd);
-	unlink(h->path);
+	if (h->path[0])
+		unlink(h->path);
 	free(h);
 }

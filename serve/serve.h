@@ -15,11 +15,25 @@
 
 struct rb_serve;
 
+/* A warm pool's pair (--pool IMAGE:POLICY=N): members kept ready, serve/pool.h. */
+struct rb_serve_pool_pair {
+	char image[128], policy[128];
+	unsigned size;
+};
+#define RB_SERVE_POOL_MAX 64 /* members of one pair */
+/* "IMAGE:POLICY=N", split at the last `:` before the `=`. */
+int rb_serve_pool_parse(const char *arg, struct rb_serve_pool_pair *out, struct rb_error *err);
+
 struct rb_serve_config {
-	const struct rb_factory *factory; /* started before any thread (runtime/sandbox/factory.h) */
-	const char *state_dir;            /* NULL: the default location */
-	const struct rb_logger *logger;   /* the daemon's: each of its threads logs through it */
-	const struct rb_host *host;       /* the environment its runs' places and env.pass read */
+	const struct rb_factory *factory;      /* started before any thread (runtime/sandbox/factory.h) */
+	const char *state_dir;                 /* NULL: the default location */
+	const struct rb_logger *logger;        /* the daemon's: each of its threads logs through it */
+	const struct rb_host *host;            /* the environment its runs' places and env.pass read */
+	const struct rb_serve_pool_pair *pool; /* n_pool pairs, or none */
+	unsigned n_pool;
+	uint64_t pool_max_age_ms; /* 0: RB_SERVE_POOL_MAX_AGE_MS (serve/pool.h) */
+	unsigned max_sessions;    /* 0: RB_SERVE_MAX_SESSIONS */
+	unsigned max_per_tenant;  /* 0: no bound per tenant */
 };
 
 /* Starts the dispatcher thread. */
@@ -35,6 +49,12 @@ void rb_serve_free(struct rb_serve *sv);
  * object; {"error": ...} for a status >= 400). body is the request's parsed JSON. */
 unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply);
 unsigned rb_serve_session_list(struct rb_serve *sv, json_t **reply);
+/* The sessions of tenant only (NULL: all). */
+unsigned rb_serve_session_list_tenant(struct rb_serve *sv, const char *tenant, json_t **reply);
+/* The tenant of session sid into out (len bytes); -1 when there is no such session. */
+int rb_serve_session_tenant(struct rb_serve *sv, const char *sid, char *out, size_t len);
+/* GET /v1/stats: sessions, the warm pool, the ledger's group commits (the operator's view). */
+unsigned rb_serve_stats(struct rb_serve *sv, json_t **reply);
 unsigned rb_serve_session_get(struct rb_serve *sv, const char *sid, json_t **reply);
 unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **reply);
 unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);

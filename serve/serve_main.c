@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "runtime/sandbox/factory.h"
 #include "serve/e2b.h"
 #include "serve/http.h"
+#include "serve/keys.h"
 #include "serve/serve.h"
 
 extern char **environ;
@@ -24,10 +26,18 @@ static void on_sigpipe(int sig)
 
 static void usage(FILE *f)
 {
-	fputs("usage: runbox serve [--socket PATH] [--state-dir DIR]\n"
+	fputs("usage: runbox serve [--socket PATH] [--group G] [--state-dir DIR] [--listen ADDR --keys FILE]\n"
+	      "                    [--pool IMAGE:POLICY=N]... [--pool-max-age D]\n"
+	      "                    [--max-sessions N] [--max-sessions-per-tenant N]\n"
 	      "  --socket PATH     the unix socket (default /run/runbox/serve.sock as root,\n"
 	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
-	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n",
+	      "  --group G         the socket 0660, owned by group G\n"
+	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n"
+	      "  --listen ADDR     also on loopback TCP (127.0.0.1:PORT, [::1]:PORT), bearer keys from --keys\n"
+	      "  --keys FILE       0600 JSON {\"KEY\": {\"tenant\": \"T\"}}: a key sees its tenant's sessions\n"
+	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable)\n"
+	      "  --pool-max-age D  a ready member older than D is replaced (default 10m)\n"
+	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n",
 	      f);
 	rb_e2b_usage(f);
 }
@@ -84,15 +94,60 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"state-dir", required_argument, NULL, 'd'},
+	    {"group", required_argument, NULL, 'g'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"keys", required_argument, NULL, 'k'},
+	    {"pool", required_argument, NULL, 'p'},
+	    {"pool-max-age", required_argument, NULL, 'A'},
+	    {"max-sessions", required_argument, NULL, 'M'},
+	    {"max-sessions-per-tenant", required_argument, NULL, 'T'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *sock = getenv("RUNBOX_SOCKET"), *state = NULL;
+	const char *sock = getenv("RUNBOX_SOCKET"), *state = NULL, *group = NULL, *listen_addr = NULL,
+	           *keys_path = NULL;
+	struct rb_serve_pool_pair pool[16];
+	unsigned n_pool = 0;
+	uint64_t pool_age = 0;
+	unsigned long max_sessions = 0, max_per_tenant = 0;
 	int c;
+	bool bad = false;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		char *end = NULL;
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 'd': state = optarg; break;
+		case 'g': group = optarg; break;
+		case 'l': listen_addr = optarg; break;
+		case 'k': keys_path = optarg; break;
+		case 'p':
+			if (n_pool == RB_ARRAY_SIZE(pool)) {
+				rb_err("serve: at most %zu --pool pairs", RB_ARRAY_SIZE(pool));
+				bad = true;
+			} else if (rb_serve_pool_parse(optarg, &pool[n_pool], &err) < 0) {
+				rb_err("serve: %s", err.msg);
+				bad = true;
+			} else {
+				n_pool++;
+			}
+			break;
+		case 'A':
+			if (rb_parse_duration_ms(optarg, &pool_age) < 0 || pool_age == 0) {
+				rb_err("serve: --pool-max-age `%s`: not a duration", optarg);
+				bad = true;
+			}
+			break;
+		case 'M':
+		case 'T': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v == 0 || v > 100000) {
+				rb_err("serve: --%s `%s`: a number from 1 to 100000",
+				       c == 'M' ? "max-sessions" : "max-sessions-per-tenant", optarg);
+				bad = true;
+			}
+			*(c == 'M' ? &max_sessions : &max_per_tenant) = v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			rb_factory_stop(&factory);
@@ -103,8 +158,17 @@ int main(int argc, char **argv)
 			return 125;
 		}
 	}
-	if (optind < argc) {
+	if (optind < argc)
 		rb_err("serve: unexpected argument `%s`", argv[optind]);
+	if (!!listen_addr != !!keys_path)
+		rb_err("serve: --listen and --keys go together");
+	if (bad || optind < argc || !!listen_addr != !!keys_path) {
+		rb_factory_stop(&factory);
+		return 125;
+	}
+	struct rb_serve_keys *keys = NULL;
+	if (keys_path && rb_serve_keys_load(keys_path, &keys, &err) < 0) {
+		rb_err("serve: %s", err.msg);
 		rb_factory_stop(&factory);
 		return 125;
 	}
@@ -126,12 +190,24 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	struct rb_host host = {.env = environ};
-	struct rb_serve_config cfg = {.factory = &factory, .state_dir = state, .logger = &logger, .host = &host};
+	struct rb_serve_config cfg = {.factory = &factory,
+	                              .state_dir = state,
+	                              .logger = &logger,
+	                              .pool = pool,
+	                              .n_pool = n_pool,
+	                              .pool_max_age_ms = pool_age,
+	                              .max_sessions = (unsigned)max_sessions,
+	                              .max_per_tenant = (unsigned)max_per_tenant,
+	                              .host = &host};
 	struct rb_serve *sv = NULL;
-	struct rb_serve_http *h = NULL;
-	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0) {
+	struct rb_serve_http *h = NULL, *tcp = NULL;
+	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0 ||
+	    (group && rb_serve_http_share(h, group, &err) < 0) ||
+	    (listen_addr && rb_serve_http_start_tcp(sv, listen_addr, keys, &tcp, &err) < 0)) {
 		rb_err("serve: %s", err.msg);
+		rb_serve_http_stop(h);
 		rb_serve_free(sv);
+		rb_serve_keys_free(keys);
 		rb_factory_stop(&factory);
 		return 125;
 	}
@@ -145,15 +221,17 @@ int main(int argc, char **argv)
 	}
 	if (e2b)
 		rb_info("serve: e2b API on %s", rb_e2b_url(e2b));
-	rb_info("serve: listening on %s", sock);
+	rb_info("serve: listening on %s%s%s", sock, listen_addr ? " and " : "", listen_addr ? listen_addr : "");
 	int sig = 0;
 	sigwait(&stop, &sig);
 	rb_info("serve: %s: draining", strsignal(sig));
 	/* No new sessions, live ones closed and recorded; then the HTTP threads joined. */
 	rb_serve_drain(sv);
+	rb_serve_http_stop(tcp);
 	rb_serve_http_stop(h);
 	rb_e2b_stop(e2b);
 	rb_serve_free(sv);
+	rb_serve_keys_free(keys);
 	rb_factory_stop(&factory);
 	return 0;
 }

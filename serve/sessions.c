@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,12 +21,15 @@
 #include "common/jsoncheck.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "ledger/group.h"
 #include "policy/manifest.h"
 #include "runtime/run/artifacts.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result.h"
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
+#include "serve/pool.h"
+#include "serve/quota.h"
 #include "serve/serve.h"
 
 #define ID_HEX 33 /* 16 random bytes as hex */
@@ -50,11 +54,22 @@ struct sv_session {
 	char **env; /* "K=V", NULL-terminated, for every process */
 	size_t n_env;
 	uint64_t idle_ms, last_us, created_us;
+	uint64_t lifetime_ms; /* max_lifetime, or 0 */
+	bool pooled;          /* its sandbox came from the warm pool */
+	json_t *labels;       /* the create's labels, or NULL */
+	char agent_version[129];
+	const char *why; /* why the dispatcher closes it (idle timeout, max lifetime) */
 	struct sv_proc procs[MAX_PROCS];
 	unsigned n_procs;
 	/* In the dispatcher's set (taken out after a dispatch failed, back at the next start). */
 	bool watched;
 	struct sv_session *next;
+};
+
+/* A create between its quota check and its listing, counted against its tenant's quota. */
+struct opening {
+	const char *tenant;
+	struct opening *next;
 };
 
 struct rb_serve {
@@ -64,6 +79,9 @@ struct rb_serve {
 	struct sv_session *sessions;
 	unsigned n_sessions;
 	unsigned opening; /* sessions being made outside the lock */
+	struct opening *openings;
+	struct rb_ledger_group *ledger; /* the daemon's one ledger connection */
+	struct rb_serve_pool *pool;     /* NULL: no --pool */
 	int epfd, wake;
 	bool draining, stop;
 	pthread_t loop;
@@ -304,6 +322,7 @@ static void close_session(struct sv_session *s, const char *reason)
 	rb_record_close(&s->rec);
 	rb_run_close(&s->run);
 	free_strv(s->env);
+	json_decref(s->labels);
 	rb_info("session %s closed (%s)", s->id, reason);
 	free(s);
 }
@@ -350,8 +369,13 @@ static void *dispatch_loop(void *arg)
 			for (unsigned i = 0; i < s->n_procs; i++)
 				busy = busy || (s->procs[i].p && !rb_proc_done(s->procs[i].p));
 			/* `runbox kill RUN` (its run's control socket, handled in the dispatch): this one only. */
-			bool killed = s->run.end_reason[0] != '\0';
-			if (killed || (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u)) {
+			if (s->run.end_reason[0])
+				s->why = s->run.end_reason;
+			else if (s->lifetime_ms && t - s->created_us > s->lifetime_ms * 1000u)
+				s->why = "max lifetime";
+			else if (s->idle_ms && !busy && t - s->last_us > s->idle_ms * 1000u)
+				s->why = "idle timeout";
+			if (s->why) {
 				unlink_session(sv, s);
 				s->next = expired;
 				expired = s;
@@ -362,8 +386,7 @@ static void *dispatch_loop(void *arg)
 		while (expired) {
 			struct sv_session *nx = expired->next;
 			char why[sizeof expired->run.end_reason];
-			snprintf(why, sizeof why, "%s",
-			         expired->run.end_reason[0] ? expired->run.end_reason : "idle timeout");
+			snprintf(why, sizeof why, "%s", expired->why);
 			close_session(expired, why);
 			expired = nx;
 		}
@@ -390,6 +413,12 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 		rb_serve_free(sv);
 		return -1;
 	}
+	struct rb_paths paths;
+	if (rb_paths_init(&paths, cfg->state_dir, err) < 0 ||
+	    rb_ledger_group_open(paths.state_dir, &sv->ledger, err) < 0) {
+		rb_serve_free(sv);
+		return -1;
+	}
 	int e = pthread_create(&sv->loop, NULL, dispatch_loop, sv);
 	if (e) {
 		rb_error_set(err, e, "serve: the dispatcher thread");
@@ -397,6 +426,10 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 		return -1;
 	}
 	sv->loop_started = true;
+	if (cfg->n_pool && rb_serve_pool_start(sv, cfg->pool, cfg->n_pool, cfg->pool_max_age_ms, &sv->pool, err) < 0) {
+		rb_serve_free(sv);
+		return -1;
+	}
 	*out = sv;
 	return 0;
 }
@@ -426,12 +459,19 @@ void rb_serve_drain(struct rb_serve *sv)
 {
 	pthread_mutex_lock(&sv->lock);
 	sv->draining = true;
-	/* Wait for sessions being made to be listed, so none is left behind. */
+	/* Wait for sessions being made to be listed, so none is left behind (and no claim from
+	 * the pool is under way). */
 	while (sv->opening) {
 		pthread_mutex_unlock(&sv->lock);
 		usleep(10000);
 		pthread_mutex_lock(&sv->lock);
 	}
+	/* The pool's members are destroyed, never claimed from now on. */
+	struct rb_serve_pool *pool = sv->pool;
+	sv->pool = NULL;
+	pthread_mutex_unlock(&sv->lock);
+	rb_serve_pool_stop(pool);
+	pthread_mutex_lock(&sv->lock);
 	struct sv_session *all = NULL;
 	while (sv->sessions) {
 		struct sv_session *s = sv->sessions;
@@ -460,6 +500,8 @@ void rb_serve_free(struct rb_serve *sv)
 		wake(sv);
 		pthread_join(sv->loop, NULL);
 	}
+	rb_serve_pool_stop(sv->pool);      /* when rb_serve_new failed before a drain */
+	rb_ledger_group_close(sv->ledger); /* every session's end is committed by now */
 	if (sv->epfd >= 0)
 		close(sv->epfd);
 	if (sv->wake >= 0)
@@ -474,10 +516,73 @@ static json_t *session_json(const struct sv_session *s)
 	unsigned running = 0;
 	for (unsigned i = 0; i < s->n_procs; i++)
 		running += s->procs[i].p && !rb_proc_done(s->procs[i].p);
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", s->id, "run_id", s->run.id, "image",
-	                 s->run.image.name, "policy", s->run.policy.name, "tenant", s->run.tenant, "agent",
-	                 s->run.agent, "processes", (json_int_t)s->n_procs, "running", (json_int_t)running,
-	                 "idle_timeout_ms", (json_int_t)s->idle_ms);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", s->id, "run_id", s->run.id,
+	                      "image", s->run.image.name, "policy", s->run.policy.name, "tenant", s->run.tenant,
+	                      "agent", s->run.agent, "processes", (json_int_t)s->n_procs, "running",
+	                      (json_int_t)running, "idle_timeout_ms", (json_int_t)s->idle_ms);
+	json_object_set_new(o, "max_lifetime_ms", json_integer((json_int_t)s->lifetime_ms));
+	json_object_set_new(o, "pooled", json_boolean(s->pooled));
+	json_object_set_new(o, "labels", s->labels ? json_incref(s->labels) : json_object());
+	if (s->agent_version[0])
+		json_object_set_new(o, "agent_version", json_string(s->agent_version));
+	json_object_set_new(o, "limits",
+	                    json_pack("{s:I, s:I, s:f, s:I}", "memory_bytes", (json_int_t)s->run.limits.memory_bytes,
+	                              "pids", (json_int_t)s->run.limits.pids, "cpus", s->run.limits.cpus, "timeout_ms",
+	                              (json_int_t)s->run.timeout_ms));
+	return o;
+}
+
+/* Caller holds the lock: sessions listed and being made, in all and of tenant. */
+static void count_sessions(const struct rb_serve *sv, const char *tenant, unsigned *total, unsigned *of_tenant)
+{
+	*total = sv->n_sessions + sv->opening;
+	*of_tenant = 0;
+	for (const struct sv_session *s = sv->sessions; s; s = s->next)
+		*of_tenant += !strcmp(s->run.tenant, tenant);
+	for (const struct opening *o = sv->openings; o; o = o->next)
+		*of_tenant += !strcmp(o->tenant, tenant);
+}
+
+/* A cold session: its run opened with what the create asked for, recorded, its sandbox made. */
+static int open_cold(struct rb_serve *sv, struct sv_session *s, const json_t *body, const struct rb_serve_ask *ask,
+                     const char *tenant, const char *agent, struct rb_error *err)
+{
+	struct rb_run_config cfg = {.image = json_string_value(json_object_get(body, "image")),
+	                            .policy = json_string_value(json_object_get(body, "policy")),
+	                            .state_dir = sv->cfg.state_dir,
+	                            .tenant = tenant,
+	                            .agent = agent,
+	                            .timeout_ms = ask->timeout_ms,
+	                            .memory_bytes = ask->memory_bytes,
+	                            .pids = ask->pids,
+	                            .cpus = ask->cpus,
+	                            .net_mode = -1,
+	                            .cancel_fd = -1,
+	                            .factory = sv->cfg.factory,
+	                            .host = sv->cfg.host};
+	/* Limits above the policy's are refused here, naming both (SPEC "Who may say what"). */
+	if (rb_run_open(&cfg, &s->run, err) < 0)
+		return ask->memory_bytes || ask->pids || ask->timeout_ms || ask->cpus > 0
+		           ? rb_error_prefix(err, "$.limits")
+		           : -1;
+	return 0;
+}
+
+static void drop_session(struct sv_session *s, bool opened, bool recording)
+{
+	if (opened)
+		rb_session_close(s->s);
+	if (recording) {
+		struct rb_error e2;
+		if (rb_record_run_end(&s->rec, "failure", &e2) < 0 ||
+		    rb_record_flush(&s->rec, RB_RECORD_DURABLE, &e2) < 0)
+			rb_warn("ledger: %s", e2.msg);
+		rb_record_close(&s->rec);
+	}
+	rb_run_close(&s->run);
+	free_strv(s->env);
+	json_decref(s->labels);
+	free(s);
 }
 
 /* A new session's /workspace from the snapshot asked for, before its 201: when that fails, the
@@ -502,79 +607,133 @@ static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *re
 
 unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply)
 {
-	static const struct field f[] = {
-	    {"image", 's', false},        {"policy", 's', false}, {"tenant", 's', false},   {"agent", 's', false},
-	    {"idle_timeout", 'd', false}, {"env", 'o', false},    {"snapshot", 's', false}, {NULL, 0, false}};
+	static const struct field f[] = {{"image", 's', false},
+	                                 {"policy", 's', false},
+	                                 {"tenant", 's', false},
+	                                 {"agent", 's', false},
+	                                 {"idle_timeout", 'd', false},
+	                                 {"env", 'o', false},
+	                                 {"labels", '*', false},
+	                                 {"agent_version", '*', false},
+	                                 {"limits", '*', false},
+	                                 {"max_lifetime", '*', false},
+	                                 {"snapshot", 's', false},
+	                                 {NULL, 0, false}};
 	struct rb_error err;
 	rb_error_clear(&err);
 	uint64_t idle = 0;
+	struct rb_serve_ask ask = {0};
 	if (check_body(body, f, &err) < 0 || plain_name(json_object_get(body, "image"), "$.image", &err) < 0 ||
 	    plain_name(json_object_get(body, "policy"), "$.policy", &err) < 0 ||
 	    id_field(json_object_get(body, "tenant"), "$.tenant", &err) < 0 ||
 	    id_field(json_object_get(body, "agent"), "$.agent", &err) < 0 ||
-	    duration_ms(json_object_get(body, "idle_timeout"), "$.idle_timeout", &idle, &err) < 0)
+	    duration_ms(json_object_get(body, "idle_timeout"), "$.idle_timeout", &idle, &err) < 0 ||
+	    rb_serve_ask_parse(body, &ask, &err) < 0) {
+		rb_serve_ask_free(&ask);
 		return rb_serve_error(&err, reply);
+	}
 	const char *snap = json_string_value(json_object_get(body, "snapshot"));
-	if (snap && (strncmp(snap, "sha256:", 7) != 0 || !rb_artifact_digest_valid(snap)))
+	if (snap && (strncmp(snap, "sha256:", 7) != 0 || !rb_artifact_digest_valid(snap))) {
+		rb_serve_ask_free(&ask);
 		return fail(reply, RB_ERR_INPUT, "request body: $.snapshot: a reference \"sha256:<64 hex>\", not `%s`",
 		            snap);
-	struct sv_session *s = calloc(1, sizeof *s);
-	if (!s)
-		return fail(reply, RB_ERR_INTERNAL, "out of memory");
-	if (json_object_get(body, "env") &&
-	    env_vector(json_object_get(body, "env"), "$.env", &s->env, &s->n_env, &err) < 0) {
-		free(s);
+	}
+	char **env = NULL;
+	size_t n_env = 0;
+	if (json_object_get(body, "env") && env_vector(json_object_get(body, "env"), "$.env", &env, &n_env, &err) < 0) {
+		rb_serve_ask_free(&ask);
 		return rb_serve_error(&err, reply);
 	}
-	if (rb_random_hex(s->id, sizeof s->id) < 0) {
-		free_strv(s->env);
-		free(s);
-		return fail(reply, RB_ERR_INTERNAL, "getrandom failed");
-	}
+	const char *tenant = json_string_value(json_object_get(body, "tenant"));
+	const char *agent = json_string_value(json_object_get(body, "agent"));
+	const char *image = json_string_value(json_object_get(body, "image"));
+	const char *policy = json_string_value(json_object_get(body, "policy"));
+	tenant = tenant ? tenant : "local";
+	agent = agent ? agent : "serve";
+	image = image ? image : "host";
+	policy = policy ? policy : "default";
+
+	struct opening me = {.tenant = tenant};
 	pthread_mutex_lock(&sv->lock);
-	bool refuse = sv->draining || sv->n_sessions + sv->opening >= RB_SERVE_MAX_SESSIONS;
+	unsigned total, of_tenant, st = 0;
+	count_sessions(sv, tenant, &total, &of_tenant);
 	bool draining = sv->draining;
-	if (!refuse)
+	if (!draining)
+		st = rb_serve_quota_check(total, sv->cfg.max_sessions ? sv->cfg.max_sessions : RB_SERVE_MAX_SESSIONS,
+		                          of_tenant, sv->cfg.max_per_tenant, tenant, &err);
+	if (!draining && !st) {
 		sv->opening++;
-	pthread_mutex_unlock(&sv->lock);
-	if (refuse) {
-		free_strv(s->env);
-		free(s);
-		return draining ? fail(reply, RB_ERR_HOST, "runbox serve is stopping: no new sessions")
-		                : fail(reply, RB_ERR_CONFLICT, "too many sessions (at most %d)", RB_SERVE_MAX_SESSIONS);
+		me.next = sv->openings;
+		// cppcheck-suppress autoVariables ; unlinked below, before this call returns
+		sv->openings = &me;
 	}
-	/* Made outside the lock: nobody else can see it before it is listed. */
-	struct rb_run_config cfg = {.image = json_string_value(json_object_get(body, "image")),
-	                            .policy = json_string_value(json_object_get(body, "policy")),
-	                            .state_dir = sv->cfg.state_dir,
-	                            .tenant = json_string_value(json_object_get(body, "tenant")),
-	                            .agent = json_string_value(json_object_get(body, "agent")),
-	                            .net_mode = -1,
-	                            .cancel_fd = -1,
-	                            .factory = sv->cfg.factory,
-	                            .host = sv->cfg.host};
-	if (!cfg.agent)
-		cfg.agent = "serve";
-	bool opened = false, recording = false;
-	int r = rb_run_open(&cfg, &s->run, &err);
+	pthread_mutex_unlock(&sv->lock);
+	if (draining || st) {
+		free_strv(env);
+		rb_serve_ask_free(&ask);
+		if (draining)
+			return fail(reply, RB_ERR_HOST, "runbox serve is stopping: no new sessions");
+		rb_serve_error(&err, reply);
+		return st;
+	}
+
+	/* Made outside the lock: nobody else can see it before it is listed. A create that asks
+	 * for the policy's own limits takes a warm member of its pair when one is ready; it is
+	 * bound to its owner now, and only now holds anything of one. */
+	uint64_t age_ms = 0;
+	struct sv_session *s =
+	    rb_serve_ask_poolable(&ask) ? rb_serve_pool_claim(sv->pool, image, policy, &age_ms) : NULL;
+	bool pooled = s != NULL, opened = pooled, recording = false;
+	int r = 0;
+	if (pooled)
+		r = rb_session_bind(s->s, &(struct rb_session_owner){.tenant = tenant, .agent = agent}, &err);
+	else if (!(s = calloc(1, sizeof *s))) {
+		rb_error_set(&err, ENOMEM, "session");
+		r = -1;
+	} else
+		r = open_cold(sv, s, body, &ask, tenant, agent, &err);
+	if (s) {
+		s->env = env;
+		s->n_env = n_env;
+		s->labels = ask.labels;
+		ask.labels = NULL;
+		s->pooled = pooled;
+		s->lifetime_ms = ask.lifetime_ms;
+		snprintf(s->agent_version, sizeof s->agent_version, "%s", ask.agent_version ? ask.agent_version : "");
+	} else {
+		free_strv(env);
+	}
+	rb_serve_ask_free(&ask);
+	if (r == 0 && rb_random_hex(s->id, sizeof s->id) < 0)
+		r = rb_error_set(&err, errno, "getrandom: session id");
 	if (r == 0) {
 		r = rb_record_open(&s->rec, &s->run, &err);
 		recording = r == 0;
+		s->rec.group = sv->ledger;
+		s->rec.labels = s->labels;
+		s->rec.pooled = pooled;
 	}
 	if (r == 0)
-		r = rb_record_run_start(&s->rec, NULL, NULL, &err);
+		r = rb_record_run_start(&s->rec, s->agent_version[0] ? s->agent_version : NULL, NULL, &err);
+	if (r == 0 && pooled)
+		r = rb_record_pool_claim(&s->rec, image, policy, age_ms, &err);
 	if (r == 0)
 		r = rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err);
-	if (r == 0) {
+	if (r == 0 && !pooled) {
 		r = rb_session_open(&s->run, &s->s, &err);
 		opened = r == 0;
 	}
 	/* Ready before it is listed: file calls need the sandbox's /workspace, and a dispatch
 	 * must not meet init's `ready` as a report. */
-	if (r == 0)
+	if (r == 0 && !pooled)
 		r = rb_session_ready(s->s, &err);
 	pthread_mutex_lock(&sv->lock);
 	sv->opening--;
+	for (struct opening **pp = &sv->openings; *pp; pp = &(*pp)->next)
+		if (*pp == &me) {
+			*pp = me.next;
+			break;
+		}
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
 	if (r == 0 && epoll_ctl(sv->epfd, EPOLL_CTL_ADD, rb_session_fd(s->s), &ev) < 0)
 		r = rb_error_set(&err, errno, "serve: epoll");
@@ -586,39 +745,115 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		sv->sessions = s;
 		sv->n_sessions++;
 		*reply = session_json(s);
-		rb_info("session %s opened: run %s", s->id, s->run.id);
+		rb_info("session %s opened: run %s, init pid %d%s", s->id, s->run.id, (int)s->run.sb.init_pid,
+		        pooled ? ", from the warm pool" : "");
 	}
-	char made[ID_HEX];
-	memcpy(made, s->id, sizeof made); /* s is another thread's to close once listed */
+	char made[ID_HEX] = "";
+	if (r == 0)
+		memcpy(made, s->id, sizeof made); /* s is another thread's to close once listed */
 	pthread_mutex_unlock(&sv->lock);
 	if (r == 0) {
 		wake(sv);
-		return hydrate_new(sv, made, json_string_value(json_object_get(body, "snapshot")), reply);
+		return hydrate_new(sv, made, snap, reply);
 	}
-	unsigned st = rb_serve_error(&err, reply);
-	if (opened)
-		rb_session_close(s->s);
-	if (recording) {
-		struct rb_error e2;
-		if (rb_record_run_end(&s->rec, "failure", &e2) < 0 ||
-		    rb_record_flush(&s->rec, RB_RECORD_DURABLE, &e2) < 0)
-			rb_warn("ledger: %s", e2.msg);
-		rb_record_close(&s->rec);
-	}
-	rb_run_close(&s->run);
-	free_strv(s->env);
-	free(s);
+	st = rb_serve_error(&err, reply);
+	if (s)
+		drop_session(s, opened, recording);
 	return st;
 }
 
-unsigned rb_serve_session_list(struct rb_serve *sv, json_t **reply)
+struct sv_session *rb_serve_member_make(struct rb_serve *sv, const char *image, const char *policy,
+                                        struct rb_error *err)
+{
+	struct sv_session *m = calloc(1, sizeof *m);
+	if (!m) {
+		rb_error_set(err, ENOMEM, "pool member");
+		return NULL;
+	}
+	/* No tenant, agent, token, env, input or label: an unbound run (rb_session_bind). */
+	struct rb_run_config cfg = {.image = image,
+	                            .policy = policy,
+	                            .state_dir = sv->cfg.state_dir,
+	                            .unbound = true,
+	                            .net_mode = -1,
+	                            .cancel_fd = -1,
+	                            .factory = sv->cfg.factory,
+	                            .host = sv->cfg.host};
+	bool opened = false;
+	int r = rb_run_open(&cfg, &m->run, err);
+	if (r == 0) {
+		r = rb_session_open(&m->run, &m->s, err);
+		opened = r == 0;
+	}
+	if (r == 0)
+		r = rb_session_ready(m->s, err);
+	if (r == 0)
+		return m;
+	if (opened)
+		rb_session_close(m->s);
+	rb_run_close(&m->run);
+	free(m);
+	return NULL;
+}
+
+void rb_serve_member_destroy(struct sv_session *m)
+{
+	rb_session_close(m->s);
+	rb_run_close(&m->run);
+	free(m);
+}
+
+bool rb_serve_member_alive(const struct sv_session *m)
+{
+	struct pollfd pfd = {.fd = m->run.sb.pidfd, .events = POLLIN};
+	return !m->run.sb.reaped && m->run.sb.pidfd >= 0 && poll(&pfd, 1, 0) == 0;
+}
+
+unsigned rb_serve_session_list_tenant(struct rb_serve *sv, const char *tenant, json_t **reply)
 {
 	json_t *a = json_array();
 	pthread_mutex_lock(&sv->lock);
 	for (struct sv_session *s = sv->sessions; s; s = s->next)
-		json_array_append_new(a, session_json(s));
+		if (!tenant || !strcmp(s->run.tenant, tenant))
+			json_array_append_new(a, session_json(s));
 	pthread_mutex_unlock(&sv->lock);
 	*reply = json_pack("{s:o}", "sessions", a);
+	return 200;
+}
+
+unsigned rb_serve_session_list(struct rb_serve *sv, json_t **reply)
+{
+	return rb_serve_session_list_tenant(sv, NULL, reply);
+}
+
+int rb_serve_session_tenant(struct rb_serve *sv, const char *sid, char *out, size_t len)
+{
+	pthread_mutex_lock(&sv->lock);
+	const struct sv_session *s = find(sv, sid);
+	if (s)
+		snprintf(out, len, "%s", s->run.tenant);
+	pthread_mutex_unlock(&sv->lock);
+	return s ? 0 : -1;
+}
+
+unsigned rb_serve_stats(struct rb_serve *sv, json_t **reply)
+{
+	struct rb_ledger_group_stats ls;
+	rb_ledger_group_stats(sv->ledger, &ls);
+	pthread_mutex_lock(&sv->lock);
+	json_t *tenants = json_object();
+	for (const struct sv_session *s = sv->sessions; s; s = s->next) {
+		json_t *n = json_object_get(tenants, s->run.tenant);
+		json_object_set_new(tenants, s->run.tenant, json_integer(n ? json_integer_value(n) + 1 : 1));
+	}
+	json_t *pool = rb_serve_pool_json(sv->pool);
+	*reply = json_pack("{s:I, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "sessions",
+	                   (json_int_t)sv->n_sessions, "opening", (json_int_t)sv->opening, "tenants", tenants, "pool",
+	                   pool, "ledger", "commits", (json_int_t)ls.commits, "batches", (json_int_t)ls.batches,
+	                   "events", (json_int_t)ls.events, "failed", (json_int_t)ls.failed, "limits", "max_sessions",
+	                   (json_int_t)(sv->cfg.max_sessions ? sv->cfg.max_sessions : RB_SERVE_MAX_SESSIONS),
+	                   "max_sessions_per_tenant", (json_int_t)sv->cfg.max_per_tenant);
+	pthread_mutex_unlock(&sv->lock);
 	return 200;
 }
 
@@ -722,9 +957,13 @@ int rb_serve_record(struct rb_serve *sv, const char *sid, const char *type, json
 	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
 	if (!s)
 		json_decref(data);
-	else if (rb_record_event(&s->rec, type, data, err) < 0 || rb_record_flush(&s->rec, RB_RECORD_DURABLE, err) < 0)
+	struct rb_ledger_ticket *t = NULL;
+	if (s && (rb_record_event(&s->rec, type, data, err) < 0 || rb_record_submit(&s->rec, &t, err) < 0))
 		r = rb_error_prefix(err, "ledger");
 	pthread_mutex_unlock(&sv->lock);
+	/* Durable before the reply, waited for with no lock held (as rb_serve_record_file). */
+	if (r == 0 && t && rb_ledger_group_wait(t, err) != 0)
+		r = rb_error_prefix(err, "ledger");
 	return r;
 }
 
@@ -733,11 +972,15 @@ int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type,
 {
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
+	struct rb_ledger_ticket *t = NULL;
 	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
-	if (s && (rb_record_file(&s->rec, type, path, size, sha256, err) < 0 ||
-	          rb_record_flush(&s->rec, RB_RECORD_DURABLE, err) < 0))
+	if (s && (rb_record_file(&s->rec, type, path, size, sha256, err) < 0 || rb_record_submit(&s->rec, &t, err) < 0))
 		r = rb_error_prefix(err, "ledger");
 	pthread_mutex_unlock(&sv->lock);
+	/* Durable before the reply, waited for with no lock held: other calls' events share the
+	 * commit. */
+	if (r == 0 && t && rb_ledger_group_wait(t, err) != 0)
+		r = rb_error_prefix(err, "ledger");
 	return r;
 }
 
@@ -816,24 +1059,51 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		rb_error_set(&err, ENOMEM, "the command's record");
 		goto bad;
 	}
+	/* Under the lock: a slot and the step_start, queued for the ledger. Without it: the wait
+	 * for the commit, which concurrent calls share. Under the lock again: the start. */
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
-	unsigned st;
+	struct rb_ledger_ticket *t = NULL;
+	unsigned st = 0, slot = 0;
+	char proc_id[ID_HEX] = "";
 	if (!s) {
 		st = fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
 	} else if (record_ends(s), trim_done(s), s->n_procs >= MAX_PROCS) {
 		st = fail(reply, RB_ERR_CONFLICT, "session %s: at most %d processes in a session's life", s->id,
 		          MAX_PROCS);
 	} else {
+		slot = s->n_procs;
+		struct sv_proc *p = &s->procs[slot];
+		memset(p, 0, sizeof *p);
+		p->step = slot + 1;
+		/* Recorded, durably, before it starts: what ran is never missing from the ledger. */
+		int r = rb_random_hex(proc_id, sizeof proc_id) == 0 ? 0 : rb_error_set(&err, errno, "getrandom");
+		if (r == 0)
+			r = rb_record_step_start(&s->rec, p->step, NULL, script ? "script" : "command", text,
+			                         strlen(text), NULL, NULL, &err);
+		if (r == 0)
+			r = rb_record_submit(&s->rec, &t, &err);
+		if (r < 0)
+			st = rb_serve_error(&err, reply);
+		else
+			s->n_procs++; /* the slot is this call's; no handle in it yet, so no other call sees it */
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (!st && t && rb_ledger_group_wait(t, &err) != 0)
+		st = rb_serve_error(&err, reply);
+	pthread_mutex_lock(&sv->lock);
+	s = st ? NULL : find(sv, sid); /* it may have closed meanwhile */
+	if (!st && !s)
+		st = fail(reply, RB_ERR_NOT_FOUND, "session `%s` closed while its process was recorded", sid);
+	if (s) {
 		size_t ne = 0;
 		char **env = calloc(s->n_env + n_penv + 1, sizeof *env);
 		for (size_t i = 0; env && i < s->n_env; i++)
 			env[ne++] = s->env[i];
 		for (size_t i = 0; env && i < n_penv; i++)
 			env[ne++] = penv[i];
-		struct sv_proc *p = &s->procs[s->n_procs];
-		memset(p, 0, sizeof *p);
-		p->step = s->n_procs + 1;
+		struct sv_proc *p = &s->procs[slot];
+		memcpy(p->id, proc_id, sizeof p->id);
 		struct rb_proc_req req = {.argv = argv,
 		                          .script = script,
 		                          .cwd = cwd,
@@ -841,13 +1111,7 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		                          .timeout_ms = timeout,
 		                          .stdin_pipe = json_is_true(json_object_get(body, "stdin")),
 		                          .keep_chunks = true};
-		/* Recorded, durably, before it starts: what ran is never missing from the ledger. */
-		int r = env && rb_random_hex(p->id, sizeof p->id) == 0 ? 0 : rb_error_set(&err, ENOMEM, "process");
-		if (r == 0)
-			r = rb_record_step_start(&s->rec, p->step, NULL, script ? "script" : "command", text,
-			                         strlen(text), NULL, NULL, &err);
-		if (r == 0)
-			r = rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err);
+		int r = env ? 0 : rb_error_set(&err, ENOMEM, "process");
 		if (r == 0)
 			r = rb_proc_start(s->s, &req, &p->p, &err);
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
@@ -861,7 +1125,6 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		if (r < 0) {
 			st = rb_serve_error(&err, reply);
 		} else {
-			s->n_procs++;
 			s->last_us = now_us();
 			*reply = json_pack("{s:s, s:s}", "id", p->id, "session", s->id);
 			st = 201;

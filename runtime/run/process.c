@@ -742,6 +742,9 @@ int rb_proc_start(struct rb_session *s, const struct rb_proc_req *req, struct rb
 	*out = NULL;
 	if (s->dead || run->sb.reaped)
 		return rb_error_set(err, 0, "the sandbox is gone");
+	if (run->unbound)
+		return rb_error_setk(err, RB_ERR_CONFLICT, 0,
+		                     "run %s: no process before the session is bound (rb_session_bind)", run->id);
 	struct rb_proc *p = proc_new(s, req);
 	if (!p)
 		return rb_error_set(err, ENOMEM, "process");

@@ -19,10 +19,48 @@ const char *rb_record_outcome(const struct rb_step_result *res)
 	}
 }
 
+int rb_record_submit(struct rb_record *rec, struct rb_ledger_ticket **t, struct rb_error *err)
+{
+	*t = NULL;
+	if (!rec->group)
+		return rb_error_setk(err, RB_ERR_INTERNAL, 0, "run %s: a record without a ledger group", rec->run->id);
+	if (!rec->n_pending)
+		return 0;
+	/* The run's first commit carries the instance check, as rb_record_flush's does. */
+	const char *instance = rec->committed > 0 ? NULL : rec->run->instance;
+	if (rb_ledger_group_submit(rec->group, rec->run->id, instance, rec->run->tenant, rec->run->agent, rec->pending,
+	                           rec->n_pending, t, err) < 0)
+		return -1;
+	rec->committed += (int64_t)rec->n_pending;
+	for (size_t i = 0; i < rec->n_pending; i++)
+		json_decref(rec->pending[i].data);
+	rec->n_pending = 0;
+	return 0;
+}
+
+static int flush_group(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err)
+{
+	struct rb_ledger_ticket *t = NULL;
+	if (rb_record_submit(rec, &t, err) < 0)
+		return -1;
+	if (!t)
+		return 0;
+	if (how != RB_RECORD_DURABLE) {
+		rb_ledger_group_detach(t);
+		return 0;
+	}
+	int r = rb_ledger_group_wait(t, err);
+	if (r == RB_LEDGER_TAKEN)
+		rec->taken = true;
+	return r == 0 ? 0 : -1;
+}
+
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err)
 {
 	if (!rec->n_pending)
 		return 0;
+	if (rec->group)
+		return flush_group(rec, how == RB_RECORD_DEFERRED ? RB_RECORD_DURABLE : how, err);
 	/* Usually opened already, while init built the root (prepare), which hid the
 	 * milliseconds it takes; else here, and a failure there is met again here. */
 	if (!rec->ledger && rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, err) < 0)
@@ -112,7 +150,7 @@ static void prepare(void *ctx)
 {
 	struct rb_record *rec = ctx;
 	struct rb_error err;
-	if (!rec->ledger)
+	if (!rec->ledger && !rec->group)
 		rb_ledger_open(rec->run->paths.state_dir, &rec->ledger, &err);
 }
 
@@ -153,6 +191,8 @@ int rb_record_run_start(struct rb_record *rec, const char *agent_version, const 
 	                      run->spec.net_mode == RB_NET_GATEWAY ? "gateway" : "none", "instance", run->instance);
 	if (d && rec->labels)
 		json_object_set(d, "labels", rec->labels);
+	if (d && rec->pooled)
+		json_object_set_new(d, "pooled", json_true());
 	return append(rec, "run_start", d, err);
 }
 
@@ -269,6 +309,14 @@ int rb_record_file(struct rb_record *rec, const char *type, const char *path, ui
 int rb_record_event(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err)
 {
 	return append(rec, type, data, err);
+}
+
+int rb_record_pool_claim(struct rb_record *rec, const char *image, const char *policy, uint64_t age_ms,
+                         struct rb_error *err)
+{
+	return append(rec, "pool_claim",
+	              json_pack("{s:s, s:s, s:I}", "image", image, "policy", policy, "age_ms", (json_int_t)age_ms),
+	              err);
 }
 
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "runtime/run/harvest.h"
+#include "ledger/group.h"
 #include "ledger/ledger.h"
 #include "runtime/run/run.h"
 
@@ -49,6 +50,10 @@ struct rb_record {
 	bool taken;            /* the ledger refused the run id: another run has it */
 	bool sync_pending;     /* a RB_RECORD_DEFERRED commit awaits rb_record_sync */
 	json_t *labels;        /* --label's {"K": "V"} for run_start, or NULL; not owned */
+	/* A daemon's group commit (ledger/group.h), or NULL: the record then opens no ledger of
+	 * its own, and its commits go through the group's one connection. Not owned. */
+	struct rb_ledger_group *group;
+	bool pooled; /* the sandbox came from a warm pool (runbox serve): run_start says so */
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */
@@ -73,8 +78,17 @@ int rb_record_file(struct rb_record *rec, const char *type, const char *path, ui
 /* Another call of a session (runbox serve's fs_mkdir, fs_remove, snapshot, ...): data is taken
  * (decref'd whatever happens). */
 int rb_record_event(struct rb_record *rec, const char *type, json_t *data, struct rb_error *err);
+/* A warm pool member was claimed for the run (runbox serve): its pair and how long it waited. */
+int rb_record_pool_claim(struct rb_record *rec, const char *image, const char *policy, uint64_t age_ms,
+                         struct rb_error *err);
 int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error *err);
+/* With a group, RB_RECORD_DURABLE waits for the group's commit; the others queue the events
+ * without waiting (rb_ledger_group_detach). */
 int rb_record_flush(struct rb_record *rec, enum rb_record_commit how, struct rb_error *err);
+/* With a group: moves what is pending into a ticket of the group, for the caller to wait for
+ * (rb_ledger_group_wait) once it let go of its own locks; *t is NULL when nothing is pending.
+ * The events count as committed from here: a failed wait is the caller's to report. */
+int rb_record_submit(struct rb_record *rec, struct rb_ledger_ticket **t, struct rb_error *err);
 /* Makes a RB_RECORD_DEFERRED commit durable (waits for the disk); 0 when none is pending. */
 int rb_record_sync(struct rb_record *rec, struct rb_error *err);
 /* Flushes what is pending (and syncs a deferred commit) and closes. If that commit fails,

@@ -291,8 +291,11 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	char dir[sizeof run->dir];
 	if (snprintf(dir, sizeof dir, "%s/%s", run->paths.run_dir, run->id) >= (int)sizeof dir)
 		return rb_error_set(err, ENAMETOOLONG, "run directory");
-	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->tenant ? cfg->tenant : "local");
-	snprintf(run->agent, sizeof run->agent, "%s", cfg->agent ? cfg->agent : "cli");
+	/* An unbound run (a pool member) has no owner yet: its state file names none, and a gc
+	 * of it records an abandoned run of nobody. */
+	run->unbound = cfg->unbound;
+	snprintf(run->tenant, sizeof run->tenant, "%s", cfg->unbound ? "" : cfg->tenant ? cfg->tenant : "local");
+	snprintf(run->agent, sizeof run->agent, "%s", cfg->unbound ? "" : cfg->agent ? cfg->agent : "cli");
 	/* The state file comes before anything of the run exists, and is rewritten as the run
 	 * makes more (its cgroup, its sandbox) and removed last: whatever a runbox killed at any
 	 * point left, gc finds through it. Made only where none exists, it claims the run id. */
@@ -398,6 +401,40 @@ static int check_enforced(const struct rb_run *run, struct rb_error *err)
 	return 0;
 }
 
+/* The run token (gateway mode) for run->tenant and run->agent, and the gateway's grants. */
+static int issue_token(struct rb_run *run, struct rb_error *err)
+{
+	if (run->spec.net_mode != RB_NET_GATEWAY)
+		return 0;
+	/* The token key enters this process's memory only now, and never the factory's:
+	 * init is a copy of the factory (forked before any key), and every step is
+	 * init's, so no copy of it ever exists in the sandbox. The token dies with
+	 * the run: it expires at the run's deadline, and the endpoint that accepts it is
+	 * stopped when the run ends. */
+	uint8_t master[RB_TOKEN_KEY_LEN];
+	size_t master_len = sizeof master;
+	int r = rb_token_key_load_or_create(run->paths.state_dir, master, &master_len, err);
+	/* The run's tokens, and its endpoint, use this instance's key only: a token of an
+	 * earlier run with the same id is worthless here. */
+	if (r == 0)
+		r = rb_token_run_key(master, master_len, run->id, run->instance, run->token_key, err);
+	explicit_bzero(master, sizeof master);
+	if (r < 0)
+		return -1;
+	run->token_keylen = RB_TOKEN_KEY_LEN;
+	int64_t expires = (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
+	if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, run->instance, expires,
+	                   run->token, sizeof run->token, err) < 0)
+		return -1;
+	run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
+	run->gw.host = run->paths.host; /* where its binary is found (RUNBOX_DATA_DIR) */
+	run->gw.grants = run->policy.connectors;
+	run->gw.n_grants = run->policy.n_connectors;
+	run->gw.proxy = run->policy.proxy;
+	run->gw.n_proxy = run->policy.n_proxy;
+	return 0;
+}
+
 /* The sandbox up to init's root build: the cgroup, the spawner (init is cloned and released),
  * the cgroup joined and the network ruled, the ledger opened, the run token, the state file.
  * init builds the root meanwhile; await_ready waits for it. */
@@ -420,35 +457,9 @@ static int begin(struct rb_run *run, struct rb_error *err)
 	run->started = true; /* from here on, stopping the run kills this sandbox */
 	if (run->ledger.prepare)
 		run->ledger.prepare(run->ledger.ctx);
-	if (run->spec.net_mode == RB_NET_GATEWAY) {
-		/* The token key enters this process's memory only now, and never the factory's:
-		 * init is a copy of the factory (forked before any key), and every step is
-		 * init's, so no copy of it ever exists in the sandbox. The token dies with
-		 * the run: it expires at the run's deadline, and the endpoint that accepts it is
-		 * stopped when the run ends. */
-		uint8_t master[RB_TOKEN_KEY_LEN];
-		size_t master_len = sizeof master;
-		int r = rb_token_key_load_or_create(run->paths.state_dir, master, &master_len, err);
-		/* The run's tokens, and its endpoint, use this instance's key only: a token of an
-		 * earlier run with the same id is worthless here. */
-		if (r == 0)
-			r = rb_token_run_key(master, master_len, run->id, run->instance, run->token_key, err);
-		explicit_bzero(master, sizeof master);
-		if (r < 0)
-			return -1;
-		run->token_keylen = RB_TOKEN_KEY_LEN;
-		int64_t expires =
-		    (int64_t)time(NULL) + (int64_t)((run->timeout_ms ? run->timeout_ms : 86400000) / 1000) + 60;
-		if (rb_token_issue(run->token_key, run->token_keylen, run->tenant, run->agent, run->id, run->instance,
-		                   expires, run->token, sizeof run->token, err) < 0)
-			return -1;
-		run->gw.conf_path = run->gateway_config[0] ? run->gateway_config : NULL;
-		run->gw.host = run->paths.host; /* where its binary is found (RUNBOX_DATA_DIR) */
-		run->gw.grants = run->policy.connectors;
-		run->gw.n_grants = run->policy.n_connectors;
-		run->gw.proxy = run->policy.proxy;
-		run->gw.n_proxy = run->policy.n_proxy;
-	}
+	/* A pool member gets its token when it is bound to its owner (rb_run_bind). */
+	if (!run->unbound && issue_token(run, err) < 0)
+		return -1;
 	run->state_saved = false; /* and init */
 	if (rb_run_save_state(run, err) < 0)
 		return -1;
@@ -476,6 +487,24 @@ static int start_phase(struct rb_run *run, int (*phase)(struct rb_run *, struct 
 		return -1;
 	}
 	return 0;
+}
+
+int rb_run_bind(struct rb_run *run, const char *tenant, const char *agent, struct rb_error *err)
+{
+	if (!run->unbound)
+		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "run %s: bound to its owner already", run->id);
+	if (!tenant || !*tenant || strlen(tenant) >= sizeof run->tenant || !agent || !*agent ||
+	    strlen(agent) >= sizeof run->agent)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "run %s: a tenant and an agent, each at most %zu bytes",
+		                     run->id, sizeof run->tenant - 1);
+	snprintf(run->tenant, sizeof run->tenant, "%s", tenant);
+	snprintf(run->agent, sizeof run->agent, "%s", agent);
+	run->unbound = false;
+	/* Before the sandbox began, begin() issues the token as for any run. */
+	if (run->begun && issue_token(run, err) < 0)
+		return -1;
+	run->state_saved = false; /* it names the owner now */
+	return rb_run_save_state(run, err);
 }
 
 int rb_run_begin(struct rb_run *run, struct rb_error *err)

@@ -52,6 +52,10 @@ struct rb_run_config {
 	/* The host's environment the run's places (XDG_*, RUNBOX_*) and its policy's env.pass are
 	 * read from (common/host.h); outlives the run. NULL: an empty one. */
 	const struct rb_host *host;
+	/* A sandbox made ahead of its run's owner (runbox serve's warm pool): no tenant, agent or
+	 * run token until rb_session_bind (runtime/run/session.h) gives them; tenant and agent
+	 * above are ignored. */
+	bool unbound;
 };
 
 struct rb_session;
@@ -167,6 +171,7 @@ struct rb_run {
 	 * runbox kill"), "" otherwise; its run_end event says it. */
 	struct rb_control *control;
 	char end_reason[64];
+	bool unbound;               /* rb_run_config.unbound, until rb_session_bind */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */

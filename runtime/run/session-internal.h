@@ -123,6 +123,9 @@ void rb_proc_notify(struct rb_proc *p);
 
 /* The run's steps the session takes (run.c). */
 int rb_run_begin(struct rb_run *run, struct rb_error *err);
+/* Gives an unbound run (rb_run_config.unbound) its tenant and agent, and in gateway mode the
+ * run token they are written into; once. */
+int rb_run_bind(struct rb_run *run, const char *tenant, const char *agent, struct rb_error *err);
 int rb_run_await_ready(struct rb_run *run, struct rb_error *err);
 int rb_run_save_state(struct rb_run *run, struct rb_error *err);
 void rb_run_kill_sandbox(struct rb_run *run);

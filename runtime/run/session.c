@@ -333,6 +333,13 @@ static void session_free(struct rb_session *s, bool reap)
 	free(s);
 }
 
+int rb_session_bind(struct rb_session *s, const struct rb_session_owner *owner, struct rb_error *err)
+{
+	if (s->next_id != 1)
+		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "run %s: bound after a process started", s->run->id);
+	return rb_run_bind(s->run, owner->tenant, owner->agent, err);
+}
+
 int rb_session_ready(struct rb_session *s, struct rb_error *err)
 {
 	return rb_run_await_ready(s->run, err);

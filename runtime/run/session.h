@@ -68,6 +68,16 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 /* Waits until the sandbox's root is built (init said `ready`), as the first rb_proc_start
  * would; then rb_session_dispatch may run before any process. Returns 0, or -1 with err. */
 int rb_session_ready(struct rb_session *s, struct rb_error *err);
+/* A session opened on an unbound run (rb_run_config.unbound: a sandbox made before its owner
+ * was known, as runbox serve's warm pool makes them) holds nothing of an owner: no tenant, no
+ * agent, no run token, no process. Binding gives it its owner, once, before its first process;
+ * the token (gateway mode) is issued now, for them. Returns 0, or -1 with err (already bound,
+ * a process started, a field too long). */
+struct rb_session_owner {
+	const char *tenant;
+	const char *agent;
+};
+int rb_session_bind(struct rb_session *s, const struct rb_session_owner *owner, struct rb_error *err);
 /* An epoll fd, readable when something of the session needs rb_session_dispatch. */
 int rb_session_fd(const struct rb_session *s);
 /* Handles what is ready (output, init's reports, deadlines, the cancel, the gateway), waiting
@@ -79,6 +89,7 @@ void rb_session_close(struct rb_session *s);
 
 /* Starts a process. Returns 0 with *out (also when it could not start: its result then says
  * why, as SETUP_FAILED or EXEC_FAILED), or -1 for runbox's own failure. */
+/* On an unbound session it fails (RB_ERR_CONFLICT): a process never runs without an owner. */
 int rb_proc_start(struct rb_session *s, const struct rb_proc_req *req, struct rb_proc **out, struct rb_error *err);
 /* An eventfd, readable when the process has new output or has ended (rb_proc_read clears it). */
 int rb_proc_fd(const struct rb_proc *p);

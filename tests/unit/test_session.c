@@ -55,6 +55,28 @@ static int setup(void **state)
 	return 0;
 }
 
+/* The fixture's run made unbound, as runbox serve's warm pool makes its members. */
+static int setup_unbound(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	snprintf(f->dir, sizeof f->dir, "/tmp/rb-test-session-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(chmod(f->dir, 0711), 0);
+	char cwd[4096];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	setenv("RUNBOX_DATA_DIR", cwd, 0);
+	struct rb_run_config cfg = {
+	    .state_dir = f->dir, .net_mode = -1, .factory = &factory, .tenant = "ignored", .unbound = true};
+	struct rb_error err = {0};
+	if (rb_run_open(&cfg, &f->run, &err) < 0)
+		fail_msg("rb_run_open: %s", err.msg);
+	if (rb_session_open(&f->run, &f->s, &err) < 0)
+		fail_msg("rb_session_open: %s", err.msg);
+	*state = f;
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -432,6 +454,43 @@ static void ready_then_dispatch_before_a_process(void **state)
 	rb_proc_free(p);
 }
 
+/* An unbound session's sandbox comes up with no owner and no token, and runs nothing; bound,
+ * it has its owner, its token (gateway mode: the default policy's) issued for them, and runs
+ * a process that sees it. A second bind is refused (the control: the first was taken). */
+static void unbound_until_bound(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_error err = {0};
+	if (rb_session_ready(f->s, &err) < 0)
+		fail_msg("rb_session_ready: %s", err.msg);
+	assert_string_equal(f->run.tenant, "");
+	assert_string_equal(f->run.agent, "");
+	assert_string_equal(f->run.token, "");
+	struct rb_proc_req req = {.script = "echo ran", .keep_chunks = true};
+	struct rb_proc *p = NULL;
+	assert_int_equal(rb_proc_start(f->s, &req, &p, &err), -1);
+	assert_null(p);
+	assert_int_equal(rb_error_kind_of(&err), RB_ERR_CONFLICT);
+
+	struct rb_session_owner owner = {.tenant = "tenant-x", .agent = "agent-y"};
+	if (rb_session_bind(f->s, &owner, &err) < 0)
+		fail_msg("rb_session_bind: %s", err.msg);
+	assert_string_equal(f->run.tenant, "tenant-x");
+	assert_string_equal(f->run.agent, "agent-y");
+	bool gateway = f->run.spec.net_mode == RB_NET_GATEWAY;
+	assert_true(gateway == (f->run.token[0] != '\0'));
+	struct rb_session_owner other = {.tenant = "tenant-z", .agent = "agent-z"};
+	assert_int_equal(rb_session_bind(f->s, &other, &err), -1);
+	assert_non_null(strstr(err.msg, "bound to its owner already"));
+	assert_string_equal(f->run.tenant, "tenant-x");
+	p = start(f, "printf '%s' \"$RUNBOX_TOKEN\" | wc -c", 0, false);
+	wait_done(p, 20000);
+	char out[256], err_text[256];
+	collect(p, out, sizeof out, err_text, sizeof err_text);
+	assert_int_equal(atoi(out), gateway ? (int)strlen(f->run.token) : 0);
+	rb_proc_free(p);
+}
+
 static int stop_factory(void **state)
 {
 	(void)state;
@@ -451,6 +510,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(close_kills_what_is_left, setup, teardown),
 	    cmocka_unit_test_setup_teardown(freed_before_start_is_killed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(ready_then_dispatch_before_a_process, setup, teardown),
+	    cmocka_unit_test_setup_teardown(unbound_until_bound, setup_unbound, teardown),
 	};
 	return cmocka_run_group_tests(tests, start_factory, stop_factory);
 }
