@@ -414,7 +414,7 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 		return -1;
 	}
 	struct rb_paths paths;
-	if (rb_paths_init(&paths, cfg->state_dir, err) < 0 ||
+	if (rb_paths_init(&paths, cfg->host, cfg->state_dir, err) < 0 ||
 	    rb_ledger_group_open(paths.state_dir, &sv->ledger, err) < 0) {
 		rb_serve_free(sv);
 		return -1;
