@@ -190,15 +190,20 @@ int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const
 	return 0;
 }
 
-int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, bool *found, struct rb_error *err)
+int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, const char *tenant, bool *found,
+                             struct rb_error *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	if (sqlite3_prepare_v2(l->db,
 	                       "SELECT 1 FROM events WHERE type = 'snapshot' AND instr(data, ?1) > 0"
-	                       " AND json_extract(data, '$.digest') = ?1 LIMIT 1",
+	                       " AND json_extract(data, '$.digest') = ?1 AND (?2 IS NULL OR tenant = ?2) LIMIT 1",
 	                       -1, &s, NULL) != SQLITE_OK)
 		return db_error(l, err, "look up a snapshot");
 	sqlite3_bind_text(s, 1, digest, -1, SQLITE_STATIC);
+	if (tenant)
+		sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 2);
 	int rc = sqlite3_step(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_error(l, err, "look up a snapshot");

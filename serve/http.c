@@ -233,7 +233,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 	if (n == 2 && !strcmp(seg[0], "snapshots")) {
 		if (!get)
 			return error(reply, 405, "/v1/snapshots/REF: GET");
-		return rb_serve_snapshot_open(sv, seg[1], &u->raw_fd, &u->raw_len, reply);
+		return rb_serve_snapshot_open(sv, seg[1], u->tenant, &u->raw_fd, &u->raw_len, reply);
 	}
 	if (n == 1 && !strcmp(seg[0], "stats")) {
 		if (u->tenant)

@@ -81,6 +81,7 @@ struct rb_serve_fs {
 	gid_t gid;
 	bool as_ids;
 	char state_dir[4096]; /* runbox's state (the artifact store) */
+	char tenant[128];     /* the session's tenant: a snapshot it hydrates must be its tenant's */
 };
 int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *fs, struct rb_error *err);
 void rb_serve_fs_release(struct rb_serve_fs *fs);
@@ -136,8 +137,10 @@ unsigned rb_serve_fs_rename_json(struct rb_serve *sv, const char *sid, const jso
 /* -> {ref: "sha256:<hex>", size, members, bytes, skipped_links}; a `snapshot` event. A link
  * whose target leaves /workspace is not kept (a hydrate refuses one): skipped_links names them. */
 unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply);
-/* The object of a snapshot (one a `snapshot` event names) opened for reading. */
-unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, uint64_t *size, json_t **reply);
+/* The object of a snapshot (one a `snapshot` event names; with tenant, one of that tenant's
+ * sessions took) opened for reading. */
+unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, const char *tenant, int *fd, uint64_t *size,
+                                json_t **reply);
 /* What a hydrate takes at most; 0 (or more than the defaults above) is the default. */
 struct rb_serve_hydrate_bounds {
 	uint64_t members, bytes_out, bytes_in;

@@ -933,6 +933,7 @@ int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *f
 	if (r == 0) {
 		fs->as_ids = rb_run_sandbox_root_ids(&s->run, &fs->uid, &fs->gid);
 		snprintf(fs->state_dir, sizeof fs->state_dir, "%s", s->run.paths.state_dir);
+		snprintf(fs->tenant, sizeof fs->tenant, "%s", s->run.tenant);
 		s->last_us = now_us();
 	}
 	pthread_mutex_unlock(&sv->lock);

@@ -371,14 +371,16 @@ static int ref_ok(const char *ref, struct rb_error *err)
 }
 
 /* Opens the snapshot object of ref, which a snapshot event must name (never another object of
- * the store). */
-static int open_snapshot(const char *state_dir, const char *ref, uint64_t *size, struct rb_error *err)
+ * the store), of tenant's sessions when tenant is given: a reference is no capability, so one
+ * tenant's snapshot never restores into, nor is read by, another's (404, as for none). */
+static int open_snapshot(const char *state_dir, const char *ref, const char *tenant, uint64_t *size,
+                         struct rb_error *err)
 {
 	if (ref_ok(ref, err) < 0)
 		return -1;
 	struct rb_ledger *l = NULL;
 	bool known = false;
-	int r = rb_ledger_open(state_dir, &l, err) < 0 ? -1 : rb_ledger_snapshot_known(l, ref, &known, err);
+	int r = rb_ledger_open(state_dir, &l, err) < 0 ? -1 : rb_ledger_snapshot_known(l, ref, tenant, &known, err);
 	if (l)
 		rb_ledger_close(l);
 	if (r < 0)
@@ -402,13 +404,14 @@ static int open_snapshot(const char *state_dir, const char *ref, uint64_t *size,
 	return fd;
 }
 
-unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, int *fd, uint64_t *size, json_t **reply)
+unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, const char *tenant, int *fd, uint64_t *size,
+                                json_t **reply)
 {
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, rb_serve_host(sv), rb_serve_state_dir(sv), &err) < 0 ||
-	    (*fd = open_snapshot(paths.state_dir, ref, size, &err)) < 0)
+	    (*fd = open_snapshot(paths.state_dir, ref, tenant, size, &err)) < 0)
 		return rb_serve_error(&err, reply);
 	return 200;
 }
@@ -723,7 +726,7 @@ unsigned rb_serve_hydrate_ref(struct rb_serve *sv, const char *sid, const char *
 	if (rb_serve_sandbox(sv, sid, &fs, &err) < 0)
 		return rb_serve_error(&err, reply);
 	uint64_t size = 0;
-	_cleanup_close_ int fd = open_snapshot(fs.state_dir, ref, &size, &err);
+	_cleanup_close_ int fd = open_snapshot(fs.state_dir, ref, fs.tenant, &size, &err);
 	rb_serve_fs_release(&fs);
 	if (fd < 0)
 		return rb_serve_error(&err, reply);

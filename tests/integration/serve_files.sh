@@ -269,6 +269,21 @@ api POST /v1/sessions '{"image": "minimal", "snapshot": "sha256:0000000000000000
 a=$ST
 api GET "/v1/snapshots/sha256:0000000000000000000000000000000000000000000000000000000000000000"
 if [ "$a" = 404 ] && [ "$ST" = 404 ]; then ok "an unknown snapshot is a 404 (create and GET)"; else not_ok "an unknown snapshot is a 404" "create $a, get $ST"; fi
+# A reference is no capability: another tenant's session cannot restore it (404, as for none);
+# control: a session of the snapshot's own tenant can.
+api GET "/v1/sessions/$S"
+own=$(jv 'r["tenant"]')
+api POST /v1/sessions "{\"image\": \"minimal\", \"tenant\": \"other-$MARK\", \"snapshot\": \"$REF\"}"
+a=$ST
+ar=$R
+api POST /v1/sessions "{\"image\": \"minimal\", \"tenant\": \"$own\", \"snapshot\": \"$REF\"}"
+b=$ST
+S3=$(jv 'r["id"]')
+[ -n "$S3" ] && api DELETE "/v1/sessions/$S3"
+run_rbx session ls --socket "$SOCK"
+if [ -n "$own" ] && [ "$a" = 404 ] && [ "$b" = 201 ] && [[ "$OUT" != *"other-$MARK"* ]]; then
+	ok "another tenant's session cannot restore a snapshot by its ref (404, no session left); control: its own tenant's can"
+else not_ok "a snapshot is its tenant's" "other tenant $a ($ar), own tenant '$own' $b, sessions: $OUT"; fi
 
 # --- runbox cp -------------------------------------------------------------------------------
 printf 'cp-%s\n' "$MARK" >"$T/scratch/cpin"
