@@ -33,7 +33,9 @@ struct fixture {
 	struct rb_session *s;
 };
 
-static int setup(void **state)
+/* The fixture's run, bound (as runbox run's) or unbound (as runbox serve's warm pool makes its
+ * members: tenant is then ignored until rb_session_bind). */
+static int open_fixture(void **state, bool unbound)
 {
 	struct fixture *f = calloc(1, sizeof *f);
 	assert_non_null(f);
@@ -45,7 +47,12 @@ static int setup(void **state)
 	assert_non_null(getcwd(cwd, sizeof cwd));
 	setenv("RUNBOX_DATA_DIR", cwd, 0);
 	host.env = environ; /* the library reads the environment it is given, no other */
-	struct rb_run_config cfg = {.state_dir = f->dir, .net_mode = -1, .factory = &factory, .host = &host};
+	struct rb_run_config cfg = {.state_dir = f->dir,
+	                            .net_mode = -1,
+	                            .factory = &factory,
+	                            .host = &host,
+	                            .tenant = unbound ? "ignored" : NULL,
+	                            .unbound = unbound};
 	struct rb_error err = {0};
 	if (rb_run_open(&cfg, &f->run, &err) < 0)
 		fail_msg("rb_run_open: %s", err.msg);
@@ -55,26 +62,14 @@ static int setup(void **state)
 	return 0;
 }
 
-/* The fixture's run made unbound, as runbox serve's warm pool makes its members. */
+static int setup(void **state)
+{
+	return open_fixture(state, false);
+}
+
 static int setup_unbound(void **state)
 {
-	struct fixture *f = calloc(1, sizeof *f);
-	assert_non_null(f);
-	snprintf(f->dir, sizeof f->dir, "/tmp/rb-test-session-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_equal(chmod(f->dir, 0711), 0);
-	char cwd[4096];
-	assert_non_null(getcwd(cwd, sizeof cwd));
-	setenv("RUNBOX_DATA_DIR", cwd, 0);
-	struct rb_run_config cfg = {
-	    .state_dir = f->dir, .net_mode = -1, .factory = &factory, .tenant = "ignored", .unbound = true};
-	struct rb_error err = {0};
-	if (rb_run_open(&cfg, &f->run, &err) < 0)
-		fail_msg("rb_run_open: %s", err.msg);
-	if (rb_session_open(&f->run, &f->s, &err) < 0)
-		fail_msg("rb_session_open: %s", err.msg);
-	*state = f;
-	return 0;
+	return open_fixture(state, true);
 }
 
 static int teardown(void **state)
