@@ -742,7 +742,13 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 		for (char *c = host; *c; c++)
 			*c = (char)tolower((unsigned char)*c);
 		snprintf(hp, sizeof hp, "%s:%s", host, port);
-		rb_gw_decide_proxy(ctx->proxy, ctx->n_proxy, host, (unsigned)strtoul(port, NULL, 10), &v);
+		struct rb_gw_request rq = {.door = RB_GW_DOOR_PROXY,
+		                           .method = method,
+		                           .host = host,
+		                           .port = (unsigned)strtoul(port, NULL, 10),
+		                           .proxy = ctx->proxy,
+		                           .n_proxy = ctx->n_proxy};
+		rb_gw_decide(&rq, &v);
 	}
 	curl_free(host);
 	curl_free(port);

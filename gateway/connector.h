@@ -52,7 +52,7 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
                                      const char *method, const char *body, size_t body_len, uint64_t t0_us);
 
 /* The installing proxy's door: an absolute-form request (url "http://host[:port]/..."),
- * checked by rb_gw_decide_proxy and the address rules, forwarded without credentials and
+ * checked by rb_gw_decide and the address rules, forwarded without credentials and
  * unscrubbed (there is no secret on this door), streamed back. */
 enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *body, size_t body_len, uint64_t t0_us);

@@ -515,6 +515,8 @@ json_t *rb_run_step_env(const struct rb_run *run)
 		if (pol->n_proxy) {
 			json_array_append_new(env, json_string("NO_PROXY=127.0.0.1,::1"));
 			json_array_append_new(env, json_string("no_proxy=127.0.0.1,::1"));
+			json_array_append_new(env,
+			                      json_string("NODE_USE_ENV_PROXY=1")); /* node >= 24 reads them then */
 		}
 	}
 	for (unsigned i = 0; i < pol->n_env_set; i++)
