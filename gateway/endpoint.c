@@ -24,6 +24,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/connector.h"
+#include "gateway/dns.h"
 #include "gateway/ratelimit.h"
 #include "gateway/tunnel.h"
 
@@ -46,7 +47,8 @@ struct rb_gateway {
 	pthread_mutex_t door_lock;
 	pthread_cond_t door_done;
 	struct rb_gw_tunnel_env tenv;
-	uint64_t requests; /* updated with __atomic builtins from the daemons' threads */
+	struct rb_gw_dns *dns; /* the DNS stub's thread, when served */
+	uint64_t requests;     /* updated with __atomic builtins from the daemons' threads */
 	uint64_t unauthorized;
 	uint64_t rate_limited;
 	uint64_t refused;
@@ -416,6 +418,11 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 		rb_gateway_stop(gw);
 		return -1;
 	}
+	if (cfg->serve_dns && rb_gw_dns_start(&gw->ctx, cfg->dns_fd, gw->stop_fd, &gw->dns) < 0) {
+		rb_error_set(err, errno, "gateway: DNS stub on fd %d", cfg->dns_fd);
+		rb_gateway_stop(gw);
+		return -1;
+	}
 	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
 		/* A dup: the gateway closes its own at stop; the caller's stays for its owner. */
 		gw->listen[i] = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
@@ -466,6 +473,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	}
 	for (unsigned i = 0; i < gw->n; i++)
 		pthread_join(gw->acceptors[i], NULL);
+	rb_gw_dns_stop(gw->dns);
 	pthread_mutex_lock(&gw->door_lock);
 	while (gw->doors)
 		pthread_cond_wait(&gw->door_done, &gw->door_lock);

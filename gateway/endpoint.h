@@ -7,6 +7,7 @@
 #define RB_GATEWAY_ENDPOINT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,7 +36,9 @@ struct rb_gateway_config {
 	unsigned n_grants;
 	const char *const *proxy; /* the policy's network.proxy (must outlive the gateway) */
 	unsigned n_proxy;
-	int event_fd; /* each call's record, one JSON line ({"call": {...}}); -1: none */
+	int event_fd;   /* each call's record, one JSON line ({"call": {...}}); -1: none */
+	bool serve_dns; /* dns_fd is the sandbox's 127.0.0.1:53 UDP socket: serve the stub there (taken) */
+	int dns_fd;
 };
 
 /* What one run's endpoint knows: enough to answer any request without other state. */

@@ -3,7 +3,7 @@
  * a run that never calls the gateway: the runner starts this on the first connection.
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
  * "gateway_config": path or null (the default places), "connectors": [granted names],
- * "proxy": [the policy's network.proxy]}, read to
+ * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket)}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. */
@@ -110,7 +110,9 @@ int main(void)
 	                               .n_grants = n_grants,
 	                               .proxy = proxy,
 	                               .n_proxy = n_proxy,
-	                               .event_fd = STDOUT_FILENO};
+	                               .event_fd = STDOUT_FILENO,
+	                               .serve_dns = json_is_integer(json_object_get(cfg, "dns_fd")),
+	                               .dns_fd = (int)json_integer_value(json_object_get(cfg, "dns_fd"))};
 	struct rb_gateway *gw = NULL;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", err.msg);

@@ -580,6 +580,17 @@ static void gateway_calls(struct rb_run *run, struct rb_step_result *res)
 			         json_string_value(json_object_get(c, "error")) ?: "",
 			         json_string_value(json_object_get(c, "hint")) ?: "");
 	}
+	/* Lookups the DNS stub refused are said by name, whatever was refused first. */
+	json_t *dns = rb_gwproc_dns_names(res->gateway_calls, 4);
+	size_t j;
+	json_t *name;
+	json_array_foreach(dns, j, name)
+	{
+		size_t len = strlen(res->gateway_hint);
+		snprintf(res->gateway_hint + len, sizeof res->gateway_hint - len, "%s%s",
+		         j ? ", " : "; DNS refused: ", json_string_value(name));
+	}
+	json_decref(dns);
 }
 
 int rb_run_step(struct rb_run *run, char *const argv[], int (*sink)(void *ctx, const struct rb_chunk *chunk),
