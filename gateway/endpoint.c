@@ -48,6 +48,7 @@ struct rb_gateway {
 	pthread_cond_t door_done;
 	struct rb_gw_tunnel_env tenv;
 	struct rb_gw_dns *dns; /* the DNS stub's thread, when served */
+	struct rb_idem idem;   /* the run's idempotency keys and held calls */
 	uint64_t requests;     /* updated with __atomic builtins from the daemons' threads */
 	uint64_t unauthorized;
 	uint64_t rate_limited;
@@ -177,11 +178,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rb_gw_record(&gw->ctx, ev);
 			return rb_gw_respond_json(conn, st, body);
 		}
-		json_decref(body);
+		_cleanup_json_ json_t *who = body;
 		if (rq->too_big)
 			return rb_gw_deny(&gw->ctx, conn, 413, "connector", NULL, method, "body", NULL,
 			                  "request body over 1 MiB", "send a smaller body", rq->t0);
-		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len, rq->t0);
+		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len,
+		                            json_string_value(json_object_get(who, "tenant")),
+		                            json_string_value(json_object_get(who, "agent")), rq->t0);
 	}
 	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
 	if (status == 401)
@@ -384,8 +387,16 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .event_lock = &gw->event_lock,
 	                             .refused = &gw->refused,
 	                             .proxy = cfg->proxy,
-	                             .n_proxy = cfg->n_proxy};
+	                             .n_proxy = cfg->n_proxy,
+	                             .idem = &gw->idem,
+	                             .approvals = cfg->approvals,
+	                             .n_approvals = cfg->n_approvals,
+	                             .approvals_dir = cfg->approvals_dir,
+	                             .run_id = gw->scope.run_id,
+	                             .stop_fd = -1};
+	rb_idem_init(&gw->idem);
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
+		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
 		return -1;
@@ -393,6 +404,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
 	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
 	gw->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	gw->ctx.stop_fd = gw->stop_fd;
 	pthread_mutex_init(&gw->door_lock, NULL);
 	pthread_cond_init(&gw->door_done, NULL);
 	for (unsigned i = 0; i < RB_GATEWAY_MAX_FDS; i++)
@@ -487,6 +499,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 		close(gw->stop_fd);
 	pthread_mutex_destroy(&gw->door_lock);
 	pthread_cond_destroy(&gw->door_done);
+	rb_idem_destroy(&gw->idem);
 	rb_ratelimit_destroy(&gw->rate);
 	rb_gw_secrets_free(&gw->ctx);
 	pthread_mutex_destroy(&gw->event_lock);

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/token.h"
 #include "gateway/config.h"
+#include "policy/policy.h"
 
 #define RB_GATEWAY_MAX_FDS 4
 #define RB_GATEWAY_KEY_MAX 64
@@ -38,6 +39,11 @@ struct rb_gateway_config {
 	unsigned n_proxy;
 	int event_fd;   /* each call's record, one JSON line ({"call": {...}}); -1: none */
 	bool serve_dns; /* dns_fd is the sandbox's 127.0.0.1:53 UDP socket: serve the stub there (taken) */
+	/* The policy's network.approval (must outlive the gateway) and where held calls'
+	 * requests and decisions are (gateway/approval.h); NULL: held calls are denied. */
+	const struct rb_policy_approval *approvals;
+	unsigned n_approvals;
+	const char *approvals_dir;
 	int dns_fd;
 };
 

@@ -3,7 +3,8 @@
  * a run that never calls the gateway: the runner starts this on the first connection.
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
  * "gateway_config": path or null (the default places), "connectors": [granted names],
- * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket)}, read to
+ * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket),
+ * "approval": [{"connector", "methods", "timeout_s"}], "approvals_dir": path or null}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. */
@@ -89,6 +90,25 @@ int main(void)
 		if (n_proxy < RB_GWCONF_MAX_PROXY && json_is_string(v))
 			proxy[n_proxy++] = json_string_value(v);
 	}
+	struct rb_policy_approval approvals[RB_POLICY_MAX_APPROVALS];
+	unsigned n_approvals = 0;
+	json_array_foreach(json_object_get(cfg, "approval"), i, v)
+	{
+		if (n_approvals == RB_POLICY_MAX_APPROVALS)
+			break;
+		struct rb_policy_approval *a = &approvals[n_approvals++];
+		memset(a, 0, sizeof *a);
+		snprintf(a->connector, sizeof a->connector, "%s",
+		         json_string_value(json_object_get(v, "connector")) ?: "");
+		a->timeout_s = (unsigned)json_integer_value(json_object_get(v, "timeout_s"));
+		size_t j;
+		json_t *m;
+		json_array_foreach(json_object_get(v, "methods"), j, m)
+		{
+			if (a->n_methods < 8 && json_is_string(m))
+				snprintf(a->methods[a->n_methods++], sizeof a->methods[0], "%s", json_string_value(m));
+		}
+	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
 	if (!conf || rb_paths_init(&paths, NULL, &err) < 0 ||
@@ -111,6 +131,9 @@ int main(void)
 	                               .proxy = proxy,
 	                               .n_proxy = n_proxy,
 	                               .event_fd = STDOUT_FILENO,
+	                               .approvals = approvals,
+	                               .n_approvals = n_approvals,
+	                               .approvals_dir = json_string_value(json_object_get(cfg, "approvals_dir")),
 	                               .serve_dns = json_is_integer(json_object_get(cfg, "dns_fd")),
 	                               .dns_fd = (int)json_integer_value(json_object_get(cfg, "dns_fd"))};
 	struct rb_gateway *gw = NULL;

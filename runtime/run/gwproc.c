@@ -219,6 +219,21 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	                        "connectors", grants, "proxy", proxy);
 	if (cfg && dns_fd >= 0)
 		json_object_set_new(cfg, "dns_fd", json_integer(FIRST_LISTEN_FD + (int)n_fds + 1));
+	json_t *approval = json_array();
+	for (unsigned i = 0; i < gw->n_approvals; i++) {
+		const struct rb_policy_approval *a = &gw->approvals[i];
+		json_t *m = json_array();
+		for (unsigned k = 0; k < a->n_methods; k++)
+			json_array_append_new(m, json_string(a->methods[k]));
+		json_array_append_new(approval, json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m,
+		                                          "timeout_s", (json_int_t)a->timeout_s));
+	}
+	json_object_set_new(cfg, "approval", approval);
+	if (gw->run_dir && gw->run_dir[0]) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s/approvals", gw->run_dir);
+		json_object_set_new(cfg, "approvals_dir", json_string(dir));
+	}
 	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	memset(hex, 0, sizeof hex);
@@ -372,7 +387,10 @@ json_t *rb_gwproc_dns_names(const json_t *calls, size_t max)
 		if (!door || strcmp(door, "dns") != 0 || !name || json_array_size(names) >= max)
 			continue;
 		bool dup = false;
-		json_array_foreach(names, j, seen) dup = dup || !strcmp(json_string_value(seen), name);
+		json_array_foreach(names, j, seen)
+		{
+			dup = dup || !strcmp(json_string_value(seen), name);
+		}
 		if (!dup)
 			json_array_append_new(names, json_string(name));
 	}

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "policy/policy.h"
 #include "runtime/sandbox/cgroup.h"
 
 /* How long a started gateway may take to say it serves; past it, it is killed. */
@@ -33,8 +34,11 @@ struct rb_gwproc {
 	unsigned n_grants;
 	char *const *proxy; /* the policy's network.proxy */
 	unsigned n_proxy;
-	json_t *calls; /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
-	char *line;    /* a record's start, read before its newline */
+	const struct rb_policy_approval *approvals; /* the policy's network.approval */
+	unsigned n_approvals;
+	const char *run_dir; /* the run's live directory: held calls live in its approvals/ */
+	json_t *calls;       /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
+	char *line;          /* a record's start, read before its newline */
 	size_t line_len;
 };
 

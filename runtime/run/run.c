@@ -443,6 +443,9 @@ static int begin(struct rb_run *run, struct rb_error *err)
 		run->gw.n_grants = run->policy.n_connectors;
 		run->gw.proxy = run->policy.proxy;
 		run->gw.n_proxy = run->policy.n_proxy;
+		run->gw.approvals = run->policy.approvals;
+		run->gw.n_approvals = run->policy.n_approvals;
+		run->gw.run_dir = run->dir;
 	}
 	run->state_saved = false; /* and init */
 	if (rb_run_save_state(run, err) < 0)
