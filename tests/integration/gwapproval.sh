@@ -44,11 +44,12 @@ policy_variant default "$T/pol1.json" gwapproval1 \
 
 # hits CASE: requests the upstream got for ?case=CASE.
 hits() { grep -c "case=$1\"" "$T/up.log"; }
-# held_run POLICY CASE KEY: the held client in a step, in the background; the result in $T/held.out.
+# held_run POLICY CASE KEY [LINGER]: the held client in a step, in the background; the result in
+# $T/held.out. The client retries 1.5 s after its first call.
 held_run() {
 	rbx_cmd run --image host --json --policy "$1" --gateway-config "$T/gw.json" --timeout 90s \
 		--input "$FIX/held.py:/workspace/in/held.py" -- \
-		/usr/bin/python3 /workspace/in/held.py "/v1/connectors/pay/v1/pay?case=$2" "$3" "amount=42"
+		/usr/bin/python3 /workspace/in/held.py "/v1/connectors/pay/v1/pay?case=$2" "$3" "amount=42" "${4:-0}"
 	"${RBX_CMD[@]}" </dev/null >"$T/held.out" 2>"$T/held.err" &
 	BG=$!
 }
@@ -60,6 +61,7 @@ pending() {
 		sleep 0.1
 	done
 	cp "$T/out" "$T/pending.json"
+	sleep 3 # the client's retry (1.5 s after its call) meets the call while it is held
 }
 # got KEY: the held client's [status, body, replayed] for first, during or after.
 got() { "$PY" -c 'import json,sys; print(json.dumps(json.loads(json.load(open(sys.argv[1]))["stdout"])[sys.argv[2]]))' "$T/held.out" "$1" 2>/dev/null; }
@@ -95,9 +97,6 @@ case "$(got during)" in '[409, '*held\ for\ approval*) ok "its retry while held 
 case "$(got after)" in '[200, "reached /v1/pay", "true"]') ok "its retry after approval gets the single result, replayed" ;;
 *) not_ok "the retry after approval replays the result" "$(got after)" ;; esac
 [ "$(hits apr)" = 1 ] && ok "the upstream got the held POST exactly once (0 before approve)" || not_ok "the upstream got the held POST once" "$(hits apr) hits"
-run_rbx approve "$ID"
-case $RC$ERR in 125*"already decided"*) ok "a second decision on the same call is refused" ;;
-*) not_ok "a second decision is refused" "exit $RC: $(first_line "$ERR")" ;; esac
 n=$("$PY" - "$STATE/ledger.db" "$ID" <<'PYEOF'
 import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -111,10 +110,13 @@ PYEOF
 
 # ---------------------------------------------------------------------------------------
 # 2. Held, then denied; and held until the rule's timeout.
-held_run "$T/pol.json" deny -
+held_run "$T/pol.json" deny - 15
 pending
 ID=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["id"])' "$T/pending.json" 2>/dev/null)
 run_rbx deny "$ID"
+run_rbx approve "$ID" # the run lingers: the call is still there, decided
+case $RC$ERR in 125*"already decided: denied"*) ok "a second decision on the same call is refused, naming the first" ;;
+*) not_ok "a second decision is refused" "exit $RC: $(first_line "$ERR")" ;; esac
 wait "$BG"
 BG=""
 case "$(got first)" in '[403, '*'"rule": "approval"'*|'[403, '*'\"rule\":\"approval\"'*) ok "runbox deny gives the held POST a 403 (rule approval)" ;;
@@ -156,3 +158,15 @@ set -- $(st)
 	not_ok "control: POSTs without a key each reach the upstream" "${6:-} ${7:-}, hits $(hits nokey)"
 [ "${8:-}" = 200 ] && [ "$(hits get)" = 1 ] && ok "control: a GET on the held connector (the rule names POST) is not held" ||
 	not_ok "control: a GET the rule does not name is not held" "${8:-}, hits $(hits get)"
+
+# ---------------------------------------------------------------------------------------
+# 4. The policy's shape: errors named by JSON path; control: the test's policy validates.
+policy_variant default "$T/bad1.json" bad1 "p['network'] = {'mode': 'none', 'approval': [{'connector': 'pay', 'methods': ['POST']}]}"
+policy_variant default "$T/bad2.json" bad2 "p['network'] = {'mode': 'gateway', 'approval': [{'connector': 'pay', 'methods': 'POST'}]}"
+policy_variant default "$T/bad3.json" bad3 "p['network'] = {'mode': 'gateway', 'approval': [{'connector': 'pay', 'methods': ['POST'], 'timeout_s': 0}]}"
+for i in 1 2 3; do run_rbx policy validate "$T/bad$i.json"; cp "$T/err" "$T/bad$i.err"; cat "$T/out" >>"$T/bad$i.err"; done
+grep -q 'network.approval.*gateway' "$T/bad1.err" && grep -q 'network.approval\[0\].methods' "$T/bad2.err" &&
+	grep -q 'network.approval\[0\].timeout_s' "$T/bad3.err" && ok "bad approval rules are refused, named by JSON path" ||
+	not_ok "bad approval rules are refused by path" "$(cat "$T"/bad*.err | head -c 300)"
+run_rbx policy validate "$T/pol.json"
+[ "$RC" = 0 ] && ok "control: the test's policy with approval rules validates" || not_ok "control: the approval policy validates" "$(first_line "$ERR$OUT")"
