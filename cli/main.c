@@ -18,6 +18,7 @@ static void usage(FILE *f)
 	      "  ledger runs|show|query|verify|export   the tamper-evident record of every run\n"
 	      "  ps | kill RUN | gc [--retention DUR] [--dry-run]\n"
 	      "                                 live runs, stop one, clean up after a crash, old artifacts\n"
+	      "  approve [ID] | deny ID         connector calls held for approval: list, release, refuse\n"
 	      "  policy validate FILE | show NAME\n"
 	      "  image import|ls|inspect|rm|tag  the image store: trees by digest, names for them\n"
 	      "  artifact ls RUN | get DIGEST|RUN:PATH | inspect DIGEST   a run's files, back out of the store\n"
