@@ -161,6 +161,12 @@ bench:
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
 
+# The gateway's added latency and calls/s per connector call, and CONNECT against tinyproxy
+# (bench/gateway.sh, which installs tinyproxy when missing); not in make test.
+.PHONY: bench-gateway
+bench-gateway: runbox-gateway
+	@bench/gateway.sh
+
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub
 bench-scrub:

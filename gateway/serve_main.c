@@ -4,7 +4,8 @@
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
  * "gateway_config": path or null (the default places), "connectors": [granted names],
  * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket),
- * "approval": [{"connector", "methods", "timeout_s"}], "approvals_dir": path or null}, read to
+ * "approval": [{"connector", "methods", "timeout_s"}], "approvals_dir": path or null, "rate" and
+ * "burst" (requests per second and at once; absent: RB_GATEWAY_RATE, RB_GATEWAY_BURST)}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. */
@@ -131,6 +132,8 @@ int main(void)
 	                               .proxy = proxy,
 	                               .n_proxy = n_proxy,
 	                               .event_fd = STDOUT_FILENO,
+	                               .rate = (uint64_t)json_integer_value(json_object_get(cfg, "rate")),
+	                               .burst = (uint64_t)json_integer_value(json_object_get(cfg, "burst")),
 	                               .approvals = approvals,
 	                               .n_approvals = n_approvals,
 	                               .approvals_dir = json_string_value(json_object_get(cfg, "approvals_dir")),
