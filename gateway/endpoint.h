@@ -1,5 +1,6 @@
 /* The gateway endpoint: HTTP on listening sockets the runner opened inside the sandbox's netns
- * (libmicrohttpd, one daemon and thread per socket), served from the host side. The handler
+ * (an acceptor per socket; CONNECT to gateway/tunnel.c, the rest to one libmicrohttpd daemon), served
+ * from the host side; and the DNS stub's socket (gateway/dns.h). The handler
  * takes everything it needs (token key, expected run) from its scope, never from the process,
  * so the full broker (`runbox gateway serve`, receiving the sockets over a unix socket) can
  * take the sockets over with the same code. */
