@@ -26,6 +26,9 @@ int rb_cmd_gc(int argc, char **argv);
 int rb_cmd_image(int argc, char **argv);
 int rb_cmd_artifact(int argc, char **argv);
 int rb_cmd_logs(int argc, char **argv);
+/* `runbox approve [ID]`, `runbox deny ID`: held connector calls (cli/cmd_approve.c). */
+int rb_cmd_approve(int argc, char **argv);
+int rb_cmd_deny(int argc, char **argv);
 /* `runbox serve` (execs runbox-serve), and its clients over the socket (cli/cmd_serve.c). */
 int rb_cmd_serve(int argc, char **argv);
 int rb_cmd_session(int argc, char **argv);

@@ -116,9 +116,27 @@ static int parse_route(const struct rb_jsonck *c, const char *path, const json_t
 	return 0;
 }
 
+/* An optional positive integer at obj.key, 1..max; *out keeps its default when absent. */
+static int get_uint(const struct rb_jsonck *c, const char *parent, const json_t *obj, const char *key, unsigned max,
+                    unsigned *out)
+{
+	const json_t *v = json_object_get(obj, key);
+	char p[400];
+	rb_jsonck_join(p, sizeof p, parent, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return rb_jsonck_expected(c, p, "an integer", v);
+	if (json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)max)
+		return rb_jsonck_bad(c, p, "1..%u", max);
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
 static int parse_connector(const struct rb_jsonck *c, const char *name, const json_t *v, struct rb_gw_connector *k)
 {
 	static const char *const keys[] = {"url", "credential", "inject", "routes", NULL};
+	static const char *const all_keys[] = {"url", "credential", "inject", "routes", "timeout_s", NULL};
 	char path[300], p[340];
 	snprintf(path, sizeof path, "connectors.%s", name);
 	if (!name_ok(name) || !*name || strlen(name) >= sizeof k->name)
@@ -126,7 +144,10 @@ static int parse_connector(const struct rb_jsonck *c, const char *name, const js
 	snprintf(k->name, sizeof k->name, "%s", name);
 	if (!json_is_object(v))
 		return rb_jsonck_expected(c, path, "an object", v);
-	if (rb_jsonck_keys(c, path, v, keys) < 0)
+	if (rb_jsonck_keys(c, path, v, all_keys) < 0)
+		return -1;
+	k->timeout_s = RB_GWCONF_TIMEOUT_S;
+	if (get_uint(c, path, v, "timeout_s", 86400, &k->timeout_s) < 0)
 		return -1;
 	for (unsigned i = 0; keys[i]; i++)
 		if (!json_object_get(v, keys[i])) {
@@ -231,9 +252,22 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
 	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
 		return -1;
-	static const char *const keys[] = {"connectors", "private_upstreams", NULL};
+	static const char *const keys[] = {"connectors", "private_upstreams", "tunnel", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;
+	out->tunnel =
+	    (struct rb_gw_tunnel_limits){RB_GWCONF_TUNNEL_IDLE_S, RB_GWCONF_TUNNEL_MAX_S, RB_GWCONF_TUNNEL_MAX_MIB};
+	const json_t *tu = json_object_get(root, "tunnel");
+	if (tu) {
+		static const char *const tkeys[] = {"idle_s", "max_s", "max_mib", NULL};
+		if (!json_is_object(tu))
+			return rb_jsonck_expected(&c, "tunnel", "an object {\"idle_s\", \"max_s\", \"max_mib\"}", tu);
+		if (rb_jsonck_keys(&c, "tunnel", tu, tkeys) < 0 ||
+		    get_uint(&c, "tunnel", tu, "idle_s", 86400, &out->tunnel.idle_s) < 0 ||
+		    get_uint(&c, "tunnel", tu, "max_s", 7 * 86400, &out->tunnel.max_s) < 0 ||
+		    get_uint(&c, "tunnel", tu, "max_mib", 1u << 20, &out->tunnel.max_mib) < 0)
+			return -1;
+	}
 	const json_t *cs = json_object_get(root, "connectors");
 	if (cs) {
 		if (!json_is_object(cs))
@@ -280,6 +314,8 @@ int rb_gwconf_load(const char *path, const struct rb_paths *paths, struct rb_gwc
 	}
 	if (!found[0]) {
 		memset(out, 0, sizeof *out);
+		out->tunnel = (struct rb_gw_tunnel_limits){RB_GWCONF_TUNNEL_IDLE_S, RB_GWCONF_TUNNEL_MAX_S,
+		                                           RB_GWCONF_TUNNEL_MAX_MIB};
 		return 0;
 	}
 	_cleanup_free_ char *text = NULL;

@@ -38,6 +38,17 @@ struct rb_gw_connector {
 	char inject_name[128]; /* the header or query parameter (RB_INJECT_HEADER, RB_INJECT_QUERY) */
 	struct rb_gw_route routes[RB_GWCONF_MAX_ROUTES];
 	unsigned n_routes;
+	unsigned timeout_s; /* "timeout_s": the whole upstream call's bound (RB_GWCONF_TIMEOUT_S) */
+};
+
+#define RB_GWCONF_TIMEOUT_S      300u
+#define RB_GWCONF_TUNNEL_IDLE_S  60u   /* a CONNECT tunnel with no byte either way this long ends */
+#define RB_GWCONF_TUNNEL_MAX_S   3600u /* a tunnel's whole life */
+#define RB_GWCONF_TUNNEL_MAX_MIB 4096u /* bytes both ways together, in MiB */
+
+/* "tunnel": {"idle_s", "max_s", "max_mib"}: the bounds of each CONNECT tunnel. */
+struct rb_gw_tunnel_limits {
+	unsigned idle_s, max_s, max_mib;
 };
 
 /* About 200 KiB: allocate it. */
@@ -47,6 +58,7 @@ struct rb_gwconf {
 	unsigned n_connectors;
 	char private_upstreams[RB_GWCONF_MAX_LIST][64]; /* addresses, as written ("127.0.0.1", "::1") */
 	unsigned n_private;
+	struct rb_gw_tunnel_limits tunnel; /* defaults filled in when absent */
 };
 
 /* Parses text (from origin, for messages) into *out. Unknown keys and wrong types are errors

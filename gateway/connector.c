@@ -21,6 +21,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "gateway/approval.h"
 #include "gateway/decide.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
@@ -190,7 +191,12 @@ struct fwd {
 	char host[300];
 	const char *route;
 	char errbuf[CURL_ERROR_SIZE];
+	struct rb_idem_entry *idem; /* the key this call holds, or NULL */
+	json_t *approval;           /* the approval's record, when it was held */
 };
+
+static bool resp_dropped(const char *name);
+static bool value_ok(const char *v);
 
 static bool send_all(int fd, const char *p, size_t n)
 {
@@ -241,6 +247,47 @@ static size_t on_header(char *p, size_t size, size_t n, void *cls)
 	return len;
 }
 
+/* The answer as the client gets it, kept for a retry with the same key (up to
+ * RB_IDEM_BODY_MAX; past it the key's retries get 409). Only this call's producer writes. */
+static void keep(struct fwd *f, const char *p, size_t n)
+{
+	struct rb_idem_entry *e = f->idem;
+	if (!e || e->too_big || !n)
+		return;
+	char *b = e->len + n <= RB_IDEM_BODY_MAX ? realloc(e->body, e->len + n) : NULL;
+	if (!b) {
+		e->too_big = true;
+		return;
+	}
+	memcpy(b + e->len, p, n);
+	e->body = b;
+	e->len += n;
+}
+
+/* The head as the client gets it: hop-by-hop dropped, scrubbed; NULL on the proxy door. */
+static json_t *client_headers(const struct fwd *f)
+{
+	json_t *out = json_array();
+	size_t i;
+	json_t *h;
+	json_array_foreach(f->resp_headers, i, h)
+	{
+		const char *hn = json_string_value(json_array_get(h, 0)), *hv = json_string_value(json_array_get(h, 1));
+		if (!hn || !hv || resp_dropped(hn) || !value_ok(hn) || !value_ok(hv))
+			continue;
+		struct rb_buf_out sn = {0}, sv = {0};
+		struct rb_error err;
+		if (!f->sec)
+			json_array_append_new(out, json_pack("[s, s]", hn, hv));
+		else if (rb_scrub_buffer(f->sec->scrub, hn, strlen(hn), &sn, NULL, &err) == 0 &&
+		         rb_scrub_buffer(f->sec->scrub, hv, strlen(hv), &sv, NULL, &err) == 0)
+			json_array_append_new(out, json_pack("[s, s]", sn.data, sv.data));
+		free(sn.data);
+		free(sv.data);
+	}
+	return out;
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *cls)
 {
 	struct fwd *f = cls;
@@ -255,6 +302,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 	struct rb_error err;
 	if (rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0)
 		return 0; /* nothing unscrubbed leaves: the transfer ends */
+	keep(f, out.data, out.len);
 	bool ok = send_all(f->sp[1], out.data, out.len);
 	f->bytes_down += out.len;
 	free(out.data);
@@ -291,7 +339,9 @@ static void *produce(void *cls)
 	if (whole && !headless && f->ss) {
 		struct rb_buf_out out = {0};
 		struct rb_error err;
-		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0 && send_all(f->sp[1], out.data, out.len);
+		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0;
+		keep(f, out.data, out.len);
+		whole = whole && send_all(f->sp[1], out.data, out.len);
 		f->bytes_down += out.len;
 		free(out.data);
 	}
@@ -305,6 +355,16 @@ static void *produce(void *cls)
 	if (!whole) {
 		json_object_set_new(ev, "error", json_string(curl_error(f)));
 		__atomic_store_n(&f->failed, true, __ATOMIC_RELEASE);
+	}
+	if (f->approval)
+		json_object_set(ev, "approval", f->approval);
+	/* The key's state before the client sees the end: a retry after the answer replays it;
+	 * one that was sent and lost is never sent again. */
+	if (f->idem && !headless) {
+		f->idem->status = (unsigned)f->status;
+		f->idem->headers = client_headers(f);
+		rb_idem_set(f->ctx->idem, f->idem, whole ? RB_IDEM_DONE : RB_IDEM_UNKNOWN);
+		json_object_set_new(ev, "idempotency", json_string(whole ? "recorded" : "unknown"));
 	}
 	/* Recorded before the client sees the end: a step that got its answer finds its call in
 	 * the record when it ends. */
@@ -332,6 +392,7 @@ static void fwd_free(void *cls)
 	curl_slist_free_all(f->hdrs);
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
+	json_decref(f->approval);
 	rb_scrub_stream_free(f->ss);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -432,6 +493,8 @@ static void q_append(struct query_walk *w, const char *s)
 		}
 		w->q = q, w->cap = cap;
 	}
+	if (!w->q)
+		return;
 	memcpy(w->q + w->len, s, n + 1);
 	w->len += n;
 }
@@ -541,6 +604,8 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	if (f->conn) /* the connector's whole-call bound: past it the outcome is unknown */
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)f->conn->timeout_s);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, f->hdrs);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, f);
@@ -576,9 +641,18 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		char e[400], host[sizeof f->host];
 		snprintf(e, sizeof e, "upstream: %s", curl_error(f));
 		snprintf(host, sizeof host, "%s", f->host);
+		/* Never connected: nothing was sent, a retry may send. Else it may have arrived. */
+		bool lost = f->idem && f->rc != CURLE_COULDNT_CONNECT && f->rc != CURLE_COULDNT_RESOLVE_HOST;
+		if (f->idem)
+			lost ? rb_idem_set(ctx->idem, f->idem, RB_IDEM_UNKNOWN) : rb_idem_forget(ctx->idem, f->idem);
+		json_t *approval = json_incref(f->approval);
 		fwd_free(f);
 		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);
 		json_object_set_new(ev, "error", json_string(e));
+		if (approval)
+			json_object_set_new(ev, "approval", approval);
+		if (lost)
+			json_object_set_new(ev, "idempotency", json_string("unknown"));
 		rb_gw_record(ctx, ev);
 		return rb_gw_respond_json(mc, 502,
 		                          json_pack("{s:s, s:s, s:s, s:s}", "error", e, "rule", "upstream", "host",
@@ -613,8 +687,136 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	return ret;
 }
 
+static enum MHD_Result replay(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const struct rb_idem_entry *e,
+                              const char *name, const char *method, const char *route, const char *host, uint64_t t0_us)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(e->len, e->body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	size_t i;
+	json_t *h;
+	json_array_foreach(e->headers, i, h)
+	{
+		MHD_add_response_header(r, json_string_value(json_array_get(h, 0)),
+		                        json_string_value(json_array_get(h, 1)));
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(r, "Idempotent-Replayed", "true");
+	json_t *ev = record_new("connector", name, method, e->status, route, host, t0_us);
+	json_object_set_new(ev, "route", json_string(route));
+	json_object_set_new(ev, "idempotency", json_string("replayed"));
+	json_object_set_new(ev, "bytes_down", json_integer((json_int_t)e->len));
+	rb_gw_record(ctx, ev);
+	enum MHD_Result ret = MHD_queue_response(mc, e->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* An Idempotency-Key: 1..255 visible ASCII bytes. */
+static bool key_ok(const char *k)
+{
+	size_t n = strlen(k);
+	for (const char *p = k; *p; p++)
+		if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+			return false;
+	return n > 0 && n <= 255;
+}
+
+/* The key's claim, or the answer to a retry; *out set when this call owns the key. */
+static enum MHD_Result claim_key(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *name,
+                                 const char *method, const char *ikey, const char *digest, bool held, const char *route,
+                                 const char *host, uint64_t t0_us, struct rb_idem_entry **out, bool *answered)
+{
+	char key[65];
+	const char *parts[3] = {name, ikey ? "key" : "digest", ikey ? ikey : digest};
+	size_t lens[3] = {strlen(parts[0]), strlen(parts[1]), strlen(parts[2])};
+	rb_idem_hash(parts, lens, 3, key);
+	struct rb_idem_entry *e;
+	*answered = true;
+	char err[300];
+	switch (rb_idem_claim(ctx->idem, key, digest, held ? RB_IDEM_PENDING : RB_IDEM_IN_FLIGHT, &e)) {
+	case RB_IDEM_NEW:
+		*out = e;
+		*answered = false;
+		return MHD_YES;
+	case RB_IDEM_REPLAY: return replay(ctx, mc, e, name, method, route, host, t0_us);
+	case RB_IDEM_MISMATCH:
+		return rb_gw_deny(ctx, mc, 422, "connector", name, method, "idempotency", host,
+		                  "this Idempotency-Key was used with another request",
+		                  "use a new key for a different request", t0_us);
+	case RB_IDEM_BUSY:
+		snprintf(err, sizeof err, "the first call with this key is %s%s%s",
+		         e->approval[0] ? "held for approval " : "still in flight", e->approval, "");
+		return rb_gw_deny(ctx, mc, 409, "connector", name, method, "idempotency", host, err,
+		                  e->approval[0] ? "wait for `runbox approve` and retry with the same key"
+		                                 : "retry with the same key once the first call answered",
+		                  t0_us);
+	case RB_IDEM_REFUSED:
+		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "approval", host,
+		                  "the first call with this key was denied approval",
+		                  "a denied call stays denied; ask for approval again with a new key", t0_us);
+	case RB_IDEM_LOST:
+		return rb_gw_deny(ctx, mc, 409, "connector", name, method, "idempotency", host,
+		                  e->too_big ? "the first call's answer was too large to keep for a retry"
+		                             : "the first call with this key was sent and its outcome is unknown",
+		                  "it is never sent again: check the upstream, then use a new key", t0_us);
+	case RB_IDEM_FULL: break;
+	}
+	return rb_gw_deny(ctx, mc, 429, "connector", name, method, "idempotency", host,
+	                  "the run holds too many idempotency keys", "reuse keys or finish the run", t0_us);
+}
+
+/* Holds the call until `runbox approve` (1), or answers the denial (0). */
+static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, struct fwd *f,
+                const struct rb_policy_approval *rule, const char *name, const char *method, const char *path,
+                const char *digest, const char *tenant, const char *agent, const char *uhost, enum MHD_Result *ret)
+{
+	char id[24], why[300], eff[400];
+	rb_gw_approval_id(id);
+	snprintf(f->idem->approval, sizeof f->idem->approval, "%s", id);
+	snprintf(eff, sizeof eff, "%s %s%s", method, name, path);
+	char result[300];
+	snprintf(result, sizeof result, "allowed by route %s; held by network.approval for %s", f->route, method);
+	json_t *req =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", id, "run",
+	              ctx->run_id ? ctx->run_id : "", "connector", name, "method", method, "effect", eff, "args_digest",
+	              digest, "target", uhost, "tenant", tenant ? tenant : "", "agent", agent ? agent : "",
+	              "policy_result", result, "credential_scope", name, "created", (json_int_t)time(NULL), "expires",
+	              (json_int_t)time(NULL) + (json_int_t)rule->timeout_s);
+	json_t *ev = record_new("connector", name, method, 202, f->route, uhost, f->t0);
+	json_object_set_new(ev, "approval", json_pack("{s:O, s:s}", "request", req, "state", "requested"));
+	rb_gw_record(ctx, ev);
+	int d = ctx->approvals_dir
+	            ? rb_gw_approval_wait(ctx->approvals_dir, id, req, rule->timeout_s, ctx->stop_fd, why, sizeof why)
+	            : -2;
+	if (!ctx->approvals_dir)
+		snprintf(why, sizeof why, "the gateway has no approvals directory");
+	json_decref(req);
+	const char *state = d == 1 ? "approved" : d == 0 ? "denied" : d == -1 ? "expired" : "error";
+	f->approval = json_pack("{s:s, s:s}", "id", id, "state", state);
+	if (d == 1) {
+		rb_idem_set(ctx->idem, f->idem, RB_IDEM_IN_FLIGHT);
+		return 1;
+	}
+	rb_idem_set(ctx->idem, f->idem, RB_IDEM_DENIED);
+	__atomic_add_fetch(ctx->refused, 1, __ATOMIC_RELAXED);
+	char e[400];
+	snprintf(e, sizeof e, "%s %s%s was held for approval %s: %s", method, name, path, id, why);
+	ev = record_new("connector", name, method, 403, "approval", uhost, f->t0);
+	json_object_set_new(ev, "refused", json_true());
+	json_object_set_new(ev, "error", json_string(e));
+	json_object_set_new(ev, "hint", json_string("the call needs `runbox approve ID` on the host"));
+	json_object_set(ev, "approval", f->approval);
+	rb_gw_record(ctx, ev);
+	*ret = rb_gw_respond_json(mc, 403,
+	                          json_pack("{s:s, s:s, s:s, s:s, s:s}", "error", e, "rule", "approval", "host", uhost,
+	                                    "hint", "the call needs `runbox approve ID` on the host", "approval", id));
+	return 0;
+}
+
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
-                                     const char *method, const char *body, size_t body_len, uint64_t t0_us)
+                                     const char *method, const char *body, size_t body_len, const char *tenant,
+                                     const char *agent, uint64_t t0_us)
 {
 	char name[RB_GWCONF_NAME_MAX];
 	const char *slash = strchr(rest, '/');
@@ -680,6 +882,38 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 		                  "send header values without CR, LF or control bytes", t0_us);
 	}
 	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, &qw);
+	/* Idempotency and approval, before the credential joins the query: the request's digest
+	 * (method, normalized path, query, body) is what a retry must repeat. */
+	const char *ikey = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Idempotency-Key");
+	const struct rb_policy_approval *rule = rb_gw_approval_rule(ctx->approvals, ctx->n_approvals, name, method);
+	char digest[65];
+	const char *dparts[4] = {method, v.path, qw.q ? qw.q : "", body ? body : ""};
+	size_t dlens[4] = {strlen(method), strlen(v.path), qw.q ? qw.len : 0, body ? body_len : 0};
+	rb_idem_hash(dparts, dlens, 4, digest);
+	if ((ikey || rule) && ctx->idem) {
+		char host[sizeof f->host];
+		snprintf(host, sizeof host, "%s", f->host);
+		if (ikey && !key_ok(ikey)) {
+			free(qw.q);
+			fwd_free(f);
+			return rb_gw_deny(ctx, mc, 400, "connector", name, method, "idempotency", host,
+			                  "Idempotency-Key is 1..255 visible ASCII bytes", "send a shorter, plain key",
+			                  t0_us);
+		}
+		bool answered;
+		enum MHD_Result ret = claim_key(ctx, mc, name, method, ikey, digest, rule != NULL, v.route, host, t0_us,
+		                                &f->idem, &answered);
+		if (answered) {
+			free(qw.q);
+			fwd_free(f);
+			return ret;
+		}
+		if (rule && !hold(ctx, mc, f, rule, name, method, v.path, digest, tenant, agent, host, &ret)) {
+			free(qw.q);
+			fwd_free(f);
+			return ret;
+		}
+	}
 	if (v.conn->inject == RB_INJECT_QUERY) {
 		char *enc = curl_easy_escape(NULL, sec->value, (int)sec->len);
 		q_append(&qw, qw.len ? "&" : "?");
@@ -742,7 +976,13 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 		for (char *c = host; *c; c++)
 			*c = (char)tolower((unsigned char)*c);
 		snprintf(hp, sizeof hp, "%s:%s", host, port);
-		rb_gw_decide_proxy(ctx->proxy, ctx->n_proxy, host, (unsigned)strtoul(port, NULL, 10), &v);
+		struct rb_gw_request rq = {.door = RB_GW_DOOR_PROXY,
+		                           .method = method,
+		                           .host = host,
+		                           .port = (unsigned)strtoul(port, NULL, 10),
+		                           .proxy = ctx->proxy,
+		                           .n_proxy = ctx->n_proxy};
+		rb_gw_decide(&rq, &v);
 	}
 	curl_free(host);
 	curl_free(port);

@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "gateway/config.h"
+#include "gateway/idem.h"
+#include "policy/policy.h"
 #include "scrub/scrub.h"
 
 /* A connector's credential, read once at start; error set instead when it could not be. */
@@ -32,6 +34,12 @@ struct rb_gw_ctx {
 	uint64_t *refused;        /* counts refusals (__atomic) */
 	const char *const *proxy; /* the policy's network.proxy */
 	unsigned n_proxy;
+	struct rb_idem *idem;                       /* the run's idempotency keys and held calls */
+	const struct rb_policy_approval *approvals; /* the policy's network.approval */
+	unsigned n_approvals;
+	const char *approvals_dir; /* where held calls' requests and decisions are (approval.h); NULL: none */
+	const char *run_id;
+	int stop_fd; /* readable once the endpoint stops: a held call ends */
 };
 
 /* Loads the granted connectors' secrets and scrubbers into ctx->secrets (allocated, n =
@@ -47,12 +55,14 @@ enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *m
                            const char *connector, const char *method, const char *rule, const char *host,
                            const char *error, const char *hint, uint64_t t0_us);
 
-/* Serves one connector call; rest is the URL after "/v1/connectors/", body the request's. */
+/* Serves one connector call; rest is the URL after "/v1/connectors/", body the request's,
+ * tenant and agent the token's. */
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
-                                     const char *method, const char *body, size_t body_len, uint64_t t0_us);
+                                     const char *method, const char *body, size_t body_len, const char *tenant,
+                                     const char *agent, uint64_t t0_us);
 
 /* The installing proxy's door: an absolute-form request (url "http://host[:port]/..."),
- * checked by rb_gw_decide_proxy and the address rules, forwarded without credentials and
+ * checked by rb_gw_decide and the address rules, forwarded without credentials and
  * unscrubbed (there is no secret on this door), streamed back. */
 enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *body, size_t body_len, uint64_t t0_us);

@@ -96,9 +96,13 @@ static bool path_matches(const char *tmpl, const char *path)
 	return *path == '\0';
 }
 
+static void decide_proxy(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
+
 void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 {
 	memset(v, 0, sizeof *v);
+	if (rq->door != RB_GW_DOOR_CONNECTOR)
+		return decide_proxy(rq, v);
 	v->conn = rq->conf ? rb_gwconf_find(rq->conf, rq->connector) : NULL;
 	if (!v->conn)
 		return refuse(v, 404, "connector", "the gateway's config has no such connector; ask the operator",
@@ -133,10 +137,10 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 	       "%s matches no route of the connector", what);
 }
 
-void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *host, unsigned port,
-                        struct rb_gw_verdict *v)
+static void decide_proxy(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 {
-	memset(v, 0, sizeof *v);
+	const char *const *allow = rq->proxy, *host = rq->host ? rq->host : "";
+	unsigned n_allow = rq->n_proxy, port = rq->port;
 	size_t hl = strlen(host);
 	for (unsigned i = 0; i < n_allow; i++) {
 		const char *e = allow[i], *colon = strrchr(e, ':');
@@ -157,7 +161,8 @@ void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *
 	refuse(v, 403, "network.proxy",
 	       "the run's policy does not list this host:port in network.proxy (IP literals and other ports need "
 	       "their own entry)",
-	       "%.200s:%u is not on the proxy allowlist", host, port);
+	       "%s%.200s:%u is not on the proxy allowlist", rq->door == RB_GW_DOOR_CONNECT ? "CONNECT " : "", host,
+	       port);
 }
 
 static bool in4(uint32_t a, uint32_t net, unsigned bits)

@@ -1,5 +1,6 @@
 /* The gateway's one decision: may this call go out, and if not, which rule refused it and what
- * the agent can do. Every door asks here (today: connectors); nothing here does I/O. */
+ * the agent can do. Every door asks here (connector, absolute-form proxy, CONNECT); nothing here
+ * does I/O. */
 #ifndef RB_GATEWAY_DECIDE_H
 #define RB_GATEWAY_DECIDE_H
 
@@ -9,6 +10,13 @@
 
 #include "gateway/config.h"
 
+/* Which door a request came through. */
+enum rb_gw_door {
+	RB_GW_DOOR_CONNECTOR, /* /v1/connectors/NAME/PATH: connector, grants, path, routes */
+	RB_GW_DOOR_PROXY,     /* an absolute-form http:// request: host and port on network.proxy */
+	RB_GW_DOOR_CONNECT,   /* CONNECT host:port: the same allowlist as the proxy door */
+};
+
 struct rb_gw_request {
 	const char *connector; /* the name in /v1/connectors/NAME/... */
 	const char *method;
@@ -16,6 +24,13 @@ struct rb_gw_request {
 	const struct rb_gwconf *conf;
 	const char *const *grants; /* the policy's network.connectors */
 	unsigned n_grants;
+	enum rb_gw_door door; /* 0: the connector door */
+	/* The proxy and CONNECT doors: host (lower-cased by the caller; an IP literal as written,
+	 * IPv6 in brackets), port, and the policy's network.proxy entries. */
+	const char *host;
+	unsigned port;
+	const char *const *proxy;
+	unsigned n_proxy;
 };
 
 struct rb_gw_verdict {
@@ -28,17 +43,13 @@ struct rb_gw_verdict {
 	char hint[256];
 };
 
-/* Fills *v. The path is refused before any route is consulted when a segment is empty, "." or
- * "..", or would decode to one, or to anything holding '/', '\', NUL or a control byte. */
-void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
-
-/* The installing proxy's door: host (lower-cased by the caller; an IP literal as written,
- * IPv6 in brackets) and port against the policy's network.proxy entries. An entry "h:p"
- * allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An IP literal
- * is allowed only by an entry naming it; a port only by an entry naming it. Fills *v (rule
+/* Fills *v. The connector door: the path is refused before any route is consulted when a
+ * segment is empty, "." or "..", or would decode to one, or to anything holding '/', '\', NUL
+ * or a control byte. The proxy and CONNECT doors: host and port against network.proxy; an
+ * entry "h:p" allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An
+ * IP literal is allowed only by an entry naming it; a port only by an entry naming it (rule
  * "network.proxy" when refused). */
-void rb_gw_decide_proxy(const char *const *allow, unsigned n_allow, const char *host, unsigned port,
-                        struct rb_gw_verdict *v);
+void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
 
 /* true when the gateway may connect to sa: a public address, or one the config's
  * private_upstreams names. Else false and why says which class it is in (loopback, private,

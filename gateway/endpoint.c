@@ -12,27 +12,44 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/connector.h"
+#include "gateway/dns.h"
 #include "gateway/ratelimit.h"
+#include "gateway/tunnel.h"
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
 #define CONN_MEMORY    (32 * 1024)           /* request headers beyond this get 431/413 from libmicrohttpd */
 #define BODY_MAX       ((size_t)1024 * 1024) /* a connector call's request body, held until it is sent */
+#define TUNNEL_LIMIT   32                    /* CONNECT tunnels (and connections still being classified) at once */
 
 struct rb_gateway {
 	struct rb_gateway_scope scope;
-	struct MHD_Daemon *daemons[RB_GATEWAY_MAX_FDS];
-	unsigned n;
-	uint64_t requests; /* updated with __atomic builtins from the daemons' threads */
+	/* One daemon without a listening socket: the acceptors hand it every connection that is
+	 * not a CONNECT (MHD_add_connection); a CONNECT's authority-form is served by tunnel.c. */
+	struct MHD_Daemon *daemon;
+	int listen[RB_GATEWAY_MAX_FDS]; /* the gateway's dups of the listeners */
+	pthread_t acceptors[RB_GATEWAY_MAX_FDS];
+	unsigned n;     /* acceptors running */
+	int stop_fd;    /* an eventfd, readable once rb_gateway_stop began */
+	unsigned doors; /* connections being classified or tunnelled (under door_lock) */
+	pthread_mutex_t door_lock;
+	pthread_cond_t door_done;
+	struct rb_gw_tunnel_env tenv;
+	struct rb_gw_dns *dns; /* the DNS stub's thread, when served */
+	struct rb_idem idem;   /* the run's idempotency keys and held calls */
+	uint64_t requests;     /* updated with __atomic builtins from the daemons' threads */
 	uint64_t unauthorized;
 	uint64_t rate_limited;
 	uint64_t refused;
@@ -161,40 +178,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			rb_gw_record(&gw->ctx, ev);
 			return rb_gw_respond_json(conn, st, body);
 		}
-		json_decref(body);
+		_cleanup_json_ json_t *who = body;
 		if (rq->too_big)
 			return rb_gw_deny(&gw->ctx, conn, 413, "connector", NULL, method, "body", NULL,
 			                  "request body over 1 MiB", "send a smaller body", rq->t0);
-		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len, rq->t0);
+		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len,
+		                            json_string_value(json_object_get(who, "tenant")),
+		                            json_string_value(json_object_get(who, "agent")), rq->t0);
 	}
 	unsigned status = rb_gateway_handle(&gw->scope, method, url, authz, (int64_t)time(NULL), &body);
 	if (status == 401)
 		__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
 	return rb_gw_respond_json(conn, status, body);
-}
-
-/* Proxy-Authorization: Basic base64("runbox:" TOKEN), as clients send the userinfo of
- * HTTP_PROXY: the token is the proxy door's second factor too. */
-static bool proxy_token(const char *h, char *out, size_t n)
-{
-	if (!h || strncasecmp(h, "Basic ", 6) != 0)
-		return false;
-	h += 6;
-	while (*h == ' ')
-		h++;
-	size_t len = strlen(h);
-	if (len % 4 || len / 4 * 3 >= n)
-		return false;
-	int got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)h, (int)len);
-	if (got < 0)
-		return false;
-	while (got > 0 && len && h[--len] == '=')
-		got--;
-	out[got] = '\0';
-	if (strncmp(out, "runbox:", 7) != 0)
-		return false;
-	memmove(out, out + 7, (size_t)got - 6);
-	return true;
 }
 
 static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connection *conn, const char *url,
@@ -204,7 +199,7 @@ static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connectio
 	const char *pa = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Proxy-Authorization");
 	json_t *body = NULL;
 	unsigned st = 401;
-	if (proxy_token(pa, tok, sizeof tok)) {
+	if (rb_gw_proxy_token(pa, tok, sizeof tok)) {
 		snprintf(authz, sizeof authz, "Bearer %s", tok);
 		st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
 		OPENSSL_cleanse(tok, sizeof tok);
@@ -233,10 +228,10 @@ static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connectio
 		return ret;
 	}
 	json_decref(body);
-	if (!strcmp(method, "CONNECT"))
-		return rb_gw_deny(&gw->ctx, conn, 403, "proxy", url, method, "connect", url,
-		                  "CONNECT tunnels are not served by this gateway",
-		                  "use an http:// index or mirror on the policy's network.proxy allowlist", rq->t0);
+	if (!strcmp(method, "CONNECT")) /* tunnels are served before libmicrohttpd (gateway/tunnel.c) */
+		return rb_gw_deny(&gw->ctx, conn, 403, "connect", url, method, "connect", url,
+		                  "CONNECT after another request on the same connection is not served",
+		                  "send CONNECT as the first request of a new connection to the proxy", rq->t0);
 	if (rq->too_big)
 		return rb_gw_deny(&gw->ctx, conn, 413, "proxy", NULL, method, "body", NULL, "request body over 1 MiB",
 		                  "send a smaller body", rq->t0);
@@ -268,6 +263,106 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	rb_debug("gateway: %s", line);
 }
 
+/* ---- the listeners: CONNECT before libmicrohttpd
+ * --------------------------------------------------------- */
+
+struct acceptor_arg {
+	struct rb_gateway *gw;
+	int fd;
+};
+
+struct door_arg {
+	struct rb_gateway *gw;
+	int fd;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+};
+
+static void door_end(struct rb_gateway *gw)
+{
+	pthread_mutex_lock(&gw->door_lock);
+	if (--gw->doors == 0)
+		pthread_cond_broadcast(&gw->door_done);
+	pthread_mutex_unlock(&gw->door_lock);
+}
+
+/* A new connection: its first bytes say which server takes it. libmicrohttpd does not parse
+ * CONNECT's authority-form target (and can only answer an upgrade with 101), so "CONNECT " goes
+ * to tunnel.c; anything else to the daemon, with the bytes still unread (MSG_PEEK). */
+static void *door(void *cls)
+{
+	struct door_arg *d = cls;
+	struct rb_gateway *gw = d->gw;
+	static const char connect_[] = "CONNECT ";
+	char peek[sizeof connect_ - 1];
+	ssize_t n = 0;
+	uint64_t deadline = mono_us() + (uint64_t)CONN_TIMEOUT_S * 1000000u;
+	for (;;) {
+		uint64_t now = mono_us();
+		struct pollfd p[2] = {{.fd = d->fd, .events = POLLIN}, {.fd = gw->stop_fd, .events = POLLIN}};
+		int r = now >= deadline ? 0 : poll(p, 2, (int)((deadline - now) / 1000 + 1));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || p[1].revents)
+			break;
+		n = recv(d->fd, peek, sizeof peek, MSG_PEEK);
+		/* Short of the whole word while still a prefix of it: wait for more. */
+		if (n > 0 && (size_t)n < sizeof peek && !memcmp(peek, connect_, (size_t)n) && !(p[0].revents & POLLHUP))
+			continue;
+		break;
+	}
+	if (n == (ssize_t)sizeof peek && !memcmp(peek, connect_, sizeof peek))
+		rb_gw_tunnel_serve(&gw->tenv, d->fd);
+	else if (n > 0)
+		MHD_add_connection(gw->daemon, d->fd, (const struct sockaddr *)&d->addr, d->addr_len); /* it owns fd */
+	else
+		close(d->fd);
+	free(d);
+	door_end(gw);
+	return NULL;
+}
+
+static void *acceptor(void *cls)
+{
+	struct acceptor_arg a = *(struct acceptor_arg *)cls;
+	free(cls);
+	struct rb_gateway *gw = a.gw;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = a.fd, .events = POLLIN}, {.fd = gw->stop_fd, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return NULL;
+		if (p[1].revents)
+			return NULL;
+		if (!p[0].revents)
+			continue;
+		struct door_arg *d = calloc(1, sizeof *d);
+		if (!d)
+			continue;
+		d->gw = gw;
+		d->addr_len = sizeof d->addr;
+		d->fd = accept4(a.fd, (struct sockaddr *)&d->addr, &d->addr_len, SOCK_CLOEXEC);
+		if (d->fd < 0) {
+			free(d);
+			continue;
+		}
+		pthread_mutex_lock(&gw->door_lock);
+		bool room = gw->doors < TUNNEL_LIMIT;
+		gw->doors += room;
+		pthread_mutex_unlock(&gw->door_lock);
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (!room || pthread_create(&t, &attr, door, d) != 0) {
+			close(d->fd); /* over the bound: refused at once, not queued */
+			free(d);
+			if (room)
+				door_end(gw);
+		}
+		pthread_attr_destroy(&attr);
+	}
+}
+
 int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err)
 {
 	*out = NULL;
@@ -292,34 +387,69 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .event_lock = &gw->event_lock,
 	                             .refused = &gw->refused,
 	                             .proxy = cfg->proxy,
-	                             .n_proxy = cfg->n_proxy};
+	                             .n_proxy = cfg->n_proxy,
+	                             .idem = &gw->idem,
+	                             .approvals = cfg->approvals,
+	                             .n_approvals = cfg->n_approvals,
+	                             .approvals_dir = cfg->approvals_dir,
+	                             .run_id = gw->scope.run_id,
+	                             .stop_fd = -1};
+	rb_idem_init(&gw->idem);
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
+		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
 		return -1;
 	}
 	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
 	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
+	gw->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	gw->ctx.stop_fd = gw->stop_fd;
+	pthread_mutex_init(&gw->door_lock, NULL);
+	pthread_cond_init(&gw->door_done, NULL);
+	for (unsigned i = 0; i < RB_GATEWAY_MAX_FDS; i++)
+		gw->listen[i] = -1;
+	gw->tenv = (struct rb_gw_tunnel_env){.ctx = &gw->ctx,
+	                                     .scope = &gw->scope,
+	                                     .rate = &gw->rate,
+	                                     .requests = &gw->requests,
+	                                     .unauthorized = &gw->unauthorized,
+	                                     .rate_limited = &gw->rate_limited,
+	                                     .stop_fd = gw->stop_fd};
+	gw->daemon = MHD_start_daemon(
+	    /* A thread per connection: a connector's answer is streamed by blocking reads. */
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
+	        MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, on_request, gw, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+	    MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
+	    MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	if (gw->stop_fd < 0 || !gw->daemon) {
+		rb_error_set(err, gw->stop_fd < 0 ? errno : 0, "gateway: %s",
+		             gw->stop_fd < 0 ? "eventfd" : "libmicrohttpd did not start");
+		rb_gateway_stop(gw);
+		return -1;
+	}
+	if (cfg->serve_dns && rb_gw_dns_start(&gw->ctx, cfg->dns_fd, gw->stop_fd, &gw->dns) < 0) {
+		rb_error_set(err, errno, "gateway: DNS stub on fd %d", cfg->dns_fd);
+		rb_gateway_stop(gw);
+		return -1;
+	}
 	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
-		/* A dup: libmicrohttpd closes its socket on stop; the caller's stays for
-		 * its owner. */
-		int fd = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
-		if (fd < 0) {
+		/* A dup: the gateway closes its own at stop; the caller's stays for its owner. */
+		gw->listen[i] = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
+		if (gw->listen[i] < 0) {
 			rb_error_set(err, errno, "gateway: dup listening socket %d", cfg->listen_fds[i]);
 			rb_gateway_stop(gw);
 			return -1;
 		}
-		gw->daemons[i] = MHD_start_daemon(
-		    /* A thread per connection: a connector's answer is streamed by blocking reads. */
-		    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-		    on_request, gw, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
-		    no_unescape, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
-		    (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S,
-		    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-		    MHD_OPTION_END);
-		if (!gw->daemons[i]) {
-			close(fd);
-			rb_error_set(err, 0, "gateway: libmicrohttpd refused listening socket %d", cfg->listen_fds[i]);
+		struct acceptor_arg *a = malloc(sizeof *a);
+		if (a)
+			*a = (struct acceptor_arg){gw, gw->listen[i]};
+		if (!a || pthread_create(&gw->acceptors[i], NULL, acceptor, a) != 0) {
+			free(a);
+			rb_error_set(err, EAGAIN, "gateway: acceptor thread for listening socket %d",
+			             cfg->listen_fds[i]);
 			rb_gateway_stop(gw);
 			return -1;
 		}
@@ -348,8 +478,28 @@ void rb_gateway_stop(struct rb_gateway *gw)
 {
 	if (!gw)
 		return;
+	if (gw->stop_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t w = write(gw->stop_fd, &one, sizeof one); /* readable from now on: every door ends */
+		(void)w;
+	}
 	for (unsigned i = 0; i < gw->n; i++)
-		MHD_stop_daemon(gw->daemons[i]); /* joins the thread, closes the dup */
+		pthread_join(gw->acceptors[i], NULL);
+	rb_gw_dns_stop(gw->dns);
+	pthread_mutex_lock(&gw->door_lock);
+	while (gw->doors)
+		pthread_cond_wait(&gw->door_done, &gw->door_lock);
+	pthread_mutex_unlock(&gw->door_lock);
+	for (unsigned i = 0; i < RB_GATEWAY_MAX_FDS; i++)
+		if (gw->listen[i] >= 0)
+			close(gw->listen[i]);
+	if (gw->daemon)
+		MHD_stop_daemon(gw->daemon); /* joins its threads */
+	if (gw->stop_fd >= 0)
+		close(gw->stop_fd);
+	pthread_mutex_destroy(&gw->door_lock);
+	pthread_cond_destroy(&gw->door_done);
+	rb_idem_destroy(&gw->idem);
 	rb_ratelimit_destroy(&gw->rate);
 	rb_gw_secrets_free(&gw->ctx);
 	pthread_mutex_destroy(&gw->event_lock);

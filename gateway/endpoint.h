@@ -1,5 +1,6 @@
 /* The gateway endpoint: HTTP on listening sockets the runner opened inside the sandbox's netns
- * (libmicrohttpd, one daemon and thread per socket), served from the host side. The handler
+ * (an acceptor per socket; CONNECT to gateway/tunnel.c, the rest to one libmicrohttpd daemon), served
+ * from the host side; and the DNS stub's socket (gateway/dns.h). The handler
  * takes everything it needs (token key, expected run) from its scope, never from the process,
  * so the full broker (`runbox gateway serve`, receiving the sockets over a unix socket) can
  * take the sockets over with the same code. */
@@ -7,12 +8,14 @@
 #define RB_GATEWAY_ENDPOINT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
 #include "common/token.h"
 #include "gateway/config.h"
+#include "policy/policy.h"
 
 #define RB_GATEWAY_MAX_FDS 4
 #define RB_GATEWAY_KEY_MAX 64
@@ -35,7 +38,14 @@ struct rb_gateway_config {
 	unsigned n_grants;
 	const char *const *proxy; /* the policy's network.proxy (must outlive the gateway) */
 	unsigned n_proxy;
-	int event_fd; /* each call's record, one JSON line ({"call": {...}}); -1: none */
+	int event_fd;   /* each call's record, one JSON line ({"call": {...}}); -1: none */
+	bool serve_dns; /* dns_fd is the sandbox's 127.0.0.1:53 UDP socket: serve the stub there (taken) */
+	/* The policy's network.approval (must outlive the gateway) and where held calls'
+	 * requests and decisions are (gateway/approval.h); NULL: held calls are denied. */
+	const struct rb_policy_approval *approvals;
+	unsigned n_approvals;
+	const char *approvals_dir;
+	int dns_fd;
 };
 
 /* What one run's endpoint knows: enough to answer any request without other state. */

@@ -3,7 +3,9 @@
  * a run that never calls the gateway: the runner starts this on the first connection.
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
  * "gateway_config": path or null (the default places), "connectors": [granted names],
- * "proxy": [the policy's network.proxy]}, read to
+ * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket),
+ * "approval": [{"connector", "methods", "timeout_s"}], "approvals_dir": path or null, "rate" and
+ * "burst" (requests per second and at once; absent: RB_GATEWAY_RATE, RB_GATEWAY_BURST)}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. The runner's exit ("parent_pid", watched
@@ -118,6 +120,25 @@ int main(void)
 		if (n_proxy < RB_GWCONF_MAX_PROXY && json_is_string(v))
 			proxy[n_proxy++] = json_string_value(v);
 	}
+	struct rb_policy_approval approvals[RB_POLICY_MAX_APPROVALS];
+	unsigned n_approvals = 0;
+	json_array_foreach(json_object_get(cfg, "approval"), i, v)
+	{
+		if (n_approvals == RB_POLICY_MAX_APPROVALS)
+			break;
+		struct rb_policy_approval *a = &approvals[n_approvals++];
+		memset(a, 0, sizeof *a);
+		snprintf(a->connector, sizeof a->connector, "%s",
+		         json_string_value(json_object_get(v, "connector")) ?: "");
+		a->timeout_s = (unsigned)json_integer_value(json_object_get(v, "timeout_s"));
+		size_t j;
+		json_t *m;
+		json_array_foreach(json_object_get(v, "methods"), j, m)
+		{
+			if (a->n_methods < 8 && json_is_string(m))
+				snprintf(a->methods[a->n_methods++], sizeof a->methods[0], "%s", json_string_value(m));
+		}
+	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
 	struct rb_host host = {.env = environ}; /* a main: the process's environment is its to give */
@@ -140,7 +161,14 @@ int main(void)
 	                               .n_grants = n_grants,
 	                               .proxy = proxy,
 	                               .n_proxy = n_proxy,
-	                               .event_fd = STDOUT_FILENO};
+	                               .event_fd = STDOUT_FILENO,
+	                               .rate = (uint64_t)json_integer_value(json_object_get(cfg, "rate")),
+	                               .burst = (uint64_t)json_integer_value(json_object_get(cfg, "burst")),
+	                               .approvals = approvals,
+	                               .n_approvals = n_approvals,
+	                               .approvals_dir = json_string_value(json_object_get(cfg, "approvals_dir")),
+	                               .serve_dns = json_is_integer(json_object_get(cfg, "dns_fd")),
+	                               .dns_fd = (int)json_integer_value(json_object_get(cfg, "dns_fd"))};
 	struct rb_gateway *gw = NULL;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", err.msg);

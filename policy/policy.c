@@ -484,9 +484,58 @@ static const char *check_proxy(const char *s)
 	return NULL;
 }
 
+/* network.approval: [{"connector": NAME, "methods": ["POST"], "timeout_s": N}] */
+static int parse_approvals(const struct rb_jsonck *c, const json_t *v, struct rb_policy *p)
+{
+	if (!json_is_array(v) || json_array_size(v) > RB_POLICY_MAX_APPROVALS)
+		return rb_jsonck_expected(c, "network.approval", "an array of at most 8 {connector, methods}", v);
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		static const char *const keys[] = {"connector", "methods", "timeout_s", NULL};
+		char path[64], q[96];
+		snprintf(path, sizeof path, "network.approval[%zu]", i);
+		struct rb_policy_approval *a = &p->approvals[i];
+		if (!json_is_object(e))
+			return rb_jsonck_expected(c, path, "an object {connector, methods}", e);
+		if (rb_jsonck_keys(c, path, e, keys) < 0)
+			return -1;
+		const char *name = json_string_value(json_object_get(e, "connector"));
+		snprintf(q, sizeof q, "%s.connector", path);
+		if (!name || check_connector(name))
+			return rb_jsonck_bad(c, q, "a connector name is [a-z0-9_-]{1,63}");
+		snprintf(a->connector, sizeof a->connector, "%s", name);
+		const json_t *ms = json_object_get(e, "methods");
+		snprintf(q, sizeof q, "%s.methods", path);
+		if (!json_is_array(ms) || json_array_size(ms) == 0 || json_array_size(ms) > 8)
+			return rb_jsonck_expected(c, q, "an array of 1..8 HTTP methods", ms);
+		size_t j;
+		json_t *m;
+		json_array_foreach(ms, j, m)
+		{
+			const char *ms_ = json_string_value(m);
+			if (!ms_ || !*ms_ || strlen(ms_) >= sizeof a->methods[0] || !all_chars(ms_, "", true, false))
+				return rb_jsonck_bad(c, q, "an HTTP method is 1..15 letters");
+			for (size_t k = 0; ms_[k]; k++)
+				a->methods[j][k] = (char)toupper((unsigned char)ms_[k]);
+		}
+		a->n_methods = (unsigned)json_array_size(ms);
+		a->timeout_s = RB_POLICY_APPROVAL_TIMEOUT_S;
+		const json_t *t = json_object_get(e, "timeout_s");
+		snprintf(q, sizeof q, "%s.timeout_s", path);
+		if (t && (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 86400))
+			return rb_jsonck_bad(c, q, "seconds, 1..86400");
+		if (t)
+			a->timeout_s = (unsigned)json_integer_value(t);
+	}
+	p->n_approvals = (unsigned)json_array_size(v);
+	return 0;
+}
+
 static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"mode", "connectors", "proxy", NULL};
+	static const char *const keys[] = {"mode", "connectors", "proxy", "approval", NULL};
 	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
@@ -509,6 +558,10 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 		return -1;
 	if (p->n_proxy && p->net_mode != RB_NET_GATEWAY)
 		return rb_jsonck_bad(c, "network.proxy", "needs network.mode \"gateway\"");
+	if ((v = json_object_get(sec, "approval")) && parse_approvals(c, v, p) < 0)
+		return -1;
+	if (p->n_approvals && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.approval", "needs network.mode \"gateway\"");
 	return 0;
 }
 

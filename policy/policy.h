@@ -15,6 +15,17 @@
 enum rb_net_mode { RB_NET_NONE = 0, RB_NET_GATEWAY = 1 };
 enum rb_id_range { RB_ID_RANGE_AUTO = 0, RB_ID_RANGE_REQUIRED, RB_ID_RANGE_SINGLE };
 
+/* network.approval[i]: a connector's calls with one of these methods are held until
+ * `runbox approve` (or denied: `runbox deny`, or timeout_s passing). */
+#define RB_POLICY_MAX_APPROVALS      8
+#define RB_POLICY_APPROVAL_TIMEOUT_S 300u
+struct rb_policy_approval {
+	char connector[64];
+	char methods[8][16]; /* upper case */
+	unsigned n_methods;
+	unsigned timeout_s;
+};
+
 struct rb_policy {
 	char name[RB_NAME_MAX];
 	char hash[65];     /* sha256 of the canonical policy JSON plus its seccomp profile */
@@ -56,6 +67,8 @@ struct rb_policy {
 	unsigned n_connectors;
 	char *proxy[RB_POLICY_MAX_LIST]; /* "host:port", "*.suffix:port": the installing proxy's allowlist */
 	unsigned n_proxy;
+	struct rb_policy_approval approvals[RB_POLICY_MAX_APPROVALS]; /* network.approval: calls held */
+	unsigned n_approvals;
 
 	/* inputs: host path prefixes that may be bound into /workspace/in */
 	char *input_allow[RB_POLICY_MAX_LIST];

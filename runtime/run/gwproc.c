@@ -38,7 +38,7 @@ struct child_failure {
 enum { STAGE_JOIN = 1, STAGE_EXEC = 2 };
 
 /* The gateway's fds: 0 /dev/null, 1 its counts, 3 the config, then the listeners, then the
- * readiness pipe (named in the config as ready_fd). */
+ * readiness pipe (named in the config as ready_fd), then the DNS socket (dns_fd) if any. */
 #define CONFIG_FD       3
 #define FIRST_LISTEN_FD 4
 #define MAX_LISTEN_FDS  8
@@ -74,7 +74,7 @@ static _Noreturn void child_fail(int efd, int stage)
 /* In the child between fork and exec: only async-signal-safe calls. The errno of a failure
  * goes to efd (CLOEXEC: an exec that works closes it, which the parent reads as EOF). */
 static _Noreturn void child(const char *bin, const struct rb_cgroup_join *join, bool cloned_in, int cfg_fd, int out_fd,
-                            int ready_fd, int efd, const int *fds, unsigned n_fds)
+                            int ready_fd, int dns_fd, int efd, const int *fds, unsigned n_fds)
 {
 	/* First into the run's cgroup, unless clone3 started it there: the gateway execs only
 	 * once it is in, so it serves no request outside the run's limits. */
@@ -86,6 +86,7 @@ static _Noreturn void child(const char *bin, const struct rb_cgroup_join *join, 
 	cfg_fd = fcntl(cfg_fd, F_DUPFD, 64);
 	out_fd = fcntl(out_fd, F_DUPFD, 64);
 	ready_fd = fcntl(ready_fd, F_DUPFD, 64);
+	int dns = dns_fd >= 0 ? fcntl(dns_fd, F_DUPFD, 64) : -1;
 	efd = fcntl(efd, F_DUPFD_CLOEXEC, 64);
 	for (unsigned i = 0; i < n_fds; i++)
 		moved[i] = fcntl(fds[i], F_DUPFD, 64);
@@ -96,10 +97,12 @@ static _Noreturn void child(const char *bin, const struct rb_cgroup_join *join, 
 	for (unsigned i = 0; ok && i < n_fds; i++)
 		ok = moved[i] >= 0 && dup2(moved[i], FIRST_LISTEN_FD + (int)i) >= 0;
 	ok = ok && dup2(ready_fd, target_ready) == target_ready;
+	int target_dns = target_ready + 1, next = dns_fd >= 0 ? target_dns + 1 : target_dns;
+	ok = ok && (dns_fd < 0 || (dns >= 0 && dup2(dns, target_dns) == target_dns));
 	if (ok)
-		ok = (efd = dup3(efd, target_ready + 1, O_CLOEXEC)) >= 0;
+		ok = (efd = dup3(efd, next, O_CLOEXEC)) >= 0;
 	if (ok) {
-		closefrom(target_ready + 2);
+		closefrom(next + 1);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -185,8 +188,8 @@ static int await_ready(int ready_fd, int pidfd, pid_t pid, const char *bin, stru
 	                    RB_GWPROC_READY_MS);
 }
 
-int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, const char *run_id,
-                    const uint8_t *key, size_t keylen, struct rb_error *err)
+int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, int dns_fd,
+                    const char *run_id, const uint8_t *key, size_t keylen, struct rb_error *err)
 {
 	gw->pid = 0;
 	gw->pidfd = gw->out = -1;
@@ -215,6 +218,23 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o, s:i}", "run_id", run_id, "key", hex, "listen_fds",
 	                        listen, "ready_fd", FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path,
 	                        "connectors", grants, "proxy", proxy, "parent_pid", (int)getpid());
+	if (cfg && dns_fd >= 0)
+		json_object_set_new(cfg, "dns_fd", json_integer(FIRST_LISTEN_FD + (int)n_fds + 1));
+	json_t *approval = json_array();
+	for (unsigned i = 0; i < gw->n_approvals; i++) {
+		const struct rb_policy_approval *a = &gw->approvals[i];
+		json_t *m = json_array();
+		for (unsigned k = 0; k < a->n_methods; k++)
+			json_array_append_new(m, json_string(a->methods[k]));
+		json_array_append_new(approval, json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m,
+		                                          "timeout_s", (json_int_t)a->timeout_s));
+	}
+	json_object_set_new(cfg, "approval", approval);
+	if (gw->run_dir && gw->run_dir[0]) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s/approvals", gw->run_dir);
+		json_object_set_new(cfg, "approvals_dir", json_string(dir));
+	}
 	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	memset(hex, 0, sizeof hex);
@@ -242,7 +262,7 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 	bool cloned_in;
 	pid_t pid = spawn(join.clone_fd, &cloned_in);
 	if (pid == 0)
-		child(bin, &join, cloned_in, cp[0], op[1], rp[1], ep[1], fds, n_fds);
+		child(bin, &join, cloned_in, cp[0], op[1], rp[1], dns_fd, ep[1], fds, n_fds);
 	int fork_errno = errno;
 	bool into_dir = join.clone_fd >= 0;
 	rb_cgroup_join_close(&join);
@@ -354,6 +374,28 @@ json_t *rb_gwproc_take_calls(struct rb_gwproc *gw)
 	json_t *c = gw->calls ? gw->calls : json_array();
 	gw->calls = NULL;
 	return c;
+}
+
+json_t *rb_gwproc_dns_names(const json_t *calls, size_t max)
+{
+	json_t *names = json_array();
+	size_t i, j;
+	json_t *c, *seen;
+	json_array_foreach(calls, i, c)
+	{
+		const char *door = json_string_value(json_object_get(c, "door"));
+		const char *name = json_string_value(json_object_get(c, "connector"));
+		if (!door || strcmp(door, "dns") != 0 || !name || json_array_size(names) >= max)
+			continue;
+		bool dup = false;
+		json_array_foreach(names, j, seen)
+		{
+			dup = dup || !strcmp(json_string_value(seen), name);
+		}
+		if (!dup)
+			json_array_append_new(names, json_string(name));
+	}
+	return names;
 }
 
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw)

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/host.h"
+#include "policy/policy.h"
 #include "runtime/sandbox/cgroup.h"
 
 /* How long a started gateway may take to say it serves; past it, it is killed. */
@@ -35,19 +36,23 @@ struct rb_gwproc {
 	unsigned n_grants;
 	char *const *proxy; /* the policy's network.proxy */
 	unsigned n_proxy;
-	json_t *calls; /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
-	char *line;    /* a record's start, read before its newline */
+	const struct rb_policy_approval *approvals; /* the policy's network.approval */
+	unsigned n_approvals;
+	const char *run_dir; /* the run's live directory: held calls live in its approvals/ */
+	json_t *calls;       /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
+	char *line;          /* a record's start, read before its newline */
 	size_t line_len;
 };
 
-/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds for run_id with key,
+/* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds (and the DNS stub on
+ * dns_fd, -1: none) for run_id with key,
  * and returns once it has said it serves. It starts in cg's gateway leaf (clone3 into it, or a join before exec): it
  * never runs a request outside the run's cgroup, and if it cannot join it does not start. With the "none" manager (or
  * cg NULL) it runs in the runner's cgroup, and gw->cgroup says why. A failed join or exec (the errno comes back over a
  * CLOEXEC pipe), an exit before the readiness byte, or no byte within RB_GWPROC_READY_MS is an error naming the binary
  * or the cgroup; nothing is left running then. */
-int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, const char *run_id,
-                    const uint8_t *key, size_t keylen, struct rb_error *err);
+int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, int dns_fd,
+                    const char *run_id, const uint8_t *key, size_t keylen, struct rb_error *err);
 /* The fd to poll for the gateway's death (POLLIN), or -1 when it is not running. */
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw);
 /* After its watch fd was readable: reaps the gateway and says how it ended in err. */
@@ -57,6 +62,10 @@ void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err);
 void rb_gwproc_drain(struct rb_gwproc *gw);
 /* The records read so far (a new array, possibly empty); the caller owns it. */
 json_t *rb_gwproc_take_calls(struct rb_gwproc *gw);
+/* The names the DNS stub refused among calls (records of door "dns"), at most max of them, as a
+ * new array of strings ("example.invalid"), each once. */
+#define RB_GWPROC_DNS_LISTED 16
+json_t *rb_gwproc_dns_names(const json_t *calls, size_t max);
 /* SIGTERM, collect the counts (the last records, and where it ran: stats' "cgroup"), reap.
  * Safe when never started or already reaped. */
 void rb_gwproc_stop(struct rb_gwproc *gw);

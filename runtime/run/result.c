@@ -121,6 +121,11 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 		                       (json_int_t)res->gateway_refused);
 		if (res->gateway_hint[0])
 			json_object_set_new(gw, "hint", json_string(res->gateway_hint));
+		json_t *dns = rb_gwproc_dns_names(res->gateway_calls, RB_GWPROC_DNS_LISTED);
+		if (json_array_size(dns))
+			json_object_set_new(gw, "dns_refused", dns);
+		else
+			json_decref(dns);
 		if (run->gw.stats)
 			json_object_update(gw, run->gw.stats);
 		if (run->gw.error[0])

@@ -432,6 +432,9 @@ static int issue_token(struct rb_run *run, struct rb_error *err)
 	run->gw.n_grants = run->policy.n_connectors;
 	run->gw.proxy = run->policy.proxy;
 	run->gw.n_proxy = run->policy.n_proxy;
+	run->gw.approvals = run->policy.approvals;
+	run->gw.n_approvals = run->policy.n_approvals;
+	run->gw.run_dir = run->dir;
 	return 0;
 }
 
@@ -550,6 +553,8 @@ json_t *rb_run_step_env(const struct rb_run *run)
 		if (pol->n_proxy) {
 			json_array_append_new(env, json_string("NO_PROXY=127.0.0.1,::1"));
 			json_array_append_new(env, json_string("no_proxy=127.0.0.1,::1"));
+			json_array_append_new(env,
+			                      json_string("NODE_USE_ENV_PROXY=1")); /* node >= 24 reads them then */
 		}
 	}
 	for (unsigned i = 0; i < pol->n_env_set; i++)
@@ -613,6 +618,17 @@ static void gateway_calls(struct rb_run *run, struct rb_step_result *res)
 			         json_string_value(json_object_get(c, "error")) ?: "",
 			         json_string_value(json_object_get(c, "hint")) ?: "");
 	}
+	/* Lookups the DNS stub refused are said by name, whatever was refused first. */
+	json_t *dns = rb_gwproc_dns_names(res->gateway_calls, 4);
+	size_t j;
+	json_t *name;
+	json_array_foreach(dns, j, name)
+	{
+		size_t len = strlen(res->gateway_hint);
+		snprintf(res->gateway_hint + len, sizeof res->gateway_hint - len, "%s%s",
+		         j ? ", " : "; DNS refused: ", json_string_value(name));
+	}
+	json_decref(dns);
 }
 
 int rb_run_step(struct rb_run *run, char *const argv[], int (*sink)(void *ctx, const struct rb_chunk *chunk),

@@ -27,6 +27,7 @@ struct rb_session {
 	struct watch cancel;    /* the caller's cancel eventfd */
 	struct watch grace;     /* the cancel's grace period */
 	struct watch gw4, gw6;  /* the gateway's listeners, until the first call starts it */
+	struct watch gwdns;     /* the DNS stub's socket: a first query starts it too */
 	struct watch gw_proc;   /* the gateway's process, once started */
 	struct watch gw_calls;  /* its stdout: call records as it writes them */
 	struct watch linger;    /* output of what finished processes left running */

@@ -70,6 +70,7 @@ static void end_session(struct rb_session *s, const char *why, bool reap)
 	rb_session_watch(s, &s->init_exit, -1);
 	rb_session_watch(s, &s->gw4, -1);
 	rb_session_watch(s, &s->gw6, -1);
+	rb_session_watch(s, &s->gwdns, -1);
 	drop_grace(s);
 	s->dead = true;
 	if (reap)
@@ -179,6 +180,7 @@ static void on_gateway_listen(struct rb_session *s, struct watch *w)
 	/* Unwatched first: a start that fails closes them. */
 	rb_session_watch(s, &s->gw4, -1);
 	rb_session_watch(s, &s->gw6, -1);
+	rb_session_watch(s, &s->gwdns, -1);
 	int lfds[2];
 	unsigned n = 0;
 	if (run->sb.net.listen_fd4 >= 0)
@@ -186,7 +188,8 @@ static void on_gateway_listen(struct rb_session *s, struct watch *w)
 	if (run->sb.net.listen_fd6 >= 0)
 		lfds[n++] = run->sb.net.listen_fd6;
 	struct rb_error gerr;
-	if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->id, run->token_key, run->token_keylen, &gerr) < 0)
+	if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->sb.net.dns_fd, run->id, run->token_key, run->token_keylen,
+	                    &gerr) < 0)
 		rb_run_gateway_down(run, &gerr);
 }
 
@@ -217,6 +220,7 @@ static void sync_watches(struct rb_session *s)
 	bool watch_gw = !s->dead && run->token[0] && run->gw.pid == 0 && !run->gw.failed;
 	rb_session_watch(s, &s->gw4, watch_gw ? run->sb.net.listen_fd4 : -1);
 	rb_session_watch(s, &s->gw6, watch_gw ? run->sb.net.listen_fd6 : -1);
+	rb_session_watch(s, &s->gwdns, watch_gw ? run->sb.net.dns_fd : -1);
 	rb_session_watch(s, &s->gw_proc, rb_gwproc_watch_fd(&run->gw));
 	rb_session_watch(s, &s->gw_calls, run->gw.pid > 0 ? run->gw.out : -1);
 	rb_session_watch(s, &s->linger, run->n_linger ? run->linger[0] : -1);
@@ -236,15 +240,14 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 		return rb_error_set(err, ENOMEM, "session");
 	s->run = run;
 	s->next_id = 1;
-	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel,   &s->grace,  &s->gw4,
-	                         &s->gw6, &s->gw_proc,   &s->gw_calls, &s->linger, &s->control};
+	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel, &s->grace, &s->gw4, &s->gw6, &s->gwdns, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
 	s->init_exit.handler = on_init_exit;
 	s->cancel.handler = on_cancel;
 	s->grace.handler = on_grace;
-	s->gw4.handler = s->gw6.handler = on_gateway_listen;
+	s->gw4.handler = s->gw6.handler = s->gwdns.handler = on_gateway_listen;
 	s->gw_proc.handler = on_gateway_exit;
 	s->gw_calls.handler = on_gateway_calls;
 	s->linger.handler = on_linger;
@@ -322,7 +325,7 @@ static void session_free(struct rb_session *s, bool reap)
 		return;
 	if (!s->dead)
 		end_session(s, "the session was closed", reap);
-	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
+	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gwdns, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		rb_session_watch(s, slots[i], -1);
 	for (unsigned i = 0; i < s->n_procs; i++)

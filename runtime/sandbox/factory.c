@@ -116,8 +116,8 @@ static void close_fds(int *fds, unsigned n)
 /* The fd fields of struct rb_net, in rb_net_fds order. */
 static json_t *net_json(const struct rb_net *net)
 {
-	return json_pack("{s:[i,i,i,i,i], s:i, s:b, s:i, s:i}", "fds", net->netns_fd, net->nft_fd, net->listen_fd4,
-	                 net->listen_fd6, net->rtnl_fd, "mode", (int)net->mode, "ipv6", net->ipv6, "port",
+	return json_pack("{s:[i,i,i,i,i,i], s:i, s:b, s:i, s:i}", "fds", net->netns_fd, net->nft_fd, net->listen_fd4,
+	                 net->listen_fd6, net->rtnl_fd, net->dns_fd, "mode", (int)net->mode, "ipv6", net->ipv6, "port",
 	                 (int)net->port, "port6", (int)net->port6);
 }
 
@@ -125,7 +125,7 @@ static void net_from_json(json_t *j, struct rb_net *net)
 {
 	*net = (struct rb_net)RB_NET_INIT;
 	json_t *fds = json_object_get(j, "fds");
-	int *fields[] = {&net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6, &net->rtnl_fd};
+	int *fields[] = {&net->netns_fd, &net->nft_fd, &net->listen_fd4, &net->listen_fd6, &net->rtnl_fd, &net->dns_fd};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(fields); i++) {
 		json_t *v = json_array_get(fds, i);
 		*fields[i] = json_is_integer(v) ? (int)json_integer_value(v) : -1;

@@ -13,7 +13,7 @@
 #include "policy/policy.h"
 #include "runtime/sandbox/nft.h"
 
-#define RB_NET_NFDS 5
+#define RB_NET_NFDS 6
 
 struct rb_net {
 	/* File descriptors, all O_CLOEXEC, -1 when absent. rb_net_fds lists them in this order
@@ -23,6 +23,7 @@ struct rb_net {
 	int listen_fd4; /* gateway listener on 127.0.0.1:port (mode gateway) */
 	int listen_fd6; /* gateway listener on [::1]:port6 (mode gateway, IPv6 enabled) */
 	int rtnl_fd;    /* NETLINK_ROUTE socket inside the namespace, until rb_net_finish */
+	int dns_fd;     /* UDP on 127.0.0.1:53 (mode gateway): the gateway's DNS stub answers there */
 
 	/* Plain values: the caller copies them from S to the runner (e.g. the whole struct as the
 	 * message's bytes, then rb_net_adopt_fds for the fds). */
@@ -35,7 +36,7 @@ struct rb_net {
 /* A struct rb_net that owns nothing: use it instead of zeroing (fd 0 is a valid fd). */
 #define RB_NET_INIT                                                                                                    \
 	{                                                                                                              \
-		.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .rtnl_fd = -1                        \
+		.netns_fd = -1, .nft_fd = -1, .listen_fd4 = -1, .listen_fd6 = -1, .rtnl_fd = -1, .dns_fd = -1          \
 	}
 
 struct rb_net_counters {
@@ -74,7 +75,7 @@ json_t *rb_net_counters_json(const struct rb_net_counters *c);
  * An address literal, not "localhost": nothing in the sandbox may redirect it. */
 void rb_net_api_url(const struct rb_net *net, char *out, size_t outlen);
 
-/* Closes the gateway's listeners (the runner holds the last reference once the gateway is
+/* Closes the gateway's listeners and the DNS socket (the runner holds the last reference once the gateway is
  * gone): a connect inside is then refused at once (ECONNREFUSED), and one waiting in the
  * backlog is reset, instead of hanging until the step's deadline. The port stays in net. */
 void rb_net_close_gateway(struct rb_net *net);

@@ -7,7 +7,7 @@
 # traversal paths, header injection and smuggling shapes are refused with a JSON denial and
 # recorded in the ledger; the gateway config is validated strictly. Every check has its
 # control; the installing proxy: pip downloads from an allowed local index, not from another,
-# and IP literals, other ports, CONNECT and calls without the token are refused. Traffic goes
+# and IP literals, other ports (absolute form and CONNECT) and calls without the token are refused. Traffic goes
 # only to 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
@@ -409,15 +409,17 @@ c -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/
 c -x \"\$HTTP_PROXY\" http://127.0.0.1:$IP1/simple/rbxpkg/
 c -x \"\$HTTP_PROXY\" http://localhost:$((IP1 == 65535 ? 1 : IP1 + 1))/simple/rbxpkg/
 c -x \"http://127.0.0.1:\${HTTP_PROXY##*:}\" http://localhost:$IP1/simple/rbxpkg/
+curl -s -o /dev/null -w '%{http_connect} ' --noproxy '' -p -x \"\$HTTP_PROXY\" http://localhost:$((IP1 == 65535 ? 1 : IP1 + 1))/simple/rbxpkg/
 c -p -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/; echo"
 set -- $OUT
 [ "${1:-}" = 200 ] && ok "control: the allowed name through the proxy answers 200" || not_ok "control: the allowed name through the proxy answers 200" "$OUT $(first_line "$ERR")"
 [ "${2:-}" = 403 ] && ok "an IP literal no proxy entry names is refused (403)" || not_ok "an IP literal no proxy entry names is refused" "$OUT"
 [ "${3:-}" = 403 ] && ok "another port of an allowed name is refused (403)" || not_ok "another port of an allowed name is refused" "$OUT"
 [ "${4:-}" = 407 ] && ok "the proxy without the run token is 407" || not_ok "the proxy without the run token is 407" "$OUT"
-[ "${5:-}" != 200 ] && ok "a CONNECT tunnel is refused ($5)" || not_ok "a CONNECT tunnel is refused" "$OUT"
+[ "${5:-}" = 403 ] && ok "a CONNECT tunnel to a port off the allowlist is refused (403)" || not_ok "a CONNECT tunnel off the allowlist is refused" "$OUT"
+[ "${6:-}" = 200 ] && ok "control: a CONNECT tunnel to the allowed name and port carries the request (200)" || not_ok "control: an allowed CONNECT tunnel carries the request" "$OUT"
 n=$(grep -c . "$T/index.log")
-[ "$n" = 1 ] && ok "only the allowed request reached the index" || not_ok "only the allowed request reached the index" "$n requests: $(head -c 200 "$T/index.log")"
+[ "$n" = 2 ] && ok "only the allowed requests (absolute form and tunnelled) reached the index" || not_ok "only the allowed request reached the index" "$n requests: $(head -c 200 "$T/index.log")"
 run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw-nopriv.json" -- /bin/sh -c \
 	"curl -s -w ' %{http_code}' --noproxy '' -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/"
 case $OUT in *'"rule":"address"'*" 403") ok "a name resolving to loopback is refused when private_upstreams does not name the address" ;;

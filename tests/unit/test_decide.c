@@ -36,7 +36,8 @@ static unsigned decide(const struct rb_gwconf *c, const char *name, const char *
                        struct rb_gw_verdict *v)
 {
 	const char *grants[] = {"gh"};
-	struct rb_gw_request rq = {name, method, path, c, grants, 1};
+	struct rb_gw_request rq = {
+	    .connector = name, .method = method, .raw_path = path, .conf = c, .grants = grants, .n_grants = 1};
 	rb_gw_decide(&rq, v);
 	return v->status;
 }
@@ -80,7 +81,16 @@ static void test_decide_connector(void **state)
 	free(c);
 }
 
-static void test_decide_proxy(void **state)
+static void decide_proxy(const char *const *allow, unsigned n, const char *host, unsigned port, struct rb_gw_verdict *v,
+                         enum rb_gw_door door)
+{
+	struct rb_gw_request rq = {
+	    .connector = host, .door = door, .host = host, .port = port, .proxy = allow, .n_proxy = n};
+	rb_gw_decide(&rq, v);
+}
+#define rb_gw_decide_proxy(a, n, h, p, v) decide_proxy(a, n, h, p, v, door)
+
+static void proxy_door(enum rb_gw_door door)
 {
 	const char *allow[] = {"pypi.example.org:80", "*.mirror.example.org:8080", "127.0.0.1:3128", "[::1]:81"};
 	struct rb_gw_verdict v;
@@ -110,6 +120,19 @@ static void test_decide_proxy(void **state)
 		assert_int_equal(v.status, 403);
 		assert_string_equal(v.rule, "network.proxy");
 	}
+}
+
+/* The absolute-form proxy and CONNECT are one rule, asked through the one decision. */
+static void test_decide_proxy(void **state)
+{
+	proxy_door(RB_GW_DOOR_PROXY);
+	proxy_door(RB_GW_DOOR_CONNECT);
+	struct rb_gw_verdict v;
+	const char *allow[] = {"pypi.example.org:443"};
+	decide_proxy(allow, 1, "pypi.example.org", 443, &v, RB_GW_DOOR_CONNECT);
+	assert_int_equal(v.status, 0);
+	decide_proxy(allow, 1, "pypi.example.org", 443, &v, RB_GW_DOOR_CONNECTOR); /* not a connector name */
+	assert_int_equal(v.status, 404);
 }
 
 static bool allowed4(const struct rb_gwconf *c, const char *ip)

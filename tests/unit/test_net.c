@@ -205,7 +205,17 @@ static void test_setup_and_fd_passing(void **state)
 		assert_int_equal(g.port6, g.port);
 	}
 	int fds[RB_NET_NFDS];
-	assert_int_equal(rb_net_fds(&g, fds, RB_NET_NFDS), g.listen_fd6 >= 0 ? 4 : 3);
+	assert_int_equal(rb_net_fds(&g, fds, RB_NET_NFDS), g.listen_fd6 >= 0 ? 5 : 4);
+	/* The DNS stub's socket: UDP on 127.0.0.1:53, where the sandbox's resolver looks. */
+	struct sockaddr_in da;
+	socklen_t dl = sizeof da;
+	int dtype = 0;
+	socklen_t tl = sizeof dtype;
+	assert_int_equal(getsockname(g.dns_fd, (struct sockaddr *)&da, &dl), 0);
+	assert_int_equal(getsockopt(g.dns_fd, SOL_SOCKET, SO_TYPE, &dtype, &tl), 0);
+	assert_int_equal(dtype, SOCK_DGRAM);
+	assert_int_equal(ntohs(da.sin_port), 53);
+	assert_int_equal(ntohl(da.sin_addr.s_addr), INADDR_LOOPBACK);
 	assert_int_equal(fds[0], g.netns_fd);
 	assert_int_equal(fds[1], g.nft_fd);
 	assert_int_equal(fds[2], g.listen_fd4);
@@ -218,6 +228,7 @@ static void test_setup_and_fd_passing(void **state)
 	spawn_sandbox_net(RB_NET_NONE, &n);
 	assert_int_equal(n.listen_fd4, -1);
 	assert_int_equal(n.listen_fd6, -1);
+	assert_int_equal(n.dns_fd, -1); /* control: no stub without the gateway */
 	assert_int_equal(rb_net_fds(&n, fds, RB_NET_NFDS), 2);
 	rb_net_api_url(&n, url, sizeof url);
 	assert_string_equal(url, "");

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+# `make bench-gateway`: runbox-gateway on host loopback (no sandbox: the listener is made here and
+# passed as the runner passes it), against the same upstreams called directly, in one run:
+#   connector: the added latency (p50, p99) of GET /v1/connectors/bench/x over a direct GET of
+#              the same loopback upstream, and calls per second with C client threads;
+#   CONNECT:   a tunnel's setup plus one echoed line, through runbox-gateway and through
+#              tinyproxy (Debian's), p50 and p99.
+# The client and the upstream are Python, so calls/s is bounded by them: the direct figure in
+# the same run is that ceiling. Prints a Markdown table. Usage: gateway_bench.py GATEWAY [N]
+import base64, hashlib, hmac, http.client, http.server, json, os, secrets, shutil, socket
+import socketserver, subprocess, sys, tempfile, threading, time
+
+GW = sys.argv[1]
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+THREADS = 4
+
+
+class Up(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    wbufsize = 65536  # the head and body in one write: no Nagle/delayed-ACK stall on keep-alive
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+class Echo(socketserver.BaseRequestHandler):
+    def handle(self):
+        b = self.request.recv(4096)
+        self.request.sendall(b)
+
+
+class TS(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve(h):
+    s = (http.server.ThreadingHTTPServer if h is Up else TS)(("127.0.0.1", 0), h)
+    s.daemon_threads = True
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return s.server_address[1]
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def token(key, run):
+    p = json.dumps({"agent": "bench", "exp": int(time.time()) + 3600, "nonce": secrets.token_hex(16), "run": run,
+                    "tenant": "bench"}, separators=(",", ":"), sort_keys=True).encode()
+    signed = "rbx1." + b64u(p)
+    return signed + "." + b64u(hmac.new(key, signed.encode(), hashlib.sha256).digest())
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+def latencies(port, path, headers, n):
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        c.request("GET", path, headers=headers)
+        r = c.getresponse()
+        r.read()
+        out.append((time.perf_counter() - t) * 1e3)
+        assert r.status == 200, r.status
+    c.close()
+    return out
+
+
+def rate(port, path, headers, n):
+    done = []
+
+    def worker():
+        c = http.client.HTTPConnection("127.0.0.1", port)
+        for _ in range(n):
+            c.request("GET", path, headers=headers)
+            c.getresponse().read()
+        done.append(n)
+
+    ts = [threading.Thread(target=worker) for _ in range(THREADS)]
+    t = time.perf_counter()
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    return sum(done) / (time.perf_counter() - t)
+
+
+def connects(port, target, auth, n):
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, target, auth)).encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+        assert b" 200 " in got.split(b"\r\n")[0], got[:80]
+        s.sendall(b"ping\n")
+        got = b""
+        while not got.endswith(b"ping\n"):
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        s.close()
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
+
+
+up, echo = serve(Up), serve(Echo)
+tmp = tempfile.mkdtemp(prefix="rbx-gwbench.")
+conf = os.path.join(tmp, "gateway.json")
+json.dump({"connectors": {"bench": {"url": "http://127.0.0.1:%d" % up, "credential": {"env": "RBX_BENCH_KEY"},
+                                    "inject": "bearer", "routes": [{"methods": ["GET"], "paths": ["/*"]}]}},
+           "private_upstreams": ["127.0.0.1"]}, open(conf, "w"))
+lsock = socket.socket()
+lsock.bind(("127.0.0.1", 0))
+lsock.listen(128)
+gport = lsock.getsockname()[1]
+key, run = secrets.token_bytes(32), "bench-run"
+cfg_r, cfg_w = os.pipe()
+rdy_r, rdy_w = os.pipe()
+os.write(cfg_w, json.dumps({"run_id": run, "key": key.hex(), "listen_fds": [4], "ready_fd": 5, "gateway_config": conf,
+                            "connectors": ["bench"], "proxy": ["localhost:%d" % echo],
+                            "rate": 10 ** 6, "burst": 10 ** 6}).encode())
+os.close(cfg_w)
+
+
+def fds():  # the runner's layout: 3 the config, 4 the listener, 5 the readiness pipe
+    hi = [os.dup2(f, 100 + i) for i, f in enumerate((cfg_r, lsock.fileno(), rdy_w))]
+    for i, f in enumerate(hi):
+        os.dup2(f, 3 + i)
+
+
+env = dict(os.environ, RBX_BENCH_KEY="rbxbenchcredential0123")
+gw = subprocess.Popen([GW], preexec_fn=fds, pass_fds=(3, 4, 5), env=env,
+                      stdout=subprocess.DEVNULL)
+os.close(rdy_w)
+assert os.read(rdy_r, 1) == b"R", "runbox-gateway did not say it was ready"
+tok = token(key, run)
+H = {"Authorization": "Bearer " + tok}
+latencies(up, "/x", {}, 200), latencies(gport, "/v1/connectors/bench/x", H, 200)  # warm
+d = latencies(up, "/x", {}, N)
+g = latencies(gport, "/v1/connectors/bench/x", H, N)
+rd = rate(up, "/x", {}, N // THREADS)
+rg = rate(gport, "/v1/connectors/bench/x", H, N // THREADS)
+auth = "Proxy-Authorization: Basic %s\r\n" % base64.b64encode(("runbox:" + tok).encode()).decode()
+cg = connects(gport, "localhost:%d" % echo, auth, N // 4)
+rows = [("direct GET (the upstream itself)", d, rd), ("connector GET through runbox-gateway", g, rg)]
+ct = None
+tp = shutil.which("tinyproxy") or (os.path.exists("/usr/bin/tinyproxy") and "/usr/bin/tinyproxy")
+if tp:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    tport = s.getsockname()[1]
+    s.close()
+    tconf = os.path.join(tmp, "tinyproxy.conf")
+    open(tconf, "w").write("Port %d\nListen 127.0.0.1\nTimeout 60\nMaxClients 100\nAllow 127.0.0.1\n"
+                           "ConnectPort %d\nLogLevel Critical\n" % (tport, echo))
+    tpp = subprocess.Popen([tp, "-d", "-c", tconf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", tport)).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    ct = connects(tport, "127.0.0.1:%d" % echo, "", N // 4)
+    tpp.terminate()
+gw.terminate()
+gw.wait()
+shutil.rmtree(tmp)
+print("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | calls/s (%d client threads) |" % THREADS)
+print("| --- | --- | --- | --- | --- | --- |")
+for name, xs, r in rows:
+    print("| %s | %.3f | %.3f | %s | %s | %.0f |" % (name, pct(xs, .5), pct(xs, .99),
+          "%.3f" % (pct(xs, .5) - pct(d, .5)) if xs is not d else "", "%.3f" % (pct(xs, .99) - pct(d, .99)) if xs is not d else "", r))
+print("| CONNECT + one echoed line, runbox-gateway | %.3f | %.3f | | | |" % (pct(cg, .5), pct(cg, .99)))
+if ct:
+    print("| CONNECT + one echoed line, tinyproxy | %.3f | %.3f | | | |" % (pct(ct, .5), pct(ct, .99)))
+    print("\nCONNECT p50 ratio runbox/tinyproxy: %.2f, p99: %.2f" % (pct(cg, .5) / pct(ct, .5), pct(cg, .99) / pct(ct, .99)))
+else:
+    print("\ntinyproxy is not installed: no CONNECT comparison")
