@@ -153,7 +153,7 @@ static int cmd(int argc, char **argv, const char *what)
 	}
 	struct rb_paths p;
 	struct rb_error err;
-	if (rb_paths_init(&p, state, &err) < 0) {
+	if (rb_paths_init(&p, rb_cli_host(), state, &err) < 0) {
 		rb_err("%s", err.msg);
 		return 125;
 	}
