@@ -607,18 +607,11 @@ static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *re
 
 unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply)
 {
-	static const struct field f[] = {{"image", 's', false},
-	                                 {"policy", 's', false},
-	                                 {"tenant", 's', false},
-	                                 {"agent", 's', false},
-	                                 {"idle_timeout", 'd', false},
-	                                 {"env", 'o', false},
-	                                 {"labels", '*', false},
-	                                 {"agent_version", '*', false},
-	                                 {"limits", '*', false},
-	                                 {"max_lifetime", '*', false},
-	                                 {"snapshot", 's', false},
-	                                 {NULL, 0, false}};
+	static const struct field f[] = {
+	    {"image", 's', false},        {"policy", 's', false},        {"tenant", 's', false},
+	    {"agent", 's', false},        {"idle_timeout", 'd', false},  {"env", 'o', false},
+	    {"labels", '*', false},       {"agent_version", '*', false}, {"limits", '*', false},
+	    {"max_lifetime", '*', false}, {"snapshot", 's', false},      {NULL, 0, false}};
 	struct rb_error err;
 	rb_error_clear(&err);
 	uint64_t idle = 0;

@@ -171,7 +171,7 @@ struct rb_run {
 	 * runbox kill"), "" otherwise; its run_end event says it. */
 	struct rb_control *control;
 	char end_reason[64];
-	bool unbound;               /* rb_run_config.unbound, until rb_session_bind */
+	bool unbound; /* rb_run_config.unbound, until rb_session_bind */
 };
 
 /* Loads policy and image, checks inputs, plans ids and prepares seccomp. No sandbox yet. */

@@ -240,7 +240,8 @@ int rb_session_open(struct rb_run *run, struct rb_session **out, struct rb_error
 		return rb_error_set(err, ENOMEM, "session");
 	s->run = run;
 	s->next_id = 1;
-	struct watch *slots[] = {&s->ctl, &s->init_exit, &s->cancel, &s->grace, &s->gw4, &s->gw6, &s->gwdns, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
+	struct watch *slots[] = {&s->ctl,   &s->init_exit, &s->cancel,   &s->grace,  &s->gw4,    &s->gw6,
+	                         &s->gwdns, &s->gw_proc,   &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		slots[i]->fd = -1;
 	s->ctl.handler = on_ctl;
@@ -325,7 +326,8 @@ static void session_free(struct rb_session *s, bool reap)
 		return;
 	if (!s->dead)
 		end_session(s, "the session was closed", reap);
-	struct watch *slots[] = {&s->cancel, &s->gw4, &s->gw6, &s->gwdns, &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
+	struct watch *slots[] = {&s->cancel,  &s->gw4,      &s->gw6,    &s->gwdns,
+	                         &s->gw_proc, &s->gw_calls, &s->linger, &s->control};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(slots); i++)
 		rb_session_watch(s, slots[i], -1);
 	for (unsigned i = 0; i < s->n_procs; i++)

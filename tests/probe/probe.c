@@ -46,9 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_FALSE 1     /* a predicate did not hold */
+#define EXIT_FALSE   1   /* a predicate did not hold */
 #define EXIT_UNKNOWN 200 /* no such operation */
-#define EXIT_USAGE 202   /* bad arguments */
+#define EXIT_USAGE   202 /* bad arguments */
 
 #ifndef AF_VSOCK
 #define AF_VSOCK 40
@@ -64,7 +64,10 @@
 #endif
 
 /* errno as an exit code; never 0 when a call reported failure. */
-static int err(void) { return errno > 0 && errno < EXIT_UNKNOWN ? errno : EIO; }
+static int err(void)
+{
+	return errno > 0 && errno < EXIT_UNKNOWN ? errno : EIO;
+}
 
 static long num(const char *s)
 {
@@ -170,14 +173,23 @@ static int op_stat(int argc, char **argv)
 	struct stat st;
 	if (lstat(argv[0], &st) < 0)
 		return err();
-	printf("uid=%u gid=%u mode=%o size=%jd\n", (unsigned)st.st_uid, (unsigned)st.st_gid,
-	       (unsigned)st.st_mode, (intmax_t)st.st_size);
+	printf("uid=%u gid=%u mode=%o size=%jd\n", (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode,
+	       (intmax_t)st.st_size);
 	return 0;
 }
 
-static int op_mkdir(int argc, char **argv) { return mkdir(argv[0], 0755) < 0 ? err() : 0; }
-static int op_chdir(int argc, char **argv) { return chdir(argv[0]) < 0 ? err() : 0; }
-static int op_chroot(int argc, char **argv) { return chroot(argv[0]) < 0 ? err() : 0; }
+static int op_mkdir(int argc, char **argv)
+{
+	return mkdir(argv[0], 0755) < 0 ? err() : 0;
+}
+static int op_chdir(int argc, char **argv)
+{
+	return chdir(argv[0]) < 0 ? err() : 0;
+}
+static int op_chroot(int argc, char **argv)
+{
+	return chroot(argv[0]) < 0 ? err() : 0;
+}
 
 static int op_cwd(int argc, char **argv)
 {
@@ -190,9 +202,18 @@ static int op_cwd(int argc, char **argv)
 
 /* ---- namespaces ---- */
 
-static int op_unshare_user(int argc, char **argv) { return unshare(CLONE_NEWUSER) < 0 ? err() : 0; }
-static int op_unshare_net(int argc, char **argv) { return unshare(CLONE_NEWNET) < 0 ? err() : 0; }
-static int op_unshare_mnt(int argc, char **argv) { return unshare(CLONE_NEWNS) < 0 ? err() : 0; }
+static int op_unshare_user(int argc, char **argv)
+{
+	return unshare(CLONE_NEWUSER) < 0 ? err() : 0;
+}
+static int op_unshare_net(int argc, char **argv)
+{
+	return unshare(CLONE_NEWNET) < 0 ? err() : 0;
+}
+static int op_unshare_mnt(int argc, char **argv)
+{
+	return unshare(CLONE_NEWNS) < 0 ? err() : 0;
+}
 
 static int op_setns(int argc, char **argv)
 {
@@ -310,15 +331,11 @@ static int op_open_tree(int argc, char **argv)
 static int op_move_mount(int argc, char **argv)
 {
 	if (argc < 2)
-		return syscall(SYS_move_mount, -1, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0
-			       ? err()
-			       : 0;
+		return syscall(SYS_move_mount, -1, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0 ? err() : 0;
 	long fd = syscall(SYS_open_tree, AT_FDCWD, argv[0], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (fd < 0)
 		return err();
-	int rc = syscall(SYS_move_mount, (int)fd, "", AT_FDCWD, argv[1], MOVE_MOUNT_F_EMPTY_PATH) < 0
-			 ? err()
-			 : 0;
+	int rc = syscall(SYS_move_mount, (int)fd, "", AT_FDCWD, argv[1], MOVE_MOUNT_F_EMPTY_PATH) < 0 ? err() : 0;
 	close((int)fd);
 	return mounted(argv[1], rc);
 }
@@ -326,8 +343,7 @@ static int op_move_mount(int argc, char **argv)
 /* Paths that do not exist: the kernel says ENOENT, a filter says EPERM; nothing pivots. */
 static int op_pivot_root(int argc, char **argv)
 {
-	return syscall(SYS_pivot_root, "/nonexistent-rbx-probe", "/nonexistent-rbx-probe") < 0 ? err()
-												 : 0;
+	return syscall(SYS_pivot_root, "/nonexistent-rbx-probe", "/nonexistent-rbx-probe") < 0 ? err() : 0;
 }
 
 /* ---- dangerous kernel interfaces ---- */
@@ -495,17 +511,17 @@ struct sockname {
 };
 
 static const struct sockname socknames[] = {
-	{"packet", AF_PACKET, SOCK_RAW, 0},
-	{"alg", AF_ALG, SOCK_SEQPACKET, 0},
-	{"vsock", AF_VSOCK, SOCK_STREAM, 0},
-	{"netlink-route", AF_NETLINK, SOCK_RAW, NETLINK_ROUTE},
-	{"netlink-audit", AF_NETLINK, SOCK_RAW, NETLINK_AUDIT},
-	{"inet", AF_INET, SOCK_STREAM, 0},
-	{"inet6", AF_INET6, SOCK_STREAM, 0},
-	{"unix", AF_UNIX, SOCK_STREAM, 0},
-	{"raw", AF_INET, SOCK_RAW, IPPROTO_ICMP},
-	{"raw6", AF_INET6, SOCK_RAW, IPPROTO_ICMPV6},
-	{"inet-packet", AF_INET, SOCK_PACKET, 0}, /* the kernel makes it an AF_PACKET socket */
+    {"packet", AF_PACKET, SOCK_RAW, 0},
+    {"alg", AF_ALG, SOCK_SEQPACKET, 0},
+    {"vsock", AF_VSOCK, SOCK_STREAM, 0},
+    {"netlink-route", AF_NETLINK, SOCK_RAW, NETLINK_ROUTE},
+    {"netlink-audit", AF_NETLINK, SOCK_RAW, NETLINK_AUDIT},
+    {"inet", AF_INET, SOCK_STREAM, 0},
+    {"inet6", AF_INET6, SOCK_STREAM, 0},
+    {"unix", AF_UNIX, SOCK_STREAM, 0},
+    {"raw", AF_INET, SOCK_RAW, IPPROTO_ICMP},
+    {"raw6", AF_INET6, SOCK_RAW, IPPROTO_ICMPV6},
+    {"inet-packet", AF_INET, SOCK_PACKET, 0}, /* the kernel makes it an AF_PACKET socket */
 };
 
 static int op_socket(int argc, char **argv)
@@ -533,8 +549,7 @@ static int op_socket(int argc, char **argv)
 	return 0;
 }
 
-static int parse_addr(const char *host, const char *port, struct sockaddr_storage *ss,
-		      socklen_t *len)
+static int parse_addr(const char *host, const char *port, struct sockaddr_storage *ss, socklen_t *len)
 {
 	memset(ss, 0, sizeof *ss);
 	struct sockaddr_in *in = (struct sockaddr_in *)ss;
@@ -563,8 +578,7 @@ static int op_connect(int argc, char **argv)
 	socklen_t len;
 	parse_addr(argv[0], argv[1], &ss, &len);
 	bool udp = argc > 2 && !strcmp(argv[2], "udp");
-	int fd = socket(ss.ss_family, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			0);
+	int fd = socket(ss.ss_family, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return err();
 	int rc = 0;
@@ -599,13 +613,11 @@ static int op_listen_connect(int argc, char **argv)
 	socklen_t len = sizeof a;
 	int rc = 0, s = -1, c = -1, a_fd = -1;
 	char ch = 'x', got = 0;
-	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 1) < 0 ||
-	    getsockname(s, (struct sockaddr *)&a, &len) < 0 ||
+	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    listen(s, 1) < 0 || getsockname(s, (struct sockaddr *)&a, &len) < 0 ||
 	    (c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(c, (struct sockaddr *)&a, sizeof a) < 0 ||
-	    (a_fd = accept4(s, NULL, NULL, SOCK_CLOEXEC)) < 0 || write(c, &ch, 1) != 1 ||
-	    read(a_fd, &got, 1) != 1)
+	    connect(c, (struct sockaddr *)&a, sizeof a) < 0 || (a_fd = accept4(s, NULL, NULL, SOCK_CLOEXEC)) < 0 ||
+	    write(c, &ch, 1) != 1 || read(a_fd, &got, 1) != 1)
 		rc = err();
 	else if (got != ch)
 		rc = EIO;
@@ -715,8 +727,14 @@ static int op_x32_getpid(int argc, char **argv)
 
 /* ---- identity and privilege ---- */
 
-static int op_setuid(int argc, char **argv) { return setuid((uid_t)num(argv[0])) < 0 ? err() : 0; }
-static int op_setgid(int argc, char **argv) { return setgid((gid_t)num(argv[0])) < 0 ? err() : 0; }
+static int op_setuid(int argc, char **argv)
+{
+	return setuid((uid_t)num(argv[0])) < 0 ? err() : 0;
+}
+static int op_setgid(int argc, char **argv)
+{
+	return setgid((gid_t)num(argv[0])) < 0 ? err() : 0;
+}
 
 /* Value of "Key:" in /proc/self/status, copied into out. */
 static int status_field(const char *key, char *out, size_t outlen)
@@ -758,12 +776,47 @@ static int op_caps_zero(int argc, char **argv)
 }
 
 static const char *const capnames[] = {
-	"chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid",
-	"setpcap", "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw",
-	"ipc_lock", "ipc_owner", "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct",
-	"sys_admin", "sys_boot", "sys_nice", "sys_resource", "sys_time", "sys_tty_config", "mknod",
-	"lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
-	"wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore",
+    "chown",
+    "dac_override",
+    "dac_read_search",
+    "fowner",
+    "fsetid",
+    "kill",
+    "setgid",
+    "setuid",
+    "setpcap",
+    "linux_immutable",
+    "net_bind_service",
+    "net_broadcast",
+    "net_admin",
+    "net_raw",
+    "ipc_lock",
+    "ipc_owner",
+    "sys_module",
+    "sys_rawio",
+    "sys_chroot",
+    "sys_ptrace",
+    "sys_pacct",
+    "sys_admin",
+    "sys_boot",
+    "sys_nice",
+    "sys_resource",
+    "sys_time",
+    "sys_tty_config",
+    "mknod",
+    "lease",
+    "audit_write",
+    "audit_control",
+    "setfcap",
+    "mac_override",
+    "mac_admin",
+    "syslog",
+    "wake_alarm",
+    "block_suspend",
+    "audit_read",
+    "perfmon",
+    "bpf",
+    "checkpoint_restore",
 };
 
 /* 0 if CapEff holds NAME (cap_sys_admin, sys_admin or a number). */
@@ -796,8 +849,14 @@ static int field_is(const char *key, const char *want)
 	return strcmp(v, want) ? EXIT_FALSE : 0;
 }
 
-static int op_nnp(int argc, char **argv) { return field_is("NoNewPrivs", "1"); }
-static int op_seccomp_mode(int argc, char **argv) { return field_is("Seccomp", "2"); }
+static int op_nnp(int argc, char **argv)
+{
+	return field_is("NoNewPrivs", "1");
+}
+static int op_seccomp_mode(int argc, char **argv)
+{
+	return field_is("Seccomp", "2");
+}
 
 /* 0 if only fds 0, 1 and 2 are open; prints any other with its target. */
 static int op_fds(int argc, char **argv)
@@ -983,7 +1042,8 @@ static int op_swap_watch(int argc, char **argv)
 		return err();
 	int dir = open(argv[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int in = inotify_init1(IN_CLOEXEC);
-	if (dir < 0 || in < 0 || inotify_add_watch(in, argv[0], IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB) < 0)
+	if (dir < 0 || in < 0 ||
+	    inotify_add_watch(in, argv[0], IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB) < 0)
 		return err();
 	char tmp[NAME_MAX + 1];
 	snprintf(tmp, sizeof tmp, ".swap-%.200s", argv[1]);
@@ -1046,7 +1106,10 @@ static int op_daemonize(int argc, char **argv)
 	return reap(pid);
 }
 
-static int op_exit(int argc, char **argv) { exit((int)num(argv[0])); }
+static int op_exit(int argc, char **argv)
+{
+	exit((int)num(argv[0]));
+}
 
 static int op_kill_self(int argc, char **argv)
 {
@@ -1159,77 +1222,78 @@ static int op_exec_as(int argc, char **argv)
 }
 
 static const struct op ops[] = {
-	{"open", 1, "PATH [r|w|rw]", op_open, false},
-	{"read", 1, "PATH", op_read, false},
-	{"empty", 1, "PATH", op_empty, true},
-	{"write", 2, "PATH TEXT", op_write, false},
-	{"stat", 1, "PATH", op_stat, false},
-	{"mkdir", 1, "PATH", op_mkdir, false},
-	{"chdir", 1, "PATH", op_chdir, false},
-	{"chroot", 1, "DIR", op_chroot, false},
-	{"cwd", 0, "", op_cwd, false},
-	{"unshare-user", 0, "", op_unshare_user, false},
-	{"unshare-net", 0, "", op_unshare_net, false},
-	{"unshare-mnt", 0, "", op_unshare_mnt, false},
-	{"setns", 1, "PATH", op_setns, false},
-	{"clone-newns", 0, "", op_clone_newns, false},
-	{"clone3", 0, "", op_clone3, false},
-	{"fork", 0, "", op_fork, false},
-	{"nsinfo", 0, "", op_nsinfo, false},
-	{"mount-tmpfs", 1, "DIR", op_mount_tmpfs, false},
-	{"mount-proc", 1, "DIR", op_mount_proc, false},
-	{"mount-cgroup1", 1, "DIR [OPTS]", op_mount_cgroup1, false},
-	{"fsopen", 1, "TYPE", op_fsopen, false},
-	{"open-tree", 1, "PATH", op_open_tree, false},
-	{"move-mount", 0, "[SRC DST]", op_move_mount, false},
-	{"pivot-root", 0, "", op_pivot_root, false},
-	{"keyctl", 0, "", op_keyctl, false},
-	{"bpf", 0, "", op_bpf, false},
-	{"perf-event-open", 0, "", op_perf_event_open, false},
-	{"userfaultfd", 0, "", op_userfaultfd, false},
-	{"io-uring-setup", 0, "", op_io_uring_setup, false},
-	{"ptrace-attach", 0, "[PID]", op_ptrace_attach, false},
-	{"process-vm-readv", 0, "[PID]", op_process_vm_readv, false},
-	{"kcmp", 0, "", op_kcmp, false},
-	{"pidfd-getfd", 0, "", op_pidfd_getfd, false},
-	{"name-to-handle-at", 1, "PATH", op_name_to_handle_at, false},
-	{"open-by-handle-at", 0, "[PATH]", op_open_by_handle_at, false},
-	{"socket", 1, "FAMILY [TYPE [PROTO]] | packet|alg|vsock|netlink-route|netlink-audit|inet|"
-		      "inet6|unix|raw|raw6|inet-packet",
-	 op_socket, false},
-	{"connect", 2, "HOST PORT [tcp|udp]", op_connect, false},
-	{"listen-connect", 0, "", op_listen_connect, false},
-	{"ioctl-tiocsti", 0, "[high]", op_ioctl_tiocsti, false},
-	{"ioctl-tiocsti-stdin", 0, "", op_ioctl_tiocsti_stdin, false},
-	{"ioctl-tioclinux", 0, "", op_ioctl_tioclinux, false},
-	{"ioctl-tiocgwinsz", 0, "", op_ioctl_tiocgwinsz, false},
-	{"personality", 1, "N", op_personality, false},
-	{"int80-getpid", 0, "", op_int80_getpid, false},
-	{"x32-getpid", 0, "", op_x32_getpid, false},
-	{"setuid", 1, "N", op_setuid, false},
-	{"setgid", 1, "N", op_setgid, false},
-	{"caps-zero", 0, "", op_caps_zero, true},
-	{"caps-has", 1, "NAME", op_caps_has, true},
-	{"nnp", 0, "", op_nnp, true},
-	{"seccomp-mode", 0, "", op_seccomp_mode, true},
-	{"fds", 0, "", op_fds, true},
-	{"uid", 1, "N", op_uid, true},
-	{"gid", 1, "N", op_gid, true},
-	{"pid", 1, "N", op_pid, true},
-	{"hostname", 1, "NAME", op_hostname, false},
-	{"ls-pids", 0, "", op_ls_pids, false},
-	{"kill", 2, "PID SIG", op_kill, false},
-	{"sleep-forever", 0, "[MARKER]", op_sleep_forever, false},
-	{"daemonize", 1, "FILE [MARKER]", op_daemonize, false},
-	{"swap-watch", 3, "DIR NAME SRC [MARKER]", op_swap_watch, false},
-	{"mem-watch", 2, "MS FILE", op_mem_watch, false},
-	{"exit", 1, "N", op_exit, false},
-	{"kill-self", 1, "SIG", op_kill_self, false},
-	{"alloc", 1, "MB", op_alloc, false},
-	{"forkbomb", 1, "N", op_forkbomb, false},
-	{"busy", 1, "MS", op_busy, false},
-	{"write-fill", 2, "PATH MB", op_write_fill, false},
-	{"exec-as", 3, "UID GID PROG [ARGS]", op_exec_as, false},
+    {"open", 1, "PATH [r|w|rw]", op_open, false},
+    {"read", 1, "PATH", op_read, false},
+    {"empty", 1, "PATH", op_empty, true},
+    {"write", 2, "PATH TEXT", op_write, false},
+    {"stat", 1, "PATH", op_stat, false},
+    {"mkdir", 1, "PATH", op_mkdir, false},
+    {"chdir", 1, "PATH", op_chdir, false},
+    {"chroot", 1, "DIR", op_chroot, false},
+    {"cwd", 0, "", op_cwd, false},
+    {"unshare-user", 0, "", op_unshare_user, false},
+    {"unshare-net", 0, "", op_unshare_net, false},
+    {"unshare-mnt", 0, "", op_unshare_mnt, false},
+    {"setns", 1, "PATH", op_setns, false},
+    {"clone-newns", 0, "", op_clone_newns, false},
+    {"clone3", 0, "", op_clone3, false},
+    {"fork", 0, "", op_fork, false},
+    {"nsinfo", 0, "", op_nsinfo, false},
+    {"mount-tmpfs", 1, "DIR", op_mount_tmpfs, false},
+    {"mount-proc", 1, "DIR", op_mount_proc, false},
+    {"mount-cgroup1", 1, "DIR [OPTS]", op_mount_cgroup1, false},
+    {"fsopen", 1, "TYPE", op_fsopen, false},
+    {"open-tree", 1, "PATH", op_open_tree, false},
+    {"move-mount", 0, "[SRC DST]", op_move_mount, false},
+    {"pivot-root", 0, "", op_pivot_root, false},
+    {"keyctl", 0, "", op_keyctl, false},
+    {"bpf", 0, "", op_bpf, false},
+    {"perf-event-open", 0, "", op_perf_event_open, false},
+    {"userfaultfd", 0, "", op_userfaultfd, false},
+    {"io-uring-setup", 0, "", op_io_uring_setup, false},
+    {"ptrace-attach", 0, "[PID]", op_ptrace_attach, false},
+    {"process-vm-readv", 0, "[PID]", op_process_vm_readv, false},
+    {"kcmp", 0, "", op_kcmp, false},
+    {"pidfd-getfd", 0, "", op_pidfd_getfd, false},
+    {"name-to-handle-at", 1, "PATH", op_name_to_handle_at, false},
+    {"open-by-handle-at", 0, "[PATH]", op_open_by_handle_at, false},
+    {"socket", 1,
+     "FAMILY [TYPE [PROTO]] | packet|alg|vsock|netlink-route|netlink-audit|inet|"
+     "inet6|unix|raw|raw6|inet-packet",
+     op_socket, false},
+    {"connect", 2, "HOST PORT [tcp|udp]", op_connect, false},
+    {"listen-connect", 0, "", op_listen_connect, false},
+    {"ioctl-tiocsti", 0, "[high]", op_ioctl_tiocsti, false},
+    {"ioctl-tiocsti-stdin", 0, "", op_ioctl_tiocsti_stdin, false},
+    {"ioctl-tioclinux", 0, "", op_ioctl_tioclinux, false},
+    {"ioctl-tiocgwinsz", 0, "", op_ioctl_tiocgwinsz, false},
+    {"personality", 1, "N", op_personality, false},
+    {"int80-getpid", 0, "", op_int80_getpid, false},
+    {"x32-getpid", 0, "", op_x32_getpid, false},
+    {"setuid", 1, "N", op_setuid, false},
+    {"setgid", 1, "N", op_setgid, false},
+    {"caps-zero", 0, "", op_caps_zero, true},
+    {"caps-has", 1, "NAME", op_caps_has, true},
+    {"nnp", 0, "", op_nnp, true},
+    {"seccomp-mode", 0, "", op_seccomp_mode, true},
+    {"fds", 0, "", op_fds, true},
+    {"uid", 1, "N", op_uid, true},
+    {"gid", 1, "N", op_gid, true},
+    {"pid", 1, "N", op_pid, true},
+    {"hostname", 1, "NAME", op_hostname, false},
+    {"ls-pids", 0, "", op_ls_pids, false},
+    {"kill", 2, "PID SIG", op_kill, false},
+    {"sleep-forever", 0, "[MARKER]", op_sleep_forever, false},
+    {"daemonize", 1, "FILE [MARKER]", op_daemonize, false},
+    {"swap-watch", 3, "DIR NAME SRC [MARKER]", op_swap_watch, false},
+    {"mem-watch", 2, "MS FILE", op_mem_watch, false},
+    {"exit", 1, "N", op_exit, false},
+    {"kill-self", 1, "SIG", op_kill_self, false},
+    {"alloc", 1, "MB", op_alloc, false},
+    {"forkbomb", 1, "N", op_forkbomb, false},
+    {"busy", 1, "MS", op_busy, false},
+    {"write-fill", 2, "PATH MB", op_write_fill, false},
+    {"exec-as", 3, "UID GID PROG [ARGS]", op_exec_as, false},
 };
 
 static void usage(FILE *f)

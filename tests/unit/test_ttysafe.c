@@ -107,10 +107,8 @@ static void fputs_long_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(fputs_long_text),
-	    cmocka_unit_test(test_controls_shown),
-	    cmocka_unit_test(test_split_lead_byte),
-	    cmocka_unit_test(test_line_escapes),
+	    cmocka_unit_test(fputs_long_text),      cmocka_unit_test(test_controls_shown),
+	    cmocka_unit_test(test_split_lead_byte), cmocka_unit_test(test_line_escapes),
 	    cmocka_unit_test(test_line_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
