@@ -39,7 +39,7 @@ def under_pty(argv, rows, cols, resize_to):
     pid, fd = pty.fork()
     if pid == 0:
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        os.execv(argv[0], argv)
+        os.execvp(argv[0], argv)
     out = b""
     end = time.monotonic() + 60
     resized = False
