@@ -361,7 +361,9 @@ struct dechunk {
 /* Grows *buf (len bytes, cap) by n bytes of p; -1 when out of memory. */
 static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
 {
-	if (*len + n + 1 > *cap) {
+	if (!n)
+		return 0;
+	if (!*buf || *len + n + 1 > *cap) {
 		size_t nc = (*len + n + 1) * 2;
 		char *nb = nc < REPLY_CAP ? realloc(*buf, nc) : NULL;
 		if (!nb)

@@ -43,7 +43,7 @@ struct upload {
 	bool hydrate_ref;             /* POST hydrate?snapshot=REF: no body */
 	unsigned failed;              /* a streamed body failed: this status, with reply */
 	json_t *reply;
-	const char *tenant; /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
+	const char *tenant;     /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
 	struct ostream *stream; /* GET .../output?stream=1: an NDJSON reply fed as output comes */
 };
 
@@ -315,7 +315,8 @@ static enum MHD_Result respond_stream(struct MHD_Connection *conn, struct upload
 	struct ostream *o = rb_steal_ptr(&u->stream);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	o->sock = ci ? ci->connect_fd : -1;
-	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, o, stream_free);
+	struct MHD_Response *r =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, o, stream_free);
 	if (!r) {
 		stream_free(o);
 		return MHD_NO;

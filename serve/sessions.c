@@ -1405,12 +1405,11 @@ unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *
 	return st;
 }
 
-unsigned rb_serve_proc_resize(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body,
-                              json_t **reply)
+unsigned rb_serve_proc_resize(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body, json_t **reply)
 {
 	struct rb_error err;
 	rb_error_clear(&err);
-	struct rb_tty_size size;
+	struct rb_tty_size size = {0, 0};
 	if (tty_size_json(body, "$", &size, &err) < 0)
 		return rb_serve_error(&err, reply);
 	unsigned st = 200;
@@ -1420,7 +1419,8 @@ unsigned rb_serve_proc_resize(struct rb_serve *sv, const char *sid, const char *
 	if (p && rb_proc_resize(p->p, size, &err) < 0) {
 		/* No terminal, or the process ended: the process's state, not the request, is wrong. */
 		if (err.errnum == ENOTTY)
-			st = fail(reply, RB_ERR_CONFLICT, "process %s: no terminal (started without `tty: true`)", p->id);
+			st = fail(reply, RB_ERR_CONFLICT, "process %s: no terminal (started without `tty: true`)",
+			          p->id);
 		else if (err.errnum == ESRCH)
 			st = fail(reply, RB_ERR_CONFLICT, "process %s: it has ended", p->id);
 		else
