@@ -23,15 +23,16 @@ api() {
 }
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 # output_of PID: every chunk of a process by long-poll until it exited; R the last reply, OUTB
-# the stdout text of all chunks, SEQS their seqs.
+# the stdout text of all chunks, SEQS their seqs, STREAMS their streams.
 output_of() {
 	local after=0 i
-	OUTB="" SEQS=""
+	OUTB="" SEQS="" STREAMS=""
 	for i in $(seq 1 60); do
 		api GET "/v1/sessions/$S/processes/$1/output?after_seq=$after&wait_ms=2000"
 		OUTB+=$(jv '"".join(c["data"] for c in r["chunks"] if c["stream"] == "stdout")'; printf x)
 		OUTB=${OUTB%$'\n'x} # jv's own newline and the guard against $( ) eating the output's
 		SEQS+="$(jv '" ".join(str(c["seq"]) for c in r["chunks"])') "
+		STREAMS+="$(jv '" ".join(c["stream"] for c in r["chunks"])') "
 		after=$(jv 'r["next_seq"]')
 		[ "$(jv 'r["exited"]')" = true ] && return 0
 	done
@@ -53,7 +54,7 @@ else not_ok "a session is made" "got '$S' ($(first_line "$(cat "$T/err")"))"; ki
 
 # A tty process: on a terminal of the size asked, then of the size a resize gave (the resize
 # comes once the first size is printed; a line typed into the terminal lets it go on).
-api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "[ -t 0 ] && echo TTY || echo NOTTY; stty size; read x; stty size; echo got-$x"], "tty": true, "size": {"rows": 33, "cols": 101}}'
+api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "[ -t 0 ] && echo TTY || echo NOTTY; stty size; echo to-err >&2; read x; stty size; echo got-$x"], "tty": true, "size": {"rows": 33, "cols": 101}}'
 TP=$(jv 'r["id"]')
 [ "$ST" = 201 ] || not_ok "a tty process starts" "HTTP $ST $R"
 for i in $(seq 1 50); do
@@ -65,16 +66,16 @@ rst=$ST
 api POST "/v1/sessions/$S/processes/$TP/stdin" $'typed\n'
 output_of "$TP"
 res_tty=$(jv 'r["result"]["tty"]')
-streams=$(jv '" ".join(sorted(set(c["stream"] for c in r["chunks"])))')
+streams=$(tr ' ' '\n' <<<"$STREAMS" | sort -u | xargs)
 if [ "$rst" = 200 ] && printf '%s' "$OUTB" | grep -q '^TTY' && printf '%s' "$OUTB" | grep -q '^33 101' &&
-	printf '%s' "$OUTB" | grep -q '^40 120' && printf '%s' "$OUTB" | grep -q 'got-typed' && [ "$res_tty" = true ]; then
-	ok "a tty process is on a terminal ([ -t 0 ]), of the size asked (33 101), then resized (40 120); typed input reaches it; result tty: true"
-else not_ok "a tty process is on a terminal of the size asked, then resized" "resize HTTP $rst, out '$(printf '%s' "$OUTB" | tr '\r\n' '  ')', tty $res_tty"; fi
-api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "[ -t 0 ] && echo TTY || echo NOTTY; stty size 2>&1 || echo no-size"]}'
+	printf '%s' "$OUTB" | grep -q '^40 120' && printf '%s' "$OUTB" | grep -q 'got-typed' && printf '%s' "$OUTB" | grep -q 'to-err' && [ "$res_tty" = true ] && [ "$streams" = stdout ]; then
+	ok "a tty process is on a terminal ([ -t 0 ]), of the size asked (33 101), then resized (40 120); typed input reaches it; its stderr is in stream stdout; result tty: true"
+else not_ok "a tty process is on a terminal of the size asked, then resized" "resize HTTP $rst, out '$(printf '%s' "$OUTB" | tr '\r\n' '  ')', tty $res_tty, streams '$streams'"; fi
+api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "[ -t 0 ] && echo TTY || echo NOTTY; stty size 2>&1 || echo no-size; echo to-err >&2"]}'
 NP=$(jv 'r["id"]')
 output_of "$NP"
-if printf '%s' "$OUTB" | grep -q '^NOTTY' && printf '%s' "$OUTB" | grep -q 'no-size' && [ "$(jv 'r["result"].get("tty", False)')" = false ]; then
-	ok "control: a process without tty is on no terminal (stty size fails)"
+if printf '%s' "$OUTB" | grep -q '^NOTTY' && printf '%s' "$OUTB" | grep -q 'no-size' && [ "$(jv 'r["result"].get("tty", False)')" = false ] && [[ "$STREAMS" == *stderr* ]]; then
+	ok "control: a process without tty is on no terminal (stty size fails), its stderr in stream stderr"
 else not_ok "control: a process without tty is on no terminal" "out '$OUTB'"; fi
 
 # A resize: 409 without a terminal, 409 once ended; bad sizes are 400s naming the key.
@@ -101,7 +102,7 @@ else not_ok "bad sizes and a size without tty are 400s naming the key" "control 
 
 # The NDJSON stream: chunks in order as they come (the first well before the end), then the
 # exited line; the long-poll of the same process gives the same bytes.
-api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "echo first; sleep 2; for i in 1 2 3 4 5; do echo line$i; done; echo to-err >&2; exit 4"]}'
+api POST "/v1/sessions/$S/processes" '{"argv": ["sh", "-c", "echo first; sleep 3; for i in 1 2 3 4 5; do echo line$i; done; echo to-err >&2; exit 4"]}'
 OP=$(jv 'r["id"]')
 "${CLIENT[@]}" "$PY" "$CLI_PY" stream "$SOCK" "/v1/sessions/$S/processes/$OP/output?stream=1" plain all >"$T/nd" 2>"$T/nd.err"
 verdict=$("$PY" - "$T/nd" <<'PYEOF'
@@ -119,7 +120,7 @@ if head["status"] != 200 or head["type"] != "application/x-ndjson" or head["chun
 if seqs != sorted(seqs) or seqs[0] != 1 or len(set(seqs)) != len(seqs): bad.append("seqs %s" % seqs)
 if out != "first\n" + "".join("line%d\n" % i for i in range(1, 6)) or err != "to-err\n": bad.append("out %r err %r" % (out, err))
 if not last.get("exited") or last["result"]["exit"] != 4: bad.append("last %s" % last)
-if first_at > 1.5 or lines[-1][0] - first_at < 1.5: bad.append("first line at %.2fs, last at %.2fs" % (first_at, lines[-1][0]))
+if first_at > 2.5 or lines[-1][0] - first_at < 1.0: bad.append("first line at %.2fs, last at %.2fs" % (first_at, lines[-1][0]))
 print("ok" if not bad else "; ".join(bad))
 PYEOF
 )
