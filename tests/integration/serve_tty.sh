@@ -170,7 +170,7 @@ LP=$(jv 'r["id"]')
 threads() { ls "/proc/$DPID/task" | wc -l; }
 n0=$(threads)
 cpids=()
-for i in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
 	"${CLIENT[@]}" "$PY" "$CLI_PY" stream "$SOCK" "/v1/sessions/$S/processes/$LP/output?stream=1" plain all >/dev/null 2>&1 &
 	cpids+=($!)
 done
