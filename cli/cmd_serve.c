@@ -1,7 +1,9 @@
 /* `runbox serve` (execs the runbox-serve daemon) and its clients: `runbox session
  * create|ls|rm`, `runbox exec ID -- CMD`, over a small HTTP/1.1 client on the unix socket. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
@@ -15,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "cli/commands.h"
+#include "cli/term.h"
 #include "common/log.h"
 #include "common/paths.h"
 
@@ -70,10 +73,9 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* One call: returns the HTTP status and the reply's JSON in *out, or -1 with a message said. */
-static int call(const char *sock, const char *method, const char *path, const json_t *body, json_t **out)
+/* A connection to the daemon's socket, or -1 with a message said. */
+static int connect_sock(const char *sock)
 {
-	*out = NULL;
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(sock) >= sizeof a.sun_path) {
 		rb_err("socket %s: too long", sock);
@@ -87,8 +89,29 @@ static int call(const char *sock, const char *method, const char *path, const js
 			close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+static int call_bytes(const char *sock, const char *method, const char *path, const char *text, size_t blen,
+                      json_t **out);
+
+/* One call: returns the HTTP status and the reply's JSON in *out, or -1 with a message said. */
+static int call(const char *sock, const char *method, const char *path, const json_t *body, json_t **out)
+{
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	size_t blen = text ? strlen(text) : 0;
+	int st = call_bytes(sock, method, path, text, text ? strlen(text) : 0, out);
+	free(text);
+	return st;
+}
+
+/* The same with a raw body (a process's stdin). */
+static int call_bytes(const char *sock, const char *method, const char *path, const char *text, size_t blen,
+                      json_t **out)
+{
+	*out = NULL;
+	int fd = connect_sock(sock);
+	if (fd < 0)
+		return -1;
 	char head[1024];
 	int hl = snprintf(head, sizeof head,
 	                  "%s %s HTTP/1.1\r\nHost: runbox\r\nConnection: close\r\nContent-Type: application/json\r\n"
@@ -96,11 +119,9 @@ static int call(const char *sock, const char *method, const char *path, const js
 	                  method, path, blen);
 	if (write_all(fd, head, (size_t)hl) < 0 || (blen && write_all(fd, text, blen) < 0)) {
 		rb_err("socket %s: %s", sock, strerror(errno));
-		free(text);
 		close(fd);
 		return -1;
 	}
-	free(text);
 	size_t len = 0, cap = 8192;
 	char *buf = malloc(cap);
 	for (;;) {
@@ -319,10 +340,257 @@ static void put_chunk(const json_t *ch)
 	(void)write_all(fd, d, n);
 }
 
+/* What `runbox exec` moves while its process runs: the output stream in, and with -i its
+ * stdin out, with -t its terminal's sizes out. */
+struct exec_io {
+	const char *sock;
+	char proc[256]; /* /v1/sessions/SID/processes/PID */
+	int in;         /* runbox's stdin, forwarded to the process's (-i), or -1 */
+	int winch;      /* sizes of runbox's terminal from SIGWINCH (-t), or -1 */
+};
+
+/* The body of a reply as it comes: chunked (Transfer-Encoding) or not, into out. */
+struct dechunk {
+	bool chunked, done;
+	int state; /* 0: a chunk's size line, 1: its data, 2: the CRLF after it */
+	uint64_t left;
+	char raw[65536];
+	size_t rlen;
+};
+
+/* Grows *buf (len bytes, cap) by n bytes of p; -1 when out of memory. */
+static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (!n)
+		return 0;
+	if (!*buf || *len + n + 1 > *cap) {
+		size_t nc = (*len + n + 1) * 2;
+		char *nb = nc < REPLY_CAP ? realloc(*buf, nc) : NULL;
+		if (!nb)
+			return -1;
+		*buf = nb;
+		*cap = nc;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+/* Moves what dc->raw holds of the body into *out. -1 on a malformed chunk or no memory. */
+static int dechunk_feed(struct dechunk *dc, char **out, size_t *len, size_t *cap)
+{
+	size_t pos = 0;
+	int r = 0;
+	while (pos < dc->rlen && !dc->done && r == 0) {
+		char *p = dc->raw + pos;
+		size_t have = dc->rlen - pos;
+		if (!dc->chunked) {
+			r = append(out, len, cap, p, have);
+			pos += have;
+		} else if (dc->state == 0) {
+			char *nl = memchr(p, '\n', have);
+			if (!nl)
+				break;
+			char *end;
+			unsigned long long n = strtoull(p, &end, 16);
+			if (end == p)
+				return -1;
+			pos += (size_t)(nl - p) + 1;
+			dc->left = n;
+			dc->state = n ? 1 : 0;
+			dc->done = n == 0;
+		} else if (dc->state == 1) {
+			size_t take = have < dc->left ? have : (size_t)dc->left;
+			r = append(out, len, cap, p, take);
+			pos += take;
+			dc->left -= take;
+			if (!dc->left)
+				dc->state = 2;
+		} else {
+			char *nl = memchr(p, '\n', have);
+			if (!nl)
+				break;
+			pos += (size_t)(nl - p) + 1;
+			dc->state = 0;
+		}
+	}
+	memmove(dc->raw, dc->raw + pos, dc->rlen - pos);
+	dc->rlen -= pos;
+	return r;
+}
+
+/* One NDJSON line of the stream: a chunk is written out; the last line gives the exit code
+ * (*code, returns 1); -1 on an error line or one that is not JSON. */
+static int exec_line(const char *line, int *code)
+{
+	json_t *o = json_loads(line, 0, NULL);
+	if (!o) {
+		rb_err("exec: the output stream holds a line that is not JSON");
+		return -1;
+	}
+	int r = 0;
+	if (json_object_get(o, "error")) {
+		rb_err("%s", json_string_value(json_object_get(o, "error")) ?: "the output stream failed");
+		r = -1;
+	} else if (json_is_true(json_object_get(o, "exited"))) {
+		json_t *res = json_object_get(o, "result");
+		*code = (int)json_integer_value(json_object_get(res, "exit"));
+		const char *st = json_string_value(json_object_get(res, "status")) ?: "";
+		if (!strcmp(st, "setup_failed") || !strcmp(st, "exec_failed"))
+			rb_err("%s", json_string_value(json_object_get(res, "error")) ?: st);
+		r = 1;
+	} else {
+		put_chunk(o);
+	}
+	json_decref(o);
+	return r;
+}
+
+/* -i: a read of runbox's stdin goes to the process's (its EOF closes that); a refusal (the
+ * process ended or closed its stdin) ends the forwarding, not the exec. */
+static void exec_forward_stdin(struct exec_io *io)
+{
+	char data[65536];
+	ssize_t n = read(io->in, data, sizeof data);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	char path[300];
+	snprintf(path, sizeof path, "%s/stdin%s", io->proc, n > 0 ? "" : "?close=1");
+	json_t *r = NULL;
+	int st = call_bytes(io->sock, "POST", path, data, n > 0 ? (size_t)n : 0, &r);
+	json_decref(r);
+	if (n <= 0 || st < 0 || st >= 400)
+		io->in = -1;
+}
+
+/* -t: the newest size SIGWINCH gave, to the process's terminal. */
+static void exec_forward_size(struct exec_io *io)
+{
+	struct rb_tty_size sz[16], last = {0, 0};
+	ssize_t n;
+	while ((n = read(io->winch, sz, sizeof sz)) >= (ssize_t)sizeof sz[0])
+		last = sz[n / (ssize_t)sizeof sz[0] - 1];
+	if (!last.rows)
+		return;
+	json_t *body = json_pack("{s:i, s:i}", "rows", last.rows, "cols", last.cols), *r = NULL;
+	char path[300];
+	snprintf(path, sizeof path, "%s/resize", io->proc);
+	(void)call(io->sock, "POST", path, body, &r); /* an ended process is no error of runbox's */
+	json_decref(body);
+	json_decref(r);
+}
+
+/* Reads the process's NDJSON output stream to its last line, forwarding stdin and sizes
+ * meanwhile; returns the process's exit code, or 125. */
+static int exec_stream(struct exec_io *io)
+{
+	int fd = connect_sock(io->sock);
+	if (fd < 0)
+		return 125;
+	char head[512];
+	int hl = snprintf(head, sizeof head,
+	                  "GET %s/output?stream=1 HTTP/1.1\r\nHost: runbox\r\nConnection: close\r\n"
+	                  "Accept: application/x-ndjson\r\n\r\n",
+	                  io->proc);
+	struct dechunk *dc = calloc(1, sizeof *dc);
+	char *lines = NULL, *hbuf = NULL;
+	size_t llen = 0, lcap = 0, hlen = 0, hcap = 0;
+	int code = 125, status = 0;
+	bool in_body = false;
+	if (!dc || write_all(fd, head, (size_t)hl) < 0) {
+		rb_err("socket %s: %s", io->sock, strerror(errno ?: ENOMEM));
+		goto out;
+	}
+	for (;;) {
+		struct pollfd pf[3] = {{.fd = fd, .events = POLLIN},
+		                       {.fd = io->in, .events = POLLIN},
+		                       {.fd = io->winch, .events = POLLIN}};
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			rb_err("exec: poll: %s", strerror(errno));
+			goto out;
+		}
+		if (pf[2].revents & POLLIN)
+			exec_forward_size(io);
+		if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
+			exec_forward_stdin(io);
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t n = read(fd, dc->raw + dc->rlen, sizeof dc->raw - dc->rlen);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rb_err("exec: the output stream ended before the process did%s%s", n < 0 ? ": " : "",
+			       n < 0 ? strerror(errno) : "");
+			goto out;
+		}
+		dc->rlen += (size_t)n;
+		if (!in_body) {
+			/* The head: its status, and whether the body is chunked. */
+			if (append(&hbuf, &hlen, &hcap, dc->raw, dc->rlen) < 0)
+				goto out;
+			char *sep = strstr(hbuf, "\r\n\r\n");
+			if (!sep) {
+				dc->rlen = 0;
+				continue;
+			}
+			*sep = '\0';
+			size_t body_off = (size_t)(sep + 4 - hbuf);
+			size_t rest = hlen - body_off;
+			memmove(dc->raw, hbuf + body_off, rest);
+			dc->rlen = rest;
+			if (sscanf(hbuf, "HTTP/1.%*d %d", &status) != 1) {
+				rb_err("socket %s: not an HTTP reply", io->sock);
+				goto out;
+			}
+			dc->chunked = strcasestr(hbuf, "\r\ntransfer-encoding: chunked") != NULL;
+			in_body = true;
+		}
+		if (dechunk_feed(dc, &lines, &llen, &lcap) < 0) {
+			rb_err("exec: the output stream is malformed");
+			goto out;
+		}
+		if (status != 200) {
+			/* An error reply: one JSON object, the whole body. */
+			if (!dc->done && (!lines || !strchr(lines, '\n')))
+				continue;
+			json_t *e = lines ? json_loads(lines, 0, NULL) : NULL;
+			rb_err("%s", json_string_value(json_object_get(e, "error")) ?: "the output stream failed");
+			json_decref(e);
+			goto out;
+		}
+		char *nl;
+		while (lines && (nl = memchr(lines, '\n', llen))) {
+			*nl = '\0';
+			int r = exec_line(lines, &code);
+			if (r != 0) {
+				if (r < 0)
+					code = 125;
+				goto out;
+			}
+			size_t used = (size_t)(nl + 1 - lines);
+			memmove(lines, nl + 1, llen - used);
+			llen -= used;
+			lines[llen] = '\0';
+		}
+	}
+out:
+	close(fd);
+	free(dc);
+	free(lines);
+	free(hbuf);
+	return code;
+}
+
 static void exec_usage(FILE *f)
 {
-	fputs("usage: runbox exec [--socket PATH] [--cwd DIR] [--timeout D] ID -- CMD ARGS...\n"
-	      "  runs CMD in the live session ID; its output streams here, its exit code is runbox's\n",
+	fputs("usage: runbox exec [--socket PATH] [--cwd DIR] [--timeout D] [-i] [-t] ID -- CMD ARGS...\n"
+	      "  runs CMD in the live session ID; its output streams here, its exit code is runbox's\n"
+	      "  -i, --interactive  runbox's stdin goes to CMD's (its EOF closes CMD's stdin)\n"
+	      "  -t, --tty          CMD runs on a terminal sized as runbox's (and resized with it);\n"
+	      "                     with -i on a terminal, runbox's is in raw mode meanwhile\n",
 	      f);
 }
 
@@ -331,21 +599,28 @@ int rb_cmd_exec(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"cwd", required_argument, NULL, 'c'},
-	    {"timeout", required_argument, NULL, 't'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"interactive", no_argument, NULL, 'i'},
+	    {"tty", no_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *sock_opt = NULL;
 	json_t *body = json_object();
-	int c;
+	int c, tty = 0;
+	bool interactive = false;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hit", opts, NULL)) != -1) {
 		if (c == 's')
 			sock_opt = optarg;
 		else if (c == 'c')
 			json_object_set_new(body, "cwd", json_string(optarg));
-		else if (c == 't')
+		else if (c == 'T')
 			json_object_set_new(body, "timeout", json_string(optarg));
+		else if (c == 'i')
+			interactive = true;
+		else if (c == 't')
+			tty++;
 		else {
 			exec_usage(c == 'h' ? stdout : stderr);
 			json_decref(body);
@@ -378,6 +653,22 @@ int rb_cmd_exec(int argc, char **argv)
 		json_array_append_new(av, s);
 	}
 	json_object_set_new(body, "argv", av);
+	if (tty == 1 && !isatty(STDIN_FILENO)) {
+		rb_err("exec -t: the input device is not a TTY (runbox's stdin is no terminal; -tt gives the "
+		       "command a terminal without one)");
+		json_decref(body);
+		return 125;
+	}
+	int src = isatty(STDIN_FILENO) ? STDIN_FILENO : isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
+	if (tty) {
+		struct rb_tty_size sz;
+		if (src < 0 || !rb_term_size(src, &sz))
+			sz = (struct rb_tty_size){24, 80};
+		json_object_set_new(body, "tty", json_true());
+		json_object_set_new(body, "size", json_pack("{s:i, s:i}", "rows", sz.rows, "cols", sz.cols));
+	} else if (interactive) {
+		json_object_set_new(body, "stdin", json_true());
+	}
 	char buf[PATH_MAX];
 	const char *sock = socket_path(sock_opt, buf, sizeof buf);
 	if (!sock) {
@@ -394,29 +685,13 @@ int rb_cmd_exec(int argc, char **argv)
 	char pid[72];
 	snprintf(pid, sizeof pid, "%s", json_string_value(json_object_get(r, "id")) ?: "");
 	json_decref(r);
-	uint64_t after = 0;
-	for (;;) {
-		snprintf(path, sizeof path, "/v1/sessions/%s/processes/%s/output?after_seq=%llu&wait_ms=30000", sid,
-		         pid, (unsigned long long)after);
-		r = call_ok(sock, "GET", path, NULL);
-		if (!r)
-			return 125;
-		size_t i;
-		json_t *ch;
-		json_array_foreach(json_object_get(r, "chunks"), i, ch)
-		{
-			put_chunk(ch);
-		}
-		after = (uint64_t)json_integer_value(json_object_get(r, "next_seq"));
-		if (json_is_true(json_object_get(r, "exited"))) {
-			json_t *res = json_object_get(r, "result");
-			int code = (int)json_integer_value(json_object_get(res, "exit"));
-			const char *st = json_string_value(json_object_get(res, "status")) ?: "";
-			if (!strcmp(st, "setup_failed") || !strcmp(st, "exec_failed"))
-				rb_err("%s", json_string_value(json_object_get(res, "error")) ?: st);
-			json_decref(r);
-			return code;
-		}
-		json_decref(r);
-	}
+	struct exec_io io = {.sock = sock, .in = interactive ? STDIN_FILENO : -1, .winch = -1};
+	snprintf(io.proc, sizeof io.proc, "/v1/sessions/%s/processes/%s", sid, pid);
+	if (tty && src >= 0 && (io.winch = rb_term_watch_size(src)) < 0)
+		rb_err("exec -t: the terminal's size: %s", strerror(errno));
+	if (tty && interactive && isatty(STDIN_FILENO) && rb_term_raw(STDIN_FILENO) < 0)
+		rb_err("exec -it: raw mode on the terminal: %s", strerror(errno));
+	int code = exec_stream(&io);
+	rb_term_restore();
+	return code;
 }

@@ -1,9 +1,11 @@
 /* runbox serve's HTTP/1.1 API on a unix socket (libmicrohttpd, a thread per connection; every
  * call into a session goes through sessions.c's lock). Routes under /v1 (docs/serve.md). */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -41,7 +43,20 @@ struct upload {
 	bool hydrate_ref;             /* POST hydrate?snapshot=REF: no body */
 	unsigned failed;              /* a streamed body failed: this status, with reply */
 	json_t *reply;
-	const char *tenant; /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
+	const char *tenant;     /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
+	struct ostream *stream; /* GET .../output?stream=1: an NDJSON reply fed as output comes */
+};
+
+/* An NDJSON stream of one process's output (respond_stream): lines not yet sent, and where
+ * it is. Freed by libmicrohttpd when the reply ends, however it ends. */
+struct ostream {
+	struct rb_serve *sv;
+	int sock; /* the client's socket, polled for its hangup while nothing comes */
+	char sid[128], pid[128];
+	uint64_t after_seq;
+	char *text;
+	size_t len, off;
+	bool end;
 };
 
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, json_t *body)
@@ -214,7 +229,108 @@ static unsigned route_fs(struct rb_serve *sv, struct MHD_Connection *conn, const
 	return st;
 }
 
-/* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal]]]]. */
+/* Whether GET .../output asks for the NDJSON stream: ?stream=1, or an Accept naming
+ * application/x-ndjson. A bad ?stream is a 400 (true, with *st set). */
+static bool wants_stream(struct MHD_Connection *conn, json_t **reply, unsigned *st)
+{
+	bool q = false;
+	*st = 200;
+	if (!query_bool(conn, "stream", &q, reply, st))
+		return true;
+	const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+	const char *qs = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "stream");
+	if (qs && !q)
+		return false; /* ?stream=0: the long-poll, whatever Accept says */
+	return q || (acc && strstr(acc, "application/x-ndjson"));
+}
+
+/* The first step of a stream, checked now (an unknown process is a plain 404); its reply is
+ * sent by respond_stream. */
+static unsigned stream_open(struct rb_serve *sv, const char *sid, const char *pid, uint64_t after, struct upload *u,
+                            json_t **reply)
+{
+	struct ostream *o = calloc(1, sizeof *o);
+	if (!o)
+		return error(reply, 500, "out of memory");
+	o->sv = sv;
+	o->sock = -1;
+	o->after_seq = after;
+	snprintf(o->sid, sizeof o->sid, "%s", sid);
+	snprintf(o->pid, sizeof o->pid, "%s", pid);
+	unsigned st = rb_serve_proc_stream_step(sv, sid, pid, &o->after_seq, 0, &o->text, &o->len, &o->end);
+	if (st != 200) {
+		json_error_t je;
+		*reply = o->text ? json_loads(o->text, 0, &je) : NULL;
+		if (*reply)
+			json_object_del(*reply, "status");
+		else
+			error(reply, st, "no such process");
+		free(o->text);
+		free(o);
+		return st;
+	}
+	u->stream = o;
+	return 200;
+}
+
+/* Whether the client of a stream hung up (its socket's peer closed or reset). */
+static bool client_gone(int sock)
+{
+	struct pollfd pf = {.fd = sock, .events = POLLRDHUP};
+	return sock >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* libmicrohttpd's reader of a stream: the lines left, else the next step, waiting a second at
+ * a time (with no lock held) and checking the client between waits. A client gone ends the
+ * reply, and only the reply: the process runs on to its end or its timeout. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct ostream *o = cls;
+	(void)pos;
+	while (o->off == o->len) {
+		free(o->text);
+		o->text = NULL;
+		o->len = o->off = 0;
+		if (o->end)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (client_gone(o->sock))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		rb_serve_proc_stream_step(o->sv, o->sid, o->pid, &o->after_seq, 1000, &o->text, &o->len, &o->end);
+	}
+	size_t n = o->len - o->off < max ? o->len - o->off : max;
+	memcpy(buf, o->text + o->off, n);
+	o->off += n;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct ostream *o = cls;
+	free(o->text);
+	free(o);
+}
+
+static enum MHD_Result respond_stream(struct MHD_Connection *conn, struct upload *u)
+{
+	struct ostream *o = rb_steal_ptr(&u->stream);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	o->sock = ci ? ci->connect_fd : -1;
+	struct MHD_Response *r =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, o, stream_free);
+	if (!r) {
+		stream_free(o);
+		return MHD_NO;
+	}
+	/* A quiet process may say nothing for longer than the idle timeout of connections. */
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal|resize]]]]. */
 static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const char *url, const char *method,
                       struct upload *u, json_t **reply)
 {
@@ -341,6 +457,11 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 400, "query `after_seq`: expected a non-negative integer");
 		if (w && !parse_u64(w, &wait))
 			return error(reply, 400, "query `wait_ms`: expected a non-negative integer");
+		if (wants_stream(conn, reply, &st)) {
+			if (st != 200)
+				return st;
+			return stream_open(sv, sid, pid, after, u, reply);
+		}
 		return rb_serve_proc_output(sv, sid, pid, after,
 		                            wait > RB_SERVE_MAX_WAIT_MS ? RB_SERVE_MAX_WAIT_MS : (unsigned)wait, reply);
 	}
@@ -351,6 +472,15 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		if (c && strcmp(c, "0") != 0 && strcmp(c, "1") != 0)
 			return error(reply, 400, "query `close`: expected 0 or 1");
 		return rb_serve_proc_stdin(sv, sid, pid, u->data, u->len, c && !strcmp(c, "1"), reply);
+	}
+	if (!strcmp(seg[4], "resize")) {
+		if (!post)
+			return error(reply, 405, "resize: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_proc_resize(sv, sid, pid, body, reply);
+		json_decref(body);
+		return st;
 	}
 	if (!strcmp(seg[4], "signal")) {
 		if (!post)
@@ -493,6 +623,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (st == 200 && u->raw_fd >= 0)
 		return respond_fd(conn, u);
+	if (st == 200 && u->stream)
+		return respond_stream(conn, u);
 	return respond(conn, st, reply);
 }
 
@@ -505,6 +637,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			close(u->raw_fd);
 		rb_serve_put_abort(u->put); /* a client gone mid-body: its temporary file goes */
 		rb_serve_hydrate_abort(u->hyd);
+		if (u->stream)
+			stream_free(u->stream);
 		json_decref(u->reply);
 	}
 	free(u);

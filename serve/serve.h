@@ -62,6 +62,15 @@ unsigned rb_serve_proc_get(struct rb_serve *sv, const char *sid, const char *pid
 /* Chunks with seq > after_seq; waits up to wait_ms for one (or the end). */
 unsigned rb_serve_proc_output(struct rb_serve *sv, const char *sid, const char *pid, uint64_t after_seq,
                               unsigned wait_ms, json_t **reply);
+/* POST .../resize {rows, cols}: a terminal's new size (409 without a terminal or once ended). */
+unsigned rb_serve_proc_resize(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body,
+                              json_t **reply);
+/* One step of the NDJSON stream of a process's output: *text (malloc'd, *len bytes, NULL when
+ * nothing came within wait_ms) holds one JSON line per chunk after *after_seq (moved on past
+ * them), or the last line, {exited: true, result} or {error, status}, with *end set. The
+ * status is 200, or the lookup's failure (then the text is its error line). */
+unsigned rb_serve_proc_stream_step(struct rb_serve *sv, const char *sid, const char *pid, uint64_t *after_seq,
+                                   unsigned wait_ms, char **text, size_t *len, bool *end);
 unsigned rb_serve_proc_stdin(struct rb_serve *sv, const char *sid, const char *pid, const char *data, size_t len,
                              bool close_after, json_t **reply);
 unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body,

@@ -1025,11 +1025,53 @@ static int proc_argv(const json_t *body, char ***argv, struct rb_error *err)
 	return 0;
 }
 
+/* A terminal's size {rows, cols} at path: exactly those keys, each an integer 1-65535. */
+static int tty_size_json(const json_t *v, const char *path, struct rb_tty_size *out, struct rb_error *err)
+{
+	struct rb_jsonck ck = {"request", "body", err};
+	if (!json_is_object(v))
+		return rb_jsonck_expected(&ck, path, "an object {rows, cols}", v);
+	const char *k;
+	json_t *x;
+	json_object_foreach((json_t *)v, k, x)
+	{
+		if (strcmp(k, "rows") != 0 && strcmp(k, "cols") != 0)
+			return rb_jsonck_bad(&ck, "", "unknown key `%s.%s`", path, k);
+	}
+	static const char *const keys[] = {"rows", "cols"};
+	uint16_t got[2];
+	for (int i = 0; i < 2; i++) {
+		char p[64];
+		snprintf(p, sizeof p, "%s.%s", path, keys[i]);
+		x = json_object_get(v, keys[i]);
+		if (!x)
+			return rb_jsonck_bad(&ck, p, "missing");
+		if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 65535)
+			return rb_jsonck_expected(&ck, p, "an integer from 1 to 65535", x);
+		got[i] = (uint16_t)json_integer_value(x);
+	}
+	*out = (struct rb_tty_size){got[0], got[1]};
+	return 0;
+}
+
+/* A start's `size`: only with `tty: true`. */
+static int proc_tty_size(const json_t *body, bool tty, struct rb_tty_size *out, struct rb_error *err)
+{
+	json_t *v = json_object_get(body, "size");
+	if (!v)
+		return 0;
+	if (!tty) {
+		struct rb_jsonck ck = {"request", "body", err};
+		return rb_jsonck_bad(&ck, "$.size", "a terminal's size needs `tty: true`");
+	}
+	return tty_size_json(v, "$.size", out, err);
+}
+
 unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply)
 {
 	static const struct field f[] = {{"argv", 'a', false}, {"script", 's', false},  {"cwd", 's', false},
 	                                 {"env", 'o', false},  {"timeout", 'd', false}, {"stdin", 'b', false},
-	                                 {NULL, 0, false}};
+	                                 {"tty", 'b', false},  {"size", 'o', false},    {NULL, 0, false}};
 	struct rb_error err;
 	rb_error_clear(&err);
 	char **argv = NULL, **penv = NULL;
@@ -1040,6 +1082,10 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 	    duration_ms(json_object_get(body, "timeout"), "$.timeout", &timeout, &err) < 0 ||
 	    (json_object_get(body, "env") &&
 	     env_vector(json_object_get(body, "env"), "$.env", &penv, &n_penv, &err) < 0))
+		goto bad;
+	struct rb_tty_size tty_size = {0, 0};
+	bool tty = json_is_true(json_object_get(body, "tty"));
+	if (proc_tty_size(body, tty, &tty_size, &err) < 0)
 		goto bad;
 	if (cwd && cwd[0] != '/') {
 		struct rb_jsonck ck = {"request", "body", &err};
@@ -1104,6 +1150,8 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		                          .env = ne ? env : NULL,
 		                          .timeout_ms = timeout,
 		                          .stdin_pipe = json_is_true(json_object_get(body, "stdin")),
+		                          .tty = tty,
+		                          .tty_size = tty_size,
 		                          .keep_chunks = true};
 		int r = env ? 0 : rb_error_set(&err, ENOMEM, "process");
 		if (r == 0)
@@ -1347,5 +1395,98 @@ unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *
 	}
 	pthread_mutex_unlock(&sv->lock);
 	wake(sv);
+	return st;
+}
+
+unsigned rb_serve_proc_resize(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body, json_t **reply)
+{
+	struct rb_error err;
+	rb_error_clear(&err);
+	struct rb_tty_size size = {0, 0};
+	if (tty_size_json(body, "$", &size, &err) < 0)
+		return rb_serve_error(&err, reply);
+	unsigned st = 200;
+	struct sv_session *s;
+	pthread_mutex_lock(&sv->lock);
+	struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+	if (p && rb_proc_resize(p->p, size, &err) < 0) {
+		/* No terminal, or the process ended: the process's state, not the request, is wrong. */
+		if (err.errnum == ENOTTY)
+			st = fail(reply, RB_ERR_CONFLICT, "process %s: no terminal (started without `tty: true`)",
+			          p->id);
+		else if (err.errnum == ESRCH)
+			st = fail(reply, RB_ERR_CONFLICT, "process %s: it has ended", p->id);
+		else
+			st = rb_serve_error(&err, reply);
+	} else if (p) {
+		*reply = json_pack("{s:s, s:{s:i, s:i}}", "id", p->id, "size", "rows", size.rows, "cols", size.cols);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return st;
+}
+
+/* The NDJSON stream of a process's output: each step gives the lines of the chunks after
+ * *after_seq, or its final line once it ended, waiting for either up to wait_ms with the lock
+ * released (the dispatcher's broadcast after each round wakes it). */
+unsigned rb_serve_proc_stream_step(struct rb_serve *sv, const char *sid, const char *pid, uint64_t *after_seq,
+                                   unsigned wait_ms, char **text, size_t *len, bool *end)
+{
+	struct timespec until;
+	deadline_at(&until, wait_ms);
+	*text = NULL;
+	*len = 0;
+	*end = false;
+	unsigned st = 200;
+	json_t *reply = NULL;
+	struct sv_session *s;
+	pthread_mutex_lock(&sv->lock);
+	for (;;) {
+		struct sv_proc *p = lookup(sv, sid, pid, &s, &reply, &st);
+		if (!p) {
+			/* Gone meanwhile (the session closed): its error is the stream's last line. */
+			*end = true;
+			break;
+		}
+		struct rb_chunk ch[READ_MAX];
+		size_t n = rb_proc_read(p->p, *after_seq, ch, READ_MAX);
+		bool done = rb_proc_done(p->p);
+		if (!n && done) {
+			reply = json_pack("{s:b, s:I}", "exited", true, "next_seq", (json_int_t)*after_seq);
+			json_object_set_new(reply, "result", result_json(p->p));
+			*end = true;
+			break;
+		}
+		if (n) {
+			FILE *f = open_memstream(text, len);
+			for (size_t i = 0; f && i < n; i++) {
+				json_t *o = chunk_json(&ch[i]);
+				if (o)
+					json_dumpf(o, f, JSON_COMPACT);
+				json_decref(o);
+				fputc('\n', f);
+				*after_seq = ch[i].seq;
+			}
+			if (!f || fclose(f) != 0) {
+				free(*text);
+				*text = NULL;
+				*len = 0;
+				st = fail(&reply, RB_ERR_HOST, "output: out of memory");
+				*end = true;
+			}
+			break;
+		}
+		if (pthread_cond_timedwait(&sv->changed, &sv->lock, &until) == ETIMEDOUT)
+			break; /* nothing yet: the caller checks its client and comes back */
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (reply) {
+		if (st >= 400)
+			json_object_set_new(reply, "status", json_integer(st));
+		char *line = json_dumps(reply, JSON_COMPACT);
+		json_decref(reply);
+		if (line && asprintf(text, "%s\n", line) >= 0)
+			*len = strlen(*text);
+		free(line);
+	}
 	return st;
 }
