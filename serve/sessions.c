@@ -712,6 +712,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		s->rec.group = sv->ledger;
 		s->rec.labels = s->labels;
 		s->rec.pooled = pooled;
+		s->rec.session = s->id;
 	}
 	if (r == 0)
 		r = rb_record_run_start(&s->rec, s->agent_version[0] ? s->agent_version : NULL, NULL, &err);
