@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # runbox serve after a daemon restart (docs/serve.md "Restarts"): daemon A is killed with
 # SIGKILL while its session holds a process and took a snapshot; daemon C started on the same
-# state directory cleans up A's session (its processes gone, its state file removed) and records
-# it lost; asking C for A's session id is a 404 that says so and names the snapshot, which
-# restores into a new session. The control: daemon B, alive on the same state directory, keeps
-# its session untouched (process, state file, no run_end); an id that never was is a plain 404.
+# state directory cleans up A's session (its processes gone, its state file removed) and its
+# waiting warm member, and records both lost; asking C for A's session id is a 404 that says
+# so and names the snapshot, which restores into a new session. The control: daemon B, alive on
+# the same state directory, keeps its session untouched (process, state file, no run_end); an
+# id that never was is a plain 404.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_restart
@@ -24,11 +25,11 @@ api() {
 	R=${out%$'\n'*}
 }
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
-# start_daemon SOCKET LOG: sets DPID; returns once the daemon answers (a dead daemon's socket
+# start_daemon SOCKET LOG [ARGS...]: sets DPID; returns once the daemon answers (a dead daemon's socket
 # file is left behind, so its presence says nothing).
 answers() { "${CLIENT[@]}" curl -sf -o /dev/null --max-time 5 --unix-socket "$1" http://runbox/v1/sessions; }
 start_daemon() {
-	rbx_cmd serve --socket "$1"
+	rbx_cmd serve --socket "$1" "${@:3}"
 	"${RBX_CMD[@]}" </dev/null >"$2" 2>&1 &
 	DPID=$!
 	wait_for answers "$1"
@@ -47,7 +48,11 @@ what = [e["data"].get("what") for e in ev if e["type"] == "cleanup"]
 print(" ".join(end + what))' 2>/dev/null
 }
 
-if ! start_daemon "$SOCK" "$T/a.log"; then not_ok "daemon A listens" "$(first_line "$(cat "$T/a.log")")"; exit 0; fi
+pool_ready() {
+	api GET /v1/stats
+	[ "$(jv 'r["pool"][0]["ready"]')" = 1 ]
+}
+if ! start_daemon "$SOCK" "$T/a.log" --pool minimal:default=1; then not_ok "daemon A listens" "$(first_line "$(cat "$T/a.log")")"; exit 0; fi
 APID=$DPID
 if ! start_daemon "$SOCKB" "$T/b.log"; then not_ok "daemon B listens" "$(first_line "$(cat "$T/b.log")")"; kill "$APID"; exit 0; fi
 BPID=$DPID
@@ -64,6 +69,7 @@ api POST "/v1/sessions/$SA/processes" "{\"argv\": [\"sh\", \"-c\", \"sleep 300; 
 api -b POST /v1/sessions '{"image": "minimal"}'
 SB=$(jv 'r["id"]'); RUNB=$(jv 'r["run_id"]')
 api -b POST "/v1/sessions/$SB/processes" "{\"argv\": [\"sh\", \"-c\", \"sleep 300; : b-$MARK\"]}"
+wait_for pool_ready
 if [[ "$REF" == sha256:* ]] && [ -n "$RUNA" ] && [ -n "$RUNB" ] && wait_for test "$(procs "a-$MARK")" -ge 1 &&
 	wait_for test "$(procs "b-$MARK")" -ge 1; then
 	ok "daemon A's session took a snapshot and runs a process; daemon B's runs one too"
@@ -73,11 +79,15 @@ else not_ok "the sessions are set up" "ref '$REF' runs '$RUNA' '$RUNB' ($(first_
 	kill -KILL "$APID"
 	wait "$APID"
 } 2>/dev/null
-# The control before the restart: A's run is still there for someone to clean up.
+# The control before the restart: A's run is still there for someone to clean up, and so is
+# its warm member's (no tenant: a state file naming none).
 state_a=$(find "$STATE" -name "$RUNA.state" | wc -l)
+members() { grep -l '"tenant":""' $(find "$STATE" -name '*.state') 2>/dev/null | wc -l; }
+members_before=$(members)
 end_before=$(ended "$RUNA")
-if [ "$state_a" = 1 ] && [ -z "$end_before" ]; then ok "after A's SIGKILL, its run's state file is left and the ledger has no end yet"
-else not_ok "after A's SIGKILL, its run's state file is left" "state files $state_a, end '$end_before'"; fi
+if [ "$state_a" = 1 ] && [ -z "$end_before" ] && [ "$members_before" = 1 ]; then
+	ok "after A's SIGKILL, its session's and warm member's state files are left and the ledger has no end yet"
+else not_ok "after A's SIGKILL, its runs' state files are left" "state files $state_a, members $members_before, end '$end_before'"; fi
 
 if ! start_daemon "$SOCK" "$T/c.log"; then not_ok "daemon C listens" "$(first_line "$(cat "$T/c.log")")"; kill "$BPID"; exit 0; fi
 CPID=$DPID
@@ -86,6 +96,13 @@ state_a=$(find "$STATE" -name "$RUNA.state" | wc -l)
 if [ "$end_a" = "lost daemon lost" ] && [ "$state_a" = 0 ] && [ "$(procs "a-$MARK")" = 0 ]; then
 	ok "daemon C records A's session lost (run_end lost, cleanup daemon lost), its state file and processes gone"
 else not_ok "daemon C records A's session lost" "ledger '$end_a', state files $state_a, processes $(procs "a-$MARK")"; fi
+
+run_rbx ledger query --type run_end --json
+member_ends=$(printf '%s' "$OUT" | "$PY" -c '
+import json, sys
+print(sum(1 for e in json.load(sys.stdin) if e["tenant"] == "" and e["data"]["result"] == "lost"))' 2>/dev/null)
+if [ "$(members)" = 0 ] && [ "$member_ends" = 1 ]; then ok "A's waiting warm member is cleaned up and recorded lost too (under no tenant)"
+else not_ok "A's warm member cleaned up and recorded lost" "member state files $(members), lost ends under no tenant '$member_ends'"; fi
 
 # The control: B's session, its daemon alive, is not touched.
 end_b=$(ended "$RUNB")
