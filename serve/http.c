@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/restart.h"
 
 #define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
 
@@ -382,8 +383,8 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 	const char *sid = seg[1];
 	/* Another tenant's session is answered as one that does not exist. */
 	char owner[128];
-	if (u->tenant && (rb_serve_session_tenant(sv, sid, owner, sizeof owner) < 0 || strcmp(owner, u->tenant) != 0))
-		return error(reply, 404, "no such session");
+	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) < 0 || (u->tenant && strcmp(owner, u->tenant) != 0))
+		return rb_serve_lost(rb_serve_host(sv), rb_serve_state_dir(sv), sid, u->tenant, reply); /* or lost */
 	if (n == 2) {
 		if (get)
 			return rb_serve_session_get(sv, sid, reply);

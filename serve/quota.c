@@ -12,13 +12,13 @@
 /* A duration: "30s", "10m", "1500ms", or a number of seconds. */
 static int duration(const struct rb_jsonck *ck, const json_t *v, const char *path, uint64_t *out)
 {
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+	if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX) {
 		*out = (uint64_t)json_integer_value(v) * 1000u;
 		return 0;
 	}
 	if (json_is_string(v) && rb_parse_duration_ms(json_string_value(v), out) == 0)
 		return 0;
-	return rb_jsonck_expected(ck, path, "a duration (\"30s\", \"10m\") or a number of seconds", v);
+	return rb_jsonck_expected(ck, path, "a duration (\"30s\", \"10m\") or a whole number of seconds", v);
 }
 
 static int limits(const struct rb_jsonck *ck, const json_t *l, struct rb_serve_ask *ask)

@@ -15,6 +15,7 @@
 #include "serve/e2b.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/restart.h"
 #include "serve/serve.h"
 
 extern char **environ;
@@ -199,6 +200,9 @@ int main(int argc, char **argv)
 	                              .max_sessions = (unsigned)max_sessions,
 	                              .max_per_tenant = (unsigned)max_per_tenant,
 	                              .host = &host};
+	/* The sessions of a daemon that died on this state directory: cleaned up, recorded lost. */
+	if (rb_serve_restart_reclaim(&host, state, &err) < 0)
+		rb_warn("serve: the sessions of a daemon that died: %s", err.msg);
 	struct rb_serve *sv = NULL;
 	struct rb_serve_http *h = NULL, *tcp = NULL;
 	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0 ||

@@ -222,13 +222,13 @@ static int duration_ms(const json_t *v, const char *path, uint64_t *out, struct 
 	*out = 0;
 	if (!v)
 		return 0;
-	if (json_is_integer(v)) {
+	if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX) {
 		*out = (uint64_t)json_integer_value(v) * 1000u;
 		return 0;
 	}
-	if (rb_parse_duration_ms(json_string_value(v), out) < 0) {
+	if (json_is_integer(v) || rb_parse_duration_ms(json_string_value(v), out) < 0) {
 		struct rb_jsonck ck = {"request", "body", err};
-		return rb_jsonck_bad(&ck, path, "not a duration: `%s`", json_string_value(v));
+		return rb_jsonck_expected(&ck, path, "a duration (\"30s\", \"10m\") or a whole number of seconds", v);
 	}
 	return 0;
 }
@@ -705,6 +705,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		s->rec.group = sv->ledger;
 		s->rec.labels = s->labels;
 		s->rec.pooled = pooled;
+		s->rec.session = s->id;
 	}
 	if (r == 0)
 		r = rb_record_run_start(&s->rec, s->agent_version[0] ? s->agent_version : NULL, NULL, &err);

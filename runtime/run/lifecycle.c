@@ -328,6 +328,7 @@ static size_t write_ahead_events(struct rb_ledger *l, const char *run_id, json_t
 
 struct gc_ctx {
 	const struct rb_paths *paths;
+	const struct rb_lifecycle_gc_how *how;
 	json_t *report;
 };
 
@@ -358,6 +359,8 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 		                         "it belongs to another state directory (run gc with that --state-dir)"));
 		return 0;
 	}
+	if (g->how->take && !g->how->take(st, g->how->ctx))
+		return 0; /* not the caller's to take (runbox gc's) */
 	json_t *done = json_pack("{s:s}", "run_id", id);
 	/* init dies with its runner (PDEATHSIG); if it somehow lives, it goes now, with its
 	 * pid namespace. */
@@ -402,14 +405,14 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 		bool ended = n_ev && wrote_ahead_its_end(wa); /* its own end goes in with them */
 		if (n_ev)
 			json_object_set_new(done, "written_ahead", json_integer((json_int_t)n_ev));
-		json_object_set_new(done, "recorded_as", json_string(ended ? "its own end" : "abandoned"));
+		json_object_set_new(done, "recorded_as", json_string(ended ? "its own end" : g->how->result));
 		ev[n_ev++] = (struct rb_ledger_event){
-		    "cleanup", json_pack("{s:s, s:b, s:s}", "what",
-		                         ended ? "runbox gc committed what the run's last commit could not"
-		                               : "runbox gc after the runner died",
-		                         "ok", ok, "by", "gc")};
+		    "cleanup",
+		    json_pack("{s:s, s:b, s:s}", "what",
+		              ended ? "runbox gc committed what the run's last commit could not" : g->how->what, "ok",
+		              ok, "by", g->how->by)};
 		if (!ended)
-			ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", "abandoned")};
+			ev[n_ev++] = (struct rb_ledger_event){"run_end", json_pack("{s:s}", "result", g->how->result)};
 		/* Only into this run instance's own record (a state file before instances had
 		 * none): a run that lost its id to another never got into the ledger, and gc does
 		 * not add to the other's record either. */
@@ -436,9 +439,17 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 	return 0;
 }
 
-int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err)
+int rb_lifecycle_gc_how(const struct rb_paths *paths, const struct rb_lifecycle_gc_how *how, json_t **report,
+                        struct rb_error *err)
 {
-	struct gc_ctx g = {.paths = paths, .report = json_array()};
+	struct gc_ctx g = {.paths = paths, .how = how, .report = json_array()};
 	*report = g.report;
 	return each_state(paths, gc_one, &g, err);
+}
+
+int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err)
+{
+	static const struct rb_lifecycle_gc_how gc = {
+	    .result = "abandoned", .what = "runbox gc after the runner died", .by = "gc"};
+	return rb_lifecycle_gc_how(paths, &gc, report, err);
 }

@@ -31,5 +31,17 @@ int rb_lifecycle_kill(const struct rb_paths *paths, const char *run_id, int sig,
  * and the run directory, records the run as abandoned in the ledger, after the events its
  * state file wrote ahead if the ledger never got them. *report lists them. */
 int rb_lifecycle_gc(const struct rb_paths *paths, json_t **report, struct rb_error *err);
+/* The same cleanup for the runs take accepts (NULL: every run whose owner is gone), recorded
+ * with run_end {result} after a cleanup {what, ok, by}: runbox gc's is ("abandoned", "runbox
+ * gc after the runner died", "gc"); runbox serve at its start takes its dead predecessors'
+ * sessions and records them ("lost", "daemon lost", "serve"), serve/restart.c. take sees only
+ * dead owners' runs of this state directory, and is never called for a live one. */
+struct rb_lifecycle_gc_how {
+	bool (*take)(json_t *st, void *ctx);
+	void *ctx;
+	const char *result, *what, *by;
+};
+int rb_lifecycle_gc_how(const struct rb_paths *paths, const struct rb_lifecycle_gc_how *how, json_t **report,
+                        struct rb_error *err);
 
 #endif

@@ -193,6 +193,8 @@ int rb_record_run_start(struct rb_record *rec, const char *agent_version, const 
 		json_object_set(d, "labels", rec->labels);
 	if (d && rec->pooled)
 		json_object_set_new(d, "pooled", json_true());
+	if (d && rec->session)
+		json_object_set_new(d, "session", json_string(rec->session));
 	return append(rec, "run_start", d, err);
 }
 

@@ -54,6 +54,9 @@ struct rb_record {
 	 * its own, and its commits go through the group's one connection. Not owned. */
 	struct rb_ledger_group *group;
 	bool pooled; /* the sandbox came from a warm pool (runbox serve): run_start says so */
+	/* runbox serve's session id, for run_start (a later daemon finds a lost session by it), or
+	 * NULL; not owned. */
+	const char *session;
 };
 
 /* Prepares the record; the ledger itself is opened at the first commit. */

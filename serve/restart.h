@@ -1,0 +1,19 @@
+/* runbox serve after a restart: the sessions of a daemon that died (serve/restart.c). */
+#ifndef RB_SERVE_RESTART_H
+#define RB_SERVE_RESTART_H
+
+#include <jansson.h>
+
+#include "common/error.h"
+#include "common/host.h"
+
+/* At start, before any session: every run of a dead daemon's session (or warm member) in this
+ * state directory is cleaned up as runbox gc does and recorded lost (run_end "lost" after a
+ * cleanup "daemon lost"); a live daemon's runs are never touched. */
+int rb_serve_restart_reclaim(const struct rb_host *host, const char *state_dir, struct rb_error *err);
+/* The 404 for a session id this daemon does not hold: for a session recorded lost (of tenant,
+ * when not NULL), {error: "... lost ...", lost: true, run_id, snapshot?: its last ref}. */
+unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const char *sid, const char *tenant,
+                       json_t **reply);
+
+#endif
