@@ -29,6 +29,9 @@ PENDING_OPS = {
     ("delete", "/v1/sessions/{id}/ports/{port}"),
 }
 PENDING_KEYS = set()
+# A body an operation needs besides the nested object tried (its checks of the whole body
+# come first): a process needs its argv, and its size a tty.
+NESTED_BASE = {("post", "/v1/sessions/{id}/processes"): {"argv": ["true"], "tty": True}}
 METHODS = ["get", "post", "put", "delete", "patch"]
 
 failures = []
@@ -172,7 +175,9 @@ def main():
                 check(known, f"{m.upper()} {p}: $.{k} is known to the daemon", f"{st} {err}")
                 sub = resolve(doc, ps)
                 if sub.get("additionalProperties") is False and sub.get("properties") and (name, k) not in PENDING_KEYS:
-                    st, j = call(sock, m, url(p), {k: {"rbx_unknown_key": 1}})
+                    body = dict(NESTED_BASE.get((m, p), {}))
+                    body[k] = {"rbx_unknown_key": 1}
+                    st, j = call(sock, m, url(p), body)
                     err = str((j or {}).get("error", ""))
                     check(st == 400 and names_unknown(err, f"$.{k}.rbx_unknown_key"), f"{m.upper()} {p}: $.{k} is closed", f"{st} {err}")
     # Durations are whole seconds from 0: a negative or fractional one is a 400 naming it.
