@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -79,13 +80,17 @@ static uint64_t mono_ms(void)
 /* Runs in a fork of a threaded process: system calls only (no allocation, no lock). */
 __attribute__((noreturn)) static void helper_main(int userns, int netns, int sock)
 {
+	/* A copy of the daemon's memory (its keys among it): nothing may read it. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (userns >= 0 && setns(userns, CLONE_NEWUSER) < 0)
 		_exit(1);
 	if (setns(netns, CLONE_NEWNET) < 0)
 		_exit(2);
 	if (sock != 3 && dup2(sock, 3) < 0)
 		_exit(3);
-	close_range(4, ~0U, 0); /* no listener of the daemon stays open in here */
+	/* Nothing else of the daemon's stays open in here (no listener, no other port's socket). */
+	close_range(0, 2, 0);
+	close_range(4, ~0U, 0);
 	for (;;) {
 		char c;
 		ssize_t r = read(3, &c, 1);
