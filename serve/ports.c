@@ -416,7 +416,8 @@ static void *conn_main(void *arg)
 		if (rb_serve_record(p->sv, p->sid, "port_connection", ev, &err) == 0) {
 			json_decref(ev);
 			ev = NULL;
-		}
+		} else
+			rb_warn("session %s: port %u: ledger: %s", p->sid, p->n, err.msg);
 	}
 	pthread_mutex_lock(&p->lock);
 	c->pending = ev; /* the closer records it */
@@ -459,6 +460,10 @@ static void accept_one(struct port *p)
 			rb_warn("session %s: %s", p->sid, err.msg);
 		close(cfd);
 		return;
+	}
+	if (c->pending) { /* an end its thread could not record (a ledger failure, warned of) */
+		json_decref(c->pending);
+		c->pending = NULL;
 	}
 	*c = (struct conn){.p = p, .busy = true, .cfd = cfd, .ifd = ifd};
 	if (pthread_create(&c->th, NULL, conn_main, c) != 0) {
@@ -565,6 +570,12 @@ static int listen_unix(struct port *p, const char *state_dir, struct rb_error *e
 		                     p->n);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return rb_error_set(err, errno, "port %u: mkdir %s", p->n, dir);
+	/* The directory, the daemon's and 0700, guards the socket until its own mode is set (no
+	 * umask: it is the whole process's, and other threads make files meanwhile). */
+	struct stat st;
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || chmod(dir, 0700) < 0)
+		return rb_error_setk(err, RB_ERR_HOST, errno, "port %u: %s is not the daemon's own directory", p->n,
+		                     dir);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if ((size_t)snprintf(a.sun_path, sizeof a.sun_path, "%s/%s-%u.sock", dir, p->sid, p->n) >= sizeof a.sun_path)
 		return rb_error_setk(err, RB_ERR_HOST, ENAMETOOLONG, "port %u: %s/...: too long for a unix socket",
@@ -573,10 +584,7 @@ static int listen_unix(struct port *p, const char *state_dir, struct rb_error *e
 	p->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->lfd < 0)
 		return rb_error_set(err, errno, "port %u: socket", p->n);
-	mode_t um = umask(0177);
-	int r = bind(p->lfd, (struct sockaddr *)&a, sizeof a);
-	umask(um);
-	if (r < 0 || listen(p->lfd, 64) < 0)
+	if (bind(p->lfd, (struct sockaddr *)&a, sizeof a) < 0 || chmod(a.sun_path, 0600) < 0 || listen(p->lfd, 64) < 0)
 		return rb_error_set(err, errno, "port %u: listen on %s", p->n, a.sun_path);
 	snprintf(p->path, sizeof p->path, "%s", a.sun_path);
 	return 0;

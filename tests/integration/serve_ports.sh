@@ -141,6 +141,32 @@ if [ "$(jv 'sorted(p["port"] for p in r["ports"])')" = "[3000, 3001]" ] && ! pri
 	ok "GET ports lists the session's ports (without the token)"
 else not_ok "GET ports lists the session's ports (without the token)" "$R"; fi
 
+# The Authorization header that carried the token is taken out; other headers and the body
+# go in as they came (a recorder inside: nc writes what it receives to a file).
+api POST "/v1/sessions/$B/processes" '{"argv": ["sh", "-c", "exec nc -l -p 3002 >/tmp/req"]}'
+api POST "/v1/sessions/$B/ports" '{"port": 3002}'
+HPB2=$(jv 'r["host_port"]')
+sleep 0.5
+"$PY" - "$HPB2" "$TOKB" "$MARK" <<'EOF2'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)
+body = ("body-" + sys.argv[3]).encode()
+s.sendall(b"POST /rec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sys.argv[2].encode() +
+          b"\r\nX-Keep: k-" + sys.argv[3].encode() + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+s.shutdown(socket.SHUT_WR)
+s.settimeout(10)
+try:
+    s.recv(10)
+except Exception:
+    pass
+EOF2
+sleep 0.5
+api GET "/v1/sessions/$B/files?path=/tmp/req"
+if [ "$ST" = 200 ] && printf '%s' "$R" | grep -qF "X-Keep: k-$MARK" && printf '%s' "$R" | grep -qF "body-$MARK" &&
+	printf '%s' "$R" | grep -qF "POST /rec HTTP/1.1" && ! printf '%s' "$R" | grep -qiF authorization && ! printf '%s' "$R" | grep -qF "$TOKB"; then
+	ok "the Authorization header with the token is taken out; the rest of the request goes in"
+else not_ok "the Authorization header with the token is taken out; the rest of the request goes in" "$ST $(first_line "$R")"; fi
+
 # --- DELETE closes the listener; a unix socket needs no token ------------------------------
 api DELETE "/v1/sessions/$B/ports/3001"
 d1=$ST
