@@ -5,7 +5,8 @@
 # of the request before it is forwarded; 3000-9999 only; another session's server is not reached
 # through this session's port; a unix-socket port needs no token; DELETE and the session's close
 # close the listener (connect refused after); the ledger has port_open, port_connection (bytes
-# each way, refused ones too) and port_close, and never the token.
+# each way, refused ones too) and port_close, and never the token; the daemon's stop closes
+# a live session's ports.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_ports
@@ -210,4 +211,22 @@ sys.exit(0 if ok else 1)' >"$T/scratch-ledger" 2>&1; then ok "the ledger has por
 else not_ok "the ledger has port_open, port_connection and port_close" "$(cat "$T/scratch-ledger")"; fi
 if [ -n "$OUT" ] && ! printf '%s' "$OUT" | grep -qF "$TOKA"; then ok "the token is in no ledger event"; else not_ok "the token is in no ledger event"; fi
 
+# --- the daemon's stop (SIGTERM) closes a live session's listeners ---------------------------
+api POST /v1/sessions '{"image": "minimal"}'
+C=$(jv 'r["id"]')
+RUN_C=$(jv 'r["run_id"]')
+api POST "/v1/sessions/$C/ports" '{"port": 4000}'
+HPC=$(jv 'r["host_port"]')
+open_before=1
+refused "$HPC" && open_before=0
 stop
+if [ "$open_before" = 1 ] && refused "$HPC"; then ok "the daemon's stop closes a live session's port (connect refused after)"
+else not_ok "the daemon's stop closes a live session's port" "open before: $open_before"; fi
+run_rbx ledger show "$RUN_C" --json
+if printf '%s' "$OUT" | "$PY" -c '
+import json, sys
+ev = json.load(sys.stdin)
+ev = ev.get("events", ev) if isinstance(ev, dict) else ev
+sys.exit(0 if any(e["type"] == "port_close" and e["data"]["port"] == 4000 for e in ev) else 1)'; then
+	ok "the port'"'"'s close at the daemon'"'"'s stop is in the ledger"
+else not_ok "the port'"'"'s close at the daemon'"'"'s stop is in the ledger" "$(first_line "$OUT")"; fi
