@@ -147,8 +147,9 @@ else not_ok "GET ports lists the session's ports (without the token)" "$R"; fi
 api POST "/v1/sessions/$B/processes" '{"argv": ["sh", "-c", "exec nc -l -p 3002 >/tmp/req"]}'
 api POST "/v1/sessions/$B/ports" '{"port": 3002}'
 HPB2=$(jv 'r["host_port"]')
-sleep 0.5
-"$PY" - "$HPB2" "$TOKB" "$MARK" <<'EOF2'
+# send_rec: one request through B's port 3002; fails when nothing got it (502: nc not up yet).
+send_rec() {
+	"$PY" - "$HPB2" "$TOKB" "$MARK" <<'EOF2'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)
 body = ("body-" + sys.argv[3]).encode()
@@ -157,11 +158,15 @@ s.sendall(b"POST /rec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sys.argv[
 s.shutdown(socket.SHUT_WR)
 s.settimeout(10)
 try:
-    s.recv(10)
+    d = s.recv(100)
 except Exception:
-    pass
+    d = b""
+sys.exit(1 if b" 502 " in d else 0)
 EOF2
-sleep 0.5
+}
+wait_for send_rec
+rec_has() { api GET "/v1/sessions/$B/files?path=/tmp/req" && printf '%s' "$R" | grep -qF "body-$MARK"; }
+wait_for rec_has
 api GET "/v1/sessions/$B/files?path=/tmp/req"
 if [ "$ST" = 200 ] && printf '%s' "$R" | grep -qF "X-Keep: k-$MARK" && printf '%s' "$R" | grep -qF "body-$MARK" &&
 	printf '%s' "$R" | grep -qF "POST /rec HTTP/1.1" && ! printf '%s' "$R" | grep -qiF authorization && ! printf '%s' "$R" | grep -qF "$TOKB"; then
