@@ -21,6 +21,8 @@ int rb_jsonck_bad(const struct rb_jsonck *c, const char *path, const char *fmt, 
 
 const char *rb_jsonck_describe(const json_t *v, char *buf, size_t len)
 {
+	if (!v) /* a missing key or body: json_typeof would read through NULL */
+		return "nothing";
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: return "an object";
 	case JSON_ARRAY: return "an array";

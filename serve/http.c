@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/ports.h"
 #include "serve/restart.h"
 
 #define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
@@ -428,6 +429,26 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return st;
 		return rb_serve_hydrate_ref(
 		    sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot"), &b, reply);
+	}
+	if (n == 3 && !strcmp(seg[2], "ports")) { /* serve/ports.c */
+		if (get)
+			return rb_serve_port_list(sv, sid, reply);
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/ports: GET or POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = json_is_object(body) ? rb_serve_port_open(sv, sid, body, reply)
+		                          : error(reply, 400, "ports: the body is an object");
+		json_decref(body);
+		return st;
+	}
+	if (n == 4 && !strcmp(seg[2], "ports")) {
+		unsigned pn;
+		if (!del)
+			return error(reply, 405, "/v1/sessions/ID/ports/N: DELETE");
+		if (rb_serve_port_number(seg[3], &pn) < 0)
+			return error(reply, 400, "ports: N is 3000-9999");
+		return rb_serve_port_close(sv, sid, pn, reply);
 	}
 	if (strcmp(seg[2], "processes") != 0)
 		return error(reply, 404, "no such path");

@@ -29,6 +29,7 @@
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
 #include "serve/pool.h"
+#include "serve/ports.h"
 #include "serve/quota.h"
 #include "serve/serve.h"
 
@@ -59,6 +60,8 @@ struct sv_session {
 	json_t *labels;       /* the create's labels, or NULL */
 	char agent_version[129];
 	const char *why; /* why the dispatcher closes it (idle timeout, max lifetime) */
+	/* Its exposed ports (serve/ports.c), or NULL. */
+	struct rb_serve_ports *ports;
 	struct sv_proc procs[MAX_PROCS];
 	unsigned n_procs;
 	/* In the dispatcher's set (taken out after a dispatch failed, back at the next start). */
@@ -308,6 +311,7 @@ static void unlink_session(struct rb_serve *sv, struct sv_session *s)
  * process's end and the run's end recorded. */
 static void close_session(struct sv_session *s, const char *reason)
 {
+	rb_serve_ports_free(s->ports, &s->rec); /* listeners first: a connect is refused from now on */
 	rb_session_close(s->s);
 	record_ends(s);
 	for (unsigned i = 0; i < s->n_procs; i++)
@@ -943,6 +947,20 @@ void rb_serve_fs_release(struct rb_serve_fs *fs)
 	if (fs->ws >= 0)
 		close(fs->ws);
 	fs->root = fs->ws = -1;
+}
+
+int rb_serve_ports_call(struct rb_serve *sv, const char *sid, rb_serve_ports_fn fn, void *arg, struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	if (s) {
+		bool up = !s->run.sb.reaped && s->run.sb.net.netns_fd >= 0;
+		r = fn(&s->ports, up ? s->run.sb.net.netns_fd : -1, s->run.paths.state_dir, arg, err);
+		s->last_us = now_us();
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return r;
 }
 
 int rb_serve_record(struct rb_serve *sv, const char *sid, const char *type, json_t *data, struct rb_error *err)

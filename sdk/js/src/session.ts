@@ -98,6 +98,7 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
   private readonly processes = new Map<number, LiveProcess>();
   private nextProcessNumber = 1;
   private closing?: Promise<void>;
+  private readonly exposed = new Map<number, ExposedPortEndpoint>();
 
   constructor(args: { transport: RunboxTransport; state: RunboxSandboxSessionState; archiveLimits?: SandboxArchiveLimits | null }) {
     this.transport = args.transport;
@@ -436,8 +437,28 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
     }
   }
 
+  /** Exposes the sandbox's 127.0.0.1:port (3000-9999) on a loopback port of the daemon's host:
+   * the endpoint's query carries the session's token (runbox_token=...), which the listener
+   * checks on each connection's first HTTP request and takes out before forwarding. */
   async resolveExposedPort(port: number): Promise<ExposedPortEndpoint> {
-    throw new SandboxUnsupportedFeatureError(`runbox serve has no exposed ports yet (port ${port})`, { provider: 'runbox', port });
+    const known = this.exposed.get(port);
+    if (known) return known;
+    if (!Number.isInteger(port) || port < 3000 || port > 9999) {
+      throw new SandboxConfigurationError(`runbox exposes ports 3000-9999 only (port ${port})`, { provider: 'runbox', port });
+    }
+    let r: { host: string; host_port: number; token: string };
+    try {
+      r = await this.transport.json('POST', `${this.base}/ports`, { json: { port } });
+    } catch (e) {
+      if (e instanceof RunboxServeError && (e.status === 400 || e.status === 409)) {
+        throw new SandboxConfigurationError(`runbox: port ${port}: ${e.serveMessage}`, { provider: 'runbox', port });
+      }
+      throw e;
+    }
+    const query = `runbox_token=${encodeURIComponent(r.token)}`;
+    const endpoint: ExposedPortEndpoint = { host: r.host, port: r.host_port, tls: false, query, url: `http://${r.host}:${r.host_port}/?${query}` };
+    this.exposed.set(port, endpoint);
+    return endpoint;
   }
 
   // --- lifecycle -----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // The client's contract with the SDK, each property against a control: yield time and
-// write_stdin, maxOutputTokens through the SDK's formatter, no pty, no exposed ports, and
+// write_stdin, maxOutputTokens through the SDK's formatter, no pty, exposed ports, and
 // serialized state treated as untrusted (shape checked, nothing but run id and snapshot ref).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -80,12 +80,42 @@ test('maxOutputTokens truncates through the SDK formatter; without it the output
   }
 });
 
-test('no pty and no exposed ports: the SDK is told, not misled', async () => {
+test('an exposed port reaches a server inside with its query only; outside 3000-9999 is refused', async () => {
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
+  const s = await client.create();
+  try {
+    const m = marker();
+    await s.exec({ cmd: `mkdir -p /tmp/www && echo ${m} >/tmp/www/hello.txt`, yieldTimeMs: 10000 });
+    await s.exec({ cmd: 'exec httpd -f -p 127.0.0.1:3000 -h /tmp/www', yieldTimeMs: 200 });
+    const ep = await s.resolveExposedPort(3000);
+    assert.equal(ep.host, '127.0.0.1');
+    assert.match(ep.query ?? '', /^runbox_token=[0-9a-f]{32,}$/);
+    assert.deepEqual(await s.resolveExposedPort(3000), ep); // the same endpoint again
+    const url = (path: string, q?: string) => `http://${ep.host}:${ep.port}${path}${q ? `?${q}` : ''}`;
+    let body = '';
+    for (let i = 0; i < 50 && body.trim() !== m; i++) {
+      const r = await fetch(url('/hello.txt', ep.query));
+      body = r.status === 200 ? await r.text() : '';
+      if (body.trim() !== m) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal(body.trim(), m);
+    // Control: the same URL without the query is refused.
+    const bare = await fetch(url('/hello.txt'));
+    assert.equal(bare.status, 401);
+    assert.doesNotMatch(await bare.text(), new RegExp(m));
+    await assert.rejects(s.resolveExposedPort(80), SandboxConfigurationError);
+    await assert.rejects(s.resolveExposedPort(10000), SandboxConfigurationError);
+  } finally {
+    await s.close();
+    client.close();
+  }
+});
+
+test('no pty: the SDK is told, not misled', async () => {
   const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal' });
   const s = await client.create();
   try {
     assert.equal(s.supportsPty(), false);
-    await assert.rejects(s.resolveExposedPort(3000), SandboxUnsupportedFeatureError);
     await assert.rejects(s.exec({ cmd: 'true', runAs: 'nobody' }), SandboxUnsupportedFeatureError);
     // Control: the same session runs a command.
     assert.equal((await s.exec({ cmd: 'true' })).exitCode, 0);
