@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/term.h"
+#include "common/ttysafe.h"
 
 #define REDRAW_NS  100000000LL /* at most 10 redraws a second */
 #define FIRST_NS   200000000LL /* quick work draws nothing: no bar flickers by */
@@ -58,8 +59,9 @@ static void describe(const struct rb_cli_progress *p, const struct timespec *now
 	if (summary)
 		snprintf(out, len, "%s %s%s, %.1f s", r->what, done, items, secs);
 	else if (r->total)
-		snprintf(out, len, "%3u%%  %s / %s%s%s",
-		         (unsigned)(r->done >= r->total ? 100 : r->done * 100 / r->total), done, total, rate, items);
+		snprintf(out, len, "%3u%%  %s%s%s / %s%s%s",
+		         (unsigned)(r->done >= r->total ? 100 : r->done * 100 / r->total), r->is_bytes ? "" : r->what,
+		         r->is_bytes ? "" : " ", done, total, rate, items);
 	else
 		snprintf(out, len, "%s %s%s%s", r->what, done, rate, items);
 }
@@ -98,10 +100,19 @@ static void on_report(void *arg, const struct rb_progress_report *r)
 	struct rb_cli_progress *p = arg;
 	if (p->off)
 		return;
-	p->last = *r;
-	p->have = true;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (r->line) {
+		/* The work's own line, above the bar, its control bytes shown, never obeyed. */
+		char safe[RB_TTYSAFE_ROOM(LINE_MAX_W) + 8];
+		rb_ttysafe_line(r->line, safe, sizeof safe);
+		dprintf(p->fd, "%s%s\n", p->tty && p->drawn ? "\r\033[K" : "", safe);
+		if (p->tty && p->drawn && p->have)
+			draw_tty(p, &now);
+		return;
+	}
+	p->last = *r;
+	p->have = true;
 	if (p->tty) {
 		if (!p->drawn && (r->final || since_ns(&p->start, &now) < FIRST_NS))
 			return;

@@ -14,6 +14,9 @@ struct rb_progress_report {
 	uint64_t items;         /* members applied, files harvested: said next to done; 0 when none */
 	const char *items_what; /* "members", "files" */
 	bool final;             /* the last report of this work */
+	/* A line of the work's own output to show as it is (above a bar), without its newline; NULL:
+	 * counts only. Said where the work has lines of its own (mmdebstrap's). */
+	const char *line;
 };
 
 /* fn NULL (the default, a zeroed options struct) reports nothing. fn is called often (per member,
