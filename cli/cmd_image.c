@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "common/cleanup.h"
 #include "common/jsonout.h"
 #include "common/log.h"
@@ -232,8 +233,14 @@ static int build(const struct rb_paths *p, const struct img_args *a)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	struct rb_build_opts o = {.name = a->name, .cancel_fd = cancel_pipe[0], .log_fd = STDERR_FILENO};
+	/* On a terminal a bar over mmdebstrap's own I:/W:/E: lines; elsewhere its output as it was. */
+	struct rb_cli_progress prog;
+	rb_cli_progress_init(&prog, STDERR_FILENO, "build", false);
+	if (prog.tty)
+		o.progress = rb_cli_progress_sink(&prog);
 	char digest[72];
 	int r = rb_image_build(p, a->pos[1], &o, digest, &err);
+	rb_cli_progress_end(&prog, r == 0);
 	if (r < 0) {
 		rb_err("%s", err.msg);
 		return err.errnum == ECANCELED ? 130 : 125;
@@ -279,8 +286,12 @@ int rb_cmd_image(int argc, char **argv)
 		                           .max_members = a.max_members,
 		                           .max_bytes = a.max_bytes,
 		                           .keep_setuid = a.keep_setuid};
+		struct rb_cli_progress prog;
+		rb_cli_progress_init(&prog, STDERR_FILENO, "import", a.json);
+		o.progress = rb_cli_progress_sink(&prog);
 		char digest[72];
 		int r = rb_image_import(&p, a.pos[1], &o, digest, &err);
+		rb_cli_progress_end(&prog, r == 0);
 		rb_policy_free(&pol);
 		if (r < 0) {
 			rb_err("image import: %s", err.msg);

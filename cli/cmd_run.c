@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/term.h"
 #include "common/cleanup.h"
 #include "common/ttysafe.h"
@@ -797,6 +798,9 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	 * within the caps and the run's storage budget, recorded. */
 	struct rb_collect col;
 	rb_collect_init(&col, &run);
+	struct rb_cli_progress prog; /* text mode only: --json's stderr stays as it was */
+	rb_cli_progress_init(&prog, STDERR_FILENO, "harvest", x.json);
+	col.progress = rb_cli_progress_sink(&prog);
 	struct rb_scrub_secret secret = {"run-token", run.token, strlen(run.token)};
 	json_t *hj = json_object();
 	struct rb_harvest_result h = {0};
@@ -805,9 +809,11 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	if (recorded && res.status != RB_STEP_SETUP_FAILED) {
 		if (rb_scrub_new_labeled(&secret, run.token[0] ? 1 : 0, &col.scrubber, &err) < 0 ||
 		    rb_collect_step(&col, &run, &rec, 1, NULL, hj, &h, &err) < 0) {
+			rb_cli_progress_end(&prog, false);
 			rb_err("harvest: %s", err.msg);
 			code = 125;
 		} else {
+			rb_cli_progress_end(&prog, true);
 			harvested = true;
 		}
 	}

@@ -22,6 +22,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "images/buildlog.h"
 #include "images/import.h"
 #include "images/recipe.h"
 #include "images/store.h"
@@ -69,7 +70,7 @@ static char *joined(char *const *list, unsigned n)
 	return s;
 }
 
-static int command(const struct rb_recipe *r, const char *tree, struct argv *a, struct rb_error *err)
+static int command(const struct rb_recipe *r, const char *tree, bool verbose, struct argv *a, struct rb_error *err)
 {
 	char mm[PATH_MAX];
 	if (!rb_find_in_path("mmdebstrap", mm, sizeof mm))
@@ -77,7 +78,7 @@ static int command(const struct rb_recipe *r, const char *tree, struct argv *a, 
 		                    "image build: mmdebstrap is not installed (Debian: apt-get install "
 		                    "mmdebstrap)");
 	if (add(a, err, "%s", mm) < 0 || add(a, err, "--variant=%s", r->variant) < 0 ||
-	    add(a, err, "--format=directory") < 0)
+	    add(a, err, "--format=directory") < 0 || (verbose && add(a, err, "--verbose") < 0))
 		return -1;
 	if (r->arch[0] && add(a, err, "--architectures=%s", r->arch) < 0)
 		return -1;
@@ -109,6 +110,16 @@ static int run_mmdebstrap(const struct argv *a, const struct rb_recipe *r, const
 		return rb_error_set(err, EINVAL, "image build: no command");
 	char epoch[32];
 	snprintf(epoch, sizeof epoch, "%lld", (long long)r->source_date_epoch);
+	/* With a progress callback, its output is read here (a pipe), never written anywhere. */
+	int out_fd = o->log_fd;
+	_cleanup_close_ int rd = -1, wr = -1;
+	if (o->progress.fn) {
+		int pp[2];
+		if (pipe2(pp, O_CLOEXEC) < 0)
+			return rb_error_set(err, errno, "image build: pipe");
+		rd = pp[0], wr = pp[1];
+		out_fd = wr;
+	}
 	pid_t pid = fork();
 	if (pid < 0)
 		return rb_error_set(err, errno, "image build: fork");
@@ -119,7 +130,7 @@ static int run_mmdebstrap(const struct argv *a, const struct rb_recipe *r, const
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGPIPE, SIG_DFL);
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (null < 0 || dup2(null, 0) < 0 || dup2(o->log_fd, 1) < 0 || dup2(o->log_fd, 2) < 0)
+		if (null < 0 || dup2(null, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
 			_exit(126);
 		setenv("SOURCE_DATE_EPOCH", epoch, 1);
 		setenv("LC_ALL", "C.UTF-8", 1);
@@ -128,23 +139,48 @@ static int run_mmdebstrap(const struct argv *a, const struct rb_recipe *r, const
 		_exit(127);
 	}
 	setpgid(pid, pid);
+	if (wr >= 0)
+		close(rb_steal_fd(&wr)); /* the child's now: EOF once it and its own children are gone */
+	_cleanup_free_ struct rb_buildlog *log = rd >= 0 ? malloc(sizeof *log) : NULL;
+	if (rd >= 0 && !log) {
+		kill(-pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return rb_error_set(err, ENOMEM, "image build");
+	}
+	if (log)
+		rb_buildlog_init(log, &o->progress);
 	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	bool cancelled = false;
 	for (;;) {
-		struct pollfd p[2] = {{.fd = pfd, .events = POLLIN}, {.fd = o->cancel_fd, .events = POLLIN}};
-		int n = poll(p, o->cancel_fd >= 0 ? 2 : 1, pfd >= 0 ? -1 : 200);
+		/* The order of the slots is fixed: the pipe's is last and absent once it ended. */
+		struct pollfd p[3] = {{.fd = pfd, .events = POLLIN},
+		                      {.fd = o->cancel_fd, .events = POLLIN},
+		                      {.fd = rd, .events = POLLIN}};
+		int n = poll(p, 3, pfd >= 0 ? -1 : 200);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (!cancelled && n > 0 && o->cancel_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
 			cancelled = true;
 			kill(-pid, SIGTERM);
 		}
+		if (rd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[4096];
+			ssize_t got = read(rd, buf, sizeof buf);
+			if (got > 0)
+				rb_buildlog_feed(log, buf, (size_t)got);
+			else if (got == 0 || errno != EINTR)
+				close(rb_steal_fd(&rd));
+			continue; /* the output drains before the exit is looked at */
+		}
 		int st;
 		pid_t w = waitpid(pid, &st, WNOHANG);
 		if (w == pid) {
+			bool good = !cancelled && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+			if (log)
+				rb_buildlog_end(log, !good && !cancelled);
 			if (cancelled)
 				return rb_error_set(err, ECANCELED, "image build: cancelled");
-			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			if (good)
 				return 0;
 			if (WIFEXITED(st))
 				return rb_error_set(err, 0, "image build: mmdebstrap exited %d (its output is above)",
@@ -255,7 +291,7 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 	}
 	snprintf(tree, sizeof tree, "%s/tree", work);
 	__attribute__((cleanup(free_argv))) struct argv a = {0};
-	int rc = command(&r, tree, &a, err);
+	int rc = command(&r, tree, opts->progress.fn != NULL, &a, err);
 	if (rc == 0)
 		rc = run_mmdebstrap(&a, &r, opts, err);
 	if (rc == 0) {

@@ -7,11 +7,17 @@
 
 #include "common/error.h"
 #include "common/paths.h"
+#include "common/progress.h"
 
 struct rb_build_opts {
 	const char *name; /* the reference to set, or NULL */
 	int cancel_fd;    /* readable: stop the build (the caller wires SIGINT/SIGTERM to it); -1 none */
-	int log_fd;       /* mmdebstrap's progress lines go here (stderr) */
+	int log_fd;       /* mmdebstrap's output goes here (stderr) when progress.fn is NULL */
+	/* Set: mmdebstrap runs --verbose into a pipe and nothing is written to log_fd; apt's and
+	 * dpkg's lines become counts ("fetched N", "unpacked N of M", images/buildlog.h), its own
+	 * I:/W:/E: lines come as report lines, and the last lines it said are reported too if it
+	 * fails. NULL fn: its output is log_fd's, unchanged. */
+	struct rb_progress progress;
 };
 
 /* out is the image's digest. */

@@ -47,11 +47,33 @@ struct unpack {
 	int root;     /* the new tree (O_PATH) */
 	bool as_root; /* real root: owners are set from the source's */
 	uint64_t members, bytes;
+	struct archive *tarball; /* the source tarball's reader, for the bytes read of it; or NULL */
+	uint64_t tarball_size;
 	struct dirmode *dirs;
 	size_t n_dirs, cap_dirs;
 	char buf[1 << 16];
 	struct rb_error *err;
 };
+
+/* Bytes of the tarball read (compressed, of its size), or bytes unpacked when the total is not known. */
+static void report(const struct unpack *u, bool final)
+{
+	if (!u->opts->progress.fn)
+		return;
+	struct rb_progress_report r = {
+	    .what = "read", .is_bytes = true, .items = u->members, .items_what = "members", .final = final};
+	if (u->tarball) {
+		la_int64_t n = archive_filter_bytes(u->tarball, -1);
+		r.done = n > 0 ? (uint64_t)n : 0;
+		r.total = u->tarball_size;
+		if (final || r.done > r.total)
+			r.done = r.total;
+	} else {
+		r.what = "unpacked";
+		r.done = u->bytes;
+	}
+	rb_progress_say(&u->opts->progress, &r);
+}
 
 static void free_dirs(struct unpack *u)
 {
@@ -214,6 +236,7 @@ static int write_data(struct unpack *u, struct archive *a, int fd, const char *m
 			off += w;
 			len -= (size_t)w;
 		}
+		report(u, false); /* a large member is many blocks */
 	}
 	if (r != ARCHIVE_EOF)
 		return rb_error_set(u->err, archive_errno(a), "import `%s`: member `%s`: %s", u->src, member,
@@ -397,6 +420,7 @@ static int unpack_all(struct unpack *u, struct archive *a, bool disk, const char
 		char rel[PATH_MAX];
 		if (clean_name(u, name, rel) < 0 || one(u, a, e, rel, name) < 0)
 			return -1;
+		report(u, false);
 	}
 	if (r != ARCHIVE_EOF)
 		return rb_error_set(u->err, archive_errno(a), "import `%s`: %s", u->src, archive_error_string(a));
@@ -666,6 +690,7 @@ static int apply_layer(struct unpack *u, int fd, const char *digest)
 				                    u->src, u->opts->max_members);
 			if (one(u, a, e, rel, name) < 0)
 				return -1;
+			report(u, false);
 		}
 		if (r != ARCHIVE_EOF)
 			return rb_error_set(u->err, archive_errno(a), "import `%s`: layer %s: %s", u->src, digest,
@@ -775,7 +800,12 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const char
 	_cleanup_free_ struct unpack *u = calloc(1, sizeof *u);
 	if (!u)
 		return rb_error_set(err, ENOMEM, "import `%s`", src);
-	*u = (struct unpack){.opts = opts, .src = src, .as_root = real_root(), .err = err};
+	*u = (struct unpack){.opts = opts,
+	                     .src = src,
+	                     .as_root = real_root(),
+	                     .tarball = !disk ? a : NULL,
+	                     .tarball_size = (uint64_t)st.st_size,
+	                     .err = err};
 	rb_error_clear(err);
 	u->root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (u->root < 0)
@@ -784,6 +814,8 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const char
 	int r = layout ? unpack_layout(u, real) : unpack_all(u, a, disk, real);
 	if (r == 0)
 		r = finish_dirs(u);
+	if (r == 0)
+		report(u, true);
 	close(u->root);
 	free_dirs(u);
 	if (r < 0)

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/paths.h"
+#include "common/progress.h"
 #include "policy/policy.h"
 
 #define RB_IMPORT_MAX_MEMBERS 1000000ull
@@ -22,6 +23,9 @@ struct rb_import_opts {
 	uint64_t max_members; /* entries of the source: more is a failure (an archive bomb) */
 	uint64_t max_bytes;   /* bytes unpacked: more is a failure (a decompression bomb) */
 	bool keep_setuid;     /* keep setuid and setgid bits of files (dropped by default) */
+	/* "read": bytes of a tarball read of its size, members applied as items; a directory or
+	 * layout: bytes unpacked, total unknown. fn NULL: none. */
+	struct rb_progress progress;
 };
 
 /* src is a directory or a tarball. out is the image's digest, its id in the store. */

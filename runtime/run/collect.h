@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "common/progress.h"
 #include "runtime/run/budget.h"
 #include "runtime/run/record.h"
 #include "runtime/run/result_spill.h"
@@ -19,8 +20,9 @@ struct rb_collect {
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
-	struct rb_budget budget; /* what the run's harvests may still store */
-	bool budget_loaded;      /* the tenant's use of the store is read (first harvest) */
+	struct rb_budget budget;     /* what the run's harvests may still store */
+	bool budget_loaded;          /* the tenant's use of the store is read (first harvest) */
+	struct rb_progress progress; /* the harvests' progress (runtime/run/harvest.h); zero: none */
 };
 
 /* Before the first harvest: the store of run's state directory, the budget of its policy. */

@@ -72,6 +72,7 @@ struct walk {
 	void *race_ctx;
 	rb_harvest_reopen_fn reopen;
 	void *reopen_ctx;
+	struct rb_progress progress;
 	struct rb_harvest_result *res;
 	struct link *links; /* open addressing, size a power of two */
 	size_t n_links, cap_links;
@@ -294,8 +295,20 @@ static int add_artifact(struct walk *w, const char *path, uint64_t size, uint64_
 	return 0;
 }
 
+static void report(const struct walk *w, bool final)
+{
+	struct rb_progress_report r = {.what = "harvested",
+	                               .done = w->res->bytes_read,
+	                               .is_bytes = true,
+	                               .items = w->res->n_artifacts,
+	                               .items_what = "files",
+	                               .final = final};
+	rb_progress_say(&w->progress, &r);
+}
+
 /* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
-static int read_bounded(int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len, uint64_t *counter)
+static int read_bounded(const struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
+                        uint64_t *counter)
 {
 	size_t cap = (size_t)(hint < limit ? hint : limit) + 1, n = 0;
 	_cleanup_free_ char *buf = malloc(cap);
@@ -321,6 +334,8 @@ static int read_bounded(int fd, uint64_t hint, uint64_t limit, char **out, size_
 		if (r == 0)
 			break;
 		n += (size_t)r;
+		if ((*counter >> 20) != ((*counter + (uint64_t)r) >> 20))
+			report(w, false); /* a large file: each MiB */
 		*counter += (uint64_t)r;
 	}
 	*out = rb_steal_ptr(&buf);
@@ -369,7 +384,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		file_limit = SIZE_MAX / 4;
 	_cleanup_free_ char *buf = NULL;
 	size_t n;
-	if (read_bounded(fd, (uint64_t)st2.st_size, file_limit, &buf, &n, &res->bytes_read) < 0) {
+	if (read_bounded(w, fd, (uint64_t)st2.st_size, file_limit, &buf, &n, &res->bytes_read) < 0) {
 		if (errno == ENOMEM)
 			return oom(err);
 		return skip(w, path, RB_HARVEST_UNREADABLE, strerror(errno), size, err);
@@ -400,7 +415,9 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		res->bytes_new += len;
 	}
 	w->bytes_accepted += n;
-	return add_artifact(w, path, len, n, digest, redactions, err);
+	int r = add_artifact(w, path, len, n, digest, redactions, err);
+	report(w, false);
+	return r;
 }
 
 /* One directory entry. On a directory to descend, fills *sub. */
@@ -564,9 +581,11 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	    .race_ctx = hooks ? hooks->race_ctx : NULL,
 	    .reopen = hooks ? hooks->reopen : NULL,
 	    .reopen_ctx = hooks ? hooks->reopen_ctx : NULL,
+	    .progress = hooks ? hooks->progress : (struct rb_progress){0},
 	    .res = res,
 	};
 	int r = walk_tree(&w, out_dirfd, err);
+	report(&w, true);
 	for (size_t i = 0; i < w.cap_links; i++)
 		free(w.links[i].path);
 	free(w.links);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/progress.h"
 #include "runtime/run/artifacts.h"
 
 #define RB_HARVEST_DEFAULT_FILE_BYTES   (64ULL << 20)
@@ -119,6 +120,9 @@ struct rb_harvest_hooks {
 	void *race_ctx;
 	rb_harvest_reopen_fn reopen;
 	void *reopen_ctx;
+	/* "harvested": bytes read of out, files stored as items, total unknown; after each file and
+	 * each MiB read, and once final. fn NULL: none. */
+	struct rb_progress progress;
 };
 /* rb_harvest with hooks (NULL: none). */
 int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
