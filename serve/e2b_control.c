@@ -319,6 +319,23 @@ static void set_timeout(struct rb_e2b *e, const struct e2b_key *k, const char *i
 	}
 	pthread_mutex_lock(&e->lock);
 	struct e2b_sandbox *s = find(e, id);
+	bool mine = s && !strcmp(s->tenant, k->tenant);
+	pthread_mutex_unlock(&e->lock);
+	if (!mine) {
+		e2b_api_error(rp, 404, "sandbox %s not found", id);
+		return;
+	}
+	/* A change of its life (or a connect, which may lengthen it) is recorded before the reply,
+	 * as every call that changes something is. */
+	struct rb_error err;
+	rb_error_clear(&err);
+	if (rb_serve_record(e->sv, id, extend_only ? "e2b_connect" : "e2b_timeout",
+	                    json_pack("{s:I}", "timeout_s", (json_int_t)t), &err) < 0) {
+		e2b_api_error(rp, (unsigned)rb_error_http_status(rb_error_kind_of(&err)), "%s", err.msg);
+		return;
+	}
+	pthread_mutex_lock(&e->lock);
+	s = find(e, id);
 	if (s && strcmp(s->tenant, k->tenant) != 0)
 		s = NULL;
 	if (s) {
@@ -536,7 +553,7 @@ static void *reaper(void *arg)
 			struct e2b_sandbox *nx = expired->next;
 			json_t *r = NULL;
 			rb_info("e2b: sandbox %s: its timeout passed, killed", expired->id);
-			rb_serve_session_delete(e->sv, expired->id, &r);
+			rb_serve_session_close(e->sv, expired->id, "e2b timeout", &r);
 			json_decref(r);
 			free_sandbox(expired);
 			expired = nx;

@@ -57,6 +57,8 @@ int rb_serve_session_tenant(struct rb_serve *sv, const char *sid, char *out, siz
 unsigned rb_serve_stats(struct rb_serve *sv, json_t **reply);
 unsigned rb_serve_session_get(struct rb_serve *sv, const char *sid, json_t **reply);
 unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **reply);
+/* The same, its cleanup event naming reason (a front end's own: "e2b timeout"). */
+unsigned rb_serve_session_close(struct rb_serve *sv, const char *sid, const char *reason, json_t **reply);
 unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply);
 unsigned rb_serve_proc_get(struct rb_serve *sv, const char *sid, const char *pid, json_t **reply);
 /* Chunks with seq > after_seq; waits up to wait_ms for one (or the end). */

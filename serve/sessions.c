@@ -875,6 +875,11 @@ unsigned rb_serve_session_get(struct rb_serve *sv, const char *sid, json_t **rep
 
 unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **reply)
 {
+	return rb_serve_session_close(sv, sid, "deleted", reply);
+}
+
+unsigned rb_serve_session_close(struct rb_serve *sv, const char *sid, const char *reason, json_t **reply)
+{
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
 	if (s)
@@ -885,7 +890,7 @@ unsigned rb_serve_session_delete(struct rb_serve *sv, const char *sid, json_t **
 		return fail(reply, RB_ERR_NOT_FOUND, "no session `%s`", sid);
 	char id[ID_HEX];
 	memcpy(id, s->id, sizeof id);
-	close_session(s, "deleted");
+	close_session(s, reason);
 	*reply = json_pack("{s:s, s:b}", "id", id, "closed", 1);
 	return 200;
 }

@@ -116,6 +116,10 @@ describe('control plane', () => {
     const long = await create();
     await long.setTimeout(120000);
     const before1 = (await short.getInfo()).endAt.getTime();
+    const runOf = (id) => / run (\S+)/.exec(runbox(['session', 'ls', '--socket', d.sock]).split('\n')
+      .find((l) => l.startsWith(id)))[1];
+    const shortRun = runOf(short.sandboxId);
+    const longRun = runOf(long.sandboxId);
     await short.setTimeout(1000);
     assert.ok((await short.getInfo()).endAt.getTime() < before1, 'endAt moved');
     let gone = false;
@@ -126,6 +130,17 @@ describe('control plane', () => {
     assert.ok(gone, 'the short one was killed at its timeout');
     assert.ok(!runbox(['session', 'ls', '--socket', d.sock]).includes(short.sandboxId), 'its session closed');
     assert.equal((await long.commands.run('echo alive')).stdout, 'alive\n');
+    // Both timeouts are events of their runs, and the reaped one's end names its reason.
+    const events = (run) => JSON.parse(runbox(['ledger', '--state-dir', d.state, 'query', '--run', run, '--json']));
+    const ev = events(shortRun);
+    const timeouts = ev.filter((e) => e.type === 'e2b_timeout').map((e) => e.data.timeout_s);
+    assert.deepEqual(timeouts, [1], 'the short sandbox\'s setTimeout(1000) is recorded as 1 s');
+    const cleanup = ev.find((e) => e.type === 'cleanup');
+    assert.ok(cleanup && JSON.stringify(cleanup.data).includes('e2b timeout'), `cleanup names the reason: ${JSON.stringify(cleanup)}`);
+    const longEv = events(longRun);
+    assert.deepEqual(longEv.filter((e) => e.type === 'e2b_timeout').map((e) => e.data.timeout_s), [120],
+      'the control: the long one\'s setTimeout is its own event');
+    assert.ok(!longEv.some((e) => e.type === 'cleanup'), 'and it has not ended');
   });
 });
 
