@@ -663,7 +663,7 @@ static int apply_layer(struct unpack *u, int fd, const char *digest)
 		int r;
 		while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
 			const char *name = archive_entry_pathname(e);
-			char rel[PATH_MAX];
+			char rel[PATH_MAX] = ""; /* clean_name fills it; clang-analyzer cannot see memcpy does */
 			bool wh;
 			if (!name)
 				return rb_error_set(u->err, EINVAL, "import `%s`: layer %s: a member without a name",
