@@ -43,24 +43,6 @@ static bool remote(const char *arg, char id[33], const char **path)
 	return true;
 }
 
-static const char *sock_path(const char *given, char *buf, size_t len)
-{
-	if (given && *given)
-		return given;
-	const char *env = getenv("RUNBOX_SOCKET");
-	if (env && *env)
-		return env;
-	if (geteuid() == 0) {
-		snprintf(buf, len, "/run/runbox/serve.sock");
-		return buf;
-	}
-	const char *x = getenv("XDG_RUNTIME_DIR");
-	if (!x || !*x)
-		return NULL;
-	snprintf(buf, len, "%s/runbox/serve.sock", x);
-	return buf;
-}
-
 /* s percent-encoded for a query value. */
 static void qencode(const char *s, char *out, size_t len)
 {
@@ -73,24 +55,6 @@ static void qencode(const char *s, char *out, size_t len)
 			n += (size_t)snprintf(out + n, len - n, "%%%02X", c);
 	}
 	out[n] = '\0';
-}
-
-static int connect_to(const char *sock)
-{
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	if (strlen(sock) >= sizeof a.sun_path) {
-		rb_err("socket %s: too long", sock);
-		return -1;
-	}
-	memcpy(a.sun_path, sock, strlen(sock) + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-		rb_err("socket %s: %s (is `runbox serve` running?)", sock, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 /* The reply's status line and headers, read byte by byte up to the blank line (the body stays in
@@ -137,7 +101,7 @@ static int get_file(const char *sock, const char *id, const char *path, const ch
 		snprintf(target, sizeof target, "%s/%s", dest, base);
 	else
 		snprintf(target, sizeof target, "%s", dest);
-	_cleanup_close_ int s = connect_to(sock);
+	_cleanup_close_ int s = rb_cli_serve_connect(sock);
 	if (s < 0)
 		return 125;
 	char head[PATH_MAX * 3 + 256];
@@ -200,7 +164,7 @@ static int put_file(const char *sock, const char *src, const char *id, const cha
 	else
 		snprintf(full, sizeof full, "%s", path);
 	qencode(full, q, sizeof q);
-	_cleanup_close_ int s = connect_to(sock);
+	_cleanup_close_ int s = rb_cli_serve_connect(sock);
 	if (s < 0)
 		return 125;
 	/* A file's length is known; stdin's is not, so it goes chunked. */
@@ -281,7 +245,7 @@ int rb_cmd_cp(int argc, char **argv)
 	}
 	const char *src = argv[optind], *dst = argv[optind + 1], *rpath;
 	char id[33], buf[PATH_MAX];
-	const char *sock = sock_path(sock_opt, buf, sizeof buf);
+	const char *sock = rb_cli_serve_socket(sock_opt, buf, sizeof buf);
 	if (!sock) {
 		rb_err("no socket: give --socket PATH or set RUNBOX_SOCKET");
 		return 125;

@@ -20,6 +20,7 @@
 #include "cli/term.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/util.h"
 
 #define REPLY_CAP (64u << 20)
 
@@ -41,7 +42,7 @@ int rb_cmd_serve(int argc, char **argv)
 	return 125;
 }
 
-static const char *socket_path(const char *given, char *buf, size_t len)
+const char *rb_cli_serve_socket(const char *given, char *buf, size_t len)
 {
 	if (given && *given)
 		return given;
@@ -59,22 +60,7 @@ static const char *socket_path(const char *given, char *buf, size_t len)
 	return buf;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* A connection to the daemon's socket, or -1 with a message said. */
-static int connect_sock(const char *sock)
+int rb_cli_serve_connect(const char *sock)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(sock) >= sizeof a.sun_path) {
@@ -109,7 +95,7 @@ static int call_bytes(const char *sock, const char *method, const char *path, co
                       json_t **out)
 {
 	*out = NULL;
-	int fd = connect_sock(sock);
+	int fd = rb_cli_serve_connect(sock);
 	if (fd < 0)
 		return -1;
 	char head[1024];
@@ -117,7 +103,7 @@ static int call_bytes(const char *sock, const char *method, const char *path, co
 	                  "%s %s HTTP/1.1\r\nHost: runbox\r\nConnection: close\r\nContent-Type: application/json\r\n"
 	                  "Content-Length: %zu\r\n\r\n",
 	                  method, path, blen);
-	if (write_all(fd, head, (size_t)hl) < 0 || (blen && write_all(fd, text, blen) < 0)) {
+	if (rb_write_all(fd, head, (size_t)hl) < 0 || (blen && rb_write_all(fd, text, blen) < 0)) {
 		rb_err("socket %s: %s", sock, strerror(errno));
 		close(fd);
 		return -1;
@@ -265,7 +251,7 @@ int rb_cmd_session(int argc, char **argv)
 		}
 	}
 	char buf[PATH_MAX];
-	const char *sock = socket_path(sock_opt, buf, sizeof buf);
+	const char *sock = rb_cli_serve_socket(sock_opt, buf, sizeof buf);
 	if (!sock) {
 		rb_err("no socket: give --socket PATH or set RUNBOX_SOCKET");
 		json_decref(body);
@@ -332,12 +318,12 @@ static void put_chunk(const json_t *ch)
 		if (m >= 0) {
 			for (size_t i = n; i > 0 && d[i - 1] == '='; i--)
 				m--; /* EVP_DecodeBlock counts the padding's bytes */
-			(void)write_all(fd, (const char *)b, (size_t)m);
+			(void)rb_write_all(fd, (const char *)b, (size_t)m);
 		}
 		free(b);
 		return;
 	}
-	(void)write_all(fd, d, n);
+	(void)rb_write_all(fd, d, n);
 }
 
 /* What `runbox exec` moves while its process runs: the output stream in, and with -i its
@@ -485,7 +471,7 @@ static void exec_forward_size(struct exec_io *io)
  * meanwhile; returns the process's exit code, or 125. */
 static int exec_stream(struct exec_io *io)
 {
-	int fd = connect_sock(io->sock);
+	int fd = rb_cli_serve_connect(io->sock);
 	if (fd < 0)
 		return 125;
 	char head[512];
@@ -498,7 +484,7 @@ static int exec_stream(struct exec_io *io)
 	size_t llen = 0, lcap = 0, hlen = 0, hcap = 0;
 	int code = 125, status = 0;
 	bool in_body = false;
-	if (!dc || write_all(fd, head, (size_t)hl) < 0) {
+	if (!dc || rb_write_all(fd, head, (size_t)hl) < 0) {
 		rb_err("socket %s: %s", io->sock, strerror(errno ?: ENOMEM));
 		goto out;
 	}
@@ -670,7 +656,7 @@ int rb_cmd_exec(int argc, char **argv)
 		json_object_set_new(body, "stdin", json_true());
 	}
 	char buf[PATH_MAX];
-	const char *sock = socket_path(sock_opt, buf, sizeof buf);
+	const char *sock = rb_cli_serve_socket(sock_opt, buf, sizeof buf);
 	if (!sock) {
 		rb_err("no socket: give --socket PATH or set RUNBOX_SOCKET");
 		json_decref(body);

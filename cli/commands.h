@@ -28,6 +28,12 @@ int rb_cmd_artifact(int argc, char **argv);
 int rb_cmd_logs(int argc, char **argv);
 /* `runbox approve [ID]`, `runbox deny ID`: held connector calls (cli/cmd_approve.c). */
 int rb_cmd_approve(int argc, char **argv);
+/* runbox serve's socket for the clients (session, exec, cp): given, else RUNBOX_SOCKET, else
+ * the daemon's default (/run/runbox/serve.sock as root, $XDG_RUNTIME_DIR/runbox/serve.sock);
+ * NULL when none can be named (cli/cmd_serve.c). */
+const char *rb_cli_serve_socket(const char *given, char *buf, size_t len);
+/* A connection to it, or -1 with a message said. */
+int rb_cli_serve_connect(const char *sock);
 int rb_cmd_deny(int argc, char **argv);
 /* `runbox serve` (execs runbox-serve), and its clients over the socket (cli/cmd_serve.c). */
 int rb_cmd_serve(int argc, char **argv);
