@@ -34,6 +34,8 @@ bool rb_find_in_path(const char *prog, char *out, size_t size);
 /* Writes all n bytes of p to fd, retrying short writes and EINTR. 0, or -1 with errno (a write
  * that wrote nothing counts as EIO). */
 int rb_write_all(int fd, const void *p, size_t n);
+/* The same on a socket with send(MSG_NOSIGNAL): a peer gone is EPIPE, never a SIGPIPE. */
+int rb_send_all(int fd, const void *p, size_t n);
 /* The next line of text at *p (without its newline, cut to fit line[n]) for walking a file
  * read whole; advances *p past it. false at the end. */
 bool rb_next_line(const char **p, char *line, size_t n);

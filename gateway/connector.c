@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/approval.h"
@@ -198,19 +199,6 @@ struct fwd {
 static bool resp_dropped(const char *name);
 static bool value_ok(const char *v);
 
-static bool send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		p += w, n -= (size_t)w;
-	}
-	return true;
-}
-
 static void head_complete(struct fwd *f)
 {
 	pthread_mutex_lock(&f->lock);
@@ -296,14 +284,14 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 		head_complete(f);
 	if (!f->ss) { /* the proxy door: no credential to scrub, the bytes pass as they are */
 		f->bytes_down += len;
-		return send_all(f->sp[1], p, len) ? len : 0;
+		return rb_send_all(f->sp[1], p, len) == 0 ? len : 0;
 	}
 	struct rb_buf_out out = {0};
 	struct rb_error err;
 	if (rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0)
 		return 0; /* nothing unscrubbed leaves: the transfer ends */
 	keep(f, out.data, out.len);
-	bool ok = send_all(f->sp[1], out.data, out.len);
+	bool ok = rb_send_all(f->sp[1], out.data, out.len) == 0;
 	f->bytes_down += out.len;
 	free(out.data);
 	return ok ? len : 0;
@@ -341,7 +329,7 @@ static void *produce(void *cls)
 		struct rb_error err;
 		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0;
 		keep(f, out.data, out.len);
-		whole = whole && send_all(f->sp[1], out.data, out.len);
+		whole = whole && rb_send_all(f->sp[1], out.data, out.len) == 0;
 		f->bytes_down += out.len;
 		free(out.data);
 	}

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "common/cleanup.h"
 #include "gateway/decide.h"
 
@@ -45,19 +46,6 @@ bool rb_gw_proxy_token(const char *h, char *out, size_t n)
 	if (strncmp(out, "runbox:", 7) != 0)
 		return false;
 	memmove(out, out + 7, (size_t)got - 6);
-	return true;
-}
-
-static bool send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		p += w, n -= (size_t)w;
-	}
 	return true;
 }
 
@@ -99,8 +87,8 @@ static void answer(int fd, unsigned st, json_t *body)
 	                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
 	                 st, status_text(st), st == 407 ? "Proxy-Authenticate: Basic realm=\"runbox\"\r\n" : "",
 	                 st == 429 ? "Retry-After: 1\r\n" : "", strlen(text));
-	if (send_all(fd, head, (size_t)n))
-		send_all(fd, text, strlen(text));
+	if (rb_send_all(fd, head, (size_t)n) == 0)
+		(void)rb_send_all(fd, text, strlen(text));
 }
 
 static void refuse(struct tun *t, unsigned st, const char *rule, const char *error, const char *hint)
@@ -279,7 +267,7 @@ static const char *relay(struct tun *t, int up, const struct rb_gw_tunnel_limits
 	setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	setsockopt(up, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	if (t->head_len > t->body_off) { /* what the client sent before it saw the 200 */
-		if (!send_all(up, t->head + t->body_off, t->head_len - t->body_off))
+		if (rb_send_all(up, t->head + t->body_off, t->head_len - t->body_off) < 0)
 			return "upstream closed";
 		*bytes_up += t->head_len - t->body_off;
 	}
@@ -312,7 +300,7 @@ static const char *relay(struct tun *t, int up, const struct rb_gw_tunnel_limits
 				continue;
 			if (n <= 0)
 				return side ? "upstream closed" : "client closed";
-			if (!send_all(to, buf, (size_t)n))
+			if (rb_send_all(to, buf, (size_t)n) < 0)
 				return side ? "client closed" : "upstream closed";
 			*(side ? bytes_down : bytes_up) += (uint64_t)n;
 			if (*bytes_up + *bytes_down > max_bytes)
@@ -407,7 +395,7 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 	                                           RB_GWCONF_TUNNEL_MAX_MIB};
 	const struct rb_gw_tunnel_limits *lim = ctx->conf && ctx->conf->tunnel.idle_s ? &ctx->conf->tunnel : &deflim;
 	const char *ended =
-	    send_all(fd, ok, sizeof ok - 1) ? relay(t, up, lim, &bytes_up, &bytes_down) : "client closed";
+	    (rb_send_all(fd, ok, sizeof ok - 1) == 0) ? relay(t, up, lim, &bytes_up, &bytes_down) : "client closed";
 	close(up);
 	/* Recorded before the client's side closes: a tunnel the upstream ended is in the record
 	 * by the time the client sees its end. */

@@ -211,20 +211,6 @@ static bool token_eq(const char *a, size_t alen, const char *tok)
 	return d == 0;
 }
 
-static bool send_all(int fd, const char *b, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		b += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
 /* Reads the first request's head (through "\r\n\r\n") into buf; returns the bytes read in all
  * (the head and what followed it), *head its length; -1 on EOF, overflow or timeout. */
 static ssize_t read_head(int fd, char *buf, size_t cap, size_t *head)
@@ -351,7 +337,7 @@ static void relay(int cfd, int ifd, uint64_t *in, uint64_t *out)
 			ssize_t r = recv(pf[i].fd, buf, RELAY_BUF, 0);
 			if (r < 0 && errno == EINTR)
 				continue;
-			if (r > 0 && send_all(to[i], buf, (size_t)r)) {
+			if (r > 0 && rb_send_all(to[i], buf, (size_t)r) == 0) {
 				*count[i] += (uint64_t)r;
 				continue;
 			}
@@ -382,7 +368,7 @@ static void *conn_main(void *arg)
 			static const char r401[] = "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\n"
 			                           "Content-Length: 32\r\nConnection: close\r\n\r\n"
 			                           "runbox: this port needs a token\n";
-			send_all(c->cfd, r401, sizeof r401 - 1);
+			(void)rb_send_all(c->cfd, r401, sizeof r401 - 1);
 			error = "no token";
 		}
 	}
@@ -394,10 +380,10 @@ static void *conn_main(void *arg)
 			if (!p->is_unix) {
 				static const char r502[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n"
 				                           "Connection: close\r\n\r\n";
-				send_all(c->cfd, r502, sizeof r502 - 1);
+				(void)rb_send_all(c->cfd, r502, sizeof r502 - 1);
 			}
 		} else if (!p->is_unix &&
-		           (!send_all(c->ifd, head, on) || !send_all(c->ifd, buf + hn, (size_t)got - hn))) {
+		           (rb_send_all(c->ifd, head, on) < 0 || rb_send_all(c->ifd, buf + hn, (size_t)got - hn) < 0)) {
 			error = "the inner connection closed";
 		} else {
 			if (!p->is_unix)
