@@ -45,8 +45,13 @@ try:
     s.connect(sys.argv[1])
 except OSError as e:
     print("connect: %s" % e.strerror); sys.exit(0)
-s.sendall(json.dumps({"op": "kill", "run_id": sys.argv[2], "signal": 15}).encode() + b"\n")
-s.shutdown(socket.SHUT_WR)
+# A refused peer's answer may come, and the socket close, before its request is written
+# (the owner checks SO_PEERCRED first): the answer is still queued for us to read.
+try:
+    s.sendall(json.dumps({"op": "kill", "run_id": sys.argv[2], "signal": 15}).encode() + b"\n")
+    s.shutdown(socket.SHUT_WR)
+except (BrokenPipeError, ConnectionResetError):
+    pass
 s.settimeout(10)
 print(s.recv(4096).decode().strip())
 EOF
