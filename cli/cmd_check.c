@@ -106,7 +106,7 @@ int rb_cmd_check(int argc, char **argv)
 	}
 	/* The probes fork: nothing buffered may be written twice. */
 	fflush(stdout);
-	rb_hostcheck_run(hc);
+	rb_hostcheck_run(hc, rb_cli_host());
 	bool runnable = rb_hostcheck_runnable(hc);
 	size_t counts[3] = {0, 0, 0};
 	for (size_t i = 0; i < hc->n; i++)

@@ -151,9 +151,7 @@ static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out
 
 bool rb_find_in_path(const char *prog, char *out, size_t size)
 {
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+	const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 	for (const char *p = path; *p;) {
 		size_t n = strcspn(p, ":");
 		if (n > 0 && n < PATH_MAX && (size_t)snprintf(out, size, "%.*s/%s", (int)n, p, prog) < size &&

@@ -28,8 +28,10 @@ int rb_read_file(const char *path, size_t max, char **out, size_t *out_len, stru
  * endless bytes), at most max bytes, holding no NUL byte, as a NUL-terminated string. Errors
  * name the file; the caller prefixes what the document is. */
 int rb_read_document(const char *path, size_t max, char **out, struct rb_error *err);
-/* The first executable prog in $PATH (a default when unset: /usr/local/bin, /usr/bin, /bin,
- * /usr/sbin, /sbin) into out. false, with out empty, when there is none. */
+/* The first executable prog in the system's directories (/usr/local/sbin, /usr/local/bin,
+ * /usr/sbin, /usr/bin, /sbin, /bin) into out; false, with out empty, when there is none. Never
+ * the process's $PATH: the library reads no environment (common/host.h), and a daemon running
+ * as root must not run whatever helper (newuidmap, mmdebstrap) its starter's PATH names. */
 bool rb_find_in_path(const char *prog, char *out, size_t size);
 /* Writes all n bytes of p to fd, retrying short writes and EINTR. 0, or -1 with errno (a write
  * that wrote nothing counts as EIO). */

@@ -8,6 +8,9 @@
 #     .tdata/.tbss) of a library object (what
 #     `objdump -t` lists there) is shared by every run a process holds. The few that are
 #     process-wide by nature are named in scripts/writable-globals.allow, each with its reason.
+#  3. The library reads no environment: no getenv, secure_getenv or environ outside cli/ and the
+#     mains (*_main.c). What a call may know of the host comes in its rb_host (common/host.h).
+#     The few exceptions are named in scripts/environ.allow, each with its reason.
 # Usage: scripts/check-layout.sh OBJ_DIR (the build's object tree, for check 2). Exit 1 on a
 # violation, each printed as FILE: what.
 set -uo pipefail
@@ -51,6 +54,15 @@ while read -r d; do
 	fi
 done < <(find . -name '*.c' -not -path './build/*' -not -path './tests/*' -not -path './bench/*' \
 	-not -path './sdk/*' -not -path '*/node_modules/*' -printf '%h\n' | sed 's#^\./##' | sort -u)
+
+env_allow=scripts/environ.allow
+while IFS=: read -r file line text; do
+	if ! grep -qE "^$file " "$env_allow"; then
+		echo "$file:$line: reads the process's environment (take it from an rb_host): ${text#"${text%%[![:space:]]*}"}"
+		status=1
+	fi
+done < <(find common policy images ledger scrub runtime gateway serve -name '*.c' ! -name '*_main.c' -print0 |
+	xargs -0 grep -HnE '\b(getenv|secure_getenv)[[:space:]]*\(|\benviron\b' | grep -vE ':[[:space:]]*(/?\*|//)')
 
 if [ -d "$objdir" ]; then
 	allow=scripts/writable-globals.allow

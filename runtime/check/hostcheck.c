@@ -328,6 +328,7 @@ static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "freezer"};
 
 struct ctx {
 	struct rb_hostcheck *hc;
+	const struct rb_host *host;
 	bool root;
 	uid_t uid;
 	gid_t gid;
@@ -340,7 +341,7 @@ struct ctx {
 	char tmpdir[PATH_MAX];
 
 	enum cg_mode cgmode;
-	const char *parent_env; /* RUNBOX_CGROUP_PARENT (rb_cgroup_parent_named), or NULL */
+	const char *parent_env; /* RUNBOX_CGROUP_PARENT of the host, or NULL */
 	int parent_errno;       /* rb_cgroup_parent refused it (EINVAL: a ".."; ENAMETOOLONG) */
 	struct hier v2, v1[4];
 	char v2_test[PATH_MAX + 128]; /* a test cgroup we made in v2; removed before returning */
@@ -723,7 +724,7 @@ static void check_mounts(struct ctx *c)
 	bool masked = proc_masked(&c->mi, masks, sizeof(masks));
 
 	struct probe p;
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = rb_host_getenv(c->host, "TMPDIR");
 	snprintf(c->tmpdir, sizeof(c->tmpdir), "%s/runbox-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	int r = -1, mkerr = 0;
 	if (!mkdtemp(c->tmpdir))
@@ -1013,7 +1014,7 @@ static void hier_init(struct ctx *c, struct hier *h, const char *ctrl)
 	if (!own_cgroup(ctrl, h->self_rel, sizeof(h->self_rel)))
 		snprintf(h->self_rel, sizeof(h->self_rel), "/");
 	cg_dir(mt, h->self_rel, h->self, sizeof(h->self));
-	if (rb_cgroup_parent(NULL, h->self_rel, h->parent_rel, sizeof(h->parent_rel)) < 0) {
+	if (rb_cgroup_parent(c->parent_env, h->self_rel, h->parent_rel, sizeof(h->parent_rel)) < 0) {
 		/* Runs refuse it too (rb_cgroup_create fails): check_cgroup_mode says why. */
 		c->parent_errno = errno;
 		snprintf(h->parent_rel, sizeof(h->parent_rel), "%s", h->self_rel);
@@ -1048,7 +1049,8 @@ static void cg_init(struct ctx *c)
 	} else
 		c->cgmode = CG_NONE;
 
-	c->parent_env = rb_cgroup_parent_named(NULL);
+	const char *parent = rb_host_getenv(c->host, RB_CGROUP_PARENT_VAR);
+	c->parent_env = parent && *parent ? parent : NULL;
 	hier_init(c, &c->v2, NULL);
 	for (size_t i = 0; i < RB_ARRAY_SIZE(v1_ctrls); i++)
 		hier_init(c, &c->v1[i], v1_ctrls[i]);
@@ -1569,10 +1571,10 @@ static void check_syscalls(struct ctx *c)
 
 /* ---- entry ------------------------------------------------------------------------------ */
 
-int rb_hostcheck_run(struct rb_hostcheck *out)
+int rb_hostcheck_run(struct rb_hostcheck *out, const struct rb_host *host)
 {
 	memset(out, 0, sizeof(*out));
-	struct ctx c = {.hc = out};
+	struct ctx c = {.hc = out, .host = host};
 	c.uid = getuid();
 	c.gid = getgid();
 	c.root = geteuid() == 0;

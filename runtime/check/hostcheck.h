@@ -4,6 +4,8 @@
 #ifndef RB_HOSTCHECK_H
 #define RB_HOSTCHECK_H
 
+#include "common/host.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -30,8 +32,9 @@ struct rb_hostcheck {
 /* Runs every check for the calling user. Probes that could disturb the host run in forked
  * children inside fresh namespaces; the only host-visible traces are a temporary directory and
  * uniquely named test cgroups, both removed before returning. Returns 0 (the findings are in
- * out, including failures of the probes themselves). */
-int rb_hostcheck_run(struct rb_hostcheck *out);
+ * out, including failures of the probes themselves). The environment it reads (TMPDIR, and
+ * RUNBOX_CGROUP_PARENT: where runs make their cgroups) is host's, never the process's. */
+int rb_hostcheck_run(struct rb_hostcheck *out, const struct rb_host *host);
 
 /* True when no required item is missing: runbox can run here, possibly degraded. */
 bool rb_hostcheck_runnable(const struct rb_hostcheck *hc);

@@ -377,7 +377,7 @@ static int gc_one(json_t *st, const char *file, const char *why, void *ctx)
 	json_array_foreach(cgs, i, v) if (n < 8 && json_is_string(v)) dirs[n++] = json_string_value(v);
 	struct rb_error err;
 	bool ok = true;
-	if (rb_cgroup_reclaim(id, dirs, n, &err) < 0) {
+	if (rb_cgroup_reclaim(id, rb_host_getenv(g->paths->host, RB_CGROUP_PARENT_VAR), dirs, n, &err) < 0) {
 		ok = false;
 		json_object_set_new(done, "cgroup_error", json_string(err.msg));
 	}

@@ -30,7 +30,6 @@
 #include "runtime/run/session-internal.h"
 #include "scrub/scrub.h"
 
-extern char **environ;
 
 /* One check for every host path bound in, inputs and skill bundles alike (what names which). */
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
@@ -447,7 +446,8 @@ static int begin(struct rb_run *run, struct rb_error *err)
 	if (rb_control_open(run->paths.run_dir, run->id, &run->control, err) < 0)
 		return -1;
 	rb_debug("cgroup: create");
-	if (rb_cgroup_create(run->id, NULL, &run->limits, &run->cg, err) < 0)
+	if (rb_cgroup_create(run->id, rb_host_getenv(run->paths.host, RB_CGROUP_PARENT_VAR), &run->limits, &run->cg,
+	                     err) < 0)
 		return -1;
 	run->state_saved = false; /* it names the cgroup now */
 	if (rb_run_save_state(run, err) < 0)

@@ -246,19 +246,9 @@ int rb_cg_self_path_in(const char *text, const char *ctrl, char *out, size_t n)
 	return -1;
 }
 
-const char *rb_cgroup_parent_named(const char *override)
+int rb_cgroup_parent(const char *parent, const char *self_rel, char *out, size_t n)
 {
-	if (override && *override)
-		return override;
-	const char *env = getenv("RUNBOX_CGROUP_PARENT");
-	return env && *env ? env : NULL;
-}
-
-int rb_cgroup_parent(const char *override, const char *self_rel, char *out, size_t n)
-{
-	const char *p = rb_cgroup_parent_named(override);
-	if (!p)
-		p = "runbox";
+	const char *p = parent && *parent ? parent : "runbox";
 	/* "/a/b" is a path from the hierarchy's root; "name" lies under the caller's own cgroup,
 	 * which on v1 differs per hierarchy. */
 	int r;
@@ -370,8 +360,8 @@ static void set_none(struct rb_cgroup *cg, const char *why)
 			rb_cg_limit_not_enforced(cg, (enum rb_limit_kind)k, "%s", why);
 }
 
-int rb_cgroup_create(const char *run_id, const char *parent_override, const struct rb_limits *lim,
-                     struct rb_cgroup **out, struct rb_error *err)
+int rb_cgroup_create(const char *run_id, const char *parent, const struct rb_limits *lim, struct rb_cgroup **out,
+                     struct rb_error *err)
 {
 	*out = NULL;
 	if (!run_id || !*run_id || strchr(run_id, '/') || !strcmp(run_id, ".") || !strcmp(run_id, "..") ||
@@ -382,7 +372,7 @@ int rb_cgroup_create(const char *run_id, const char *parent_override, const stru
 		return rb_error_set(err, ENOMEM, "cgroup");
 	cg->v2_dirfd = -1;
 	snprintf(cg->run_id, sizeof cg->run_id, "%s", run_id);
-	cg->parent_rel = parent_override;
+	cg->parent_rel = parent;
 	static const struct rb_limits nothing;
 	if (!lim)
 		lim = &nothing;
@@ -613,12 +603,12 @@ static bool under_cgroup_mount(const char *path)
 /* The parent's last component a run's cgroup may sit in: "runbox", or the last component of
  * the parent the caller names (RUNBOX_CGROUP_PARENT; docs/cgroups.md), by the same rule
  * rb_cgroup_create follows. */
-static bool parent_name_ok(const char *name, size_t len)
+static bool parent_name_ok(const char *name, size_t len, const char *parent)
 {
 	if (len == 6 && !strncmp(name, "runbox", 6))
 		return true;
 	char named[PATH_MAX];
-	if (!rb_cgroup_parent_named(NULL) || rb_cgroup_parent(NULL, "/", named, sizeof named) < 0)
+	if (!parent || !*parent || rb_cgroup_parent(parent, "/", named, sizeof named) < 0)
 		return false;
 	const char *last = strrchr(named, '/');
 	last = last ? last + 1 : named;
@@ -629,7 +619,7 @@ static bool parent_name_ok(const char *name, size_t len)
  * dir is killed or removed it must be <a cgroup mount>/.../runbox/<run_id>, spelled
  * canonically (no ".", "..", "//" or symlink), on a cgroup filesystem and owned by us, as the
  * cgroups runbox makes are. 1: reclaim it; 0: it does not exist; -1: refused (err says why). */
-static int reclaimable(const char *dir, const char *run_id, struct rb_error *err)
+static int reclaimable(const char *dir, const char *run_id, const char *named, struct rb_error *err)
 {
 	size_t idl = strlen(run_id), n = strlen(dir);
 	if (!idl || strchr(run_id, '/') || !strcmp(run_id, ".") || !strcmp(run_id, ".."))
@@ -650,7 +640,7 @@ static int reclaimable(const char *dir, const char *run_id, struct rb_error *err
 	const char *parent = id_at - 1;
 	while (parent > dir && parent[-1] != '/')
 		parent--;
-	if (!parent_name_ok(parent, (size_t)(id_at - 1 - parent)))
+	if (!parent_name_ok(parent, (size_t)(id_at - 1 - parent), named))
 		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not under a runbox cgroup parent", dir);
 	if (!under_cgroup_mount(dir))
 		return rb_error_set(err, EINVAL, "refusing to reclaim `%s`: not under a cgroup mount", dir);
@@ -671,11 +661,11 @@ static int reclaimable(const char *dir, const char *run_id, struct rb_error *err
 	return 1;
 }
 
-int rb_cgroup_reclaim(const char *run_id, const char *const *dirs, unsigned n, struct rb_error *err)
+int rb_cgroup_reclaim(const char *run_id, const char *parent, const char *const *dirs, unsigned n, struct rb_error *err)
 {
 	int r = 0;
 	for (unsigned i = 0; i < n; i++) {
-		int ok = reclaimable(dirs[i], run_id, err);
+		int ok = reclaimable(dirs[i], run_id, parent, err);
 		if (ok < 0 || (ok > 0 && reclaim_dir(dirs[i], 0, err) < 0))
 			r = -1;
 	}

@@ -38,22 +38,24 @@ struct rb_cgroup_stats {
 
 struct rb_cgroup;
 
-/* The cgroup parent the caller names: override when non-empty, else RUNBOX_CGROUP_PARENT when
- * set and non-empty, else NULL (runbox's default, "runbox"). The one reader of the variable. */
-const char *rb_cgroup_parent_named(const char *override);
-/* That parent resolved in one hierarchy, as a path from its root, into out (n bytes): an
- * absolute one ("/a/b") as is, a relative one (and the default "runbox") under self_rel, the
- * caller's own cgroup there; trailing slashes dropped. -1 with errno ENAMETOOLONG, or EINVAL
- * for a ".." component. rb_cgroup_create, gc's reclaim and `runbox check` all use this. */
-int rb_cgroup_parent(const char *override, const char *self_rel, char *out, size_t n);
+/* The host variable naming the cgroup parent. The sandbox never reads it: a run, gc and
+ * `runbox check` take it from their rb_host (common/host.h) and pass it down as `parent`. */
+#define RB_CGROUP_PARENT_VAR "RUNBOX_CGROUP_PARENT"
 
-/* Creates the run's cgroup under runbox's own parent (rb_cgroup_parent: parent_override, or
- * RUNBOX_CGROUP_PARENT, or a "runbox" child of the caller's cgroup) and applies lim. A parent starting with '/' is a
- * path from each hierarchy's root; otherwise it lies under the caller's own cgroup. Never fails because limits
- * cannot be enforced: it then returns the "none" manager with reasons filled in. Fails only
- * when a limit was requested and the host could enforce it but writing it failed. */
-int rb_cgroup_create(const char *run_id, const char *parent_override, const struct rb_limits *lim,
-                     struct rb_cgroup **out, struct rb_error *err);
+/* The parent a caller named (NULL or "": runbox's default, "runbox") resolved in one
+ * hierarchy, as a path from its root, into out (n bytes): an absolute one ("/a/b") as is, a
+ * relative one (and the default) under self_rel, the caller's own cgroup there; trailing
+ * slashes dropped. -1 with errno ENAMETOOLONG, or EINVAL for a ".." component.
+ * rb_cgroup_create, gc's reclaim and `runbox check` all use this. */
+int rb_cgroup_parent(const char *parent, const char *self_rel, char *out, size_t n);
+
+/* Creates the run's cgroup under runbox's own parent (rb_cgroup_parent: parent, the caller's
+ * RUNBOX_CGROUP_PARENT, or else a "runbox" child of the caller's cgroup) and applies lim. A parent starting with '/' is
+ * a path from each hierarchy's root; otherwise it lies under the caller's own cgroup. Never fails because limits cannot
+ * be enforced: it then returns the "none" manager with reasons filled in. Fails only when a limit was requested and the
+ * host could enforce it but writing it failed. */
+int rb_cgroup_create(const char *run_id, const char *parent, const struct rb_limits *lim, struct rb_cgroup **out,
+                     struct rb_error *err);
 
 /* A directory fd for clone3's CLONE_INTO_CGROUP, or -1 when attach() must be used. */
 int rb_cgroup_clone_fd(const struct rb_cgroup *cg);
@@ -114,9 +116,10 @@ const char *rb_limit_name(enum rb_limit_kind kind); /* "memory", "pids", "cpus",
 unsigned rb_cgroup_dirs(const struct rb_cgroup *cg, const char **dirs, unsigned max);
 /* Kills whatever is left in each directory and removes it (bounded). A missing one is fine.
  * The list comes from a state file, so each directory is first checked to be run_id's own
- * cgroup: <cgroup mount>/.../runbox/<run_id> (or RUNBOX_CGROUP_PARENT's last component in
- * place of "runbox"), canonical, no symlink, on a cgroup filesystem, owned by the caller's
- * euid; any other is refused (-1, err names it) and left untouched. */
-int rb_cgroup_reclaim(const char *run_id, const char *const *dirs, unsigned n, struct rb_error *err);
+ * cgroup: <cgroup mount>/.../runbox/<run_id> (or the last component of parent, the caller's
+ * RUNBOX_CGROUP_PARENT, in place of "runbox"), canonical, no symlink, on a cgroup filesystem,
+ * owned by the caller's euid; any other is refused (-1, err names it) and left untouched. */
+int rb_cgroup_reclaim(const char *run_id, const char *parent, const char *const *dirs, unsigned n,
+                      struct rb_error *err);
 
 #endif

@@ -174,7 +174,7 @@ static int v2_create(struct rb_cgroup *cg, const struct rb_limits *lim, struct r
 	if (snprintf(self_abs, sizeof self_abs, "%s%s", cg->v2_mount, strcmp(self_rel, "/") != 0 ? self_rel : "") >=
 	    (int)sizeof self_abs)
 		return rb_error_set(err, ENAMETOOLONG, "cgroup `%s`", self_rel);
-	bool named = rb_cgroup_parent_named(cg->parent_rel) != NULL;
+	bool named = cg->parent_rel && *cg->parent_rel;
 	char why[256] = "";
 	if (make_parent(cg, parent_rel, self_abs, named, parent_abs, why, sizeof why, err) < 0)
 		return RB_CG_UNAVAILABLE;

@@ -17,8 +17,6 @@
 #include "common/util.h"
 #include "runtime/sandbox/idslice.h"
 
-extern char **environ;
-
 int rb_subid_lookup(const char *file, const char *name, uint32_t id, uint32_t *start, uint32_t *count)
 {
 	_cleanup_fclose_ FILE *f = fopen(file, "re");
@@ -178,7 +176,7 @@ int rb_userns_plan(const struct rb_policy *pol, struct rb_idplan *plan, struct r
 		                    "policy requires an id range: %s; add one (usermod --add-subuids 100000-165535 "
 		                    "--add-subgids 100000-165535 %s) and install uidmap",
 		                    !have_ranges ? "no /etc/subuid and /etc/subgid entry for this user"
-		                                 : "newuidmap/newgidmap not found on PATH",
+		                                 : "newuidmap/newgidmap not found in /usr/bin or /bin",
 		                    name ? name : "USER");
 	line(&plan->uid, u, 0, 1);
 	line(&plan->gid, g, 0, 1);
@@ -227,10 +225,17 @@ int rb_userns_write_maps(pid_t pid, const struct rb_idmap *uid, const struct rb_
 	return write_map(pid, "gid_map", gid, err);
 }
 
+/* prog from the system's directories (rb_find_in_path), with an empty environment: a setuid
+ * helper gets nothing of the runner's PATH or variables. */
 static int run_helper(const char *prog, pid_t pid, const struct rb_idmap *m, struct rb_error *err)
 {
+	char path[PATH_MAX];
+	if (!rb_find_in_path(prog, path, sizeof path))
+		return rb_error_set(err, ENOENT, "`%s` is not installed in the system's directories (Debian: uidmap)",
+		                    prog);
 	char args[10][16];
 	char *argv[12];
+	char *envp[] = {NULL};
 	int a = 0;
 	argv[a++] = (char *)prog;
 	snprintf(args[0], sizeof args[0], "%d", (int)pid);
@@ -245,7 +250,7 @@ static int run_helper(const char *prog, pid_t pid, const struct rb_idmap *m, str
 	}
 	argv[a] = NULL;
 	pid_t child;
-	int r = posix_spawnp(&child, prog, NULL, NULL, argv, environ);
+	int r = posix_spawn(&child, path, NULL, NULL, argv, envp);
 	if (r != 0)
 		return rb_error_set(err, r, "run `%s`", prog);
 	int status;

@@ -531,21 +531,28 @@ static void test_create_destroy_200(void **state)
 
 /* ---- the parent ---- */
 
-static void test_parent_from_env(void **state)
+/* The parent is the caller's to name (a run takes it from its rb_host); the process's own
+ * RUNBOX_CGROUP_PARENT is never read by the library. */
+static void test_parent_named_by_caller(void **state)
 {
 	REQUIRE_CGROUPS();
 	char want[80];
 	snprintf(want, sizeof want, "%s/envparent", parent);
-	setenv("RUNBOX_CGROUP_PARENT", want, 1);
 	char id[64];
 	next_id(id, sizeof id);
 	struct rb_cgroup *cg;
 	struct rb_error err = {0};
-	assert_int_equal(rb_cgroup_create(id, NULL, NULL, &cg, &err), 0);
-	unsetenv("RUNBOX_CGROUP_PARENT");
+	assert_int_equal(rb_cgroup_create(id, want, NULL, &cg, &err), 0);
 	assert_non_null(strstr(rb_cgroup_path(cg), "/envparent/"));
-	char d[4096];
-	snprintf(d, sizeof d, "%s", rb_cgroup_path(cg));
+	assert_int_equal(rb_cgroup_destroy(cg, &err), 0);
+	/* Control: the same name in the process's environment, none passed: runbox's default. */
+	setenv(RB_CGROUP_PARENT_VAR, want, 1);
+	next_id(id, sizeof id);
+	int r = rb_cgroup_create(id, NULL, NULL, &cg, &err);
+	unsetenv(RB_CGROUP_PARENT_VAR);
+	assert_int_equal(r, 0);
+	assert_null(strstr(rb_cgroup_path(cg), "/envparent/"));
+	assert_non_null(strstr(rb_cgroup_path(cg), "/runbox/"));
 	assert_int_equal(rb_cgroup_destroy(cg, &err), 0);
 	/* The envparent directories themselves go in the group teardown. */
 }
@@ -574,7 +581,7 @@ static void test_reclaim_only_runbox_cgroups(void **state)
 	assert_int_equal(mkdir(fake, 0755), 0);
 	struct rb_error err = {0};
 	const char *dirs[2] = {fake};
-	assert_int_equal(rb_cgroup_reclaim("r1", dirs, 1, &err), -1);
+	assert_int_equal(rb_cgroup_reclaim("r1", NULL, dirs, 1, &err), -1);
 	assert_non_null(strstr(err.msg, "not under a cgroup mount"));
 	assert_int_equal(access(fake, F_OK), 0);
 	rmdir(fake);
@@ -592,22 +599,25 @@ static void test_reclaim_only_runbox_cgroups(void **state)
 	char real[4096], dotted[4200];
 	snprintf(real, sizeof real, "%s", dirs[0]);
 	/* Under "runbox-test-PID", not "runbox": refused unless the caller names that parent. */
-	assert_int_equal(rb_cgroup_reclaim(id, dirs, 1, &err), -1);
+	assert_int_equal(rb_cgroup_reclaim(id, NULL, dirs, 1, &err), -1);
 	assert_non_null(strstr(err.msg, "runbox cgroup parent"));
-	setenv("RUNBOX_CGROUP_PARENT", parent, 1);
-	assert_int_equal(rb_cgroup_reclaim("t-other", dirs, 1, &err), -1);
+	/* Nor when only the process's environment names it: the caller must. */
+	setenv(RB_CGROUP_PARENT_VAR, parent, 1);
+	assert_int_equal(rb_cgroup_reclaim(id, NULL, dirs, 1, &err), -1);
+	unsetenv(RB_CGROUP_PARENT_VAR);
+	assert_non_null(strstr(err.msg, "runbox cgroup parent"));
+	assert_int_equal(rb_cgroup_reclaim("t-other", parent, dirs, 1, &err), -1);
 	assert_non_null(strstr(err.msg, "not the cgroup of run"));
 	/* <parent dir>/../<parent>/<id>: the same directory, spelled with ".." */
 	snprintf(dotted, sizeof dotted, "%s", real);
 	*strrchr(dotted, '/') = '\0';
 	snprintf(dotted + strlen(dotted), sizeof dotted - strlen(dotted), "/../%s/%s", parent, id);
 	dirs[1] = dotted;
-	assert_int_equal(rb_cgroup_reclaim(id, dirs + 1, 1, &err), -1);
+	assert_int_equal(rb_cgroup_reclaim(id, parent, dirs + 1, 1, &err), -1);
 	assert_non_null(strstr(err.msg, "canonical"));
 	assert_int_equal(access(real, F_OK), 0);
 	/* Control: the run's own cgroup, spelled as runbox made it, is reclaimed. */
-	assert_int_equal(rb_cgroup_reclaim(id, dirs, 1, &err), 0);
-	unsetenv("RUNBOX_CGROUP_PARENT");
+	assert_int_equal(rb_cgroup_reclaim(id, parent, dirs, 1, &err), 0);
 	assert_int_equal(access(real, F_OK), -1);
 	rb_cgroup_destroy(cg, &err);
 }
@@ -654,41 +664,24 @@ static void test_unprivileged_gets_none(void **state)
 static void test_parent_rule(void **state)
 {
 	char out[256];
-	unsetenv("RUNBOX_CGROUP_PARENT");
-	assert_null(rb_cgroup_parent_named(NULL));
-	assert_null(rb_cgroup_parent_named(""));
-	/* The default lies under the caller's own cgroup. */
+	/* The default (none named, or "") lies under the caller's own cgroup. */
 	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), 0);
 	assert_string_equal(out, "/runbox");
-	assert_int_equal(rb_cgroup_parent(NULL, "/user.slice/x.scope", out, sizeof out), 0);
+	assert_int_equal(rb_cgroup_parent("", "/user.slice/x.scope", out, sizeof out), 0);
 	assert_string_equal(out, "/user.slice/x.scope/runbox");
-	/* The variable: relative (under self) or absolute (from the root), trailing slashes gone. */
-	setenv("RUNBOX_CGROUP_PARENT", "ci/", 1);
-	assert_string_equal(rb_cgroup_parent_named(NULL), "ci/");
-	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), 0);
+	/* A named one: relative (under self) or absolute (from the root), trailing slashes gone. */
+	assert_int_equal(rb_cgroup_parent("ci/", "/me", out, sizeof out), 0);
 	assert_string_equal(out, "/me/ci");
-	setenv("RUNBOX_CGROUP_PARENT", "/a/b//", 1);
-	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), 0);
+	assert_int_equal(rb_cgroup_parent("/a/b//", "/me", out, sizeof out), 0);
 	assert_string_equal(out, "/a/b");
-	/* An override wins over the variable; an empty one does not count. */
-	assert_string_equal(rb_cgroup_parent_named("/o"), "/o");
-	assert_string_equal(rb_cgroup_parent_named(""), "/a/b//");
-	assert_int_equal(rb_cgroup_parent("/o", "/me", out, sizeof out), 0);
-	assert_string_equal(out, "/o");
 	/* ".." is refused, wherever it is; control: a name that only starts with dots is not. */
-	setenv("RUNBOX_CGROUP_PARENT", "/a/../b", 1);
-	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), -1);
+	assert_int_equal(rb_cgroup_parent("/a/../b", "/", out, sizeof out), -1);
 	assert_int_equal(errno, EINVAL);
-	setenv("RUNBOX_CGROUP_PARENT", "x/..", 1);
-	assert_int_equal(rb_cgroup_parent(NULL, "/me", out, sizeof out), -1);
-	setenv("RUNBOX_CGROUP_PARENT", "/a/..b", 1);
-	assert_int_equal(rb_cgroup_parent(NULL, "/", out, sizeof out), 0);
+	assert_int_equal(rb_cgroup_parent("x/..", "/me", out, sizeof out), -1);
+	assert_int_equal(rb_cgroup_parent("/a/..b", "/", out, sizeof out), 0);
 	assert_string_equal(out, "/a/..b");
-	assert_int_equal(rb_cgroup_parent(NULL, "/", out, 4), -1);
+	assert_int_equal(rb_cgroup_parent("/a/..b", "/", out, 4), -1);
 	assert_int_equal(errno, ENAMETOOLONG);
-	setenv("RUNBOX_CGROUP_PARENT", "", 1);
-	assert_null(rb_cgroup_parent_named(NULL));
-	unsetenv("RUNBOX_CGROUP_PARENT");
 }
 
 /* ---- the gateway's leaf ---- */
@@ -851,9 +844,7 @@ static void test_reclaim_takes_gateway_leaf(void **state)
 		list[i] = copies[i];
 	}
 	struct rb_error err = {0};
-	setenv("RUNBOX_CGROUP_PARENT", parent, 1);
-	int r = rb_cgroup_reclaim(id, list, n, &err);
-	unsetenv("RUNBOX_CGROUP_PARENT");
+	int r = rb_cgroup_reclaim(id, parent, list, n, &err);
 	if (r < 0)
 		print_message("reclaim: %s\n", err.msg);
 	assert_int_equal(r, 0);
@@ -932,7 +923,7 @@ int main(void)
 	    cmocka_unit_test(test_double_forked_daemon_killed),
 	    cmocka_unit_test(test_cpu_quota_bound),
 	    cmocka_unit_test(test_create_destroy_200),
-	    cmocka_unit_test(test_parent_from_env),
+	    cmocka_unit_test(test_parent_named_by_caller),
 	    cmocka_unit_test(test_reclaim_only_runbox_cgroups),
 	    cmocka_unit_test(test_unprivileged_gets_none),
 	    cmocka_unit_test(test_parent_rule),

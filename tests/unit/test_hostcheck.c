@@ -45,7 +45,7 @@ static int group_setup(void **state)
 	struct rb_hostcheck *hc = calloc(1, sizeof(*hc));
 	if (!hc)
 		return -1;
-	rb_hostcheck_run(hc);
+	rb_hostcheck_run(hc, &(struct rb_host){.env = environ});
 	*state = hc;
 	return 0;
 }
@@ -126,7 +126,7 @@ static int in_child(int (*prepare)(void), const char *name1, const char *name2, 
 		struct rb_hostcheck *hc = calloc(1, sizeof(*hc));
 		if (!hc)
 			_exit(254);
-		rb_hostcheck_run(hc);
+		rb_hostcheck_run(hc, &(struct rb_host){.env = environ});
 		int code = rb_hostcheck_runnable(hc) ? 1 : 0;
 		const char *names[] = {name1, name2, name3};
 		for (int i = 0; i < 3; i++) {
