@@ -256,7 +256,8 @@ static int copy_out(const char *state_dir, const char *run_id, const char *tenan
 /* Text mode of a manifest run: a line per step as it ends, the run id first (stderr) and a
  * summary last. */
 struct view {
-	bool json; /* the id is in the JSON: not said on stderr */
+	bool json;                   /* the id is in the JSON: not said on stderr */
+	struct rb_cli_progress prog; /* each step's harvest on stderr (text mode) */
 	char run_id[80];
 	size_t artifacts;
 	uint64_t redactions;
@@ -284,6 +285,11 @@ static void view_step(void *ctx, const json_t *st)
 		v->redactions = (uint64_t)(red > 0 ? red : 0);
 	}
 	v->steps++;
+	/* The harvest's line is over before the step's own line is said; the next step's begins
+	 * with its first report. */
+	rb_cli_progress_end(&v->prog, h != NULL);
+	rb_cli_progress_init(&v->prog, STDERR_FILENO, "harvest", v->json);
+	v->prog.from_first = true;
 	char wall[32];
 	snprintf(wall, sizeof wall, "%.1f ms", json_number_value(json_object_get(st, "wall_ms")));
 	printf("step %" JSON_INTEGER_FORMAT " ", json_integer_value(json_object_get(st, "step")));
@@ -343,6 +349,8 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 		return 125;
 	}
 	struct view v = {.json = x->json};
+	rb_cli_progress_init(&v.prog, STDERR_FILENO, "harvest", x->json);
+	v.prog.from_first = true;
 	struct rb_runfile_opts opts = {
 	    .state_dir = cfg->state_dir,
 	    .ceilings = {.tenant = cfg->tenant,
@@ -360,6 +368,7 @@ static int run_manifest(const char *path, const struct rb_run_config *cfg, const
 	    .cancel_fd = cfg->cancel_fd,
 	    .factory = cfg->factory,
 	    .host = cfg->host,
+	    .progress = rb_cli_progress_sink(&v.prog),
 	};
 	struct rb_error err;
 	rb_error_clear(&err);

@@ -111,6 +111,8 @@ static void on_report(void *arg, const struct rb_progress_report *r)
 			draw_tty(p, &now);
 		return;
 	}
+	if (!p->have && p->from_first)
+		p->start = now;
 	p->last = *r;
 	p->have = true;
 	if (p->tty) {

@@ -20,6 +20,8 @@ struct rb_cli_progress {
 	bool tty;          /* fd is a terminal: the updating line */
 	bool drawn;        /* tty: a line is on the terminal; plain: a line was printed */
 	bool have;         /* last holds a report */
+	bool from_first;   /* the clock starts at the first report, not at init: for work that
+	                    * begins some time after (a manifest step's harvest, after its step) */
 	struct timespec start, last_draw;
 	struct rb_progress_report last;
 };

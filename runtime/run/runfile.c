@@ -396,6 +396,7 @@ static int prepare(struct runfile *rf, const char *path, const struct rb_runfile
 	if (rb_run_open(&cfg, &rf->run, err) < 0)
 		return -1;
 	rb_collect_init(&rf->collect, &rf->run);
+	rf->collect.progress = o->progress;
 	if (rb_manifest_check_limits(m, &rf->run.policy, err) < 0)
 		return -1;
 	const struct rb_manifest_limits *l = &m->limits;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
+#include "common/progress.h"
 #include "policy/manifest.h"
 
 struct rb_factory;
@@ -28,6 +29,7 @@ struct rb_runfile_opts {
 	int cancel_fd;                    /* the run's cancel (rb_run_config.cancel_fd) */
 	const struct rb_factory *factory; /* makes the run's sandbox (rb_run_config) */
 	const struct rb_host *host;       /* the host's environment (rb_run_config) */
+	struct rb_progress progress;      /* each step's harvest (runtime/run/collect.h); zero: none */
 };
 
 /* Runs the manifest at path, writing the run's JSON result to out (NULL: nowhere) as it goes:

@@ -102,6 +102,33 @@ if [ "$RC" = 0 ] && [ "$OUT" = made ] && no_controls "$T/err" && ! grep -q 'harv
 	ok "run with stderr a file: the same harvest says no progress, no control byte (control)"
 else not_ok "run with stderr a file: no progress" "exit $RC: $(od -c "$T/err" | head -4 | tr '\n' ' ')"; fi
 
+# A manifest's steps: each step's harvest (a walk of all /workspace/out) has its line, cleared
+# and summed up before the step's own line is said.
+"$PY" - "$T/m.json" "$big" <<'EOF'
+import json, sys
+json.dump({"tenant": "acme", "agent": "progress", "image": "minimal", "policy": "default",
+           "steps": [{"name": "big", "script": sys.argv[2]},
+                     {"name": "small", "script": "echo small > /workspace/out/small"}]}, open(sys.argv[1], "w"))
+EOF
+chmod a+r "$T/m.json"
+on_pty manifest - -- run "$T/m.json"
+if [ "$PRC" = 0 ] && "$PY" - "$T/manifest.pty" <<'EOF'; then
+import sys
+b = open(sys.argv[1], "rb").read()
+bar = b.find(b"\r\x1b[Kharvest ")
+d1 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 120.0 MiB, 2 files")
+s1 = b.find(b"step 1 big: success")
+d2 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 120.0 MiB, 3 files")
+s2 = b.find(b"step 2 small: success")
+sys.exit(0 if 0 <= bar < d1 < s1 < d2 < s2 else 1)
+EOF
+	ok "manifest on a terminal: each step's harvest shows its line, cleared and summed up before that step's line"
+else not_ok "manifest on a terminal: harvest progress per step" "exit $PRC: $(tr -d '\033' <"$T/manifest.pty" | tr '\r' '|' | head -c 600)"; fi
+run_rbx run "$T/m.json"
+if [ "$RC" = 0 ] && no_controls "$T/err" && ! grep -q 'runbox: harvest' "$T/err"; then
+	ok "manifest with stderr a file: no progress, no control byte (control)"
+else not_ok "manifest with stderr a file: no progress" "exit $RC: $(od -c "$T/err" | head -4 | tr '\n' ' ')"; fi
+
 # ---- --json ------------------------------------------------------------------------------------
 # On a terminal (stdout to a file, stderr the pty) --json draws nothing and its object is the
 # same, key for key, as with stderr a file; the control: the harvest really read the 60 MiB.
