@@ -1,6 +1,7 @@
 /* Resolution of the state, run, config and shipped-data directories. */
 #define _GNU_SOURCE
 #include "common/paths.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -192,4 +193,9 @@ void rb_paths_own_dirs(const struct rb_paths *p, struct rb_own_dirs *out)
 	add_own(out, rb_host_getenv(h, "RUNBOX_STATE_DIR"), "");
 	add_own(out, rb_host_getenv(h, "RUNBOX_RUN_DIR"), "");
 	add_own(out, rb_host_getenv(h, "RUNBOX_CONFIG_DIR"), "");
+}
+
+int rb_state_dir_make(const char *state_dir, struct rb_error *err)
+{
+	return rb_mkdir_p(state_dir, RB_STATE_DIR_MODE, err);
 }

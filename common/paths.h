@@ -38,6 +38,16 @@ int rb_parts_find(struct rb_parts *out, const struct rb_host *host, struct rb_er
  * host's environment (common/host.h), never the process's; host is kept in p. */
 int rb_paths_init(struct rb_paths *p, const struct rb_host *host, const char *state_override, struct rb_error *err);
 
+/* The state directory's mode where runbox makes it: searchable by the sandbox's host ids (a
+ * run's directory lies below it), listable by no one else; what is inside is private by its
+ * own modes. */
+#define RB_STATE_DIR_MODE 0711
+/* Makes state_dir (and its missing parents) RB_STATE_DIR_MODE; an existing one keeps its mode.
+ * Whatever makes something below the state directory calls this first (a run, an image import
+ * or build, the token key, the ledger), so that no order of commands on a fresh host leaves it
+ * 0700 as the parent of a private directory. */
+int rb_state_dir_make(const char *state_dir, struct rb_error *err);
+
 /* Every directory that is, or by default would be, runbox's state, run or config: p's own,
  * root's defaults (/var/lib/runbox, /run/runbox, /etc/runbox), the caller's XDG ones (from
  * XDG_* and HOME of p->host, whatever overrides this invocation), and those RUNBOX_STATE_DIR

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/paths.h"
 #include "common/util.h"
 
 #define PREFIX      "rbx1."
@@ -262,7 +263,7 @@ int rb_token_key_load_or_create(const char *state_dir, uint8_t *key, size_t *len
 	if (snprintf(dir, sizeof dir, "%s/keys", state_dir) >= (int)sizeof dir ||
 	    snprintf(path, sizeof path, "%s/token.key", dir) >= (int)sizeof path)
 		return rb_error_set(err, ENAMETOOLONG, "state directory `%s`", state_dir);
-	if (rb_mkdir_p(state_dir, 0700, err) < 0)
+	if (rb_state_dir_make(state_dir, err) < 0)
 		return -1;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return rb_error_set(err, errno, "mkdir `%s`", dir);

@@ -154,7 +154,7 @@ static int digest_of(const char *rootfs, const struct rb_paths *paths, const str
 	rb_sha256_hex(rootfs, strlen(rootfs), hex);
 	snprintf(cache, sizeof cache, "%s/%s", dir, hex);
 	struct rb_error cerr;
-	if (rb_mkdir_p(dir, 0700, &cerr) < 0) {
+	if (rb_state_dir_make(paths->state_dir, &cerr) < 0 || rb_mkdir_p(dir, 0700, &cerr) < 0) {
 		rb_debug("image digest: no cache: %s", cerr.msg);
 		return rb_tree_digest(rootfs, NULL, lim, out, NULL, err);
 	}

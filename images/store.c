@@ -48,7 +48,8 @@ int rb_store_dirs(const struct rb_paths *paths, char store[PATH_MAX], char refs[
 {
 	snprintf(store, PATH_MAX, "%s/images/store", paths->state_dir);
 	snprintf(refs, PATH_MAX, "%s/images/refs", paths->state_dir);
-	if (rb_mkdir_p(store, 0700, err) < 0 || rb_mkdir_p(refs, 0700, err) < 0)
+	if (rb_state_dir_make(paths->state_dir, err) < 0 || rb_mkdir_p(store, 0700, err) < 0 ||
+	    rb_mkdir_p(refs, 0700, err) < 0)
 		return -1;
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/paths.h"
 #include "common/jsonout.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -506,9 +507,7 @@ void rb_ledger_tidy(struct rb_ledger *l)
 int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_error *err)
 {
 	*out = NULL;
-	/* 0711, as the run creates it: a run directory below it must be searchable by the
-	 * sandbox's ids; what is inside is private by its own modes. */
-	if (rb_mkdir_p(state_dir, 0711, err) < 0)
+	if (rb_state_dir_make(state_dir, err) < 0)
 		return -1;
 	struct rb_ledger *l = calloc(1, sizeof *l);
 	if (!l)

@@ -30,7 +30,6 @@
 #include "runtime/run/session-internal.h"
 #include "scrub/scrub.h"
 
-
 /* One check for every host path bound in, inputs and skill bundles alike (what names which). */
 static int check_input(const struct rb_policy *pol, const struct rb_paths *paths, const struct rb_input *in,
                        const char *what, struct rb_error *err)
@@ -218,9 +217,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	rb_debug("run: open");
 	if (rb_paths_init(&run->paths, cfg->host, cfg->state_dir, err) < 0)
 		return -1;
-	/* Made here, 0711, before the seccomp cache or the ledger would make it 0700 as their
-	 * parent: a run directory below it (--state-dir) must be searchable by the sandbox's ids. */
-	if (rb_mkdir_p(run->paths.state_dir, 0711, err) < 0)
+	/* Before the seccomp cache would make it 0700 as its parent. */
+	if (rb_state_dir_make(run->paths.state_dir, err) < 0)
 		return -1;
 	if (rb_policy_load(cfg->policy ? cfg->policy : "default", run->paths.data_dir, run->paths.config_dir,
 	                   &run->policy, err) < 0)

@@ -195,7 +195,7 @@ static int check_artifacts(const struct rb_manifest *m, const struct rb_paths *p
 		/* The state directory 0711 first, as rb_run_open makes it: opened first, the ledger
 		 * would make it 0700, which the sandbox's ids could not search. */
 		if (!l &&
-		    (rb_mkdir_p(paths->state_dir, 0711, err) < 0 || rb_ledger_open(paths->state_dir, &l, err) < 0))
+		    (rb_state_dir_make(paths->state_dir, err) < 0 || rb_ledger_open(paths->state_dir, &l, err) < 0))
 			return rb_error_prefix(err, "manifest inputs[%zu]: the ledger", i);
 		char digest[80];
 		snprintf(digest, sizeof digest, "sha256:%s", in->artifact);

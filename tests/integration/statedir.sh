@@ -99,3 +99,24 @@ if [ "$MODE" = root ]; then
 	elif [ -e "$F/run" ] && [ "$RC" = 0 ] && [ "$fmode" = 711 ]; then ok "a state directory an earlier run made (0711) serves a later run below it"
 	else not_ok "a state directory an earlier run made serves a later run" "mode $fmode, run exit $RC: $(first_line "$ERR")"; fi
 fi
+
+# Whatever command is first on a fresh state directory makes it 0711, not only a run: an image
+# import first (its store below is private, 0700) leaves it searchable, and a run on the image
+# then works. Root only, as above. Control: the store directory itself is 0700.
+if [ "$MODE" = root ]; then
+	I=$T/import-first
+	mkdir -p "$T/imgsrc" && chmod 0755 "$T/imgsrc"
+	tar -cf "$T/imgsrc/m.tar" -C "$ROOT/build/images/minimal/rootfs" .
+	policy_variant default "$T/imgsrc/allow.json" statedir-import "p['images'] = {'allow': ['$T/imgsrc']}"
+	env -i "PATH=$SAFE_PATH" "HOME=$T/home" "RUNBOX_STATE_DIR=$I" \
+		"$RUNBOX" image import "$T/imgsrc/m.tar" --name first --policy "$T/imgsrc/allow.json" </dev/null >/dev/null 2>"$T/ierr"
+	irc=$?
+	imode=$(stat -c %a "$I" 2>/dev/null) smode=$(stat -c %a "$I/images/store" 2>/dev/null)
+	env -i "PATH=$SAFE_PATH" "HOME=$T/home" "RUNBOX_STATE_DIR=$I" \
+		"$RUNBOX" run --image first -- /bin/true </dev/null >/dev/null 2>"$T/err"
+	RC=$?
+	if [ $irc != 0 ]; then not_ok "a state directory an image import made serves a run" "import exit $irc: $(first_line "$(cat "$T/ierr")")"
+	elif [ "$imode" = 711 ] && [ "$smode" = 700 ] && [ "$RC" = 0 ]; then
+		ok "a state directory an image import made first is 0711 (its store 0700) and a run on the image works"
+	else not_ok "a state directory an image import made serves a run" "modes $imode/$smode, run exit $RC: $(first_line "$(cat "$T/err")")"; fi
+fi
