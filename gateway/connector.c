@@ -489,16 +489,91 @@ static void q_append(struct query_walk *w, const char *s)
 
 /* The query as sent (the endpoint's unescape is the identity): kept raw, but for the
  * parameter the credential goes into, which the client may not set. */
+static int hex_digit(int c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/* A byte a query name or value may carry as itself: RFC 3986's unreserved and the sub-delims
+ * and ':', '@', '/', '?' that mean nothing in a query, but not '&', '=', '+', '#' or '%'. */
+static bool query_literal(unsigned char c)
+{
+	return (c < 0x80 && isalnum(c)) || (c && strchr("-._~!$'()*,;:@/?", c));
+}
+
+/* raw (a name or a value as the client sent it: the endpoint does not unescape) onto w in one
+ * canonical spelling: "%XX" decoded and then kept when it is a literal, re-encoded when not; a
+ * raw '+' stays a '+' (a space to a form decoder); any other byte that is no literal encoded.
+ * So a raw '#' can never end the query (and drop what follows), and what the upstream decodes
+ * is what the client meant. */
+static void q_append_canonical(struct query_walk *w, const char *raw)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(raw);
+	char *out = malloc(3 * n + 1);
+	if (!out) {
+		w->oom = true;
+		return;
+	}
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)raw[i];
+		int h = c == '%' ? hex_digit(raw[i + 1]) : -1, l = h < 0 ? -1 : hex_digit(raw[i + 2]);
+		if (l >= 0) {
+			c = (unsigned char)(h * 16 + l);
+			i += 2;
+		} else if (c == '+') {
+			out[o++] = '+';
+			continue;
+		}
+		if (query_literal(c)) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+	q_append(w, out);
+	free(out);
+}
+
+/* Whether raw (a query name as sent) decodes to name: "%XX" and '+' as a form decoder reads
+ * them, so "k%65y" and "key" are one name to the upstream, and to this check. */
+static bool query_name_is(const char *raw, const char *name)
+{
+	for (size_t i = 0;; i++, name++) {
+		int c = (unsigned char)raw[i];
+		int h = c == '%' ? hex_digit(raw[i + 1]) : -1, l = h < 0 ? -1 : hex_digit(raw[i + 2]);
+		if (l >= 0) {
+			c = h * 16 + l;
+			i += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (c != (unsigned char)*name)
+			return false;
+		if (!c)
+			return true;
+	}
+}
+
+/* key and value come as the client sent them (the endpoint keeps them escaped): the
+ * credential's own name is dropped however the client spelled it. */
 static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct query_walk *w = cls;
-	if (w->conn->inject == RB_INJECT_QUERY && !strcmp(key, w->conn->inject_name))
+	if (w->conn->inject == RB_INJECT_QUERY && query_name_is(key, w->conn->inject_name))
 		return MHD_YES;
 	q_append(w, w->len ? "&" : "?");
-	q_append(w, key);
+	q_append_canonical(w, key);
 	if (value) {
 		q_append(w, "=");
-		q_append(w, value);
+		q_append_canonical(w, value);
 	}
 	return MHD_YES;
 }
@@ -918,7 +993,7 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 	char *cred = credential_header(v.conn, sec);
 	char *url = NULL;
 	bool ok = !qw.oom && (v.conn->inject == RB_INJECT_QUERY || cred) &&
-	          asprintf(&url, "%s%s%s", v.conn->url, rq.raw_path[0] ? rq.raw_path : "/", qw.q ? qw.q : "") >= 0;
+	          asprintf(&url, "%s%s%s", v.conn->url, v.upstream_path, qw.q ? qw.q : "") >= 0;
 	if (qw.q) {
 		OPENSSL_cleanse(qw.q, qw.len);
 		free(qw.q);

@@ -75,6 +75,28 @@ static bool normalize(const char *raw, char *out, size_t n)
 	return true;
 }
 
+/* path ("/a/b c#") into out ("/a/b%20c%23"): '/' separates, each other byte is kept when it is
+ * an RFC 3986 pchar (unreserved, sub-delims, ':', '@') and percent-encoded when not. */
+static bool encode_pchar(const char *path, char *out, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		bool keep = (*p < 0x80 && isalnum(*p)) || strchr("/-._~!$&'()*+,;=:@", *p);
+		if (o + (keep ? 1 : 3) >= n)
+			return false;
+		if (keep) {
+			out[o++] = (char)*p;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		}
+	}
+	out[o] = '\0';
+	return true;
+}
+
 /* A template's last '*' takes any rest (one segment at least); an inner '*' one segment. */
 static bool path_matches(const char *tmpl, const char *path)
 {
@@ -114,7 +136,8 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 		return refuse(v, 403, "network.connectors",
 		              "the run's policy does not list this connector in network.connectors",
 		              "connector `%s` is not granted to this run", rq->connector);
-	if (!normalize(rq->raw_path, v->path, sizeof v->path))
+	if (!normalize(rq->raw_path, v->path, sizeof v->path) ||
+	    !encode_pchar(v->path, v->upstream_path, sizeof v->upstream_path))
 		return refuse(
 		    v, 403, "path",
 		    "send a plain path: no empty, '.' or '..' segments, no encoded '/', '\\' or control bytes",

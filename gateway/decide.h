@@ -39,6 +39,11 @@ struct rb_gw_verdict {
 	const struct rb_gw_connector *conn;
 	const char *route; /* the template that allowed it */
 	char path[1024];   /* the normalized path (decoded segments), to match and to record */
+	/* path as sent upstream: each byte outside RFC 3986's pchar percent-encoded ('#', '?',
+	 * '%', space, non-ASCII...), so the upstream gets exactly the path that was decided, never
+	 * a raw string that libcurl or the upstream would parse otherwise (a raw '#' would start a
+	 * fragment there and cut the path after the route matched it). */
+	char upstream_path[3 * 1024];
 	char error[256];
 	char hint[256];
 };

@@ -120,7 +120,9 @@ spec "$T/s1.json" '[
  {"name": "qry", "path": "/v1/connectors/qry/v1/echo?case=qry&key=client-forged"},
  {"name": "bas", "path": "/v1/connectors/bas/v1/echo?case=basic"},
  {"name": "redirect", "path": "/v1/connectors/echo/v1/redirect"},
- {"name": "big", "path": "/v1/connectors/echo/v1/big", "digest": true}
+ {"name": "big", "path": "/v1/connectors/echo/v1/big", "digest": true},
+ {"name": "frag", "raw": "GET /v1/connectors/echo/v1/a#/b c?case=frag HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"},
+ {"name": "qinj", "path": "/v1/connectors/qry/v1/echo?case=qinj&x=a%26key%3Dforged%23f&k%65y=forged2"}
 ]'
 RBX_ENV=("RBX_GW_ENVCRED=$ENVSECRET")
 gw_run "$T/gw.json" "$T/s1.json"
@@ -159,6 +161,21 @@ for l in open("'"$T/up.log"'"):
 print(n)')
 [ "$n" = 1 ] && ok "a query connector adds key= (URL-encoded), replacing the client's" ||
 	not_ok "a query connector adds key= (URL-encoded), replacing the client's" "$(grep qry "$T/up.log" | head -c 300)"
+# What was decided is what is sent: a raw '#' (which libcurl would take for a fragment, cutting
+# the path after the route matched it) and a space reach the upstream encoded, the path whole;
+# a decoded '&', '=' or '#' in a query value stays inside that value (no second key=, nothing
+# cut), and the client's own key= in any spelling is replaced by the credential.
+n=$(up_count 'r["path"] == "/v1/a%23/b%20c?case=frag"')
+[ "$n" = 1 ] && ok "a raw '#' and space in a connector path reach the upstream percent-encoded, the path whole" ||
+	not_ok "a raw '#' in a connector path reaches the upstream encoded" "$(status frag): $(grep -a 'frag\|"/v1/a' "$T/up.log" | head -c 300)"
+n=$(RBX_S="$SECRET" "$PY" -c 'import json,os,urllib.parse
+s=os.environ["RBX_S"]; n=0
+for l in open("'"$T/up.log"'"):
+    r=json.loads(l); q=urllib.parse.parse_qs(urllib.parse.urlsplit(r["path"]).query)
+    n+="case=qinj" in r["path"] and q.get("key")==[s] and q.get("x")==["a&key=forged#f"]
+print(n)')
+[ "$n" = 1 ] && ok "a decoded '&', '=' or '#' in a query value stays in that value: one key=, the credential" ||
+	not_ok "a decoded '&' in a query value stays in that value" "$(grep -a qinj "$T/up.log" | head -c 300)"
 n=$(RBX_S="$SECRET" "$PY" -c 'import json,os,base64
 s=os.environ["RBX_S"]; n=0
 for l in open("'"$T/up.log"'"):

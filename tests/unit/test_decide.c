@@ -54,6 +54,13 @@ static void test_decide_connector(void **state)
 	assert_string_equal(v.route, "/repos/*/issues");
 	assert_int_equal(decide(c, "gh", "GET", "/v1/a%20b", &v), 0);
 	assert_string_equal(v.path, "/v1/a b");
+	assert_string_equal(v.upstream_path, "/v1/a%20b");
+	/* What goes upstream is what was decided: the inner star took "r#" as one segment, so '#'
+	 * (a fragment to libcurl, which would send "/repos/o/r") and '%' go encoded; pchars stay. */
+	assert_int_equal(decide(c, "gh", "GET", "/repos/r#/issues", &v), 0);
+	assert_string_equal(v.upstream_path, "/repos/r%23/issues");
+	assert_int_equal(decide(c, "gh", "GET", "/v1/a%25b%3fc/@:+,;=!$&'()*~._-\xc3\xa9", &v), 0);
+	assert_string_equal(v.upstream_path, "/v1/a%25b%3Fc/@:+,;=!$&'()*~._-%C3%A9");
 	/* routes: the one-segment star, the method, a bare prefix */
 	assert_int_equal(decide(c, "gh", "GET", "/repos/x/y/issues", &v), 403);
 	assert_string_equal(v.rule, "route");
