@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -64,6 +66,13 @@ static int watch_parent(pid_t parent)
 
 int main(void)
 {
+	/* It holds the connectors' secrets: no core file of it, and no ptrace or /proc/PID/mem by
+	 * another process of its uid. It execs nothing, so nothing inherits the flag. */
+	struct rlimit no_core = {0, 0};
+	if (setrlimit(RLIMIT_CORE, &no_core) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0) {
+		fprintf(stderr, "runbox-gateway: cannot make itself undumpable: %s\n", strerror(errno));
+		return 125;
+	}
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);

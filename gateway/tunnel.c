@@ -121,7 +121,10 @@ static bool wait_fd(int fd, short ev, int stop_fd, uint64_t deadline_us)
 	}
 }
 
-/* Reads until the head's blank line; the bytes after it stay in t->head from body_off. */
+/* Reads until the head's blank line; the bytes after it stay in t->head from body_off. A head
+ * holding a NUL or a control byte other than CR, LF and TAB is refused (-2) before it is
+ * parsed: the parsers below read it as C strings, which a NUL would cut short of the line
+ * ends that memmem found past it. */
 static int read_head(struct tun *t)
 {
 	uint64_t deadline = t->t0 + (uint64_t)HEAD_TIMEOUT_MS * 1000;
@@ -138,6 +141,11 @@ static int read_head(struct tun *t)
 		char *end = memmem(t->head, t->head_len, "\r\n\r\n", 4);
 		if (end) {
 			t->body_off = (size_t)(end - t->head) + 4;
+			for (size_t i = 0; i < t->body_off; i++) {
+				unsigned char c = (unsigned char)t->head[i];
+				if ((c < 0x20 && c != '\r' && c != '\n' && c != '\t') || c == 0x7f)
+					return -2;
+			}
 			return 0;
 		}
 	}
@@ -148,6 +156,8 @@ static int read_head(struct tun *t)
 static bool parse_target(struct tun *t, char **lines)
 {
 	char *line = t->head, *eol = strstr(line, "\r\n");
+	if (!eol)
+		return false;
 	*eol = '\0';
 	*lines = eol + 2;
 	char *target = line + 8, *sp = strchr(target, ' ');
@@ -320,9 +330,15 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 	const struct rb_gw_ctx *ctx = env->ctx;
 	char *lines = NULL;
 	const char *pa = NULL;
-	if (read_head(t) < 0)
+	int head = read_head(t);
+	if (head == -1)
 		goto out; /* nothing judged yet: a client that never finished its head */
 	__atomic_add_fetch(env->requests, 1, __ATOMIC_RELAXED);
+	if (head < 0) {
+		refuse(t, 400, "url", "the CONNECT request's head holds a NUL or a control byte",
+		       "send CONNECT with plain header lines");
+		goto out;
+	}
 	if (!rb_ratelimit_take(env->rate, rb_gw_now_us())) {
 		__atomic_add_fetch(env->rate_limited, 1, __ATOMIC_RELAXED);
 		answer(fd, 429,

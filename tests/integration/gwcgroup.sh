@@ -107,6 +107,22 @@ if [ -z "$GW" ]; then
 	not_ok "the gateway starts for a flood" "no runbox-gateway child of runbox: $(first_line "$(cat "$T/err")")"
 	kill "$BG" 2>/dev/null
 fi
+if [ -n "$GW" ]; then
+	# It holds the connectors' secrets: no core file (soft and hard limit 0; control: the
+	# runner's hard limit is not) and, rootless, undumpable: its /proc/PID files are root's,
+	# so no other process of its uid can ptrace it or read its memory (control: the runner's
+	# are its own uid's). Not under `unshare -r`: there the namespace's root, which owns an
+	# undumpable process's files, is the caller's own uid outside.
+	gw_core=$(awk '/^Max core file size/ {print $5 "/" $6}' "/proc/$GW/limits" 2>/dev/null)
+	rn_core=$(awk '/^Max core file size/ {print $6}' "/proc/$BG/limits" 2>/dev/null)
+	if [ "$gw_core" = 0/0 ] && [ -n "$rn_core" ] && [ "$rn_core" != 0 ]; then ok "the gateway can write no core file (limit 0/0; control: the runner's hard limit $rn_core)"
+	else not_ok "the gateway can write no core file" "gateway $gw_core, runner hard $rn_core"; fi
+	if [ "$MODE" = user ] || [ "$MODE" = subids ]; then
+		gw_own=$(stat -c %u "/proc/$GW/mem" 2>/dev/null) rn_own=$(stat -c %u "/proc/$BG/mem" 2>/dev/null)
+		if [ "$gw_own" = 0 ] && [ "$rn_own" = "$NOBODY" ]; then ok "the gateway is undumpable: its /proc/PID/mem is root's (control: the runner's is uid $rn_own's)"
+		else not_ok "the gateway is undumpable" "gateway's /proc/PID/mem uid $gw_own, runner's $rn_own"; fi
+	fi
+fi
 if [ "$MODE" = root ] && [ -n "$GW" ]; then
 	sleep 30 &
 	outside=$!

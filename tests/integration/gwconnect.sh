@@ -77,6 +77,7 @@ grep -q "gateway refused CONNECT localhost:$OFF (rule network.proxy)" "$T/err" &
 # 2. Raw CONNECTs: an echo through the tunnel; refusals beside it, nothing reaching upstreams.
 spec() { printf '%s' "$2" >"$1" && chmod a+r "$1"; }
 spec "$T/s1.json" "[
+ {\"name\": \"nul\", \"raw\": \"CONNECT \\u0000\\r\\n\\r\\n\"},
  {\"name\": \"echo\", \"target\": \"localhost:$ECHO\", \"send\": \"ping-through\\n\"},
  {\"name\": \"offlist\", \"target\": \"localhost:$((ECHO == 65535 ? 1 : ECHO + 1))\"},
  {\"name\": \"literal\", \"target\": \"127.0.0.1:$ECHO\"},
@@ -111,6 +112,10 @@ case "$(field literal status) $(field literal body)" in "403 "*'"rule":"network.
 case "$(field literal-named status) $(field literal-named body)" in "403 "*loopback*'"rule":"address"'*) ok "an IP literal an entry names passes the allowlist and meets the address rule" ;;
 *) not_ok "an IP literal an entry names meets the address rule" "$(field literal-named status) $(field literal-named body)" ;; esac
 [ "$(field notoken status)" = 407 ] && ok "CONNECT without the run token is 407" || not_ok "CONNECT without the run token is 407" "$(field notoken status)"
+# A NUL in the head (which memmem sees past, a C string parser would not) is a 400, and the
+# gateway goes on: the echo after it in the same run went through (above).
+[ "$(field nul status)" = 400 ] && [ "$(field echo status)" = 200 ] && ok "a CONNECT head holding a NUL is 400; the gateway serves the next tunnel" ||
+	not_ok "a CONNECT head holding a NUL is 400 and the gateway goes on" "nul $(field nul status), echo after it $(field echo status)"
 [ "$(field garbage status)" = 400 ] && ok "a CONNECT target that is not host:port is 400" || not_ok "a malformed CONNECT target is 400" "$(field garbage status)"
 n=$(grep -c '^echo' "$T/echo.log")
 [ "$n" = 1 ] && ok "only the allowed tunnel reached the echo upstream" || not_ok "only the allowed tunnel reached the echo upstream" "$n: $(cat "$T/echo.log")"
