@@ -333,6 +333,18 @@ static enum MHD_Result respond_stream(struct MHD_Connection *conn, struct upload
 }
 
 /* The route: /v1/sessions[/SID[/processes[/PID[/output|stdin|signal|resize]]]]. */
+/* The one tenant check of every /v1/sessions/ID call: 0 when the caller may use sid (no key,
+ * or its key's tenant owns it); else the answer a session that does not exist gets (or a lost
+ * one's), the same for another tenant's, so nothing tells one from the other. Called before
+ * anything of the call is done, streamed bodies' first steps included. */
+static unsigned session_refused(struct rb_serve *sv, const char *sid, const char *tenant, json_t **reply)
+{
+	char owner[128];
+	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) == 0 && (!tenant || !strcmp(owner, tenant)))
+		return 0;
+	return rb_serve_lost(rb_serve_host(sv), rb_serve_state_dir(sv), sid, tenant, reply);
+}
+
 static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const char *url, const char *method,
                       struct upload *u, json_t **reply)
 {
@@ -382,10 +394,9 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		return st;
 	}
 	const char *sid = seg[1];
-	/* Another tenant's session is answered as one that does not exist. */
-	char owner[128];
-	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) < 0 || (u->tenant && strcmp(owner, u->tenant) != 0))
-		return rb_serve_lost(rb_serve_host(sv), rb_serve_state_dir(sv), sid, u->tenant, reply); /* or lost */
+	unsigned refused = session_refused(sv, sid, u->tenant, reply);
+	if (refused)
+		return refused;
 	if (n == 2) {
 		if (get)
 			return rb_serve_session_get(sv, sid, reply);
@@ -593,10 +604,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		char sid[128];
 		json_t *reply = NULL;
 		unsigned st = 0;
-		/* A file's or an archive's body streams to disk: its call starts now. */
-		if (!strcmp(method, "PUT") && session_leaf(url, "files", sid, sizeof sid))
+		/* A file's or an archive's body streams to disk: its call starts now, once the caller's
+		 * tenant is known to own the session (never a directory made or a byte spooled in
+		 * another tenant's sandbox first). */
+		bool put = !strcmp(method, "PUT") && session_leaf(url, "files", sid, sizeof sid);
+		bool hyd = !put && !strcmp(method, "POST") && session_leaf(url, "hydrate", sid, sizeof sid);
+		if ((put || hyd) && (st = session_refused(h->sv, sid, tenant, &reply)) != 0)
+			return respond(conn, st, reply);
+		if (put)
 			st = put_start(h->sv, conn, sid, u, &reply);
-		else if (!strcmp(method, "POST") && session_leaf(url, "hydrate", sid, sizeof sid))
+		else if (hyd)
 			st = hydrate_start(h->sv, conn, sid, u, &reply);
 		if (st && st != 200)
 			return respond(conn, st, reply);

@@ -269,6 +269,21 @@ ids_b=$(jv '[s["id"] for s in r["sessions"]]')
 if [ "$x1/$x2/$x3" = 404/404/404 ] && [ "$x4" = 200 ] && [[ "$ids_a" == *"$A"* ]] && [[ "$ids_b" != *"$A"* ]]; then
 	ok "TCP: another tenant's key gets 404 for a session (get, start, delete) and does not list it; its own key gets it"
 else not_ok "TCP: another tenant's key gets 404 for a session and does not list it" "$x1 $x2 $x3, own $x4, lists '$ids_a' / '$ids_b'"; fi
+# Streamed bodies are judged by tenant before their first step: another tenant's PUT (with
+# parents) and hydrate of A's session are 404 and leave nothing in it (no directory, no
+# temporary); control: A's own key's PUT of the same path writes the file.
+tcp "$KB" PUT "/v1/sessions/$A/files?path=/workspace/xt/deep/f&parents=1" "from-b"
+z1=$ST
+tcp "$KB" POST "/v1/sessions/$A/hydrate" "not-an-archive"
+z2=$ST
+run_in "$A" 'ls -a /workspace; ls -d /workspace/xt 2>&1'
+z_before=$OUTP
+tcp "$KA" PUT "/v1/sessions/$A/files?path=/workspace/xt/deep/f&parents=1" "from-a"
+z3=$ST
+run_in "$A" 'cat /workspace/xt/deep/f'
+if [ "$z1/$z2" = 404/404 ] && [[ "$z_before" != *runbox-put* ]] && [[ "$z_before" == *"No such file"* ]] && [ "$z3" = 200 ] && [ "$OUTP" = from-a ]; then
+	ok "TCP: another tenant's PUT and hydrate of a session are 404 before anything is made in it; its own key's PUT writes"
+else not_ok "TCP: another tenant's streamed calls touch nothing" "b: $z1 $z2, inside: $(tr '\n' ' ' <<<"$z_before"), a: $z3 '$OUTP'"; fi
 api DELETE "/v1/sessions/$L"
 tcp "$KB" POST /v1/sessions '{"image": "minimal", "tenant": "ta"}'
 y1=$ST
