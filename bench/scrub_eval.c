@@ -111,6 +111,7 @@ int main(int argc, char **argv)
 	static struct fam fams[256];
 	size_t nf = 0;
 	unsigned neg = 0, fp = 0, pos = 0, hit = 0;
+	unsigned uneg = 0, ufp = 0, upos = 0, uhit = 0; /* the records embedded in a URL, apart */
 	struct text dense = {0};
 	char *line = NULL;
 	size_t cap = 0;
@@ -124,12 +125,20 @@ int main(int argc, char **argv)
 		const char *fam = json_string_value(json_object_get(j, "family"));
 		const char *text = json_string_value(json_object_get(j, "text"));
 		const char *secret = json_string_value(json_object_get(j, "secret"));
+		bool url = json_is_true(json_object_get(j, "url"));
 		struct rb_buf_out o;
 		struct rb_scrub_counts c;
 		if (rb_scrub_buffer(s, text, strlen(text), &o, &c, &err) != 0)
 			return 1;
 		add(&dense, text, strlen(text));
-		if (!secret[0]) {
+		if (url) {
+			bool ok = secret[0] ? caught(secret, &o, c.total) : c.total == 0;
+			*(secret[0] ? &upos : &uneg) += 1;
+			*(secret[0] ? &uhit : &ufp) += secret[0] ? ok : !ok;
+			if (!ok)
+				printf("  %s in a URL (%s): %.160s", secret[0] ? "missed" : "false positive", fam,
+				       text);
+		} else if (!secret[0]) {
 			neg++;
 			if (c.total) {
 				fp++;
@@ -159,6 +168,9 @@ int main(int argc, char **argv)
 		printf("%-28s %6u %6.3f\n", fams[k].name, fams[k].n, (double)fams[k].caught / fams[k].n);
 	printf("recall, all: %u/%u = %.4f; false positives: %u of %u negatives\n", hit, pos, (double)hit / pos, fp,
 	       neg);
+	printf("recall, embedded in a URL (a query value, a path segment, after /bot): %u/%u = %.4f; false "
+	       "positives: %u of %u URL negatives\n",
+	       uhit, upos, upos ? (double)uhit / upos : 0, ufp, uneg);
 
 	/* mixed: the control files repeated, one corpus record every ~4 KiB */
 	struct text ctl = {0}, mixed = {0};

@@ -26,8 +26,9 @@ make -s all >/dev/null
 # shellcheck disable=SC2046 # the objects and pkg-config's words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wno-unused-parameter -I. -o "$OUT/scrub_harvest" bench/scrub_harvest.c \
 	$(find build/obj -name '*.o' ! -path 'build/obj/cli/main.o' ! -path 'build/obj/gateway/serve_main.o' \
-		! -path 'build/obj/gateway/endpoint.o' ! -path 'build/obj/serve/serve_main.o' | sort) \
-	-Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz -Wl,-Bdynamic \
+		! -path 'build/obj/gateway/endpoint.o' ! -path 'build/obj/gateway/connector.o' ! -path 'build/obj/gateway/tunnel.o' \
+		! -path 'build/obj/gateway/dns.o' ! -path 'build/obj/serve/*' | sort) \
+	-l:libarchive.so.13 -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz -Wl,-Bdynamic \
 	-lmnl -l:libzstd.so.1 -l:libacl.so.1 -lmicrohttpd -lcurl -ldl -lpthread -lm
 HW=$(mktemp -d /tmp/scrub-harvest.XXXXXX)
 "$OUT/scrub_harvest" "$OUT/scrub-mixed.txt" "$HW" 4 "${SCRUB_EVAL_HARVEST_MB:-50}" | tee -a "$OUT/scrub-eval.txt"

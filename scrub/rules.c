@@ -398,15 +398,42 @@ static inline bool is_hex(unsigned char c)
 	return cls[c] & C_HEX;
 }
 
-/* A token starts at i only after a non-alphanumeric byte, the start, a %XX escape or a
- * backslash escape (\n in JSON): inside a longer word it is most likely not a token. */
+#define URL_WORD_MAX 12   /* "bot", "file", "token", "key": a path segment's word before a token */
+#define URL_BACK_MAX 2048 /* how far back on its line a path may look for its scheme's "://" */
+
+/* Does the lower-case word ending at i begin a path segment of a URL ("://host/bot<token>",
+ * Telegram's documented form, or "/api/key<token>")? Its '/' must follow "://" on the same
+ * URL: no space, quote or angle bracket between. */
+static bool url_segment_word(const unsigned char *in, size_t i)
+{
+	size_t w = i;
+	while (w > 0 && i - w < URL_WORD_MAX && (cls[in[w - 1]] & C_LO))
+		w--;
+	if (w == i || w == 0 || in[w - 1] != '/' || (cls[in[w - 1 - (w > 1)]] & C_ALNUM) == 0)
+		return false;
+	size_t lim = w > URL_BACK_MAX ? w - URL_BACK_MAX : 0;
+	for (size_t k = w - 1; k >= lim + 3 && k >= 3; k--) {
+		unsigned char c = in[k - 1];
+		if (c <= ' ' || c == '"' || c == '\'' || c == '<' || c == '>' || c == '`')
+			return false;
+		if (c == '/' && in[k - 2] == '/' && in[k - 3] == ':')
+			return true; /* the word's '/' follows a host: it starts the path or a segment */
+	}
+	return false;
+}
+
+/* A token starts at i only after a non-alphanumeric byte, the start, a %XX escape, a
+ * backslash escape (\n in JSON) or a URL path segment's word (/bot<token>): inside a longer
+ * word it is most likely not a token. */
 static bool left_ok(const unsigned char *in, size_t i)
 {
 	if (i == 0 || !(cls[in[i - 1]] & C_ALNUM))
 		return true;
 	if (i >= 3 && in[i - 3] == '%' && is_hex(in[i - 2]) && is_hex(in[i - 1]))
 		return true;
-	return i >= 2 && in[i - 2] == '\\';
+	if (i >= 2 && in[i - 2] == '\\')
+		return true;
+	return (cls[in[i - 1]] & C_LO) && url_segment_word(in, i);
 }
 
 /* Positions of "-----END " lines, found lazily and once per scan: many BEGIN lines without
@@ -917,7 +944,9 @@ static size_t spec_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_t
 	if (r->back) {
 		uint16_t first;
 		s = spec_back(in, t->elem + t->back_at[a->family], t->back_n[a->family], i, &first);
-		if (s == SIZE_MAX || (s > 0 && (cls[in[s - 1]] & first)) || !left_ok(in, s))
+		/* the outermost run must not go on before the start, but for a URL path segment's
+		 * word (/bot<token>): its run of a fixed length ends where the token does */
+		if (s == SIZE_MAX || (s > 0 && (cls[in[s - 1]] & first) && !url_segment_word(in, s)) || !left_ok(in, s))
 			return 0;
 	} else if (!(r->flags & F_NOLEFT) && !left_ok(in, i)) {
 		return 0;
