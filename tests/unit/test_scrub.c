@@ -1541,6 +1541,51 @@ static void test_formats(void **state)
 	rb_scrub_free(s);
 }
 
+/* The exact pass looks at one position in (shortest encoding - 2) only: an exact secret at
+ * every offset of the text, at its start and its end, twice in a row and beside a near copy,
+ * is found each time, and the text around stays (control: a copy one byte short is left). */
+static void test_exact_every_offset(void **state)
+{
+	static const struct rb_scrub_secret secs[] = {{"short", "Zk4Wq8Pe", 8},
+	                                              {"run-token", "rbx_run_Q3b9Tz7Lm2Kp8Rw4Nv6H", 28}};
+	struct rb_scrubber *s = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new_labeled(secs, 2, &s, &err), 0);
+	for (size_t k = 0; k < 2; k++) {
+		const char *v = secs[k].value;
+		char want_name[64];
+		snprintf(want_name, sizeof want_name, "exact:%s:raw", secs[k].label);
+		for (size_t off = 0; off < 64; off++) {
+			for (int twice = 0; twice < 2; twice++) {
+				char text[256], want[256];
+				memset(text, '.', off);
+				snprintf(text + off, sizeof text - off, "%s%s%s", v, twice ? v : "",
+				         off % 3 ? " tail" : "");
+				memset(want, '.', off);
+				snprintf(want + off, sizeof want - off, "[REDACTED:%s]%s%s%s%s", want_name,
+				         twice ? "[REDACTED:" : "", twice ? want_name : "", twice ? "]" : "",
+				         off % 3 ? " tail" : "");
+				struct rb_scrub_counts cnt;
+				struct rb_buf_out o = scrub(s, text, strlen(text), &cnt);
+				if (count_of(&cnt, want_name) != (twice ? 2U : 1U) || strcmp(o.data, want) != 0)
+					fail_msg("secret %zu at %zu (twice %d): `%s` -> `%s`", k, off, twice, text,
+					         o.data);
+				free(o.data);
+			}
+			/* one byte short: no secret */
+			char near[256];
+			memset(near, '.', off);
+			snprintf(near + off, sizeof near - off, "%.*s tail", (int)secs[k].len - 1, v + 1);
+			struct rb_scrub_counts cnt;
+			struct rb_buf_out o = scrub(s, near, strlen(near), &cnt);
+			if (cnt.total != 0)
+				fail_msg("near copy %zu at %zu altered: `%s` -> `%s`", k, off, near, o.data);
+			free(o.data);
+		}
+	}
+	rb_scrub_free(s);
+}
+
 /* Placeholders, templates, identifiers, hashes, public keys and ordinary base64 stay. */
 static void test_precision(void **state)
 {
@@ -1757,6 +1802,7 @@ int main(void)
 	    cmocka_unit_test(test_scrub_json),
 	    cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_precision),
+	    cmocka_unit_test(test_exact_every_offset),
 	    cmocka_unit_test(test_prefilter_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
