@@ -213,6 +213,15 @@ CONTEXTS = [
     "  token: {s}",
 ]
 
+# a secret embedded in a URL: a query value, a path segment, and a path segment after a word
+# (Telegram's documented https://api.telegram.org/bot<token>/METHOD); written after every
+# other record, with "url": true, so the records above stay those of the same seed
+URL_CONTEXTS = [
+    "https://api.example.com/v1/send?access_token={s}&lang=en",
+    "GET /hooks/{s}/status HTTP/1.1",
+    "curl -s https://api.example.com/bot{s}/sendMessage",
+]
+
 # keyword-anchored values without a format (the keyword rule)
 KEYWORD_CONTEXTS = [
     "DB_PASSWORD={v}",
@@ -323,6 +332,22 @@ NEGATIVES = [
     lambda: "glrt-" + r(U, 19),
 ]
 
+# lookalikes in URLs: placeholders, paths and words that only resemble a token's prefix
+URL_NEGATIVES = [
+    lambda: "https://api.telegram.org/bot<token>/sendMessage",
+    lambda: "https://api.telegram.org/bot${TELEGRAM_TOKEN}/getMe",
+    lambda: "https://api.telegram.org/bot123456789:YOUR_BOT_TOKEN_HERE/getMe",
+    lambda: "https://example.com/docs/bots/botfather%d.html" % random.randint(1, 999),
+    lambda: "https://github.com/org/repo/commit/" + r(H, 40),
+    lambda: "https://cdn.example.com/assets/app-%s.js?v=%s" % (r(H, 16), r(H, 8)),
+    lambda: "https://example.com/api?token={{token}}&page=2",
+    lambda: "https://example.com/u/mynpm_packages/skills/page%d" % random.randint(1, 99),
+    lambda: "https://example.com/search?q=ghp_" + "x" * 36,
+    lambda: "https://registry.example.com/v2/library/sha256:" + r(H, 64),
+    lambda: "https://example.com/items/%s-%s-%s-%s-%s" % (r(H, 8), r(H, 4), r(H, 4), r(H, 4), r(H, 12)),
+    lambda: "https://example.com/bot%d/status" % random.randint(10000000, 99999999),
+]
+
 
 def main():
     out = sys.argv[1]
@@ -345,6 +370,20 @@ def main():
         for gen in NEGATIVES:
             for _ in range(10):
                 f.write(json.dumps({"family": "negative", "text": gen() + "\n", "secret": ""}) + "\n")
+        for fam, gen in FAMILIES.items():
+            # a charset with '/' cannot tell its token from the path after it: query only
+            slashy = any("/" in (x[0] if isinstance(x, tuple) else x) for x in (gen() for _ in range(20)))
+            for ctx in URL_CONTEXTS[:1] if slashy else URL_CONTEXTS:
+                for _ in range(2):
+                    s = gen()
+                    shown, s = s if isinstance(s, tuple) else (s, s)
+                    # a PEM block is no URL's part
+                    if "\n" in shown:
+                        continue
+                    f.write(json.dumps({"family": fam, "text": ctx.format(s=shown) + "\n", "secret": s, "url": True}) + "\n")
+        for gen in URL_NEGATIVES:
+            for _ in range(10):
+                f.write(json.dumps({"family": "negative", "text": gen() + "\n", "secret": "", "url": True}) + "\n")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,29 @@ python3 bench/scrub_corpus.py "$OUT/scrub-corpus.jsonl" "${SCRUB_EVAL_SEED:-18}"
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
 	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
+# the profiler's driver (docs/scrub.md, "Measured"): one rb_scrub_harvest_cb of a file
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+gcc -std=gnu17 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
+	-o "$OUT/scrub_prof" bench/scrub_prof.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c \
+	common/error.c $(pkg-config --cflags --libs jansson) -lm
 # ordinary text to mix the corpus into: this repository's docs and C sources (prose, code,
 # tables), plus the unit test's control files (near misses)
 mkdir -p "$OUT/scrub-filler"
 cat docs/*.md runtime/*/*.c cli/*.c tests/unit/fixtures/scrub/control/* >"$OUT/scrub-filler/filler.txt"
 "$OUT/scrub_eval" "$OUT/scrub-corpus.jsonl" "$OUT/scrub-filler" "${SCRUB_EVAL_MB:-100}" "$OUT/scrub-mixed.txt" |
 	tee "$OUT/scrub-eval.txt"
+# peer on the same mixed text in the same run: grep -E with an anchor set of the common families
+# (bench/scrub_patterns.txt; it finds lines, it does not redact), CPU time of the child
+TIMEFORMAT='%U %S'
+# (its count into a file: to /dev/null, GNU grep stops at the first match)
+gcpu=$({ time LC_ALL=C grep -E -c -f bench/scrub_patterns.txt "$OUT/scrub-mixed.txt" >"$OUT/grep-count.txt"; } 2>&1 |
+	awk '{print $1 + $2}')
+gmb=$(($(stat -c %s "$OUT/scrub-mixed.txt") / 1000000))
+gmbps=$(echo "$gmb / ($gcpu + 0.001)" | bc)
+smbps=$(grep -oP '^rb_scrub_buffer, mixed text \(\d+ MB, a secret per ~4 KiB\): \K\d+' "$OUT/scrub-eval.txt")
+echo "  peer, LC_ALL=C grep -E -c -f bench/scrub_patterns.txt ($(wc -l <bench/scrub_patterns.txt) anchors) on the mixed text:" \
+	"$gmbps MB/s per core (CPU time); rb_scrub_buffer at $(echo "scale=2; $smbps / $gmbps" | bc) of it" |
+	tee -a "$OUT/scrub-eval.txt"
 
 # The harvest phase on that mixed text: 4 files of 50 MB (SCRUB_EVAL_HARVEST_MB each) in an
 # out directory, walked, read, scrubbed and stored by rb_harvest, linked against the
@@ -26,8 +43,9 @@ make -s all >/dev/null
 # shellcheck disable=SC2046 # the objects and pkg-config's words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wno-unused-parameter -I. -o "$OUT/scrub_harvest" bench/scrub_harvest.c \
 	$(find build/obj -name '*.o' ! -path 'build/obj/cli/main.o' ! -path 'build/obj/gateway/serve_main.o' \
-		! -path 'build/obj/gateway/endpoint.o' ! -path 'build/obj/serve/serve_main.o' | sort) \
-	-Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz -Wl,-Bdynamic \
+		! -path 'build/obj/gateway/endpoint.o' ! -path 'build/obj/gateway/connector.o' ! -path 'build/obj/gateway/tunnel.o' \
+		! -path 'build/obj/gateway/dns.o' ! -path 'build/obj/serve/*' | sort) \
+	-l:libarchive.so.13 -Wl,-Bstatic -lcrypto -lsqlite3 -lseccomp -lcap -lnftnl -ljansson -larchive -llzma -lbz2 -lz -Wl,-Bdynamic \
 	-lmnl -l:libzstd.so.1 -l:libacl.so.1 -lmicrohttpd -lcurl -ldl -lpthread -lm
 HW=$(mktemp -d /tmp/scrub-harvest.XXXXXX)
 "$OUT/scrub_harvest" "$OUT/scrub-mixed.txt" "$HW" 4 "${SCRUB_EVAL_HARVEST_MB:-50}" | tee -a "$OUT/scrub-eval.txt"

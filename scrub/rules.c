@@ -398,17 +398,6 @@ static inline bool is_hex(unsigned char c)
 	return cls[c] & C_HEX;
 }
 
-/* A token starts at i only after a non-alphanumeric byte, the start, a %XX escape or a
- * backslash escape (\n in JSON): inside a longer word it is most likely not a token. */
-static bool left_ok(const unsigned char *in, size_t i)
-{
-	if (i == 0 || !(cls[in[i - 1]] & C_ALNUM))
-		return true;
-	if (i >= 3 && in[i - 3] == '%' && is_hex(in[i - 2]) && is_hex(in[i - 1]))
-		return true;
-	return i >= 2 && in[i - 2] == '\\';
-}
-
 /* Positions of "-----END " lines, found lazily and once per scan: many BEGIN lines without
  * their END then cost one search of the buffer, not one each. */
 struct pem_ends {
@@ -435,7 +424,67 @@ struct scan {
 	bool openai_known;
 	struct pem_ends pe;
 	bool oom;
+	/* url_segment_word's last "://" (its second '/' at url_scheme) and the bytes after it,
+	 * up to url_clean, known to hold no break */
+	bool url_known;
+	size_t url_scheme, url_clean;
 };
+
+#define URL_WORD_MAX 12   /* "bot", "file", "token", "key": a path segment's word before a token */
+#define URL_BACK_MAX 2048 /* how far back on its line a path may look for its scheme's "://" */
+
+static bool url_break(unsigned char c)
+{
+	return c <= ' ' || c == '"' || c == '\'' || c == '<' || c == '>' || c == '`';
+}
+
+/* Does the lower-case word ending at i begin a path segment of a URL ("://host/bot<token>",
+ * Telegram's documented form, or "/api/key<token>")? Its '/' must follow "://" on the same
+ * URL: no space, quote or angle bracket between. The last "://" found and how far the bytes
+ * after it are known to hold no break are kept, so the candidates of one long URL look back
+ * only to the one before (each byte is looked at a bounded number of times). */
+static bool url_segment_word(struct scan *sc, size_t i)
+{
+	const unsigned char *in = sc->in;
+	size_t w = i;
+	while (w > 0 && i - w < URL_WORD_MAX && (cls[in[w - 1]] & C_LO))
+		w--;
+	if (w == i || w < 2 || in[w - 1] != '/' || !(cls[in[w - 2]] & C_ALNUM))
+		return false;
+	size_t lim = w > URL_BACK_MAX ? w - URL_BACK_MAX : 0;
+	for (size_t q = w - 2; q >= lim + 2; q--) {
+		if (sc->url_known && q < sc->url_clean && sc->url_scheme <= q) {
+			/* no break from here to url_clean, and no "://" after url_scheme */
+			sc->url_clean = w - 1;
+			return sc->url_scheme >= lim;
+		}
+		if (url_break(in[q]))
+			return false;
+		if (in[q] == '/' && in[q - 1] == '/' && in[q - 2] == ':') {
+			/* the word's '/' follows a host: it starts the path or a segment */
+			sc->url_known = true;
+			sc->url_scheme = q;
+			sc->url_clean = w - 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A token starts at i only after a non-alphanumeric byte, the start, a %XX escape, a
+ * backslash escape (\n in JSON) or a URL path segment's word (/bot<token>): inside a longer
+ * word it is most likely not a token. */
+static bool left_ok(struct scan *sc, size_t i)
+{
+	const unsigned char *in = sc->in;
+	if (i == 0 || !(cls[in[i - 1]] & C_ALNUM))
+		return true;
+	if (i >= 3 && in[i - 3] == '%' && is_hex(in[i - 2]) && is_hex(in[i - 1]))
+		return true;
+	if (i >= 2 && in[i - 2] == '\\')
+		return true;
+	return (cls[in[i - 1]] & C_LO) && url_segment_word(sc, i);
+}
 
 /* Length of the run of charset cs bytes at i. */
 static size_t run(struct scan *sc, size_t i, uint16_t cs)
@@ -917,9 +966,11 @@ static size_t spec_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_t
 	if (r->back) {
 		uint16_t first;
 		s = spec_back(in, t->elem + t->back_at[a->family], t->back_n[a->family], i, &first);
-		if (s == SIZE_MAX || (s > 0 && (cls[in[s - 1]] & first)) || !left_ok(in, s))
+		/* the outermost run must not go on before the start, but for a URL path segment's
+		 * word (/bot<token>): its run of a fixed length ends where the token does */
+		if (s == SIZE_MAX || (s > 0 && (cls[in[s - 1]] & first) && !url_segment_word(sc, s)) || !left_ok(sc, s))
 			return 0;
-	} else if (!(r->flags & F_NOLEFT) && !left_ok(in, i)) {
+	} else if (!(r->flags & F_NOLEFT) && !left_ok(sc, i)) {
 		return 0;
 	}
 	size_t red = s;
@@ -952,10 +1003,10 @@ static size_t match_rule(struct scan *sc, const struct rb_scrub_anchor *a, size_
 	*start = i;
 	*rule = r->rule;
 	switch (r->kind) {
-	case K_PEM: return left_ok(sc->in, i) ? pem_block(sc->in, i, sc->len, &sc->pe, &sc->oom) : 0;
-	case K_JWT: return left_ok(sc->in, i) ? jwt(sc, i, alen) : 0;
+	case K_PEM: return left_ok(sc, i) ? pem_block(sc->in, i, sc->len, &sc->pe, &sc->oom) : 0;
+	case K_JWT: return left_ok(sc, i) ? jwt(sc, i, alen) : 0;
 	case K_URL: return url_password(sc, i, start, rule);
-	case K_SK: return left_ok(sc->in, i) ? sk_key(sc, i, rule) : 0;
+	case K_SK: return left_ok(sc, i) ? sk_key(sc, i, rule) : 0;
 	case K_CURL: return curl_user(sc, i, alen, start);
 	default: return spec_rule(sc, a, i, start);
 	}
