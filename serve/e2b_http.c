@@ -31,6 +31,7 @@ struct upload {
 	size_t n_parts;
 	bool files_post;
 	const char *bad; /* a multipart body that cannot be taken */
+	bool unknown;    /* no valid key (control) or sandbox token (envd): its body is dropped unread */
 };
 
 static bool append(char **buf, size_t *len, size_t cap, const char *data, size_t n)
@@ -175,6 +176,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!u)
 			return MHD_NO;
 		*req_cls = u;
+		/* A caller is known by its headers before a byte of its body is kept: an unknown one's
+		 * body is read and dropped (route() then answers it as it would have), never held in
+		 * memory for anyone who can reach the port. */
+		char sid[E2B_ID_HEX];
+		const char *why;
+		u->unknown = e2b_is_envd_path(url)
+		                 ? e2b_authorize(e, conn, sid, &why) != 0
+		                 : !e2b_key_find(e, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-Key"));
+		if (u->unknown)
+			return MHD_YES;
 		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
 		u->cap = u->files_post ? E2B_FILE_CAP : BODY_CAP;
 		const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -190,7 +201,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*size) {
-		if (u->bad) {
+		if (u->bad || u->unknown) {
 			/* Refused already: the rest of the body is read and dropped. */
 		} else if (u->pp && !u->too_big) {
 			if (MHD_post_process(u->pp, data, *size) != MHD_YES && !u->too_big && !u->bad)

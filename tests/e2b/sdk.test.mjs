@@ -166,6 +166,35 @@ describe('the v1 paths and the native view', () => {
     assert.match((await bad.json()).message, /volumeMounts/);
   });
 
+  test('a body is kept only for a caller its headers name: an unknown one\'s is read and dropped, not held', async () => {
+    const res = await fetch(`${d.url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': d.key,
+      'Content-Type': 'application/json' }, body: JSON.stringify({ templateID: 'base', timeout: 60 }) });
+    assert.equal(res.status, 201);
+    const b = await res.json();
+    live.push({ sandboxId: b.sandboxID });
+    const hwm = () => Number(/^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${d.pid}/status`, 'utf8'))[1]) * 1024;
+    // A multipart upload of four 7 MiB files (caps: 8 MiB a file, 32 MiB a call), as the SDK sends them.
+    const post = (token) => {
+      const form = new FormData();
+      for (let i = 0; i < 4; i++)
+        form.append('file', new Blob([Buffer.alloc(7 << 20, 0x61 + i)]), `/workspace/big${i}.bin`);
+      return fetch(`${d.url}/files?path=/workspace/big.bin`, { method: 'POST', headers: {
+        'E2b-Sandbox-Id': b.sandboxID, 'X-Access-Token': token }, body: form });
+    };
+    const h0 = hwm();
+    const wrong = await post('0'.repeat(64));
+    assert.equal(wrong.status, 401);
+    const bad = await fetch(`${d.url}/v2/sandboxes`, { method: 'POST', headers: { 'X-API-Key': 'e2b_nope',
+      'Content-Type': 'application/json' }, body: Buffer.alloc(900 << 10, 0x20) });
+    assert.equal(bad.status, 401);
+    const h1 = hwm();
+    assert.ok(h1 - h0 < (12 << 20), `the daemon's peak grew ${(h1 - h0) >> 20} MiB for 28 MiB of an unknown caller's body`);
+    // Control: the sandbox's own token's upload is taken (and, buffered, raises the peak).
+    const right = await post(b.envdAccessToken);
+    assert.equal(right.status, 200);
+    assert.ok(hwm() - h1 >= (20 << 20), `the taken upload raised the peak by ${(hwm() - h1) >> 20} MiB`);
+  });
+
   test('a session closed natively (runbox session rm) is gone for E2B too', async () => {
     const sbx = await create();
     const keep = await create();
