@@ -533,9 +533,60 @@ static int parse_approvals(const struct rb_jsonck *c, const json_t *v, struct rb
 	return 0;
 }
 
+/* network.mcp: ["NAME", {"name": NAME, "tools": ["tool", "prefix*"]}] */
+static int parse_mcp(const struct rb_jsonck *c, const json_t *v, struct rb_policy *p)
+{
+	if (!json_is_array(v) || json_array_size(v) > RB_POLICY_MAX_MCP)
+		return rb_jsonck_expected(c, "network.mcp", "an array of at most 8 names or {name, tools}", v);
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		static const char *const keys[] = {"name", "tools", NULL};
+		char path[64], q[96];
+		snprintf(path, sizeof path, "network.mcp[%zu]", i);
+		struct rb_policy_mcp *m = &p->mcp[i];
+		if (!json_is_string(e) && !json_is_object(e))
+			return rb_jsonck_expected(c, path, "a server name or {name, tools}", e);
+		if (json_is_object(e) && rb_jsonck_keys(c, path, e, keys) < 0)
+			return -1;
+		const char *name =
+		    json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "name"));
+		snprintf(q, sizeof q, json_is_string(e) ? "%s" : "%s.name", path);
+		if (!name || check_connector(name))
+			return rb_jsonck_bad(c, q, "an MCP server name is [a-z0-9_-]{1,63}");
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(p->mcp[k].name, name))
+				return rb_jsonck_bad(c, q, "\"%s\" is listed twice", name);
+		snprintf(m->name, sizeof m->name, "%s", name);
+		const json_t *ts = json_is_object(e) ? json_object_get(e, "tools") : NULL;
+		if (!ts)
+			continue;
+		snprintf(q, sizeof q, "%s.tools", path);
+		if (!json_is_array(ts) || json_array_size(ts) > RB_POLICY_MCP_TOOLS)
+			return rb_jsonck_expected(c, q, "an array of at most 32 tool names", ts);
+		m->narrowed = true;
+		size_t j;
+		json_t *t;
+		json_array_foreach(ts, j, t)
+		{
+			const char *tn = json_string_value(t), *star = tn ? strchr(tn, '*') : NULL;
+			bool bad = !tn || !*tn || strlen(tn) >= sizeof m->tools[0] || (star && star[1]);
+			for (const char *x = tn; !bad && *x; x++)
+				bad = (unsigned char)*x < 0x21 || (unsigned char)*x > 0x7e;
+			if (bad)
+				return rb_jsonck_bad(c, q, "a tool is 1..63 visible ASCII bytes, '*' only at the end");
+			snprintf(m->tools[j], sizeof m->tools[j], "%s", tn);
+		}
+		m->n_tools = (unsigned)json_array_size(ts);
+	}
+	p->n_mcp = (unsigned)json_array_size(v);
+	return 0;
+}
+
 static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"mode", "connectors", "proxy", "approval", NULL};
+	static const char *const keys[] = {"mode", "connectors", "mcp", "proxy", "approval", NULL};
 	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
@@ -553,6 +604,10 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 		return -1;
 	if (p->n_connectors && p->net_mode != RB_NET_GATEWAY)
 		return rb_jsonck_bad(c, "network.connectors", "needs network.mode \"gateway\"");
+	if ((v = json_object_get(sec, "mcp")) && parse_mcp(c, v, p) < 0)
+		return -1;
+	if (p->n_mcp && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.mcp", "needs network.mode \"gateway\"");
 	if ((v = json_object_get(sec, "proxy")) &&
 	    get_list(c, "network.proxy", v, p->proxy, &p->n_proxy, check_proxy) < 0)
 		return -1;
@@ -965,6 +1020,16 @@ unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *c
 		join(buf, sizeof buf, p->connectors, p->n_connectors);
 		say(line, ctx, &n,
 		    "network.connectors: %s (called through the gateway with the operator's credentials)", buf);
+	}
+	for (unsigned i = 0; i < p->n_mcp; i++) {
+		buf[0] = '\0';
+		for (unsigned t = 0; t < p->mcp[i].n_tools; t++) {
+			size_t u = strlen(buf);
+			snprintf(buf + u, sizeof buf - u, "%s%s", u ? ", " : "", p->mcp[i].tools[t]);
+		}
+		say(line, ctx, &n, "network.mcp: %s (an MCP server through the gateway, tools %s%s%s)", p->mcp[i].name,
+		    p->mcp[i].narrowed ? "narrowed to " : "as the gateway config allows", buf,
+		    p->mcp[i].narrowed && !p->mcp[i].n_tools ? "none" : "");
 	}
 	bool any_path = false;
 	for (unsigned i = 0; i < p->n_input_allow; i++)

@@ -230,6 +230,17 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 		                                          "timeout_s", (json_int_t)a->timeout_s));
 	}
 	json_object_set_new(cfg, "approval", approval);
+	json_t *mcp = json_array();
+	for (unsigned i = 0; i < gw->n_mcp; i++) {
+		json_t *m = json_pack("{s:s}", "name", gw->mcp[i].name);
+		json_t *tools = gw->mcp[i].narrowed ? json_array() : NULL;
+		for (unsigned t = 0; tools && t < gw->mcp[i].n_tools; t++)
+			json_array_append_new(tools, json_string(gw->mcp[i].tools[t]));
+		if (tools)
+			json_object_set_new(m, "tools", tools);
+		json_array_append_new(mcp, m);
+	}
+	json_object_set_new(cfg, "mcp", mcp);
 	if (gw->run_dir && gw->run_dir[0]) {
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%s/approvals", gw->run_dir);
