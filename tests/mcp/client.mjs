@@ -40,7 +40,7 @@ if (out.connect.ok) {
     const r = await fetch(url, { method: "POST", headers: { Authorization: auth, "Content-Type": "application/json",
       Accept: "application/json, text/event-stream", "Mcp-Session-Id": transport.sessionId, "Mcp-Protocol-Version": "2025-06-18" },
       body: JSON.stringify([{ jsonrpc: "2.0", id: 901, method: "tools/call", params: { name: "echo", arguments: { text: "b" } } },
-        { jsonrpc: "2.0", id: 902, method: "tools/call", params: { name: "admin_stats", arguments: {} } }]) });
+        { jsonrpc: "2.0", id: 902, method: "tools/call", params: { name: "delete_everything", arguments: {} } }]) });
     return { status: r.status, body: await r.text() };
   });
 }
