@@ -148,7 +148,7 @@ uninstall:
 
 test: test-sdk
 	@scripts/install-deps.sh build test vm
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY) $(MCP_JS)/node_modules/.package-lock.json
 	@tests/run-all.sh
 
 # runbox serve's E2B API with the real e2b SDK (tests/e2b; part of `make test` as
@@ -176,6 +176,13 @@ bench:
 	@scripts/install-deps.sh build bench
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
+
+# The MCP door's tests (tests/mcp: the pinned @modelcontextprotocol/sdk): `npm ci` only when
+# node_modules is missing or older than the lock (tests/integration/gwmcp.sh checks the same).
+MCP_JS := tests/mcp
+$(MCP_JS)/node_modules/.package-lock.json: $(MCP_JS)/package.json $(MCP_JS)/package-lock.json
+	cd $(MCP_JS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # The OpenAI Agents SDK client (sdk/js): `npm ci` only when its lock changed, tsc, then its
 # node:test suites against a real `runbox serve` (docs/sdk.md). Part of `make test`.
