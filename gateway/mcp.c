@@ -12,8 +12,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "common/cleanup.h"
+#include "gateway/approval.h"
+#include "gateway/idem.h"
 #include "gateway/sse.h"
 
 /* ---- the run's sessions ----------------------------------------------------------------- */
@@ -423,7 +426,7 @@ static const struct rb_gw_filter mcp_filter_ops = {f_head, f_feed, f_finish, f_r
  * refusal. */
 static enum MHD_Result refuse_tools(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const json_t *msg,
                                     const struct rb_gw_verdict *v, const char *name, const char *method,
-                                    const char *tool, const char *uhost, uint64_t t0_us)
+                                    const char *tool, const char *uhost, json_t *approval, uint64_t t0_us)
 {
 	__atomic_add_fetch(ctx->refused, 1, __ATOMIC_RELAXED);
 	json_t *ev = rb_gw_record_new("mcp", name, method, 403, v->rule, uhost, t0_us);
@@ -434,6 +437,8 @@ static enum MHD_Result refuse_tools(const struct rb_gw_ctx *ctx, struct MHD_Conn
 	json_object_set_new(ev, "error", json_string(v->error));
 	json_object_set_new(ev, "hint", json_string(v->hint));
 	json_object_set_new(ev, "jsonrpc_error", json_integer(-32602));
+	if (approval)
+		json_object_set_new(ev, "approval", approval);
 	rb_gw_record(ctx, ev);
 	json_t *out = json_array();
 	size_t n = json_is_array(msg) ? json_array_size(msg) : 1;
@@ -453,6 +458,56 @@ static enum MHD_Result refuse_tools(const struct rb_gw_ctx *ctx, struct MHD_Conn
 	if (!body) /* a tools/call notification: nothing to answer it with */
 		return rb_gw_respond_json(mc, 202, json_object());
 	return rb_gw_respond_json(mc, 200, body);
+}
+
+struct hold_call {
+	const struct rb_policy_approval *rule;
+	const char *name, *tool, *text, *uhost, *tenant, *agent, *route;
+	uint64_t t0_us;
+};
+
+/* Holds the call until `runbox approve` (1, *approval its record), or answers the denial as a
+ * JSON-RPC error (0, *ret). The request is a connector's (approval.h), with the tool. */
+static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const json_t *msg, const struct hold_call *h,
+                json_t **approval, enum MHD_Result *ret)
+{
+	char id[24], why[300], eff[300], result[300], digest[65];
+	rb_gw_approval_id(id);
+	const char *parts[1] = {h->text ? h->text : ""};
+	size_t lens[1] = {strlen(parts[0])};
+	rb_idem_hash(parts, lens, 1, digest);
+	snprintf(eff, sizeof eff, "tools/call %s %.200s", h->name, h->tool);
+	snprintf(result, sizeof result, "allowed by the tools of MCP server %s; held by network.approval for %.200s",
+	         h->name, h->tool);
+	json_t *req =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "id", id, "run",
+	              ctx->run_id ? ctx->run_id : "", "mcp", h->name, "tool", h->tool, "method", "tools/call", "effect",
+	              eff, "args_digest", digest, "target", h->uhost, "tenant", h->tenant ? h->tenant : "", "agent",
+	              h->agent ? h->agent : "", "policy_result", result, "credential_scope", h->name, "created",
+	              (json_int_t)time(NULL), "expires", (json_int_t)time(NULL) + (json_int_t)h->rule->timeout_s);
+	json_t *ev = rb_gw_record_new("mcp", h->name, "POST", 202, h->route, h->uhost, h->t0_us);
+	json_object_set_new(ev, "server", json_string(h->name));
+	json_object_set_new(ev, "mcp_method", json_string("tools/call"));
+	json_object_set_new(ev, "tool", json_string(h->tool));
+	json_object_set_new(ev, "approval", json_pack("{s:O, s:s}", "request", req, "state", "requested"));
+	rb_gw_record(ctx, ev);
+	int d = ctx->approvals_dir ? rb_gw_approval_wait(ctx->approvals_dir, id, req, h->rule->timeout_s, ctx->stop_fd,
+	                                                 why, sizeof why)
+	                           : -2;
+	if (!ctx->approvals_dir)
+		snprintf(why, sizeof why, "the gateway has no approvals directory");
+	json_decref(req);
+	const char *state = d == 1 ? "approved" : d == 0 ? "denied" : d == -1 ? "expired" : "error";
+	*approval = json_pack("{s:s, s:s}", "id", id, "state", state);
+	if (d == 1)
+		return 1;
+	struct rb_gw_verdict v = {.status = 403, .rule = "approval"};
+	snprintf(v.error, sizeof v.error, "tools/call %s %.100s was held for approval %s: %.100s", h->name, h->tool, id,
+	         why);
+	snprintf(v.hint, sizeof v.hint, "the call needs `runbox approve ID` on the host");
+	*ret = refuse_tools(ctx, mc, msg, &v, h->name, "POST", h->tool, h->uhost, *approval, h->t0_us);
+	*approval = NULL;
+	return 0;
 }
 
 static enum MHD_Result bad_message(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *name,
@@ -492,7 +547,8 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 	 * sent as the gateway wrote it again), each tools/call's tool decided. */
 	_cleanup_json_ json_t *msg = NULL;
 	json_t *extra = json_pack("{s:s}", "server", name);
-	const char *first_tool = NULL;
+	const char *first_tool = NULL, *held_tool = NULL;
+	const struct rb_policy_approval *held = NULL;
 	if (!strcmp(method, "POST")) {
 		json_error_t jerr;
 		msg = body_len ? json_loadb(body, body_len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
@@ -519,13 +575,19 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 				break;
 			}
 			first_tool = first_tool ? first_tool : tool;
+			const struct rb_policy_approval *r =
+			    rb_gw_approval_mcp_rule(ctx->approvals, ctx->n_approvals, name, tool);
+			if (r && !held) {
+				held = r;
+				held_tool = tool;
+			}
 			rq.tool = tool;
 			struct rb_gw_verdict tv;
 			rb_gw_decide(&rq, &tv);
 			if (tv.status) {
 				json_decref(methods);
 				json_decref(extra);
-				return refuse_tools(ctx, mc, msg, &tv, name, method, tool, uhost, t0_us);
+				return refuse_tools(ctx, mc, msg, &tv, name, method, tool, uhost, NULL, t0_us);
 			}
 		}
 		if (why) {
@@ -577,6 +639,25 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 		json_decref(extra);
 		return MHD_NO;
 	}
+	if (held) { /* the policy holds this tool: sent only once `runbox approve` says so */
+		struct hold_call hc = {.rule = held,
+		                       .name = name,
+		                       .tool = held_tool,
+		                       .text = text,
+		                       .uhost = uhost,
+		                       .tenant = tenant,
+		                       .agent = agent,
+		                       .route = v.route,
+		                       .t0_us = t0_us};
+		enum MHD_Result ret;
+		json_t *approval = NULL;
+		if (!hold(ctx, mc, msg, &hc, &approval, &ret)) {
+			f_free(m);
+			json_decref(extra);
+			return ret;
+		}
+		json_object_set_new(extra, "approval", approval);
+	}
 	static const char *const drop[] = {"mcp-session-id", NULL};
 	const char *add[] = {line[0] ? line : NULL, NULL};
 	struct rb_gw_upstream u = {.door = "mcp",
@@ -594,6 +675,5 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 	                           .extra = extra,
 	                           .stream = true,
 	                           .t0_us = t0_us};
-	(void)tenant, (void)agent;
 	return rb_gw_upstream_call(ctx, mc, &u);
 }

@@ -131,6 +131,12 @@ int main(void)
 		snprintf(a->connector, sizeof a->connector, "%s",
 		         json_string_value(json_object_get(v, "connector")) ?: "");
 		a->timeout_s = (unsigned)json_integer_value(json_object_get(v, "timeout_s"));
+		snprintf(a->mcp, sizeof a->mcp, "%s", json_string_value(json_object_get(v, "mcp")) ?: "");
+		json_t *tl = json_object_get(v, "tools");
+		for (size_t j = 0; j < json_array_size(tl) && a->n_tools < 8; j++)
+			if (json_is_string(json_array_get(tl, j)))
+				snprintf(a->tools[a->n_tools++], sizeof a->tools[0], "%s",
+				         json_string_value(json_array_get(tl, j)));
 		size_t j;
 		json_t *m;
 		json_array_foreach(json_object_get(v, "methods"), j, m)

@@ -484,43 +484,67 @@ static const char *check_proxy(const char *s)
 	return NULL;
 }
 
-/* network.approval: [{"connector": NAME, "methods": ["POST"], "timeout_s": N}] */
+/* network.approval: [{"connector": NAME, "methods": ["POST"], "timeout_s": N}] or
+ * [{"mcp": NAME, "tools": ["tool", "prefix*"], "timeout_s": N}] */
 static int parse_approvals(const struct rb_jsonck *c, const json_t *v, struct rb_policy *p)
 {
 	if (!json_is_array(v) || json_array_size(v) > RB_POLICY_MAX_APPROVALS)
-		return rb_jsonck_expected(c, "network.approval", "an array of at most 8 {connector, methods}", v);
+		return rb_jsonck_expected(c, "network.approval",
+		                          "an array of at most 8 {connector, methods} or {mcp, tools}", v);
 	size_t i;
 	json_t *e;
 	json_array_foreach(v, i, e)
 	{
-		static const char *const keys[] = {"connector", "methods", "timeout_s", NULL};
+		static const char *const keys[] = {"connector", "methods", "mcp", "tools", "timeout_s", NULL};
 		char path[64], q[96];
 		snprintf(path, sizeof path, "network.approval[%zu]", i);
 		struct rb_policy_approval *a = &p->approvals[i];
 		if (!json_is_object(e))
-			return rb_jsonck_expected(c, path, "an object {connector, methods}", e);
+			return rb_jsonck_expected(c, path, "an object {connector, methods} or {mcp, tools}", e);
 		if (rb_jsonck_keys(c, path, e, keys) < 0)
 			return -1;
-		const char *name = json_string_value(json_object_get(e, "connector"));
-		snprintf(q, sizeof q, "%s.connector", path);
+		bool mcp = json_object_get(e, "mcp") != NULL;
+		if (mcp == (json_object_get(e, "connector") != NULL))
+			return rb_jsonck_bad(c, path, "exactly one of \"connector\" and \"mcp\"");
+		if (json_object_get(e, mcp ? "methods" : "tools"))
+			return rb_jsonck_bad(c, path, "%s",
+			                     mcp ? "an mcp rule names tools, not methods"
+			                         : "a connector rule names methods, not tools");
+		const char *name = json_string_value(json_object_get(e, mcp ? "mcp" : "connector"));
+		snprintf(q, sizeof q, "%s.%s", path, mcp ? "mcp" : "connector");
 		if (!name || check_connector(name))
-			return rb_jsonck_bad(c, q, "a connector name is [a-z0-9_-]{1,63}");
-		snprintf(a->connector, sizeof a->connector, "%s", name);
-		const json_t *ms = json_object_get(e, "methods");
-		snprintf(q, sizeof q, "%s.methods", path);
+			return rb_jsonck_bad(c, q, "a %s name is [a-z0-9_-]{1,63}", mcp ? "server" : "connector");
+		snprintf(mcp ? a->mcp : a->connector, sizeof a->connector, "%s", name);
+		const json_t *ms = json_object_get(e, mcp ? "tools" : "methods");
+		snprintf(q, sizeof q, "%s.%s", path, mcp ? "tools" : "methods");
 		if (!json_is_array(ms) || json_array_size(ms) == 0 || json_array_size(ms) > 8)
-			return rb_jsonck_expected(c, q, "an array of 1..8 HTTP methods", ms);
+			return rb_jsonck_expected(c, q,
+			                          mcp ? "an array of 1..8 tools" : "an array of 1..8 HTTP methods", ms);
 		size_t j;
 		json_t *m;
 		json_array_foreach(ms, j, m)
 		{
 			const char *ms_ = json_string_value(m);
+			if (mcp) {
+				const char *star = ms_ ? strchr(ms_, '*') : NULL;
+				bool bad = !ms_ || !*ms_ || strlen(ms_) >= sizeof a->tools[0] || (star && star[1]);
+				for (const char *x = ms_; !bad && *x; x++)
+					bad = (unsigned char)*x < 0x21 || (unsigned char)*x > 0x7e;
+				if (bad)
+					return rb_jsonck_bad(
+					    c, q, "a tool is 1..63 visible ASCII bytes, '*' only at the end");
+				snprintf(a->tools[j], sizeof a->tools[j], "%s", ms_);
+				continue;
+			}
 			if (!ms_ || !*ms_ || strlen(ms_) >= sizeof a->methods[0] || !all_chars(ms_, "", true, false))
 				return rb_jsonck_bad(c, q, "an HTTP method is 1..15 letters");
 			for (size_t k = 0; ms_[k]; k++)
 				a->methods[j][k] = (char)toupper((unsigned char)ms_[k]);
 		}
-		a->n_methods = (unsigned)json_array_size(ms);
+		if (mcp)
+			a->n_tools = (unsigned)json_array_size(ms);
+		else
+			a->n_methods = (unsigned)json_array_size(ms);
 		a->timeout_s = RB_POLICY_APPROVAL_TIMEOUT_S;
 		const json_t *t = json_object_get(e, "timeout_s");
 		snprintf(q, sizeof q, "%s.timeout_s", path);

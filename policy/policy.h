@@ -24,6 +24,11 @@ struct rb_policy_approval {
 	char methods[8][16]; /* upper case */
 	unsigned n_methods;
 	unsigned timeout_s;
+	/* {"mcp": NAME, "tools": [...]}: the MCP server's tools/call of these tools (names, or
+	 * "x*" prefixes) are held; connector is "" then. */
+	char mcp[64];
+	char tools[8][64];
+	unsigned n_tools;
 };
 
 /* network.mcp[i]: an MCP server the run may call through the gateway, by name; tools (when

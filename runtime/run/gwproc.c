@@ -226,8 +226,16 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 		json_t *m = json_array();
 		for (unsigned k = 0; k < a->n_methods; k++)
 			json_array_append_new(m, json_string(a->methods[k]));
-		json_array_append_new(approval, json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m,
-		                                          "timeout_s", (json_int_t)a->timeout_s));
+		json_t *rule = json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m, "timeout_s",
+		                         (json_int_t)a->timeout_s);
+		if (a->mcp[0]) { /* an MCP server's tools */
+			json_t *tools = json_array();
+			for (unsigned k = 0; k < a->n_tools; k++)
+				json_array_append_new(tools, json_string(a->tools[k]));
+			json_object_set_new(rule, "mcp", json_string(a->mcp));
+			json_object_set_new(rule, "tools", tools);
+		}
+		json_array_append_new(approval, rule);
 	}
 	json_object_set_new(cfg, "approval", approval);
 	json_t *mcp = json_array();

@@ -11,15 +11,17 @@
 # the client's Accept-Encoding never go upstream, sessions are the run's (another run's local id
 # and the upstream's own id are 404 while the upstream still serves that session), a policy
 # without network.mcp is 403 with the uniform body, a policy that narrows the tools narrows
-# them, and every call is a gateway_call event of door mcp in the ledger.
+# them, every call is a gateway_call event of door mcp in the ledger, and a tools/call the
+# policy's network.approval holds reaches the upstream only after `runbox approve` (deny: never).
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gwmcp
 
 DIR=$ROOT/tests/mcp
-UP_PID=""
+UP_PID="" BG=""
 mcp_cleanup() {
 	[ -n "$UP_PID" ] && kill "$UP_PID" 2>/dev/null
+	[ -n "$BG" ] && kill "$BG" 2>/dev/null
 	lib_cleanup
 }
 trap mcp_cleanup EXIT
@@ -47,6 +49,8 @@ chmod 0600 "$T/cred"
 chown $OWNER "$T/cred"
 policy_variant default "$T/pol.json" gwmcp "p['network'] = {'mode': 'gateway', 'mcp': ['files']}"
 policy_variant default "$T/pol-none.json" gwmcpnone "p['network'] = {'mode': 'gateway'}"
+policy_variant default "$T/pol-apr.json" gwmcpapr \
+	"p['network'] = {'mode': 'gateway', 'mcp': ['files'], 'approval': [{'mcp': 'files', 'tools': ['ech*'], 'timeout_s': 120}]}"
 policy_variant default "$T/pol-narrow.json" gwmcpnarrow \
 	"p['network'] = {'mode': 'gateway', 'mcp': [{'name': 'files', 'tools': ['echo', 'admin*']}]}"
 
@@ -209,6 +213,52 @@ PYEOF
 		'sorted(d["tools"]) == ["admin_stats", "echo"]' 'd.get("tools")'
 	check "a tool the config allows but the policy does not is refused (-32602)" \
 		'd["leak"]["code"] == -32602 and d["leak"]["data"]["rule"] == "mcp.tools"' 'd.get("leak")'
+	# 5. Approvals (once, with the event-stream server): a tools/call of a held tool waits for
+	# `runbox approve` and reaches the upstream only then; `runbox deny` refuses it.
+	if [ "$AMODE" = sse ]; then
+		for decision in approve deny; do
+			: >"$T/up.log"
+			rbx_cmd run --image host --json --policy "$T/pol-apr.json" --gateway-config "$T/gw.json" --timeout 120s \
+				--input "$DIR:/workspace/in/mcp" -- /usr/bin/node /workspace/in/mcp/client.mjs files
+			"${RBX_CMD[@]}" </dev/null >"$T/held.out" 2>"$T/held.err" &
+			BG=$!
+			for _ in $(seq 600); do
+				run_rbx approve
+				[ "$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$T/out" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+				sleep 0.1
+			done
+			cp "$T/out" "$T/pending.json"
+			ID=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["id"])' "$T/pending.json" 2>/dev/null)
+			n=$(up '"echo" in json.dumps(ms)')
+			if [ "$decision" = approve ]; then
+				"$PY" - "$T/pending.json" "$T/cred" "$PORT" "$n" <<'PYEOF' | report "$(cat)"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+want = {"mcp": "files", "tool": "echo", "method": "tools/call", "effect": "tools/call files echo",
+        "target": "127.0.0.1:" + sys.argv[3], "credential_scope": "files"}
+bad = [k for k, v in want.items() if r.get(k) != v] + [k for k in ("args_digest", "policy_result", "tenant", "run", "expires") if not r.get(k)]
+bad += ["the credential is in the request"] if open(sys.argv[2]).read().strip() in json.dumps(r) else []
+bad += ["the upstream got it while held (%s)" % sys.argv[4]] if sys.argv[4] != "0" else []
+print("ok\tthe held tools/call is listed by `runbox approve` (server, tool, effect, digest, target, scope by name) and not sent while held" if not bad
+      else "not_ok\tthe held tools/call's request\t%s: %s" % (bad, json.dumps(r)[:300]))
+PYEOF
+			fi
+			run_rbx "$decision" "$ID"
+			wait "$BG"
+			BG=""
+			json "$T/held.out" stdout >"$T/client.json" 2>/dev/null || : >"$T/client.json"
+			n=$(up '"echo" in json.dumps(ms) and "tools/call" in json.dumps(ms)')
+			if [ "$decision" = approve ]; then
+				[ "$(c 'd["echo"][0]["text"]')" = "echo: hello-mcp" ] && [ "$n" = 1 ] &&
+					ok "after runbox approve the held call is sent once and answers" ||
+					not_ok "after approve the held call is sent once and answers" "upstream $n, $(c 'd.get("echo")') $(first_line "$(cat "$T/held.err")")"
+			else
+				[ "$(c 'd["echo"]["data"]["rule"]')" = approval ] && [ "$n" = 0 ] &&
+					ok "runbox deny refuses the held call with a JSON-RPC error (rule approval); it never reaches the upstream" ||
+					not_ok "deny refuses the held call" "upstream $n, $(c 'd.get("echo")')"
+			fi
+		done
+	fi
 	kill "$UP_PID" 2>/dev/null
 	wait "$UP_PID" 2>/dev/null
 	UP_PID=""
@@ -219,9 +269,10 @@ TAG="gwmcp [$MODE] "
 policy_variant default "$T/bad1.json" bad1 "p['network'] = {'mode': 'none', 'mcp': ['files']}"
 policy_variant default "$T/bad2.json" bad2 "p['network'] = {'mode': 'gateway', 'mcp': [{'name': 'files', 'tools': ['a*b']}]}"
 policy_variant default "$T/bad3.json" bad3 "p['network'] = {'mode': 'gateway', 'mcp': [{'name': 'Files'}]}"
-for i in 1 2 3; do run_rbx policy validate "$T/bad$i.json"; cp "$T/err" "$T/bad$i.err"; cat "$T/out" >>"$T/bad$i.err"; done
+policy_variant default "$T/bad4.json" bad4 "p['network'] = {'mode': 'gateway', 'approval': [{'mcp': 'files', 'methods': ['POST']}]}"
+for i in 1 2 3 4; do run_rbx policy validate "$T/bad$i.json"; cp "$T/err" "$T/bad$i.err"; cat "$T/out" >>"$T/bad$i.err"; done
 grep -q 'network.mcp.*gateway' "$T/bad1.err" && grep -q 'network.mcp\[0\].tools' "$T/bad2.err" &&
-	grep -q 'network.mcp\[0\].name' "$T/bad3.err" && ok "bad network.mcp entries are refused, named by JSON path" ||
+	grep -q 'network.mcp\[0\].name' "$T/bad3.err" && grep -q 'network.approval\[0\].*tools, not methods' "$T/bad4.err" && ok "bad network.mcp entries are refused, named by JSON path" ||
 	not_ok "bad network.mcp entries are refused by path" "$(cat "$T"/bad*.err | head -c 300)"
 run_rbx policy validate "$T/pol-narrow.json"
 [ "$RC" = 0 ] && ok "control: the test's network.mcp policy validates" || not_ok "control: the network.mcp policy validates" "$(first_line "$ERR$OUT")"
