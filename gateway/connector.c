@@ -220,7 +220,9 @@ struct fwd {
 	long status;
 	json_t *resp_headers; /* [[name, value], ...] of the final response, unscrubbed */
 	struct rb_scrub_stream *ss;
-	bool failed; /* the body did not arrive whole (__atomic: the reader checks it after EOF) */
+	bool failed;    /* the body did not arrive whole (__atomic: the reader checks it after EOF) */
+	bool has_ctype; /* the client sent a Content-Type */
+	bool stream;    /* a long-lived answer: no low-speed bound, ends when the gateway stops */
 	uint64_t t0, up0, up1, bytes_up, bytes_down;
 	CURLcode rc;
 	char method[16];
@@ -230,11 +232,9 @@ struct fwd {
 	struct rb_idem_entry *idem; /* the key this call holds, or NULL */
 	json_t *approval;           /* the approval's record, when it was held */
 	const char *const *drop;    /* client headers not forwarded beyond stripped()'s */
-	bool has_ctype;             /* the client sent a Content-Type */
 	const struct rb_gw_filter *filter;
 	void *filter_cls;
 	json_t *extra; /* the door's fields for the record */
-	bool stream;
 };
 
 static bool resp_dropped(const char *name);

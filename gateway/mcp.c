@@ -210,7 +210,7 @@ static int scrub_strings(const struct mcp_filter *m, json_t *v, unsigned depth, 
 		struct rb_buf_out o = {0};
 		if (scrub(m, json_string_value(v), json_string_length(v), &o, why, wn) < 0)
 			return -1;
-		int r = o.len != json_string_length(v) || memcmp(o.data ? o.data : "", json_string_value(v), o.len)
+		int r = o.len != json_string_length(v) || memcmp(o.data ? o.data : "", json_string_value(v), o.len) != 0
 		            ? json_string_setn(v, o.data ? o.data : "", o.len)
 		            : 0;
 		free(o.data);
