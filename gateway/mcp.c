@@ -395,6 +395,8 @@ static void f_record(void *cls, json_t *ev)
 	struct mcp_filter *m = cls;
 	if (m->new_session[0])
 		json_object_set_new(ev, "mcp_session", json_string(m->new_session));
+	static const char *const modes[] = {"pass", "json", "sse", "refused"};
+	json_object_set_new(ev, "mcp_answer", json_string(modes[m->mode]));
 	json_object_set_new(ev, "mcp_answer_messages", json_integer(m->messages));
 	if (m->kept || m->removed) {
 		json_object_set_new(ev, "tools_listed", json_integer(m->kept));

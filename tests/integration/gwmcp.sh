@@ -181,6 +181,19 @@ PYEOF
 
 	# 2. Sessions are the run's: another run names the first run's local id, and the upstream's.
 	mcp_run "$T/pol.json" files --foreign "$L" --foreign "$U"
+	RUN2=$(json "$T/out" run_id)
+	"$PY" - "$STATE/ledger.db" "$RUN2" "$AMODE" <<'PYEOF' | report "$(cat)"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+ev = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE type='gateway_call' AND run_id=?", (sys.argv[2],))]
+mcp = [e for e in ev if e.get("door") == "mcp"]
+lst = [e for e in mcp if e.get("mcp_method") == "tools/list" and e.get("status") == 200]
+dele = [e for e in mcp if e.get("method") == "DELETE" and e.get("status") == 200 and e.get("mcp_session")]
+sess = [e for e in mcp if e.get("rule") == "mcp.session" and e.get("status") == 404 and e.get("refused")]
+ok = lst and all(e.get("mcp_answer") == sys.argv[3] for e in lst) and dele and len(sess) == 2
+print(("ok\tthe answers came as %s (the ledger says so), the session's DELETE and both foreign ids are recorded" % sys.argv[3]) if ok
+      else "not_ok\tthe answer mode, DELETE and session refusals in the ledger\t%s" % json.dumps([{k: e.get(k) for k in ("method", "mcp_method", "status", "rule", "mcp_answer")} for e in mcp])[:500])
+PYEOF
 	check "another run's session id is not this run's: 404, rule mcp.session" \
 		'd["foreign0"]["status"] == 404 and json.loads(d["foreign0"]["body"])["rule"] == "mcp.session"' 'd.get("foreign0")'
 	check "the upstream's own session id is not a session of the run either: 404" \
