@@ -7,7 +7,7 @@
 # tool list shows only allowed tools (the upstream has four, as a direct client on the host
 # sees), an allowed tool answers, a disallowed one (alone or in a batch) is refused with a
 # JSON-RPC error and never reaches the upstream (which runs it when a direct client sends it),
-# the credential is nowhere in the sandbox even when the upstream echoes it, the run token and
+# the credential is nowhere in the sandbox (answers, environment, files) even when the upstream echoes it, the run token and
 # the client's Accept-Encoding never go upstream, sessions are the run's (another run's local id
 # and the upstream's own id are 404 while the upstream still serves that session), a policy
 # without network.mcp is 403 with the uniform body, a policy that narrows the tools narrows
@@ -277,6 +277,19 @@ PYEOF
 	UP_PID=""
 done
 TAG="gwmcp [$MODE] "
+
+# No file the sandbox can read holds the credential, with the MCP server granted (control: the
+# same search finds it in a file bound in on purpose).
+PIECE=${SECRET:7}
+mkdir -p "$T/ctl" && cp "$T/cred" "$T/ctl/" && chmod -R a+rX "$T/ctl"
+run_rbx run --image host --policy "$T/pol.json" --gateway-config "$T/gw.json" --input "$T/ctl:/workspace/in/h" -- \
+	/bin/sh -c "grep -rlF -e '$PIECE' /workspace/in/h; true"
+case $OUT in *in/h/cred*) ok "control: a credential file bound in on purpose is found by the search below" ;;
+*) not_ok "control: the search finds a bound credential file" "$(first_line "$OUT$ERR")" ;; esac
+run_rbx run --image host --policy "$T/pol.json" --gateway-config "$T/gw.json" -- \
+	/bin/sh -c "grep -rlF -e '$PIECE' /etc /tmp /root /run /workspace /proc/self/environ 2>/dev/null | grep -v '^/proc/self/cmdline'; echo end"
+if [ "$RC" = 0 ] && [ "$OUT" = end ]; then ok "the MCP credential is in no file the sandbox can read (/etc, /tmp, /root, /run, /workspace, its environ)"
+else not_ok "the MCP credential is in no file the sandbox can read" "exit $RC: $(first_line "$OUT$ERR")"; fi
 
 # The policy's shape: errors named by JSON path; control: the test's policies validate.
 policy_variant default "$T/bad1.json" bad1 "p['network'] = {'mode': 'none', 'mcp': ['files']}"
