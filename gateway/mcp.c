@@ -49,8 +49,7 @@ void rb_gw_mcp_sessions_free(struct rb_gw_mcp_sessions *t)
 	free(t);
 }
 
-/* The upstream id of server's local session into out; false when the run has no such session. */
-static bool session_find(struct rb_gw_mcp_sessions *t, const char *server, const char *local, char *out, size_t n)
+bool rb_gw_mcp_session_find(struct rb_gw_mcp_sessions *t, const char *server, const char *local, char *out, size_t n)
 {
 	bool found = false;
 	pthread_mutex_lock(&t->lock);
@@ -63,9 +62,7 @@ static bool session_find(struct rb_gw_mcp_sessions *t, const char *server, const
 	return found;
 }
 
-/* The local id of server's upstream session (made on first sight) into out; false when the
- * run's table is full. */
-static bool session_map(struct rb_gw_mcp_sessions *t, const char *server, const char *upstream, char *out, size_t n)
+bool rb_gw_mcp_session_map(struct rb_gw_mcp_sessions *t, const char *server, const char *upstream, char *out, size_t n)
 {
 	bool ok = false;
 	pthread_mutex_lock(&t->lock);
@@ -74,7 +71,11 @@ static bool session_map(struct rb_gw_mcp_sessions *t, const char *server, const 
 			snprintf(out, n, "%s", t->s[i].local);
 			ok = true;
 		}
-	if (!ok && t->n < RB_GW_MCP_SESSIONS) {
+	if (!ok && t->n == RB_GW_MCP_SESSIONS) { /* the oldest makes room: a client that never ended it */
+		memmove(&t->s[0], &t->s[1], (t->n - 1) * sizeof t->s[0]);
+		t->n--;
+	}
+	if (!ok) {
 		struct session *s = &t->s[t->n];
 		unsigned char r[16] = {0};
 		if (getrandom(r, sizeof r, 0) == (ssize_t)sizeof r) {
@@ -92,7 +93,7 @@ static bool session_map(struct rb_gw_mcp_sessions *t, const char *server, const 
 	return ok;
 }
 
-static void session_forget(struct rb_gw_mcp_sessions *t, const char *server, const char *local)
+void rb_gw_mcp_session_forget(struct rb_gw_mcp_sessions *t, const char *server, const char *local)
 {
 	pthread_mutex_lock(&t->lock);
 	for (unsigned i = 0; i < t->n; i++)
@@ -286,11 +287,11 @@ static void f_head(void *cls, long status, json_t *headers)
 		/* The upstream's id stays here; the sandbox gets the run's local name for it. */
 		char local[40];
 		if (!session_id_ok(val) ||
-		    !session_map(m->ctx->mcp_sessions, m->server->name, val, local, sizeof local)) {
+		    !rb_gw_mcp_session_map(m->ctx->mcp_sessions, m->server->name, val, local, sizeof local)) {
 			m->mode = MODE_REFUSE;
 			snprintf(m->refuse_why, sizeof m->refuse_why, "%s",
 			         session_id_ok(val)
-			             ? "the run holds too many MCP sessions"
+			             ? "no random session id could be drawn"
 			             : "the MCP server's Mcp-Session-Id is not 1..255 visible ASCII bytes");
 			json_array_set_new(h, 1, json_string("invalid"));
 			return;
@@ -299,7 +300,7 @@ static void f_head(void *cls, long status, json_t *headers)
 		json_array_set_new(h, 1, json_string(local));
 	}
 	if (m->req_session[0] && (status == 404 || (m->deleting && status >= 200 && status < 300)))
-		session_forget(m->ctx->mcp_sessions, m->server->name, m->req_session);
+		rb_gw_mcp_session_forget(m->ctx->mcp_sessions, m->server->name, m->req_session);
 	if (status < 200 || status >= 300) {
 		m->mode = MODE_PASS; /* an error answer: no message to filter, scrubbed as it streams */
 		return;
@@ -622,7 +623,7 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 	const char *sid = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Mcp-Session-Id");
 	char upstream[256], line[300] = "";
 	if (sid) {
-		if (!session_find(ctx->mcp_sessions, name, sid, upstream, sizeof upstream)) {
+		if (!rb_gw_mcp_session_find(ctx->mcp_sessions, name, sid, upstream, sizeof upstream)) {
 			f_free(m);
 			json_decref(extra);
 			return rb_gw_deny(ctx, mc, 404, "mcp", name, method, "mcp.session", uhost,

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,7 +15,7 @@
 #include "gateway/connector.h"
 #include "gateway/decide.h"
 
-#define RB_GW_MCP_SESSIONS    64                        /* sessions a run holds at once */
+#define RB_GW_MCP_SESSIONS    64                        /* a run's sessions; then the oldest goes */
 #define RB_GW_MCP_MESSAGE_MAX ((size_t)4 * 1024 * 1024) /* a JSON answer, or one event's data */
 #define RB_GW_MCP_BATCH_MAX   64                        /* messages in one batch (a JSON array) */
 
@@ -22,6 +23,12 @@
  * state (struct rb_gateway), never in the process. */
 struct rb_gw_mcp_sessions *rb_gw_mcp_sessions_new(void);
 void rb_gw_mcp_sessions_free(struct rb_gw_mcp_sessions *t);
+/* The upstream id of server's local session into out; false when the run has no such session. */
+bool rb_gw_mcp_session_find(struct rb_gw_mcp_sessions *t, const char *server, const char *local, char *out, size_t n);
+/* The local id of server's upstream session (made on first sight, the run's oldest forgotten
+ * when the table is full) into out; false when no random id could be drawn. */
+bool rb_gw_mcp_session_map(struct rb_gw_mcp_sessions *t, const char *server, const char *upstream, char *out, size_t n);
+void rb_gw_mcp_session_forget(struct rb_gw_mcp_sessions *t, const char *server, const char *local);
 
 /* Removes from msg (a JSON-RPC message, or a batch of them) every tool of a result's "tools"
  * array the allowlist does not allow (entries without a string name too). Returns how many

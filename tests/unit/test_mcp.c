@@ -1,7 +1,7 @@
 /* gateway/sse.c, gateway/mcp.c's tool filter and the MCP door of gateway/decide.c: events
  * rewritten in any split of the stream, bounded; tools/list results filtered (batches too);
- * the door's refusals (server, grant, tool) each beside an allowed control; the config's mcp
- * block parsed strictly. */
+ * the door's refusals (server, grant, tool) each beside an allowed control; the run's session
+ * table; the config's mcp block parsed strictly. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -247,6 +247,39 @@ static void test_decide_mcp(void **state)
 	free(c);
 }
 
+static void test_sessions(void **state)
+{
+	struct rb_gw_mcp_sessions *t = rb_gw_mcp_sessions_new();
+	assert_non_null(t);
+	char first[40], again[40], other[40], up[256];
+	assert_true(rb_gw_mcp_session_map(t, "files", "U-0", first, sizeof first));
+	assert_int_equal(strncmp(first, "mcp-", 4), 0);
+	assert_int_equal(strlen(first), 36);
+	assert_true(rb_gw_mcp_session_map(t, "files", "U-0", again, sizeof again));
+	assert_string_equal(first, again); /* one local id per upstream session */
+	assert_true(rb_gw_mcp_session_map(t, "other", "U-0", other, sizeof other));
+	assert_string_not_equal(first, other); /* per server */
+	assert_true(rb_gw_mcp_session_find(t, "files", first, up, sizeof up));
+	assert_string_equal(up, "U-0");
+	assert_false(rb_gw_mcp_session_find(t, "other", first, up, sizeof up)); /* another server's name */
+	assert_false(rb_gw_mcp_session_find(t, "files", "U-0", up, sizeof up)); /* the upstream's own id */
+	rb_gw_mcp_session_forget(t, "other", other);
+	assert_false(rb_gw_mcp_session_find(t, "other", other, up, sizeof up));
+	/* Full: the oldest goes, the newest stays. */
+	char last[40];
+	for (unsigned i = 1; i < RB_GW_MCP_SESSIONS + 1; i++) {
+		char u[16];
+		snprintf(u, sizeof u, "U-%u", i);
+		assert_true(rb_gw_mcp_session_map(t, "files", u, last, sizeof last));
+	}
+	assert_false(rb_gw_mcp_session_find(t, "files", first, up, sizeof up));
+	assert_true(rb_gw_mcp_session_find(t, "files", last, up, sizeof up));
+	char want[16];
+	snprintf(want, sizeof want, "U-%u", RB_GW_MCP_SESSIONS);
+	assert_string_equal(up, want);
+	rb_gw_mcp_sessions_free(t);
+}
+
 static void expect_bad(const char *text, const char *needle)
 {
 	struct rb_error err = {0};
@@ -293,8 +326,8 @@ static void test_config_mcp(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sse_rewrite), cmocka_unit_test(test_sse_bound),  cmocka_unit_test(test_filter_tools),
-	    cmocka_unit_test(test_decide_mcp),  cmocka_unit_test(test_config_mcp),
+	    cmocka_unit_test(test_sse_rewrite), cmocka_unit_test(test_sse_bound), cmocka_unit_test(test_filter_tools),
+	    cmocka_unit_test(test_decide_mcp),  cmocka_unit_test(test_sessions),  cmocka_unit_test(test_config_mcp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
