@@ -190,8 +190,8 @@ mcp = [e for e in ev if e.get("door") == "mcp"]
 lst = [e for e in mcp if e.get("mcp_method") == "tools/list" and e.get("status") == 200]
 dele = [e for e in mcp if e.get("method") == "DELETE" and e.get("status") == 200 and e.get("mcp_session")]
 sess = [e for e in mcp if e.get("rule") == "mcp.session" and e.get("status") == 404 and e.get("refused")]
-ok = lst and all(e.get("mcp_answer") == sys.argv[3] for e in lst) and dele and len(sess) == 2
-print(("ok\tthe answers came as %s (the ledger says so), the session's DELETE and both foreign ids are recorded" % sys.argv[3]) if ok
+ok = lst and all(e.get("mcp_answer") == sys.argv[3] for e in lst) and dele and len(sess) == 3
+print(("ok\tthe answers came as %s (the ledger says so), the session's DELETE and the three refused session ids (two foreign, one ended) are recorded" % sys.argv[3]) if ok
       else "not_ok\tthe answer mode, DELETE and session refusals in the ledger\t%s" % json.dumps([{k: e.get(k) for k in ("method", "mcp_method", "status", "rule", "mcp_answer")} for e in mcp])[:500])
 PYEOF
 	check "another run's session id is not this run's: 404, rule mcp.session" \
@@ -199,6 +199,8 @@ PYEOF
 	check "the upstream's own session id is not a session of the run either: 404" \
 		'd["foreign1"]["status"] == 404 and json.loads(d["foreign1"]["body"])["rule"] == "mcp.session"' 'd.get("foreign1")'
 	check "control: that run's own session works" 'd["connect"].get("ok") is True and d["echo"][0]["text"] == "echo: hello-mcp"'
+	check "DELETE ends the session: its id is refused afterwards (404, rule mcp.session)" \
+		'd["terminate"] == {"ok": True} and d["after_delete"]["status"] == 404 and json.loads(d["after_delete"]["body"])["rule"] == "mcp.session"' 'd.get("after_delete")'
 	st=$(RBX_S="$SECRET" "$PY" - "$URL" "$U" <<'PYEOF'
 import json, os, sys, urllib.request
 r = urllib.request.Request(sys.argv[1], data=json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).encode(),

@@ -53,7 +53,17 @@ for (const [i, sid] of foreign.entries()) {
     return { status: r.status, body: await r.text() };
   });
 }
-if (out.connect.ok && !keep) await attempt("terminate", async () => { await transport.terminateSession(); return { ok: true }; });
+if (out.connect.ok && !keep) {
+  const sid = transport.sessionId;
+  await attempt("terminate", async () => { await transport.terminateSession(); return { ok: true }; });
+  // The ended session's id is not the run's any more.
+  await attempt("after_delete", async () => {
+    const r = await fetch(url, { method: "POST", headers: { Authorization: auth, "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 8, method: "tools/list" }) });
+    return { status: r.status, body: await r.text() };
+  });
+}
 if (!keep) await client.close();
 let environ = "";
 try { environ = readFileSync("/proc/self/environ", "latin1"); } catch {}
