@@ -48,7 +48,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 
 # Library sources: everything in the components except the two mains and the HTTP endpoint,
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
-GW_SRCS  := gateway/endpoint.c gateway/connector.c gateway/tunnel.c gateway/dns.c
+GW_SRCS  := gateway/endpoint.c gateway/connector.c gateway/tunnel.c gateway/dns.c gateway/mcp.c gateway/sse.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c
@@ -148,7 +148,7 @@ uninstall:
 
 test: test-sdk
 	@scripts/install-deps.sh build test vm
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY)
+	@$(MAKE) --no-print-directory -j$$(nproc) all $(UNIT_BINS) $(FUZZ_REPLAY) $(MCP_JS)/node_modules/.package-lock.json
 	@tests/run-all.sh
 
 # runbox serve's E2B API with the real e2b SDK (tests/e2b; part of `make test` as
@@ -176,6 +176,13 @@ bench:
 	@scripts/install-deps.sh build bench
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh
+
+# The MCP door's tests (tests/mcp: the pinned @modelcontextprotocol/sdk): `npm ci` only when
+# node_modules is missing or older than the lock (tests/integration/gwmcp.sh checks the same).
+MCP_JS := tests/mcp
+$(MCP_JS)/node_modules/.package-lock.json: $(MCP_JS)/package.json $(MCP_JS)/package-lock.json
+	cd $(MCP_JS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # The OpenAI Agents SDK client (sdk/js): `npm ci` only when its lock changed, tsc, then its
 # node:test suites against a real `runbox serve` (docs/sdk.md). Part of `make test`.

@@ -29,6 +29,22 @@ const struct rb_policy_approval *rb_gw_approval_rule(const struct rb_policy_appr
 	return NULL;
 }
 
+const struct rb_policy_approval *rb_gw_approval_mcp_rule(const struct rb_policy_approval *rules, unsigned n,
+                                                         const char *server, const char *tool)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!rules[i].mcp[0] || strcmp(rules[i].mcp, server) != 0)
+			continue;
+		for (unsigned t = 0; t < rules[i].n_tools; t++) {
+			size_t l = strlen(rules[i].tools[t]);
+			if (l && rules[i].tools[t][l - 1] == '*' ? !strncmp(rules[i].tools[t], tool, l - 1)
+			                                         : !strcmp(rules[i].tools[t], tool))
+				return &rules[i];
+		}
+	}
+	return NULL;
+}
+
 void rb_gw_approval_id(char out[24])
 {
 	unsigned char r[8] = {0};

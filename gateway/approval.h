@@ -1,4 +1,4 @@
-/* Held calls: a connector call the policy's network.approval names waits for a decision. The
+/* Held calls: a connector call (or an MCP tools/call) the policy's network.approval names waits for a decision. The
  * request is a file <dir>/<ID>.json (dir: the run's live directory's approvals/); `runbox
  * approve ID` or `runbox deny ID` decides by creating <ID>.decision ("approved" or "denied")
  * with link(), so the first decision wins; the gateway writes "expired" the same way when the
@@ -14,6 +14,10 @@
 /* The rule holding connector's method, or NULL. */
 const struct rb_policy_approval *rb_gw_approval_rule(const struct rb_policy_approval *rules, unsigned n,
                                                      const char *connector, const char *method);
+
+/* The rule holding the MCP server's tools/call of tool (names, or "x*" prefixes), or NULL. */
+const struct rb_policy_approval *rb_gw_approval_mcp_rule(const struct rb_policy_approval *rules, unsigned n,
+                                                         const char *server, const char *tool);
 
 /* A fresh id: "apr-" and 16 hex digits. */
 void rb_gw_approval_id(char out[24]);

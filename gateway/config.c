@@ -133,14 +133,32 @@ static int get_uint(const struct rb_jsonck *c, const char *parent, const json_t 
 	return 0;
 }
 
-static int parse_connector(const struct rb_jsonck *c, const char *name, const json_t *v, struct rb_gw_connector *k)
+/* "tools": an MCP server's allowlist, names as MCP writes them (visible ASCII, no spaces), a
+ * trailing '*' a prefix. */
+static int parse_tools(const struct rb_jsonck *c, const char *path, const json_t *v, struct rb_gw_connector *k)
 {
-	static const char *const keys[] = {"url", "credential", "inject", "routes", NULL};
-	static const char *const all_keys[] = {"url", "credential", "inject", "routes", "timeout_s", NULL};
+	if (parse_strings(c, path, v, k->tools[0], sizeof k->tools[0], RB_GWCONF_MAX_TOOLS, &k->n_tools) < 0)
+		return -1;
+	for (unsigned i = 0; i < k->n_tools; i++) {
+		const char *star = strchr(k->tools[i], '*');
+		if (star && star[1])
+			return rb_jsonck_bad(c, path, "\"%s\": '*' only at the end (a prefix)", k->tools[i]);
+	}
+	return 0;
+}
+
+static int parse_connector(const struct rb_jsonck *c, const char *name, const json_t *v, struct rb_gw_connector *k,
+                           bool mcp)
+{
+	static const char *const conn_keys[] = {"url", "credential", "inject", "routes", NULL};
+	static const char *const mcp_keys[] = {"url", "credential", "inject", "tools", NULL};
+	static const char *const conn_all[] = {"url", "credential", "inject", "routes", "timeout_s", NULL};
+	static const char *const mcp_all[] = {"url", "credential", "inject", "routes", "timeout_s", "tools", NULL};
+	const char *const *keys = mcp ? mcp_keys : conn_keys, *const *all_keys = mcp ? mcp_all : conn_all;
 	char path[300], p[340];
-	snprintf(path, sizeof path, "connectors.%s", name);
+	snprintf(path, sizeof path, "%s.%s", mcp ? "mcp" : "connectors", name);
 	if (!name_ok(name) || !*name || strlen(name) >= sizeof k->name)
-		return rb_jsonck_bad(c, path, "a connector name is [a-z0-9_-]{1,63}");
+		return rb_jsonck_bad(c, path, "a %s name is [a-z0-9_-]{1,63}", mcp ? "server" : "connector");
 	snprintf(k->name, sizeof k->name, "%s", name);
 	if (!json_is_object(v))
 		return rb_jsonck_expected(c, path, "an object", v);
@@ -226,8 +244,23 @@ static int parse_connector(const struct rb_jsonck *c, const char *name, const js
 		return rb_jsonck_expected(c, p, "\"bearer\", \"basic\", {\"header\": NAME} or {\"query\": NAME}", in);
 	}
 
+	if (mcp) {
+		snprintf(p, sizeof p, "%s.tools", path);
+		if (parse_tools(c, p, json_object_get(v, "tools"), k) < 0)
+			return -1;
+	}
 	snprintf(p, sizeof p, "%s.routes", path);
 	const json_t *rs = json_object_get(v, "routes");
+	if (mcp && !rs) { /* the MCP endpoint is the URL itself: POST, the GET stream, DELETE */
+		static const char *const methods[] = {"GET", "POST", "DELETE"};
+		for (unsigned i = 0; i < 3; i++)
+			snprintf(k->routes[0].methods[i], sizeof k->routes[0].methods[i], "%s", methods[i]);
+		k->routes[0].n_methods = 3;
+		snprintf(k->routes[0].paths[0], sizeof k->routes[0].paths[0], "/");
+		k->routes[0].n_paths = 1;
+		k->n_routes = 1;
+		return 0;
+	}
 	if (!json_is_array(rs))
 		return rb_jsonck_expected(c, p, "an array of routes", rs);
 	if (json_array_size(rs) == 0 || json_array_size(rs) > RB_GWCONF_MAX_ROUTES)
@@ -252,7 +285,7 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
 	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
 		return -1;
-	static const char *const keys[] = {"connectors", "private_upstreams", "tunnel", NULL};
+	static const char *const keys[] = {"connectors", "mcp", "private_upstreams", "tunnel", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;
 	out->tunnel =
@@ -278,9 +311,24 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
 		json_t *v;
 		json_object_foreach((json_t *)cs, name, v)
 		{
-			if (parse_connector(&c, name, v, &out->connectors[out->n_connectors]) < 0)
+			if (parse_connector(&c, name, v, &out->connectors[out->n_connectors], false) < 0)
 				return -1;
 			out->n_connectors++;
+		}
+	}
+	const json_t *ms = json_object_get(root, "mcp");
+	if (ms) {
+		if (!json_is_object(ms))
+			return rb_jsonck_expected(&c, "mcp", "an object of MCP servers by name", ms);
+		if (json_object_size(ms) > RB_GWCONF_MAX_MCP)
+			return rb_jsonck_bad(&c, "mcp", "at most %d MCP servers", RB_GWCONF_MAX_MCP);
+		const char *name;
+		json_t *v;
+		json_object_foreach((json_t *)ms, name, v)
+		{
+			if (parse_connector(&c, name, v, &out->mcp[out->n_mcp], true) < 0)
+				return -1;
+			out->n_mcp++;
 		}
 	}
 	const json_t *pu = json_object_get(root, "private_upstreams");
@@ -329,6 +377,14 @@ const struct rb_gw_connector *rb_gwconf_find(const struct rb_gwconf *c, const ch
 	for (unsigned i = 0; i < c->n_connectors; i++)
 		if (!strcmp(c->connectors[i].name, name))
 			return &c->connectors[i];
+	return NULL;
+}
+
+const struct rb_gw_connector *rb_gwconf_find_mcp(const struct rb_gwconf *c, const char *name)
+{
+	for (unsigned i = 0; i < c->n_mcp; i++)
+		if (!strcmp(c->mcp[i].name, name))
+			return &c->mcp[i];
 	return NULL;
 }
 

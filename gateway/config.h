@@ -18,6 +18,9 @@
 #define RB_GWCONF_MAX_PROXY      128 /* a policy's list bound, RB_POLICY_MAX_LIST */
 #define RB_GWCONF_SECRET_MAX     4096
 #define RB_GWCONF_FILE_MAX       ((size_t)256 * 1024)
+#define RB_GWCONF_MAX_MCP        8  /* MCP servers ("mcp": {...}) */
+#define RB_GWCONF_MAX_TOOLS      32 /* an MCP server's tool allowlist */
+#define RB_GWCONF_TOOL_MAX       64 /* a tool name, or a prefix ending in '*' */
 
 enum rb_gw_inject { RB_INJECT_BEARER, RB_INJECT_HEADER, RB_INJECT_BASIC, RB_INJECT_QUERY };
 enum rb_gw_cred { RB_CRED_FILE, RB_CRED_ENV };
@@ -39,6 +42,10 @@ struct rb_gw_connector {
 	struct rb_gw_route routes[RB_GWCONF_MAX_ROUTES];
 	unsigned n_routes;
 	unsigned timeout_s; /* "timeout_s": the whole upstream call's bound (RB_GWCONF_TIMEOUT_S) */
+	/* An MCP server's "tools" (gateway/mcp.h): names, or prefixes ending in '*'; only MCP
+	 * servers have them (n_tools 0 on a connector). */
+	char tools[RB_GWCONF_MAX_TOOLS][RB_GWCONF_TOOL_MAX];
+	unsigned n_tools;
 };
 
 #define RB_GWCONF_TIMEOUT_S      300u
@@ -56,6 +63,10 @@ struct rb_gwconf {
 	char origin[PATH_MAX]; /* the file it came from, "" when none (no connectors) */
 	struct rb_gw_connector connectors[RB_GWCONF_MAX_CONNECTORS];
 	unsigned n_connectors;
+	/* "mcp": upstream MCP servers (Streamable HTTP), the connector's keys plus "tools";
+	 * "routes" optional (default: GET, POST and DELETE on the URL itself). */
+	struct rb_gw_connector mcp[RB_GWCONF_MAX_MCP];
+	unsigned n_mcp;
 	char private_upstreams[RB_GWCONF_MAX_LIST][64]; /* addresses, as written ("127.0.0.1", "::1") */
 	unsigned n_private;
 	struct rb_gw_tunnel_limits tunnel; /* defaults filled in when absent */
@@ -68,6 +79,8 @@ int rb_gwconf_parse(const char *text, const char *origin, struct rb_gwconf *out,
  * exists, else an empty config (no connectors). *out->origin says which. */
 int rb_gwconf_load(const char *path, const struct rb_paths *paths, struct rb_gwconf *out, struct rb_error *err);
 const struct rb_gw_connector *rb_gwconf_find(const struct rb_gwconf *c, const char *name);
+/* The MCP server of that name, or NULL. */
+const struct rb_gw_connector *rb_gwconf_find_mcp(const struct rb_gwconf *c, const char *name);
 /* The connector's credential into buf (NUL-terminated, one trailing newline dropped). A file
  * must be a regular file of the caller, with no group or other permission bits; an env
  * variable must be set and non-empty. Errors name the connector and why, never the value. */

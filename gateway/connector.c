@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -44,16 +45,19 @@ static bool granted(const struct rb_gw_ctx *ctx, const char *name)
 	return false;
 }
 
-int rb_gw_secrets_load(struct rb_gw_ctx *ctx, struct rb_error *err)
+/* One door's secrets: out[i] for conns[i], loaded when grant says the run may call it. */
+static int load_secrets(const struct rb_gw_ctx *ctx, const struct rb_gw_connector *conns, unsigned n,
+                        bool (*grant)(const struct rb_gw_ctx *, const char *), const char *kind,
+                        struct rb_gw_secret **outp, struct rb_error *err)
 {
-	unsigned n = ctx->conf ? ctx->conf->n_connectors : 0;
-	ctx->secrets = calloc(n ? n : 1, sizeof *ctx->secrets);
-	if (!ctx->secrets)
+	struct rb_gw_secret *out = calloc(n ? n : 1, sizeof *out);
+	*outp = out;
+	if (!out)
 		return rb_error_set(err, ENOMEM, "gateway: secrets");
 	for (unsigned i = 0; i < n; i++) {
-		const struct rb_gw_connector *c = &ctx->conf->connectors[i];
-		struct rb_gw_secret *s = &ctx->secrets[i];
-		if (!granted(ctx, c->name))
+		const struct rb_gw_connector *c = &conns[i];
+		struct rb_gw_secret *s = &out[i];
+		if (!grant(ctx, c->name))
 			continue;
 		struct rb_error e = {0};
 		if (rb_gwconf_secret(c, s->value, sizeof s->value, &e) < 0) {
@@ -63,7 +67,7 @@ int rb_gw_secrets_load(struct rb_gw_ctx *ctx, struct rb_error *err)
 		}
 		s->len = strlen(s->value);
 		char label[RB_SCRUB_LABEL_MAX + 1];
-		snprintf(label, sizeof label, "connector.%.29s", c->name);
+		snprintf(label, sizeof label, "%s.%.29s", kind, c->name);
 		/* Basic's password alone is scrubbed too: "user:" is no secret, the rest is. */
 		struct rb_scrub_secret sec[2] = {{label, s->value, s->len}};
 		size_t ns = 1;
@@ -73,22 +77,47 @@ int rb_gw_secrets_load(struct rb_gw_ctx *ctx, struct rb_error *err)
 		if (rb_scrub_new_labeled(sec, ns, &s->scrub, &e) < 0) {
 			OPENSSL_cleanse(s->value, sizeof s->value);
 			s->len = 0;
-			snprintf(s->error, sizeof s->error, "connector `%s`: credential refused: %s", c->name, e.msg);
+			snprintf(s->error, sizeof s->error, "%s `%s`: credential refused: %s", kind, c->name, e.msg);
 			rb_warn("gateway: %s; its calls are refused", s->error);
 		}
 	}
 	return 0;
 }
 
+static bool mcp_granted(const struct rb_gw_ctx *ctx, const char *name)
+{
+	for (unsigned i = 0; i < ctx->n_mcp_grants; i++)
+		if (!strcmp(ctx->mcp_grants[i].name, name))
+			return true;
+	return false;
+}
+
+int rb_gw_secrets_load(struct rb_gw_ctx *ctx, struct rb_error *err)
+{
+	const struct rb_gwconf *k = ctx->conf;
+	if (load_secrets(ctx, k ? k->connectors : NULL, k ? k->n_connectors : 0, granted, "connector", &ctx->secrets,
+	                 err) < 0 ||
+	    load_secrets(ctx, k ? k->mcp : NULL, k ? k->n_mcp : 0, mcp_granted, "mcp", &ctx->mcp_secrets, err) < 0) {
+		rb_gw_secrets_free(ctx);
+		return -1;
+	}
+	return 0;
+}
+
+static void free_secrets(struct rb_gw_secret *s, unsigned n)
+{
+	for (unsigned i = 0; s && i < n; i++) {
+		rb_scrub_free(s[i].scrub);
+		OPENSSL_cleanse(s[i].value, sizeof s[i].value);
+	}
+	free(s);
+}
+
 void rb_gw_secrets_free(struct rb_gw_ctx *ctx)
 {
-	unsigned n = ctx->conf ? ctx->conf->n_connectors : 0;
-	for (unsigned i = 0; ctx->secrets && i < n; i++) {
-		rb_scrub_free(ctx->secrets[i].scrub);
-		OPENSSL_cleanse(ctx->secrets[i].value, sizeof ctx->secrets[i].value);
-	}
-	free(ctx->secrets);
-	ctx->secrets = NULL;
+	free_secrets(ctx->secrets, ctx->conf ? ctx->conf->n_connectors : 0);
+	free_secrets(ctx->mcp_secrets, ctx->conf ? ctx->conf->n_mcp : 0);
+	ctx->secrets = ctx->mcp_secrets = NULL;
 }
 
 /* ---- records and denials ---------------------------------------------------------------- */
@@ -124,6 +153,12 @@ static json_t *record_new(const char *door, const char *connector, const char *m
 	return json_pack("{s:s, s:s?, s:s, s:i, s:s?, s:s?, s:f}", "door", door, "connector", connector, "method",
 	                 method, "status", (int)status, "rule", rule, "host", host, "gateway_ms",
 	                 (double)(rb_gw_now_us() - t0_us) / 1000);
+}
+
+json_t *rb_gw_record_new(const char *door, const char *name, const char *method, unsigned status, const char *rule,
+                         const char *host, uint64_t t0_us)
+{
+	return record_new(door, name, method, status, rule, host, t0_us);
 }
 
 enum MHD_Result rb_gw_respond_json(struct MHD_Connection *mc, unsigned status, json_t *body)
@@ -185,7 +220,9 @@ struct fwd {
 	long status;
 	json_t *resp_headers; /* [[name, value], ...] of the final response, unscrubbed */
 	struct rb_scrub_stream *ss;
-	bool failed; /* the body did not arrive whole (__atomic: the reader checks it after EOF) */
+	bool failed;    /* the body did not arrive whole (__atomic: the reader checks it after EOF) */
+	bool has_ctype; /* the client sent a Content-Type */
+	bool stream;    /* a long-lived answer: no low-speed bound, ends when the gateway stops */
 	uint64_t t0, up0, up1, bytes_up, bytes_down;
 	CURLcode rc;
 	char method[16];
@@ -194,6 +231,10 @@ struct fwd {
 	char errbuf[CURL_ERROR_SIZE];
 	struct rb_idem_entry *idem; /* the key this call holds, or NULL */
 	json_t *approval;           /* the approval's record, when it was held */
+	const char *const *drop;    /* client headers not forwarded beyond stripped()'s */
+	const struct rb_gw_filter *filter;
+	void *filter_cls;
+	json_t *extra; /* the door's fields for the record */
 };
 
 static bool resp_dropped(const char *name);
@@ -201,6 +242,10 @@ static bool value_ok(const char *v);
 
 static void head_complete(struct fwd *f)
 {
+	/* The filter sees the head on the producer's thread, before any body byte, and before
+	 * the handler reads the headers (under the lock below). */
+	if (f->filter && f->filter->head && f->status >= 200 && !f->head_done)
+		f->filter->head(f->filter_cls, f->status, f->resp_headers);
 	pthread_mutex_lock(&f->lock);
 	f->head_done = true;
 	pthread_cond_signal(&f->cond);
@@ -288,8 +333,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 	}
 	struct rb_buf_out out = {0};
 	struct rb_error err;
-	if (rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0)
+	/* A door's filter scrubs itself, a unit at a time (an event, a message), so that an
+	 * event stream is not held back by the stream scrubber's window. */
+	if (f->filter ? f->filter->feed(f->filter_cls, p, len, &out, f->errbuf, sizeof f->errbuf) < 0
+	              : rb_scrub_stream_feed(f->ss, p, len, &out, &err) < 0) {
+		free(out.data);
 		return 0; /* nothing unscrubbed leaves: the transfer ends */
+	}
 	keep(f, out.data, out.len);
 	bool ok = rb_send_all(f->sp[1], out.data, out.len) == 0;
 	f->bytes_down += out.len;
@@ -327,7 +377,8 @@ static void *produce(void *cls)
 	if (whole && !headless && f->ss) {
 		struct rb_buf_out out = {0};
 		struct rb_error err;
-		whole = rb_scrub_stream_finish(f->ss, &out, &err) == 0;
+		whole = f->filter ? f->filter->finish(f->filter_cls, &out, f->errbuf, sizeof f->errbuf) == 0
+		                  : rb_scrub_stream_finish(f->ss, &out, &err) == 0;
 		keep(f, out.data, out.len);
 		whole = whole && rb_send_all(f->sp[1], out.data, out.len) == 0;
 		f->bytes_down += out.len;
@@ -346,6 +397,10 @@ static void *produce(void *cls)
 	}
 	if (f->approval)
 		json_object_set(ev, "approval", f->approval);
+	if (f->extra)
+		json_object_update(ev, f->extra);
+	if (f->filter && f->filter->record)
+		f->filter->record(f->filter_cls, ev);
 	/* The key's state before the client sees the end: a retry after the answer replays it;
 	 * one that was sent and lost is never sent again. */
 	if (f->idem && !headless) {
@@ -381,6 +436,9 @@ static void fwd_free(void *cls)
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
 	json_decref(f->approval);
+	json_decref(f->extra);
+	if (f->filter && f->filter->free)
+		f->filter->free(f->filter_cls);
 	rb_scrub_stream_free(f->ss);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -412,6 +470,9 @@ static bool stripped(const char *name, const struct rb_gw_connector *c)
 		if (!strcasecmp(name, names[i]))
 			return true;
 	if (!strncasecmp(name, "proxy-", 6))
+		return true;
+	/* A compressed answer could not be scrubbed: a credentialed door asks for identity. */
+	if (c && !strcasecmp(name, "accept-encoding"))
 		return true;
 	return c && c->inject == RB_INJECT_HEADER && !strcasecmp(name, c->inject_name);
 }
@@ -452,6 +513,9 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 	}
 	if (stripped(key, w->f->conn))
 		return MHD_YES;
+	for (unsigned i = 0; w->f->drop && w->f->drop[i]; i++)
+		if (!strcasecmp(key, w->f->drop[i]))
+			return MHD_YES;
 	if (!strcasecmp(key, "content-type"))
 		w->has_ctype = true;
 	char *line = NULL;
@@ -651,6 +715,14 @@ static char *credential_header(const struct rb_gw_connector *c, const struct rb_
 	return line;
 }
 
+/* A stream's transfer ends once the gateway stops (curl calls this about once a second). */
+static int on_progress(void *cls, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct fwd *f = cls;
+	struct pollfd p = {.fd = f->ctx->stop_fd, .events = POLLIN};
+	return f->ctx->stop_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 /* Sends f's request to url and answers the client: the head once the upstream's came, the body
  * streamed by libmicrohttpd's reader from the producer's socketpair. Consumes f. */
 static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const char *url, const char *method,
@@ -665,8 +737,14 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	if (!f->stream) {
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+	} else { /* an event stream may idle: it ends with the gateway instead */
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, f);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (f->conn) /* the connector's whole-call bound: past it the outcome is unknown */
 		curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)f->conn->timeout_s);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, f->hdrs);
@@ -709,8 +787,12 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		if (f->idem)
 			lost ? rb_idem_set(ctx->idem, f->idem, RB_IDEM_UNKNOWN) : rb_idem_forget(ctx->idem, f->idem);
 		json_t *approval = json_incref(f->approval);
+		json_t *extra = json_incref(f->extra);
 		fwd_free(f);
 		json_t *ev = record_new(door, name, method, 502, "upstream", host, t0);
+		if (extra)
+			json_object_update(ev, extra);
+		json_decref(extra);
 		json_object_set_new(ev, "error", json_string(e));
 		if (approval)
 			json_object_set_new(ev, "approval", approval);
@@ -877,6 +959,146 @@ static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, struct f
 	return 0;
 }
 
+const struct rb_gw_secret *rb_gw_secret_of(const struct rb_gw_ctx *ctx, const struct rb_gw_connector *c)
+{
+	const struct rb_gwconf *k = ctx->conf;
+	if (!k || !c)
+		return NULL;
+	if (c >= k->connectors && c < k->connectors + k->n_connectors)
+		return &ctx->secrets[c - k->connectors];
+	if (ctx->mcp_secrets && c >= k->mcp && c < k->mcp + k->n_mcp)
+		return &ctx->mcp_secrets[c - k->mcp];
+	return NULL;
+}
+
+void rb_gw_upstream_host(const struct rb_gw_connector *c, char *out, size_t n)
+{
+	const char *h = c ? strstr(c->url, "://") : NULL;
+	if (!h) {
+		snprintf(out, n, "%s", "");
+		return;
+	}
+	h += 3;
+	snprintf(out, n, "%.*s", (int)strcspn(h, "/"), h);
+}
+
+/* The start every credentialed door shares: the credential there, the upstream's address
+ * checked and pinned, the client's headers taken (stripped: stripped(), and drop), its query
+ * kept in *qw. NULL when refused (*ret the denial's answer). */
+static struct fwd *credentialed_begin(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *door,
+                                      const struct rb_gw_connector *conn, const char *name, const char *method,
+                                      const char *route, const char *const *drop, struct query_walk *qw, uint64_t t0_us,
+                                      enum MHD_Result *ret)
+{
+	char uhost[256];
+	rb_gw_upstream_host(conn, uhost, sizeof uhost);
+	const struct rb_gw_secret *sec = rb_gw_secret_of(ctx, conn);
+	if (!sec || sec->error[0] || !sec->len) {
+		char e[300];
+		snprintf(e, sizeof e, "%s `%s`: its credential is not available to the gateway",
+		         strcmp(door, "mcp") ? "connector" : "MCP server", name);
+		*ret = rb_gw_deny(ctx, mc, 403, door, name, method, "credential", uhost, e,
+		                  "the operator's credential for this connector is missing or refused; the gateway "
+		                  "log and the run's record say why",
+		                  t0_us);
+		return NULL;
+	}
+	*ret = MHD_NO;
+	struct fwd *f = calloc(1, sizeof *f);
+	if (!f)
+		return NULL;
+	f->sp[0] = f->sp[1] = -1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->ctx = ctx, f->conn = conn, f->sec = sec, f->t0 = t0_us, f->route = route, f->door = door, f->drop = drop;
+	snprintf(f->name, sizeof f->name, "%s", name);
+	snprintf(f->method, sizeof f->method, "%s", method);
+	f->resp_headers = json_array();
+	char why[300];
+	struct hdr_walk hw = {.f = f};
+	if (pin_upstream(f, conn->url, why, sizeof why) < 0) {
+		char host[sizeof f->host];
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		*ret = rb_gw_deny(ctx, mc, 403, door, name, method, "address", host, why,
+		                  "the connector's upstream resolves to an address the gateway does not reach; the "
+		                  "operator may name it in private_upstreams",
+		                  t0_us);
+		return NULL;
+	}
+	MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header, &hw);
+	if (hw.bad) {
+		char e[200], host[sizeof f->host];
+		snprintf(e, sizeof e, "header `%s` holds a line break or control byte", hw.bad_name);
+		snprintf(host, sizeof host, "%s", f->host);
+		fwd_free(f);
+		*ret = rb_gw_deny(ctx, mc, 403, door, name, method, "header", host, e,
+		                  "send header values without CR, LF or control bytes", t0_us);
+		return NULL;
+	}
+	f->has_ctype = hw.has_ctype;
+	*qw = (struct query_walk){.conn = conn};
+	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, qw);
+	return f;
+}
+
+/* The end every credentialed door shares: the credential joins the query or the headers, the
+ * URL is the upstream's with upstream_path and the kept query, and the call goes out. Consumes f
+ * and qw's query. */
+static enum MHD_Result credentialed_send(struct fwd *f, struct MHD_Connection *mc, struct query_walk *qw,
+                                         const char *upstream_path, const char *method, const char *body,
+                                         size_t body_len)
+{
+	const struct rb_gw_connector *conn = f->conn;
+	const struct rb_gw_secret *sec = f->sec;
+	struct rb_error err;
+	if (conn->inject == RB_INJECT_QUERY) {
+		char *enc = curl_easy_escape(NULL, sec->value, (int)sec->len);
+		q_append(qw, qw->len ? "&" : "?");
+		q_append(qw, conn->inject_name);
+		q_append(qw, "=");
+		if (enc)
+			q_append(qw, enc);
+		qw->oom = qw->oom || !enc;
+		if (enc) {
+			OPENSSL_cleanse(enc, strlen(enc));
+			curl_free(enc);
+		}
+	}
+	char *cred = credential_header(conn, sec);
+	char *url = NULL;
+	bool ok = !qw->oom && (conn->inject == RB_INJECT_QUERY || cred) &&
+	          asprintf(&url, "%s%s%s", conn->url, upstream_path, qw->q ? qw->q : "") >= 0;
+	if (qw->q) {
+		OPENSSL_cleanse(qw->q, qw->len);
+		free(qw->q);
+		qw->q = NULL;
+	}
+	if (ok && cred)
+		f->hdrs = curl_slist_append(f->hdrs, cred);
+	if (cred) {
+		OPENSSL_cleanse(cred, strlen(cred));
+		free(cred);
+	}
+	if (ok && !f->has_ctype)
+		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
+	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
+	ok = ok && f->hdrs && (f->curl = curl_easy_init()) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
+	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
+	if (!ok) {
+		if (url) {
+			OPENSSL_cleanse(url, strlen(url));
+			free(url);
+		}
+		fwd_free(f);
+		return MHD_NO;
+	}
+	enum MHD_Result r = forward(f, mc, url, method, body, body_len);
+	OPENSSL_cleanse(url, strlen(url)); /* curl keeps its own copy */
+	free(url);
+	return r;
+}
+
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
                                      const char *method, const char *body, size_t body_len, const char *tenant,
                                      const char *agent, uint64_t t0_us)
@@ -894,57 +1116,16 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 	struct rb_gw_verdict v;
 	rb_gw_decide(&rq, &v);
 	char uhost[256] = ""; /* the upstream's host[:port] as configured, for the record and the denial */
-	if (v.conn) {
-		const char *h = strstr(v.conn->url, "://") + 3;
-		snprintf(uhost, sizeof uhost, "%.*s", (int)strcspn(h, "/"), h);
-	}
+	rb_gw_upstream_host(v.conn, uhost, sizeof uhost);
 	if (v.status || !v.conn)
 		return rb_gw_deny(ctx, mc, v.status ? v.status : 500, "connector", name, method,
 		                  v.status ? v.rule : "internal", uhost, v.status ? v.error : "no connector decided",
 		                  v.status ? v.hint : "report this to the operator", t0_us);
-	const struct rb_gw_secret *sec = &ctx->secrets[v.conn - ctx->conf->connectors];
-	if (sec->error[0] || !sec->len) {
-		char e[300];
-		snprintf(e, sizeof e, "connector `%s`: its credential is not available to the gateway", name);
-		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "credential", uhost, e,
-		                  "the operator's credential for this connector is missing or refused; the gateway "
-		                  "log and the run's record say why",
-		                  t0_us);
-	}
-
-	struct fwd *f = calloc(1, sizeof *f);
+	struct query_walk qw;
+	enum MHD_Result ret;
+	struct fwd *f = credentialed_begin(ctx, mc, "connector", v.conn, name, method, v.route, NULL, &qw, t0_us, &ret);
 	if (!f)
-		return MHD_NO;
-	f->sp[0] = f->sp[1] = -1;
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->cond, NULL);
-	f->ctx = ctx, f->conn = v.conn, f->sec = sec, f->t0 = t0_us, f->route = v.route, f->door = "connector";
-	snprintf(f->name, sizeof f->name, "%s", name);
-	snprintf(f->method, sizeof f->method, "%s", method);
-	f->resp_headers = json_array();
-	char why[300];
-	struct hdr_walk hw = {.f = f};
-	struct query_walk qw = {.conn = v.conn};
-	struct rb_error err;
-	if (pin_upstream(f, v.conn->url, why, sizeof why) < 0) {
-		char host[sizeof f->host];
-		snprintf(host, sizeof host, "%s", f->host);
-		fwd_free(f);
-		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "address", host, why,
-		                  "the connector's upstream resolves to an address the gateway does not reach; the "
-		                  "operator may name it in private_upstreams",
-		                  t0_us);
-	}
-	MHD_get_connection_values(mc, MHD_HEADER_KIND, add_header, &hw);
-	if (hw.bad) {
-		char e[200], host[sizeof f->host];
-		snprintf(e, sizeof e, "header `%s` holds a line break or control byte", hw.bad_name);
-		snprintf(host, sizeof host, "%s", f->host);
-		fwd_free(f);
-		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "header", host, e,
-		                  "send header values without CR, LF or control bytes", t0_us);
-	}
-	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, &qw);
+		return ret;
 	/* Idempotency and approval, before the credential joins the query: the request's digest
 	 * (method, normalized path, query, body) is what a retry must repeat. */
 	const char *ikey = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Idempotency-Key");
@@ -964,8 +1145,8 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 			                  t0_us);
 		}
 		bool answered;
-		enum MHD_Result ret = claim_key(ctx, mc, name, method, ikey, digest, rule != NULL, v.route, host, t0_us,
-		                                &f->idem, &answered);
+		ret = claim_key(ctx, mc, name, method, ikey, digest, rule != NULL, v.route, host, t0_us, &f->idem,
+		                &answered);
 		if (answered) {
 			free(qw.q);
 			fwd_free(f);
@@ -977,50 +1158,26 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 			return ret;
 		}
 	}
-	if (v.conn->inject == RB_INJECT_QUERY) {
-		char *enc = curl_easy_escape(NULL, sec->value, (int)sec->len);
-		q_append(&qw, qw.len ? "&" : "?");
-		q_append(&qw, v.conn->inject_name);
-		q_append(&qw, "=");
-		if (enc)
-			q_append(&qw, enc);
-		qw.oom = qw.oom || !enc;
-		if (enc) {
-			OPENSSL_cleanse(enc, strlen(enc));
-			curl_free(enc);
-		}
+	return credentialed_send(f, mc, &qw, v.upstream_path, method, body, body_len);
+}
+
+enum MHD_Result rb_gw_upstream_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc,
+                                    const struct rb_gw_upstream *u)
+{
+	struct query_walk qw;
+	enum MHD_Result ret;
+	struct fwd *f =
+	    credentialed_begin(ctx, mc, u->door, u->conn, u->name, u->method, u->route, u->drop, &qw, u->t0_us, &ret);
+	if (!f) {
+		json_decref(u->extra);
+		if (u->filter && u->filter->free)
+			u->filter->free(u->filter_cls);
+		return ret;
 	}
-	char *cred = credential_header(v.conn, sec);
-	char *url = NULL;
-	bool ok = !qw.oom && (v.conn->inject == RB_INJECT_QUERY || cred) &&
-	          asprintf(&url, "%s%s%s", v.conn->url, v.upstream_path, qw.q ? qw.q : "") >= 0;
-	if (qw.q) {
-		OPENSSL_cleanse(qw.q, qw.len);
-		free(qw.q);
-	}
-	if (ok && cred)
-		f->hdrs = curl_slist_append(f->hdrs, cred);
-	if (cred) {
-		OPENSSL_cleanse(cred, strlen(cred));
-		free(cred);
-	}
-	if (ok && !hw.has_ctype)
-		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
-	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
-	ok = ok && f->hdrs && (f->curl = curl_easy_init()) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
-	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
-	if (!ok) {
-		if (url) {
-			OPENSSL_cleanse(url, strlen(url));
-			free(url);
-		}
-		fwd_free(f);
-		return MHD_NO;
-	}
-	enum MHD_Result r = forward(f, mc, url, method, body, body_len);
-	OPENSSL_cleanse(url, strlen(url)); /* curl keeps its own copy */
-	free(url);
-	return r;
+	f->filter = u->filter, f->filter_cls = u->filter_cls, f->extra = u->extra, f->stream = u->stream;
+	for (unsigned i = 0; u->add && u->add[i]; i++)
+		f->hdrs = curl_slist_append(f->hdrs, u->add[i]);
+	return credentialed_send(f, mc, &qw, u->upstream_path, u->method, u->body, u->body_len);
 }
 
 enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,

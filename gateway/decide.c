@@ -123,15 +123,27 @@ static void decide_proxy(const struct rb_gw_request *rq, struct rb_gw_verdict *v
 void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 {
 	memset(v, 0, sizeof *v);
-	if (rq->door != RB_GW_DOOR_CONNECTOR)
+	if (rq->door == RB_GW_DOOR_PROXY || rq->door == RB_GW_DOOR_CONNECT)
 		return decide_proxy(rq, v);
-	v->conn = rq->conf ? rb_gwconf_find(rq->conf, rq->connector) : NULL;
+	bool mcp = rq->door == RB_GW_DOOR_MCP;
+	v->conn = !rq->conf ? NULL
+	          : mcp     ? rb_gwconf_find_mcp(rq->conf, rq->connector)
+	                    : rb_gwconf_find(rq->conf, rq->connector);
+	if (!v->conn && mcp)
+		return refuse(v, 404, "mcp", "the gateway's config has no such MCP server; ask the operator",
+		              "no MCP server `%s`", rq->connector);
 	if (!v->conn)
 		return refuse(v, 404, "connector", "the gateway's config has no such connector; ask the operator",
 		              "no connector `%s`", rq->connector);
 	bool granted = false;
-	for (unsigned i = 0; i < rq->n_grants && !granted; i++)
+	for (unsigned i = 0; mcp && i < rq->n_mcp_grants && !granted; i++)
+		if (!strcmp(rq->mcp_grants[i].name, rq->connector))
+			granted = true, v->grant = &rq->mcp_grants[i];
+	for (unsigned i = 0; !mcp && i < rq->n_grants && !granted; i++)
 		granted = !strcmp(rq->grants[i], rq->connector);
+	if (!granted && mcp)
+		return refuse(v, 403, "network.mcp", "the run's policy does not list this MCP server in network.mcp",
+		              "MCP server `%s` is not granted to this run", rq->connector);
 	if (!granted)
 		return refuse(v, 403, "network.connectors",
 		              "the run's policy does not list this connector in network.connectors",
@@ -151,6 +163,13 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 			if (path_matches(rt->paths[i], v->path)) {
 				v->route = rt->paths[i];
 				v->rule = "route";
+				if (mcp && rq->tool && !rb_gw_mcp_tool_allowed(v->conn, v->grant, rq->tool))
+					return refuse(
+					    v, 403, "mcp.tools",
+					    "the tool is not on the allowlist of this MCP server (the gateway "
+					    "config's tools, narrowed by the policy's network.mcp); tools/list "
+					    "shows the allowed ones",
+					    "tool `%.100s` of MCP server `%s` is not allowed", rq->tool, rq->connector);
 				return;
 			}
 	}
@@ -158,6 +177,29 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 	snprintf(what, sizeof what, "%.16s %.1000s", rq->method, v->path);
 	refuse(v, 403, "route", "the connector's routes in the gateway config do not allow this method and path",
 	       "%s matches no route of the connector", what);
+}
+
+static bool tool_in(const char *entry, const char *tool)
+{
+	size_t n = strlen(entry);
+	if (n && entry[n - 1] == '*')
+		return !strncmp(entry, tool, n - 1);
+	return !strcmp(entry, tool);
+}
+
+bool rb_gw_mcp_tool_allowed(const struct rb_gw_connector *server, const struct rb_gw_mcp_grant *g, const char *tool)
+{
+	if (!tool || !*tool)
+		return false;
+	bool ok = false;
+	for (unsigned i = 0; i < server->n_tools && !ok; i++)
+		ok = tool_in(server->tools[i], tool);
+	if (!ok || !g || !g->tools)
+		return ok;
+	for (unsigned i = 0; i < g->n_tools; i++)
+		if (tool_in(g->tools[i], tool))
+			return true;
+	return false;
 }
 
 static void decide_proxy(const struct rb_gw_request *rq, struct rb_gw_verdict *v)

@@ -15,6 +15,14 @@ enum rb_gw_door {
 	RB_GW_DOOR_CONNECTOR, /* /v1/connectors/NAME/PATH: connector, grants, path, routes */
 	RB_GW_DOOR_PROXY,     /* an absolute-form http:// request: host and port on network.proxy */
 	RB_GW_DOOR_CONNECT,   /* CONNECT host:port: the same allowlist as the proxy door */
+	RB_GW_DOOR_MCP,       /* /v1/mcp/NAME: the server, network.mcp, routes, and a tools/call's tool */
+};
+
+/* The policy's narrowing of one MCP server's tools (network.mcp [{"name", "tools"}]). */
+struct rb_gw_mcp_grant {
+	const char *name;
+	const char *const *tools; /* NULL: the config's allowlist as it is */
+	unsigned n_tools;
 };
 
 struct rb_gw_request {
@@ -31,14 +39,20 @@ struct rb_gw_request {
 	unsigned port;
 	const char *const *proxy;
 	unsigned n_proxy;
+	/* The MCP door: connector is the server's name; grants are the policy's network.mcp;
+	 * tool is a tools/call's params.name (NULL for any other message). */
+	const struct rb_gw_mcp_grant *mcp_grants;
+	unsigned n_mcp_grants;
+	const char *tool;
 };
 
 struct rb_gw_verdict {
 	unsigned status;  /* 0: allowed; else 403, or 404 for an unknown connector */
 	const char *rule; /* what refused it ("network.connectors", "path", "route") or the route matched */
-	const struct rb_gw_connector *conn;
-	const char *route; /* the template that allowed it */
-	char path[1024];   /* the normalized path (decoded segments), to match and to record */
+	const struct rb_gw_connector *conn;  /* the connector, or the MCP server */
+	const struct rb_gw_mcp_grant *grant; /* the MCP door: the policy's grant of it */
+	const char *route;                   /* the template that allowed it */
+	char path[1024];                     /* the normalized path (decoded segments), to match and to record */
 	/* path as sent upstream: each byte outside RFC 3986's pchar percent-encoded ('#', '?',
 	 * '%', space, non-ASCII...), so the upstream gets exactly the path that was decided, never
 	 * a raw string that libcurl or the upstream would parse otherwise (a raw '#' would start a
@@ -48,13 +62,17 @@ struct rb_gw_verdict {
 	char hint[256];
 };
 
-/* Fills *v. The connector door: the path is refused before any route is consulted when a
- * segment is empty, "." or "..", or would decode to one, or to anything holding '/', '\', NUL
- * or a control byte. The proxy and CONNECT doors: host and port against network.proxy; an
- * entry "h:p" allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An
- * IP literal is allowed only by an entry naming it; a port only by an entry naming it (rule
- * "network.proxy" when refused). */
+/* Fills *v. The connector and MCP doors (the MCP door: the server in conf->mcp, granted by
+ * network.mcp, then the same path and route checks, then a tools/call's tool, rule "mcp.tools"): the path is refused
+ * before any route is consulted when a segment is empty, "." or "..", or would decode to one, or to anything holding
+ * '/', '\', NUL or a control byte. The proxy and CONNECT doors: host and port against network.proxy; an entry "h:p"
+ * allows exactly h on p; "*.s:p" any name ending in ".s" on p (not s itself). An IP literal is allowed only by an entry
+ * naming it; a port only by an entry naming it (rule "network.proxy" when refused). */
 void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v);
+
+/* An MCP tool is allowed when the server's "tools" names it (or a prefix "x*" covers it) and,
+ * when the policy narrows the server (g->tools), the policy's list does too. */
+bool rb_gw_mcp_tool_allowed(const struct rb_gw_connector *server, const struct rb_gw_mcp_grant *g, const char *tool);
 
 /* true when the gateway may connect to sa: a public address, or one the config's
  * private_upstreams names. Else false and why says which class it is in (loopback, private,

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "gateway/connector.h"
 #include "gateway/dns.h"
+#include "gateway/mcp.h"
 #include "gateway/ratelimit.h"
 #include "gateway/tunnel.h"
 
@@ -131,7 +132,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct rb_gateway *gw = cls;
 	struct req *rq = *req_cls;
 	bool proxy = !strncmp(url, "http://", 7) || !strcmp(method, "CONNECT");
-	bool connector = !strncmp(url, "/v1/connectors/", 15) || proxy;
+	bool mcp = !strncmp(url, "/v1/mcp/", 8);
+	bool connector = !strncmp(url, "/v1/connectors/", 15) || proxy || mcp;
 	if (!rq) {
 		if (!(rq = calloc(1, sizeof *rq)))
 			return MHD_NO;
@@ -172,16 +174,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		unsigned st = rb_gateway_handle(&gw->scope, "GET", "/v1/whoami", authz, (int64_t)time(NULL), &body);
 		if (st != 200) {
 			__atomic_add_fetch(&gw->unauthorized, 1, __ATOMIC_RELAXED);
-			json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:b, s:O?}", "door", "connector", "method", method,
-			                       "status", (int)st, "rule", "token", "refused", 1, "error",
-			                       json_object_get(body, "error"));
+			json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:b, s:O?}", "door", mcp ? "mcp" : "connector",
+			                       "method", method, "status", (int)st, "rule", "token", "refused", 1,
+			                       "error", json_object_get(body, "error"));
 			rb_gw_record(&gw->ctx, ev);
 			return rb_gw_respond_json(conn, st, body);
 		}
 		_cleanup_json_ json_t *who = body;
 		if (rq->too_big)
-			return rb_gw_deny(&gw->ctx, conn, 413, "connector", NULL, method, "body", NULL,
+			return rb_gw_deny(&gw->ctx, conn, 413, mcp ? "mcp" : "connector", NULL, method, "body", NULL,
 			                  "request body over 1 MiB", "send a smaller body", rq->t0);
+		if (mcp)
+			return rb_gw_mcp_call(&gw->ctx, conn, url + 8, method, rq->body, rq->len,
+			                      json_string_value(json_object_get(who, "tenant")),
+			                      json_string_value(json_object_get(who, "agent")), rq->t0);
 		return rb_gw_connector_call(&gw->ctx, conn, url + 15, method, rq->body, rq->len,
 		                            json_string_value(json_object_get(who, "tenant")),
 		                            json_string_value(json_object_get(who, "agent")), rq->t0);
@@ -393,9 +399,19 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .n_approvals = cfg->n_approvals,
 	                             .approvals_dir = cfg->approvals_dir,
 	                             .run_id = gw->scope.run_id,
-	                             .stop_fd = -1};
+	                             .stop_fd = -1,
+	                             .mcp_grants = cfg->conf ? cfg->mcp : NULL,
+	                             .n_mcp_grants = cfg->conf ? cfg->n_mcp : 0,
+	                             .mcp_sessions = rb_gw_mcp_sessions_new()};
 	rb_idem_init(&gw->idem);
+	if (!gw->ctx.mcp_sessions) {
+		rb_idem_destroy(&gw->idem);
+		pthread_mutex_destroy(&gw->event_lock);
+		free(gw);
+		return rb_error_set(err, ENOMEM, "gateway: MCP sessions");
+	}
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
+		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
@@ -502,6 +518,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	rb_idem_destroy(&gw->idem);
 	rb_ratelimit_destroy(&gw->rate);
 	rb_gw_secrets_free(&gw->ctx);
+	rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);

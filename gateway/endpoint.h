@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/token.h"
 #include "gateway/config.h"
+#include "gateway/decide.h"
 #include "policy/policy.h"
 
 #define RB_GATEWAY_MAX_FDS 4
@@ -36,6 +37,10 @@ struct rb_gateway_config {
 	const struct rb_gwconf *conf;
 	const char *const *grants;
 	unsigned n_grants;
+	/* The MCP servers the policy's network.mcp grants, with its narrowing (must outlive the
+	 * gateway; gateway/mcp.h). */
+	const struct rb_gw_mcp_grant *mcp;
+	unsigned n_mcp;
 	const char *const *proxy; /* the policy's network.proxy (must outlive the gateway) */
 	unsigned n_proxy;
 	int event_fd;   /* each call's record, one JSON line ({"call": {...}}); -1: none */

@@ -4,8 +4,8 @@
  * fd 3: config JSON {"run_id": ..., "key": hex, "listen_fds": [fd, ...], "ready_fd": fd,
  * "gateway_config": path or null (the default places), "connectors": [granted names],
  * "proxy": [the policy's network.proxy], "dns_fd": fd or null (the DNS stub's socket),
- * "approval": [{"connector", "methods", "timeout_s"}], "approvals_dir": path or null, "rate" and
- * "burst" (requests per second and at once; absent: RB_GATEWAY_RATE, RB_GATEWAY_BURST)}, read to
+ * "approval": [{"connector", "methods", "timeout_s"}], "mcp": [{"name", "tools"?}] (network.mcp), "approvals_dir": path
+ * or null, "rate" and "burst" (requests per second and at once; absent: RB_GATEWAY_RATE, RB_GATEWAY_BURST)}, read to
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. The runner's exit ("parent_pid", watched
@@ -140,6 +140,12 @@ int main(void)
 		snprintf(a->connector, sizeof a->connector, "%s",
 		         json_string_value(json_object_get(v, "connector")) ?: "");
 		a->timeout_s = (unsigned)json_integer_value(json_object_get(v, "timeout_s"));
+		snprintf(a->mcp, sizeof a->mcp, "%s", json_string_value(json_object_get(v, "mcp")) ?: "");
+		json_t *tl = json_object_get(v, "tools");
+		for (size_t j = 0; j < json_array_size(tl) && a->n_tools < 8; j++)
+			if (json_is_string(json_array_get(tl, j)))
+				snprintf(a->tools[a->n_tools++], sizeof a->tools[0], "%s",
+				         json_string_value(json_array_get(tl, j)));
 		size_t j;
 		json_t *m;
 		json_array_foreach(json_object_get(v, "methods"), j, m)
@@ -147,6 +153,27 @@ int main(void)
 			if (a->n_methods < 8 && json_is_string(m))
 				snprintf(a->methods[a->n_methods++], sizeof a->methods[0], "%s", json_string_value(m));
 		}
+	}
+	/* The policy's network.mcp: [{"name", "tools": [...] (absent: not narrowed)}]. */
+	struct rb_gw_mcp_grant mcp[RB_POLICY_MAX_MCP];
+	const char *mcp_tools[RB_POLICY_MAX_MCP][RB_POLICY_MCP_TOOLS];
+	unsigned n_mcp = 0;
+	json_array_foreach(json_object_get(cfg, "mcp"), i, v)
+	{
+		const char *mname = json_string_value(json_object_get(v, "name"));
+		const json_t *ts = json_object_get(v, "tools");
+		if (n_mcp == RB_POLICY_MAX_MCP || !mname)
+			continue;
+		struct rb_gw_mcp_grant *g = &mcp[n_mcp];
+		*g = (struct rb_gw_mcp_grant){.name = mname, .tools = json_is_array(ts) ? mcp_tools[n_mcp] : NULL};
+		size_t j;
+		json_t *t;
+		json_array_foreach(ts, j, t)
+		{
+			if (g->n_tools < RB_POLICY_MCP_TOOLS && json_is_string(t))
+				mcp_tools[n_mcp][g->n_tools++] = json_string_value(t);
+		}
+		n_mcp++;
 	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
@@ -168,6 +195,8 @@ int main(void)
 	                               .conf = conf,
 	                               .grants = grants,
 	                               .n_grants = n_grants,
+	                               .mcp = mcp,
+	                               .n_mcp = n_mcp,
 	                               .proxy = proxy,
 	                               .n_proxy = n_proxy,
 	                               .event_fd = STDOUT_FILENO,

@@ -484,43 +484,67 @@ static const char *check_proxy(const char *s)
 	return NULL;
 }
 
-/* network.approval: [{"connector": NAME, "methods": ["POST"], "timeout_s": N}] */
+/* network.approval: [{"connector": NAME, "methods": ["POST"], "timeout_s": N}] or
+ * [{"mcp": NAME, "tools": ["tool", "prefix*"], "timeout_s": N}] */
 static int parse_approvals(const struct rb_jsonck *c, const json_t *v, struct rb_policy *p)
 {
 	if (!json_is_array(v) || json_array_size(v) > RB_POLICY_MAX_APPROVALS)
-		return rb_jsonck_expected(c, "network.approval", "an array of at most 8 {connector, methods}", v);
+		return rb_jsonck_expected(c, "network.approval",
+		                          "an array of at most 8 {connector, methods} or {mcp, tools}", v);
 	size_t i;
 	json_t *e;
 	json_array_foreach(v, i, e)
 	{
-		static const char *const keys[] = {"connector", "methods", "timeout_s", NULL};
+		static const char *const keys[] = {"connector", "methods", "mcp", "tools", "timeout_s", NULL};
 		char path[64], q[96];
 		snprintf(path, sizeof path, "network.approval[%zu]", i);
 		struct rb_policy_approval *a = &p->approvals[i];
 		if (!json_is_object(e))
-			return rb_jsonck_expected(c, path, "an object {connector, methods}", e);
+			return rb_jsonck_expected(c, path, "an object {connector, methods} or {mcp, tools}", e);
 		if (rb_jsonck_keys(c, path, e, keys) < 0)
 			return -1;
-		const char *name = json_string_value(json_object_get(e, "connector"));
-		snprintf(q, sizeof q, "%s.connector", path);
+		bool mcp = json_object_get(e, "mcp") != NULL;
+		if (mcp == (json_object_get(e, "connector") != NULL))
+			return rb_jsonck_bad(c, path, "exactly one of \"connector\" and \"mcp\"");
+		if (json_object_get(e, mcp ? "methods" : "tools"))
+			return rb_jsonck_bad(c, path, "%s",
+			                     mcp ? "an mcp rule names tools, not methods"
+			                         : "a connector rule names methods, not tools");
+		const char *name = json_string_value(json_object_get(e, mcp ? "mcp" : "connector"));
+		snprintf(q, sizeof q, "%s.%s", path, mcp ? "mcp" : "connector");
 		if (!name || check_connector(name))
-			return rb_jsonck_bad(c, q, "a connector name is [a-z0-9_-]{1,63}");
-		snprintf(a->connector, sizeof a->connector, "%s", name);
-		const json_t *ms = json_object_get(e, "methods");
-		snprintf(q, sizeof q, "%s.methods", path);
+			return rb_jsonck_bad(c, q, "a %s name is [a-z0-9_-]{1,63}", mcp ? "server" : "connector");
+		snprintf(mcp ? a->mcp : a->connector, sizeof a->connector, "%s", name);
+		const json_t *ms = json_object_get(e, mcp ? "tools" : "methods");
+		snprintf(q, sizeof q, "%s.%s", path, mcp ? "tools" : "methods");
 		if (!json_is_array(ms) || json_array_size(ms) == 0 || json_array_size(ms) > 8)
-			return rb_jsonck_expected(c, q, "an array of 1..8 HTTP methods", ms);
+			return rb_jsonck_expected(c, q,
+			                          mcp ? "an array of 1..8 tools" : "an array of 1..8 HTTP methods", ms);
 		size_t j;
 		json_t *m;
 		json_array_foreach(ms, j, m)
 		{
 			const char *ms_ = json_string_value(m);
+			if (mcp) {
+				const char *star = ms_ ? strchr(ms_, '*') : NULL;
+				bool bad = !ms_ || !*ms_ || strlen(ms_) >= sizeof a->tools[0] || (star && star[1]);
+				for (const char *x = ms_; !bad && *x; x++)
+					bad = (unsigned char)*x < 0x21 || (unsigned char)*x > 0x7e;
+				if (bad)
+					return rb_jsonck_bad(
+					    c, q, "a tool is 1..63 visible ASCII bytes, '*' only at the end");
+				snprintf(a->tools[j], sizeof a->tools[j], "%s", ms_);
+				continue;
+			}
 			if (!ms_ || !*ms_ || strlen(ms_) >= sizeof a->methods[0] || !all_chars(ms_, "", true, false))
 				return rb_jsonck_bad(c, q, "an HTTP method is 1..15 letters");
 			for (size_t k = 0; ms_[k]; k++)
 				a->methods[j][k] = (char)toupper((unsigned char)ms_[k]);
 		}
-		a->n_methods = (unsigned)json_array_size(ms);
+		if (mcp)
+			a->n_tools = (unsigned)json_array_size(ms);
+		else
+			a->n_methods = (unsigned)json_array_size(ms);
 		a->timeout_s = RB_POLICY_APPROVAL_TIMEOUT_S;
 		const json_t *t = json_object_get(e, "timeout_s");
 		snprintf(q, sizeof q, "%s.timeout_s", path);
@@ -533,9 +557,60 @@ static int parse_approvals(const struct rb_jsonck *c, const json_t *v, struct rb
 	return 0;
 }
 
+/* network.mcp: ["NAME", {"name": NAME, "tools": ["tool", "prefix*"]}] */
+static int parse_mcp(const struct rb_jsonck *c, const json_t *v, struct rb_policy *p)
+{
+	if (!json_is_array(v) || json_array_size(v) > RB_POLICY_MAX_MCP)
+		return rb_jsonck_expected(c, "network.mcp", "an array of at most 8 names or {name, tools}", v);
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		static const char *const keys[] = {"name", "tools", NULL};
+		char path[64], q[96];
+		snprintf(path, sizeof path, "network.mcp[%zu]", i);
+		struct rb_policy_mcp *m = &p->mcp[i];
+		if (!json_is_string(e) && !json_is_object(e))
+			return rb_jsonck_expected(c, path, "a server name or {name, tools}", e);
+		if (json_is_object(e) && rb_jsonck_keys(c, path, e, keys) < 0)
+			return -1;
+		const char *name =
+		    json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "name"));
+		snprintf(q, sizeof q, json_is_string(e) ? "%s" : "%s.name", path);
+		if (!name || check_connector(name))
+			return rb_jsonck_bad(c, q, "an MCP server name is [a-z0-9_-]{1,63}");
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(p->mcp[k].name, name))
+				return rb_jsonck_bad(c, q, "\"%s\" is listed twice", name);
+		snprintf(m->name, sizeof m->name, "%s", name);
+		const json_t *ts = json_is_object(e) ? json_object_get(e, "tools") : NULL;
+		if (!ts)
+			continue;
+		snprintf(q, sizeof q, "%s.tools", path);
+		if (!json_is_array(ts) || json_array_size(ts) > RB_POLICY_MCP_TOOLS)
+			return rb_jsonck_expected(c, q, "an array of at most 32 tool names", ts);
+		m->narrowed = true;
+		size_t j;
+		json_t *t;
+		json_array_foreach(ts, j, t)
+		{
+			const char *tn = json_string_value(t), *star = tn ? strchr(tn, '*') : NULL;
+			bool bad = !tn || !*tn || strlen(tn) >= sizeof m->tools[0] || (star && star[1]);
+			for (const char *x = tn; !bad && *x; x++)
+				bad = (unsigned char)*x < 0x21 || (unsigned char)*x > 0x7e;
+			if (bad)
+				return rb_jsonck_bad(c, q, "a tool is 1..63 visible ASCII bytes, '*' only at the end");
+			snprintf(m->tools[j], sizeof m->tools[j], "%s", tn);
+		}
+		m->n_tools = (unsigned)json_array_size(ts);
+	}
+	p->n_mcp = (unsigned)json_array_size(v);
+	return 0;
+}
+
 static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"mode", "connectors", "proxy", "approval", NULL};
+	static const char *const keys[] = {"mode", "connectors", "mcp", "proxy", "approval", NULL};
 	if (rb_jsonck_keys(c, "network", sec, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(sec, "mode");
@@ -553,6 +628,10 @@ static int parse_network(const struct rb_jsonck *c, const json_t *sec, struct rb
 		return -1;
 	if (p->n_connectors && p->net_mode != RB_NET_GATEWAY)
 		return rb_jsonck_bad(c, "network.connectors", "needs network.mode \"gateway\"");
+	if ((v = json_object_get(sec, "mcp")) && parse_mcp(c, v, p) < 0)
+		return -1;
+	if (p->n_mcp && p->net_mode != RB_NET_GATEWAY)
+		return rb_jsonck_bad(c, "network.mcp", "needs network.mode \"gateway\"");
 	if ((v = json_object_get(sec, "proxy")) &&
 	    get_list(c, "network.proxy", v, p->proxy, &p->n_proxy, check_proxy) < 0)
 		return -1;
@@ -965,6 +1044,16 @@ unsigned rb_policy_open_settings(const struct rb_policy *p, void (*line)(void *c
 		join(buf, sizeof buf, p->connectors, p->n_connectors);
 		say(line, ctx, &n,
 		    "network.connectors: %s (called through the gateway with the operator's credentials)", buf);
+	}
+	for (unsigned i = 0; i < p->n_mcp; i++) {
+		buf[0] = '\0';
+		for (unsigned t = 0; t < p->mcp[i].n_tools; t++) {
+			size_t u = strlen(buf);
+			snprintf(buf + u, sizeof buf - u, "%s%s", u ? ", " : "", p->mcp[i].tools[t]);
+		}
+		say(line, ctx, &n, "network.mcp: %s (an MCP server through the gateway, tools %s%s%s)", p->mcp[i].name,
+		    p->mcp[i].narrowed ? "narrowed to " : "as the gateway config allows", buf,
+		    p->mcp[i].narrowed && !p->mcp[i].n_tools ? "none" : "");
 	}
 	bool any_path = false;
 	for (unsigned i = 0; i < p->n_input_allow; i++)

@@ -24,6 +24,22 @@ struct rb_policy_approval {
 	char methods[8][16]; /* upper case */
 	unsigned n_methods;
 	unsigned timeout_s;
+	/* {"mcp": NAME, "tools": [...]}: the MCP server's tools/call of these tools (names, or
+	 * "x*" prefixes) are held; connector is "" then. */
+	char mcp[64];
+	char tools[8][64];
+	unsigned n_tools;
+};
+
+/* network.mcp[i]: an MCP server the run may call through the gateway, by name; tools (when
+ * narrowed) the most of the gateway config's allowlist it may use (names, or "x*" prefixes). */
+#define RB_POLICY_MAX_MCP   8
+#define RB_POLICY_MCP_TOOLS 32
+struct rb_policy_mcp {
+	char name[64];
+	bool narrowed; /* "tools" given: only these, within the config's */
+	char tools[RB_POLICY_MCP_TOOLS][64];
+	unsigned n_tools;
 };
 
 struct rb_policy {
@@ -67,6 +83,8 @@ struct rb_policy {
 	unsigned n_connectors;
 	char *proxy[RB_POLICY_MAX_LIST]; /* "host:port", "*.suffix:port": the installing proxy's allowlist */
 	unsigned n_proxy;
+	struct rb_policy_mcp mcp[RB_POLICY_MAX_MCP]; /* network.mcp */
+	unsigned n_mcp;
 	struct rb_policy_approval approvals[RB_POLICY_MAX_APPROVALS]; /* network.approval: calls held */
 	unsigned n_approvals;
 

@@ -226,10 +226,29 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 		json_t *m = json_array();
 		for (unsigned k = 0; k < a->n_methods; k++)
 			json_array_append_new(m, json_string(a->methods[k]));
-		json_array_append_new(approval, json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m,
-		                                          "timeout_s", (json_int_t)a->timeout_s));
+		json_t *rule = json_pack("{s:s, s:o, s:I}", "connector", a->connector, "methods", m, "timeout_s",
+		                         (json_int_t)a->timeout_s);
+		if (a->mcp[0]) { /* an MCP server's tools */
+			json_t *tools = json_array();
+			for (unsigned k = 0; k < a->n_tools; k++)
+				json_array_append_new(tools, json_string(a->tools[k]));
+			json_object_set_new(rule, "mcp", json_string(a->mcp));
+			json_object_set_new(rule, "tools", tools);
+		}
+		json_array_append_new(approval, rule);
 	}
 	json_object_set_new(cfg, "approval", approval);
+	json_t *mcp = json_array();
+	for (unsigned i = 0; i < gw->n_mcp; i++) {
+		json_t *m = json_pack("{s:s}", "name", gw->mcp[i].name);
+		json_t *tools = gw->mcp[i].narrowed ? json_array() : NULL;
+		for (unsigned t = 0; tools && t < gw->mcp[i].n_tools; t++)
+			json_array_append_new(tools, json_string(gw->mcp[i].tools[t]));
+		if (tools)
+			json_object_set_new(m, "tools", tools);
+		json_array_append_new(mcp, m);
+	}
+	json_object_set_new(cfg, "mcp", mcp);
 	if (gw->run_dir && gw->run_dir[0]) {
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof dir, "%s/approvals", gw->run_dir);

@@ -36,6 +36,8 @@ struct rb_gwproc {
 	unsigned n_grants;
 	char *const *proxy; /* the policy's network.proxy */
 	unsigned n_proxy;
+	const struct rb_policy_mcp *mcp; /* the policy's network.mcp */
+	unsigned n_mcp;
 	const struct rb_policy_approval *approvals; /* the policy's network.approval */
 	unsigned n_approvals;
 	const char *run_dir; /* the run's live directory: held calls live in its approvals/ */

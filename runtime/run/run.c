@@ -429,6 +429,8 @@ static int issue_token(struct rb_run *run, struct rb_error *err)
 	run->gw.n_grants = run->policy.n_connectors;
 	run->gw.proxy = run->policy.proxy;
 	run->gw.n_proxy = run->policy.n_proxy;
+	run->gw.mcp = run->policy.mcp;
+	run->gw.n_mcp = run->policy.n_mcp;
 	run->gw.approvals = run->policy.approvals;
 	run->gw.n_approvals = run->policy.n_approvals;
 	run->gw.run_dir = run->dir;

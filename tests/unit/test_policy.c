@@ -615,6 +615,46 @@ static void test_images_section(void **state)
 	parse_fails("{\"name\":\"x\",\"images\":{\"max_bytes\":0}}", "images.max_bytes: must be at least 1");
 }
 
+/* network.mcp (names, or {name, tools} narrowing) and network.approval's two rule shapes. */
+static void test_network_mcp(void **state)
+{
+	struct rb_policy p;
+	parse_ok("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"mcp\":[\"files\",{\"name\":\"s\",\"tools\":"
+	         "[\"q\",\"r_*\"]},{\"name\":\"t\",\"tools\":[]}],\"approval\":[{\"mcp\":\"files\",\"tools\":"
+	         "[\"send*\"]},{\"connector\":\"pay\",\"methods\":[\"post\"]}]}}",
+	         &p);
+	assert_int_equal(p.n_mcp, 3);
+	assert_string_equal(p.mcp[0].name, "files");
+	assert_false(p.mcp[0].narrowed);
+	assert_true(p.mcp[1].narrowed);
+	assert_int_equal(p.mcp[1].n_tools, 2);
+	assert_string_equal(p.mcp[1].tools[1], "r_*");
+	assert_true(p.mcp[2].narrowed); /* narrowed to nothing: no tool */
+	assert_int_equal(p.mcp[2].n_tools, 0);
+	assert_int_equal(p.n_approvals, 2);
+	assert_string_equal(p.approvals[0].mcp, "files");
+	assert_string_equal(p.approvals[0].connector, "");
+	assert_string_equal(p.approvals[0].tools[0], "send*");
+	assert_string_equal(p.approvals[1].connector, "pay");
+	assert_string_equal(p.approvals[1].methods[0], "POST");
+	rb_policy_free(&p);
+	parse_fails("{\"name\":\"m\",\"network\":{\"mcp\":[\"files\"]}}", "network.mcp: needs network.mode");
+	parse_fails("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"mcp\":[\"a\",\"a\"]}}", "listed twice");
+	parse_fails("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"mcp\":[{\"name\":\"a\",\"x\":1}]}}",
+	            "network.mcp[0]");
+	parse_fails(
+	    "{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"mcp\":[{\"name\":\"a\",\"tools\":[\"a b\"]}]}}",
+	    "network.mcp[0].tools");
+	parse_fails("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"approval\":[{\"mcp\":\"a\",\"connector\":"
+	            "\"b\",\"tools\":[\"x\"]}]}}",
+	            "exactly one of");
+	parse_fails("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"approval\":[{\"mcp\":\"a\"}]}}",
+	            "network.approval[0].tools");
+	parse_fails("{\"name\":\"m\",\"network\":{\"mode\":\"gateway\",\"approval\":[{\"connector\":\"a\",\"tools\":"
+	            "[\"x\"],\"methods\":[\"GET\"]}]}}",
+	            "not tools");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -631,6 +671,7 @@ int main(void)
 	    cmocka_unit_test(test_unlimited),
 	    cmocka_unit_test(test_env_seccomp_inputs),
 	    cmocka_unit_test(test_images_section),
+	    cmocka_unit_test(test_network_mcp),
 	    cmocka_unit_test(test_list_cap),
 	    cmocka_unit_test(test_hash),
 	    cmocka_unit_test_setup_teardown(test_hash_covers_seccomp_profile, make_tmp, remove_tmp),
