@@ -14,6 +14,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -164,9 +165,20 @@ int rb_fs_open_in_root(int root, const char *rel, int flags, const char *full, s
 
 int rb_fs_open_child(int dirfd, const char *name, int flags, bool no_xdev, const char *full, struct rb_error *err)
 {
+	/* A name the sandbox controls may be a FIFO (or a device): opened for its data it would
+	 * block the daemon's thread until a peer came, so it is opened without blocking and taken
+	 * only as a regular file. */
+	bool data = !(flags & (O_PATH | O_DIRECTORY));
 	int fd =
-	    openat2_fd(dirfd, name, flags,
+	    openat2_fd(dirfd, name, flags | (data ? O_NONBLOCK : 0),
 	               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (no_xdev ? RESOLVE_NO_XDEV : 0));
+	struct stat st;
+	if (fd >= 0 && data && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return rb_error_setk(err, RB_ERR_CONFLICT, EINVAL, "%s: not a regular file", full);
+	}
+	if (fd < 0 && data && errno == ENXIO) /* a FIFO opened to write with no reader */
+		return rb_error_setk(err, RB_ERR_CONFLICT, ENXIO, "%s: not a regular file", full);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ELOOP)

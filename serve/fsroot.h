@@ -50,7 +50,9 @@ int rb_fs_open_in_root(int root, const char *rel, int flags, const char *full, s
 /* The parent directory of p (O_PATH), made with its missing parents (as mkdir -p, mode 0755)
  * when make is set. */
 int rb_fs_open_parent(const struct rb_serve_fs *fs, const struct rb_fspath *p, bool make, struct rb_error *err);
-/* One component below dirfd: no link followed, no mount crossed when no_xdev. */
+/* One component below dirfd: no link followed, no mount crossed when no_xdev. Opened for its
+ * data (neither O_PATH nor O_DIRECTORY), it must be a regular file, and a FIFO or a device
+ * there is refused without blocking (RB_ERR_CONFLICT). */
 int rb_fs_open_child(int dirfd, const char *name, int flags, bool no_xdev, const char *full, struct rb_error *err);
 
 /* 403 when fd is on a kernel filesystem (proc, sysfs, cgroup, ...): the daemon reads and

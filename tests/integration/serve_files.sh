@@ -229,6 +229,16 @@ if [ "$a" = 409 ] && [ "$b" = 409 ] && [ "$c" = 413 ] && [ "$big_absent" = 1 ] &
 	ok "hydrate bounds refuse an oversize archive (members 409, bytes out 409, bytes in 413, also chunked), writing nothing; control: within them 200"
 else not_ok "hydrate bounds" "members $a, bytes $b, in $c, chunked $f, written $big_absent; within: $d $e $g"; fi
 
+# A FIFO the sandbox planted at a member's name is refused at once (409), never opened to block
+# a daemon thread; control: with a file there again, the same archive hydrates.
+ex sh -c 'rm -f /workspace/h/a.txt && mkfifo /workspace/h/a.txt'
+t0=$(date +%s)
+upload POST "/v1/sessions/$S/hydrate" "$T/good.tar"; a=$ST; secs=$(($(date +%s) - t0))
+ex sh -c 'rm -f /workspace/h/a.txt'
+upload POST "/v1/sessions/$S/hydrate" "$T/good.tar"; b=$ST
+if [ "$a" = 409 ] && [ "$secs" -lt 30 ] && [ "$b" = 200 ]; then ok "hydrate over a FIFO the sandbox planted is 409 at once (${secs}s), not a blocked thread; control: over a file, 200"
+else not_ok "hydrate over a planted FIFO is refused at once" "fifo: $a after ${secs}s ($R); file: $b"; fi
+
 # --- snapshot -> a new session: files restored, the environment not ------------------------
 ex sh -c "mkdir -p /workspace/out/deep && echo snap-\$EPH_SECRET-x > /workspace/out/deep/f && echo kept-$MARK > /workspace/k"
 ex sh -c 'echo "$EPH_SECRET"'
