@@ -277,11 +277,17 @@ bool rb_gw_address_allowed(const struct rb_gwconf *conf, const struct sockaddr *
 			cls = "link-local";
 		} else if ((a->s6_addr[0] & 0xfe) == 0xfc) {
 			cls = "private";
-		} else if (IN6_IS_ADDR_MULTICAST(a) || IN6_IS_ADDR_SITELOCAL(a)) {
+		} else if ((a->s6_addr[0] & 0xe0) != 0x20) {
+			/* Only global unicast (2000::/3) is the internet: the rest (multicast, site-local,
+			 * NAT64's 64:ff9b::/96 that carries an IPv4 address, discard, ...) is refused. */
 			cls = "reserved";
-		} else if (a->s6_addr[0] == 0xfd && a->s6_addr[1] == 0x00 && a->s6_addr[2] == 0x0e &&
-		           a->s6_addr[3] == 0xc2) {
-			cls = "metadata";
+		} else if (a->s6_addr[0] == 0x20 && a->s6_addr[1] == 0x02) {
+			cls = "reserved"; /* 6to4 (2002::/16): an IPv4 address inside, private or not */
+		} else if (a->s6_addr[0] == 0x20 && a->s6_addr[1] == 0x01 &&
+		           ((a->s6_addr[2] == 0 && a->s6_addr[3] == 0) ||
+		            (a->s6_addr[2] == 0x0d && a->s6_addr[3] == 0xb8))) {
+			cls = "reserved"; /* Teredo (2001::/32, an IPv4 address inside) and documentation
+			                     (2001:db8::/32) */
 		}
 	} else {
 		snprintf(why, n, "address family %d", sa->sa_family);

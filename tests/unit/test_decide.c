@@ -170,8 +170,24 @@ static void test_addresses(void **state)
 	for (size_t i = 0; i < sizeof bad4 / sizeof *bad4; i++)
 		assert_false(allowed4(c, bad4[i]));
 	assert_true(allowed6("2606:4700::1111"));
-	const char *bad6[] = {
-	    "::1", "::", "fe80::1", "fc00::1", "fd00:ec2::254", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "ff02::1"};
+	assert_true(allowed6("2001:4860:4860::8888"));
+	/* Beside the local classes, every address that carries an IPv4 one (NAT64, 6to4, Teredo,
+	 * whose relays would reach 169.254.169.254) and all outside 2000::/3. */
+	const char *bad6[] = {"::1",
+	                      "::",
+	                      "fe80::1",
+	                      "fc00::1",
+	                      "fd00:ec2::254",
+	                      "::ffff:127.0.0.1",
+	                      "::ffff:10.0.0.1",
+	                      "ff02::1",
+	                      "64:ff9b::a9fe:a9fe",
+	                      "64:ff9b:1::a9fe:a9fe",
+	                      "2002:a9fe:a9fe::1",
+	                      "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+	                      "2001:db8::1",
+	                      "100::1",
+	                      "4000::1"};
 	for (size_t i = 0; i < sizeof bad6 / sizeof *bad6; i++)
 		assert_false(allowed6(bad6[i]));
 	free(c);
