@@ -5,6 +5,8 @@
 #ifndef RB_IMAGE_BUILD_H
 #define RB_IMAGE_BUILD_H
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "common/paths.h"
 #include "common/progress.h"
@@ -18,6 +20,12 @@ struct rb_build_opts {
 	 * I:/W:/E: lines come as report lines, and the last lines it said are reported too if it
 	 * fails. NULL fn: its output is log_fd's, unchanged. */
 	struct rb_progress progress;
+	/* Runs a recipe's commands (in order, each /bin/sh -c) with tree as the root of a runbox
+	 * sandbox, writable, its network none unless gateway: the layer that makes sandboxes
+	 * supplies it (runtime/run/buildcmd.h); env is added to the policy's. NULL: a recipe with commands fails. */
+	int (*run_commands)(void *ctx, const char *tree, char *const *commands, unsigned n, bool gateway,
+	                    char *const *env, struct rb_error *err);
+	void *commands_ctx;
 };
 
 /* out is the image's digest. */
