@@ -33,8 +33,8 @@
 
 static const char usage[] =
     "usage: runbox image import SRC [--name NAME] [--policy NAME|FILE] [--max-members N] [--max-bytes SIZE]\n"
-    "                           [--keep-setuid]\n"
-    "       runbox image build RECIPE.json [--name NAME] [--policy NAME|FILE]\n"
+    "                           [--keep-setuid] [--keep-file-caps]\n"
+    "       runbox image build RECIPE.json [--name NAME] [--policy NAME|FILE] [--keep-setuid] [--keep-file-caps]\n"
     "       runbox image ls [--digests] [--json]\n"
     "       runbox image gc [--dry-run] [--json]\n"
     "       runbox image inspect NAME|DIGEST\n"
@@ -48,7 +48,7 @@ struct img_args {
 	const char *state_dir, *name, *policy;
 	const char *pos[3];
 	int npos;
-	bool json, digests, keep_setuid, dry_run;
+	bool json, digests, keep_setuid, keep_file_caps, dry_run;
 	uint64_t max_members, max_bytes;
 };
 
@@ -82,6 +82,8 @@ static int parse(int argc, char **argv, struct img_args *a)
 			a->digests = true;
 		} else if (!strcmp(arg, "--keep-setuid")) {
 			a->keep_setuid = true;
+		} else if (!strcmp(arg, "--keep-file-caps")) {
+			a->keep_file_caps = true;
 		} else if (!strcmp(arg, "--dry-run")) {
 			a->dry_run = true;
 		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--policy") ||
@@ -264,11 +266,20 @@ static int build_with(const struct rb_paths *p, const struct img_args *a, const 
 	                                 .state_dir = a->state_dir,
 	                                 .cancel_fd = cancel_event,
 	                                 .log_fd = STDERR_FILENO};
+	struct rb_policy pol;
+	if (rb_policy_load(a->policy ? a->policy : "default", p->data_dir, p->config_dir, &pol, &err) < 0) {
+		rb_err("image build: %s", err.msg);
+		rb_policy_free(&pol);
+		return 125;
+	}
 	struct rb_build_opts o = {.name = a->name,
 	                          .cancel_fd = cancel_pipe[0],
 	                          .log_fd = STDERR_FILENO,
 	                          .run_commands = rb_build_run_commands,
-	                          .commands_ctx = &runner};
+	                          .commands_ctx = &runner,
+	                          .pol = &pol,
+	                          .keep_setuid = a->keep_setuid,
+	                          .keep_file_caps = a->keep_file_caps};
 	/* On a terminal a bar over mmdebstrap's own I:/W:/E: lines; elsewhere its output as it was. */
 	struct rb_cli_progress prog;
 	rb_cli_progress_init(&prog, STDERR_FILENO, "build", false);
@@ -277,6 +288,7 @@ static int build_with(const struct rb_paths *p, const struct img_args *a, const 
 	char digest[72];
 	int r = rb_image_build(p, a->pos[1], &o, digest, &err);
 	rb_cli_progress_end(&prog, r == 0);
+	rb_policy_free(&pol);
 	if (r < 0) {
 		rb_err("%s", err.msg);
 		return err.errnum == ECANCELED ? 130 : 125;
@@ -321,7 +333,8 @@ int rb_cmd_image(int argc, char **argv)
 		                           .name = a.name,
 		                           .max_members = a.max_members,
 		                           .max_bytes = a.max_bytes,
-		                           .keep_setuid = a.keep_setuid};
+		                           .keep_setuid = a.keep_setuid,
+		                           .keep_file_caps = a.keep_file_caps};
 		struct rb_cli_progress prog;
 		rb_cli_progress_init(&prog, STDERR_FILENO, "import", a.json);
 		o.progress = rb_cli_progress_sink(&prog);

@@ -296,6 +296,10 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 {
 	if (opts->name && !rb_store_name_valid(opts->name))
 		return rb_error_set(err, 0, "image name `%s`: not a valid store reference", opts->name);
+	struct rb_import_opts asked = {
+	    .pol = opts->pol, .keep_setuid = opts->keep_setuid, .keep_file_caps = opts->keep_file_caps};
+	if (rb_import_privileges_allowed(&asked, err) < 0)
+		return rb_error_prefix(err, "image build");
 	__attribute__((cleanup(rb_recipe_free))) struct rb_recipe r;
 	if (rb_recipe_load(recipe, &r, err) < 0)
 		return -1;
@@ -332,8 +336,12 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 	if (rc == 0) {
 		char label[PATH_MAX + 96];
 		snprintf(label, sizeof label, "recipe %s sha256:%s", real, r.hash);
-		struct rb_import_opts io = {
-		    .name = opts->name, .max_members = RB_IMPORT_MAX_MEMBERS, .max_bytes = RB_IMPORT_MAX_BYTES};
+		struct rb_import_opts io = {.pol = opts->pol,
+		                            .name = opts->name,
+		                            .max_members = RB_IMPORT_MAX_MEMBERS,
+		                            .max_bytes = RB_IMPORT_MAX_BYTES,
+		                            .keep_setuid = opts->keep_setuid,
+		                            .keep_file_caps = opts->keep_file_caps};
 		rc = rb_image_import_built(paths, tree, label, &io, out, err);
 	}
 	struct rb_error rmerr;

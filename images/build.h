@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/paths.h"
 #include "common/progress.h"
+#include "policy/policy.h"
 
 struct rb_build_opts {
 	const char *name; /* the reference to set, or NULL */
@@ -26,6 +27,10 @@ struct rb_build_opts {
 	int (*run_commands)(void *ctx, const char *tree, char *const *commands, unsigned n, bool gateway,
 	                    char *const *env, struct rb_error *err);
 	void *commands_ctx;
+	/* The operator's policy (the commands' too): what of setuid bits and file capabilities the
+	 * tree may keep, when keep_setuid or keep_file_caps asks (images/import.h). */
+	const struct rb_policy *pol;
+	bool keep_setuid, keep_file_caps;
 };
 
 /* out is the image's digest. */

@@ -72,6 +72,17 @@ if [ -u "$raw/usr/bin/probe-suid" ] && [ -f "$tree/usr/bin/probe-suid" ] && [ ! 
 	ok "build: setuid bits are dropped as on import"
 else not_ok "build: setuid bits are dropped as on import" "$(stat -c %A "$tree/usr/bin/probe-suid" 2>&1)"; fi
 rm -rf "$raw"
+# Keeping them is the operator's policy's to allow (images.keep_setuid): asked for beyond it the
+# build is refused before mmdebstrap runs; where it allows, the bit is kept (control).
+run_rbx image build "$T/r1.json" --keep-setuid
+if [ "$RC" = 125 ] && grep -q "images.keep_setuid" <<<"$ERR" && ! grep -q "^I: " <<<"$ERR"; then
+	ok "build: --keep-setuid is refused where the policy does not allow it"
+else not_ok "build: --keep-setuid is refused where the policy does not allow it" "exit $RC: $(first_line "$ERR")"; fi
+policy_variant default "$T/priv.json" build-priv "p['images'] = {'keep_setuid': True}"
+run_rbx image build "$T/r1.json" --keep-setuid --policy "$T/priv.json"
+if [ "$RC" = 0 ] && [ -u "$STATE/images/store/${OUT#sha256:}/rootfs/usr/bin/probe-suid" ]; then
+	ok "build: --keep-setuid keeps them where the policy allows (control)"
+else not_ok "build: --keep-setuid keeps them where the policy allows (control)" "exit $RC: $(first_line "$ERR")"; fi
 
 # Reproducible: the same recipe again gives the same digest; a changed file another (control).
 run_rbx image build "$T/r1.json" --name built-again
