@@ -205,6 +205,24 @@ if [ "$fail_rc" = 125 ] && grep -q 'commands\[1\] `exit 3` exited 3' <<<"$fail_e
 	ok "build commands: a failing command fails the build, named, and leaves nothing"
 else not_ok "build commands: a failing command fails the build, named, and leaves nothing" "exit $fail_rc: $(first_line "$fail_err"); inspect $RC; $(store_junk) temporary"; fi
 
+# The commands' network: none by default (no gateway in their environment); "network":
+# "gateway" gives them the gateway (its install proxy too where the policy's network.proxy names
+# hosts) where the policy allows the gateway, and is refused, naming the policy, where not.
+recipe "$T/gw.json" '"commands": ["echo \"$RUNBOX_API_URL\" >/etc/proxy"], "network": "gateway"'
+run_rbx image build "$T/gw.json"
+gtree=$STATE/images/store/${OUT#sha256:}/rootfs
+recipe "$T/nogw.json" '"commands": ["echo \"$RUNBOX_API_URL\" >/etc/proxy"]'
+run_rbx image build "$T/nogw.json"
+ntree=$STATE/images/store/${OUT#sha256:}/rootfs
+if grep -q '^http://127\.0\.0\.1:[0-9]*' "$gtree/etc/proxy" 2>/dev/null && [ -f "$ntree/etc/proxy" ] && [ -z "$(tr -d '\n' <"$ntree/etc/proxy")" ]; then
+	ok "build commands: network gateway gives them the gateway (RUNBOX_API_URL); none (the default) gives none"
+else not_ok "build commands: network gateway gives them the gateway (RUNBOX_API_URL); none (the default) gives none" "gateway: $(cat "$gtree/etc/proxy" 2>&1); none: $(cat "$ntree/etc/proxy" 2>&1)"; fi
+policy_variant default "$T/nonet.json" nonet "p['network'] = {'mode': 'none'}"
+run_rbx image build "$T/gw.json" --policy "$T/nonet.json"
+if [ "$RC" = 125 ] && grep -q "policy \`nonet\` has network mode none" <<<"$ERR" && [ "$(store_junk)" = 0 ]; then
+	ok "build commands: network gateway is refused where the policy's network is none"
+else not_ok "build commands: network gateway is refused where the policy's network is none" "exit $RC: $(first_line "$ERR")"; fi
+
 # Strict recipes: each bad shape is refused before mmdebstrap runs, naming the key; the control
 # is r1.json above, which built.
 bad_recipe() { # NAME JSON EXPECT
