@@ -358,7 +358,7 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	spec->rootfs.writable_image = cfg->build_root != NULL;
 	if (cfg->build_root && !spec->idmap_image)
 		return rb_error_set(err, ENOTSUP,
-		                    "image build: a recipe's commands run on the tree through an idmapped mount, "
+		                    "a recipe's commands run on the build's tree through an idmapped mount, "
 		                    "which needs root and subordinate ids (policy `%s` gives this run %s)",
 		                    pol->name, spec->ids.outer ? "no root" : "a single id");
 	struct rb_exec_spec *ex = &spec->exec;
