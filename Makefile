@@ -283,4 +283,4 @@ $(B)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c tests/fuzz/fuzz
 clean:
 	rm -rf $(B) runbox runbox-gateway
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -path $(B)/agent-state -prune -o -name '*.d' -print 2>/dev/null)
