@@ -158,6 +158,17 @@ test-e2b: all
 	@scripts/install-deps.sh build test
 	@tests/run-all.sh tests/integration/e2b.sh
 
+# The seed's three jobs as shipped skills (docs/examples/skills) on the agent image
+# (tests/skills/skills.sh). The agent image is built once into $(B)/agent-state when missing:
+# that needs Debian's mirror and takes about 20 minutes on a loaded 2-core machine.
+.PHONY: test-skills
+AGENT_STATE := $(abspath $(B))/agent-state
+test-skills: all
+	@scripts/install-deps.sh build test
+	@RUNBOX_STATE_DIR=$(AGENT_STATE) ./runbox image inspect agent >/dev/null 2>&1 || \
+		RUNBOX_STATE_DIR=$(AGENT_STATE) ./runbox image build images/recipes/agent.json --name agent
+	@RBX_AGENT_STATE=$(AGENT_STATE) tests/run-all.sh tests/skills/skills.sh
+
 unit: $(UNIT_BINS)
 	@tests/run-all.sh unit
 
@@ -279,4 +290,4 @@ $(B)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c tests/fuzz/fuzz
 clean:
 	rm -rf $(B) runbox runbox-gateway
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -path $(B)/agent-state -prune -o -name '*.d' -print 2>/dev/null)

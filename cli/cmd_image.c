@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +27,14 @@
 #include "images/import.h"
 #include "images/store.h"
 #include "policy/policy.h"
+#include "runtime/run/buildcmd.h"
 #include "runtime/run/lifecycle.h"
+#include "runtime/sandbox/factory.h"
 
 static const char usage[] =
     "usage: runbox image import SRC [--name NAME] [--policy NAME|FILE] [--max-members N] [--max-bytes SIZE]\n"
-    "                           [--keep-setuid]\n"
-    "       runbox image build RECIPE.json [--name NAME]\n"
+    "                           [--keep-setuid] [--keep-file-caps]\n"
+    "       runbox image build RECIPE.json [--name NAME] [--policy NAME|FILE] [--keep-setuid] [--keep-file-caps]\n"
     "       runbox image ls [--digests] [--json]\n"
     "       runbox image gc [--dry-run] [--json]\n"
     "       runbox image inspect NAME|DIGEST\n"
@@ -44,7 +48,7 @@ struct img_args {
 	const char *state_dir, *name, *policy;
 	const char *pos[3];
 	int npos;
-	bool json, digests, keep_setuid, dry_run;
+	bool json, digests, keep_setuid, keep_file_caps, dry_run;
 	uint64_t max_members, max_bytes;
 };
 
@@ -78,6 +82,8 @@ static int parse(int argc, char **argv, struct img_args *a)
 			a->digests = true;
 		} else if (!strcmp(arg, "--keep-setuid")) {
 			a->keep_setuid = true;
+		} else if (!strcmp(arg, "--keep-file-caps")) {
+			a->keep_file_caps = true;
 		} else if (!strcmp(arg, "--dry-run")) {
 			a->dry_run = true;
 		} else if (!strcmp(arg, "--state-dir") || !strcmp(arg, "--name") || !strcmp(arg, "--policy") ||
@@ -210,21 +216,43 @@ static int gc(const struct rb_paths *p, const struct img_args *a)
 /* SIGINT and SIGTERM become a byte on the build's cancel pipe: the build stops mmdebstrap and
  * removes what it made, rather than dying with a half-made tree in the store. */
 static int cancel_pipe[2] = {-1, -1};
+static int cancel_event = -1; /* the same for the recipe's commands, runs that read a signal number */
 
 static void on_cancel(int sig)
 {
-	(void)sig;
 	int saved = errno;
 	if (write(cancel_pipe[1], "x", 1) < 0) {
 		/* the pipe is full: a cancel is already pending */
 	}
+	uint64_t v = (uint64_t)sig;
+	if (cancel_event >= 0 && write(cancel_event, &v, sizeof v) < 0) {
+		/* the counter is full: a cancel is already pending */
+	}
 	errno = saved;
 }
+
+static int build_with(const struct rb_paths *p, const struct img_args *a, const struct rb_factory *factory);
 
 static int build(const struct rb_paths *p, const struct img_args *a)
 {
 	struct rb_error err;
-	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	/* The recipe's commands run in sandboxes; the factory that makes them is a copy of runbox
+	 * as it is here, before any thread or key (as `runbox run` starts it first). */
+	struct rb_factory factory;
+	if (rb_factory_start(&factory, &err) < 0) {
+		rb_err("image build: %s", err.msg);
+		return 125;
+	}
+	int code = build_with(p, a, &factory);
+	rb_factory_stop(&factory);
+	return code;
+}
+
+static int build_with(const struct rb_paths *p, const struct img_args *a, const struct rb_factory *factory)
+{
+	struct rb_error err;
+	cancel_event = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (cancel_event < 0 || pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		rb_err("image build: pipe: %s", strerror(errno));
 		return 125;
 	}
@@ -232,7 +260,26 @@ static int build(const struct rb_paths *p, const struct img_args *a)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	struct rb_build_opts o = {.name = a->name, .cancel_fd = cancel_pipe[0], .log_fd = STDERR_FILENO};
+	struct rb_build_runner runner = {.factory = factory,
+	                                 .host = rb_cli_host(),
+	                                 .policy = a->policy,
+	                                 .state_dir = a->state_dir,
+	                                 .cancel_fd = cancel_event,
+	                                 .log_fd = STDERR_FILENO};
+	struct rb_policy pol;
+	if (rb_policy_load(a->policy ? a->policy : "default", p->data_dir, p->config_dir, &pol, &err) < 0) {
+		rb_err("image build: %s", err.msg);
+		rb_policy_free(&pol);
+		return 125;
+	}
+	struct rb_build_opts o = {.name = a->name,
+	                          .cancel_fd = cancel_pipe[0],
+	                          .log_fd = STDERR_FILENO,
+	                          .run_commands = rb_build_run_commands,
+	                          .commands_ctx = &runner,
+	                          .pol = &pol,
+	                          .keep_setuid = a->keep_setuid,
+	                          .keep_file_caps = a->keep_file_caps};
 	/* On a terminal a bar over mmdebstrap's own I:/W:/E: lines; elsewhere its output as it was. */
 	struct rb_cli_progress prog;
 	rb_cli_progress_init(&prog, STDERR_FILENO, "build", false);
@@ -241,6 +288,7 @@ static int build(const struct rb_paths *p, const struct img_args *a)
 	char digest[72];
 	int r = rb_image_build(p, a->pos[1], &o, digest, &err);
 	rb_cli_progress_end(&prog, r == 0);
+	rb_policy_free(&pol);
 	if (r < 0) {
 		rb_err("%s", err.msg);
 		return err.errnum == ECANCELED ? 130 : 125;
@@ -285,7 +333,8 @@ int rb_cmd_image(int argc, char **argv)
 		                           .name = a.name,
 		                           .max_members = a.max_members,
 		                           .max_bytes = a.max_bytes,
-		                           .keep_setuid = a.keep_setuid};
+		                           .keep_setuid = a.keep_setuid,
+		                           .keep_file_caps = a.keep_file_caps};
 		struct rb_cli_progress prog;
 		rb_cli_progress_init(&prog, STDERR_FILENO, "import", a.json);
 		o.progress = rb_cli_progress_sink(&prog);

@@ -267,11 +267,39 @@ static int put_file(int root, const struct rb_recipe_file *f, struct rb_error *e
 	return 0;
 }
 
+/* The recipe's commands, in a runbox sandbox whose root is the tree (opts->run_commands), then
+ * the tree made neutral again: what the sandbox mounted over it (its /dev entries, a
+ * /workspace the tree did not have) is not the image's. */
+static int commands(int root, const char *tree, const struct rb_recipe *r, const struct rb_build_opts *o,
+                    struct rb_error *err)
+{
+	if (!o->run_commands)
+		return rb_error_set(err, ENOTSUP,
+		                    "image build: the recipe has commands and nothing here runs sandboxes");
+	struct stat st;
+	bool had_workspace = fstatat(root, "workspace", &st, AT_SYMLINK_NOFOLLOW) == 0;
+	/* The build's own clock and a non-interactive dpkg, as mmdebstrap had them. */
+	char epoch[48];
+	snprintf(epoch, sizeof epoch, "SOURCE_DATE_EPOCH=%lld", (long long)r->source_date_epoch);
+	char *env[] = {epoch, "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8", NULL};
+	if (o->run_commands(o->commands_ctx, tree, r->commands, r->n_commands, r->commands_gateway, env, err) < 0)
+		return -1;
+	if (neutralize(root, err) < 0)
+		return -1;
+	if (!had_workspace && unlinkat(root, "workspace", AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return rb_error_set(err, errno, "image build: remove the sandbox's /workspace from the tree");
+	return 0;
+}
+
 int rb_image_build(const struct rb_paths *paths, const char *recipe, const struct rb_build_opts *opts, char out[72],
                    struct rb_error *err)
 {
 	if (opts->name && !rb_store_name_valid(opts->name))
 		return rb_error_set(err, 0, "image name `%s`: not a valid store reference", opts->name);
+	struct rb_import_opts asked = {
+	    .pol = opts->pol, .keep_setuid = opts->keep_setuid, .keep_file_caps = opts->keep_file_caps};
+	if (rb_import_privileges_allowed(&asked, err) < 0)
+		return rb_error_prefix(err, "image build");
 	__attribute__((cleanup(rb_recipe_free))) struct rb_recipe r;
 	if (rb_recipe_load(recipe, &r, err) < 0)
 		return -1;
@@ -302,12 +330,18 @@ int rb_image_build(const struct rb_paths *paths, const char *recipe, const struc
 			rc = neutralize(root, err);
 		for (unsigned i = 0; rc == 0 && i < r.n_files; i++)
 			rc = put_file(root, &r.files[i], err);
+		if (rc == 0 && r.n_commands)
+			rc = commands(root, tree, &r, opts, err);
 	}
 	if (rc == 0) {
 		char label[PATH_MAX + 96];
 		snprintf(label, sizeof label, "recipe %s sha256:%s", real, r.hash);
-		struct rb_import_opts io = {
-		    .name = opts->name, .max_members = RB_IMPORT_MAX_MEMBERS, .max_bytes = RB_IMPORT_MAX_BYTES};
+		struct rb_import_opts io = {.pol = opts->pol,
+		                            .name = opts->name,
+		                            .max_members = RB_IMPORT_MAX_MEMBERS,
+		                            .max_bytes = RB_IMPORT_MAX_BYTES,
+		                            .keep_setuid = opts->keep_setuid,
+		                            .keep_file_caps = opts->keep_file_caps};
 		rc = rb_image_import_built(paths, tree, label, &io, out, err);
 	}
 	struct rb_error rmerr;

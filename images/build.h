@@ -5,9 +5,12 @@
 #ifndef RB_IMAGE_BUILD_H
 #define RB_IMAGE_BUILD_H
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "common/paths.h"
 #include "common/progress.h"
+#include "policy/policy.h"
 
 struct rb_build_opts {
 	const char *name; /* the reference to set, or NULL */
@@ -18,6 +21,16 @@ struct rb_build_opts {
 	 * I:/W:/E: lines come as report lines, and the last lines it said are reported too if it
 	 * fails. NULL fn: its output is log_fd's, unchanged. */
 	struct rb_progress progress;
+	/* Runs a recipe's commands (in order, each /bin/sh -c) with tree as the root of a runbox
+	 * sandbox, writable, its network none unless gateway: the layer that makes sandboxes
+	 * supplies it (runtime/run/buildcmd.h); env is added to the policy's. NULL: a recipe with commands fails. */
+	int (*run_commands)(void *ctx, const char *tree, char *const *commands, unsigned n, bool gateway,
+	                    char *const *env, struct rb_error *err);
+	void *commands_ctx;
+	/* The operator's policy (the commands' too): what of setuid bits and file capabilities the
+	 * tree may keep, when keep_setuid or keep_file_caps asks (images/import.h). */
+	const struct rb_policy *pol;
+	bool keep_setuid, keep_file_caps;
 };
 
 /* out is the image's digest. */

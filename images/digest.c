@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -229,6 +230,25 @@ static void record(struct walk *w, const struct stat *st, const char *content)
 	SHA256_Update(&w->listing, fields, (size_t)n);
 }
 
+/* A file's capabilities (security.capability), the one xattr an image keeps (images/import.h):
+ * a record of their own after the file's, so a file without any digests as it always did. */
+static int file_caps(struct walk *w, int dfd, const char *name)
+{
+	char at[64 + NAME_MAX];
+	snprintf(at, sizeof at, "/proc/self/fd/%d/%s", dfd, name);
+	unsigned char v[64];
+	ssize_t n = lgetxattr(at, "security.capability", v, sizeof v);
+	if (n < 0)
+		return errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP || errno == EACCES
+		           ? 0
+		           : failed(w, errno, "read xattrs of");
+	char hex[2 * sizeof v + 8] = "fcap ";
+	for (ssize_t i = 0; i < n; i++)
+		snprintf(hex + 5 + 2 * i, 3, "%02x", v[i]);
+	record(w, NULL, hex);
+	return 0;
+}
+
 /* A regular file's content hash, read through an fd that never blocks and must stay the file
  * that was listed: another file, more or fewer bytes than its size, or a change of its times
  * while it was read is a file that changed while it was digested. */
@@ -312,7 +332,7 @@ static int visit(struct walk *w, int dfd, const char *name, size_t plen, unsigne
 				return -1;
 		}
 		record(w, &st, content);
-		return 0;
+		return file_caps(w, dfd, name);
 	}
 	if (S_ISLNK(st.st_mode)) {
 		char target[PATH_MAX];

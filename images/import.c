@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -262,6 +263,22 @@ static int remember_dir(struct unpack *u, const char *rel, mode_t mode, uid_t ui
 	return 0;
 }
 
+/* The member's file capabilities (its security.capability xattr, as a tar's SCHILY.xattr header
+ * or a directory's file carries it), set last: a chown would clear them. Every other xattr is
+ * left out. */
+static int file_caps(struct unpack *u, struct archive_entry *e, int fd, const char *member)
+{
+	archive_entry_xattr_reset(e);
+	const char *name;
+	const void *value;
+	size_t size;
+	while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK)
+		if (!strcmp(name, "security.capability") && fsetxattr(fd, name, value, size, 0) < 0)
+			return rb_error_set(u->err, errno, "import `%s`: member `%s`: set its file capabilities",
+			                    u->src, member);
+	return 0;
+}
+
 /* One member, created below the tree. rel is its clean name (modified in place). */
 static int one(struct unpack *u, struct archive *a, struct archive_entry *e, char *rel, const char *member)
 {
@@ -368,7 +385,7 @@ static int one(struct unpack *u, struct archive *a, struct archive_entry *e, cha
 		return rb_error_set(u->err, errno, "import `%s`: chown member `%s`", u->src, member);
 	if (fchmod(fd, mode) < 0)
 		return rb_error_set(u->err, errno, "import `%s`: chmod member `%s`", u->src, member);
-	return 0;
+	return u->opts->keep_file_caps ? file_caps(u, e, fd, member) : 0;
 }
 
 /* Directories last, in the order they came (a later layer's mode wins), so a read-only one
@@ -775,7 +792,8 @@ static int unpack_into(const struct rb_paths *paths, const char *src, const char
 	} else if (disk) {
 		a = archive_read_disk_new();
 		if (!a || archive_read_disk_set_symlink_physical(a) != ARCHIVE_OK ||
-		    archive_read_disk_set_behavior(a, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
+		    archive_read_disk_set_behavior(a, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS |
+		                                          (opts->keep_file_caps ? 0 : ARCHIVE_READDISK_NO_XATTR) |
 		                                          ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS) !=
 		        ARCHIVE_OK ||
 		    archive_read_disk_open(a, real) != ARCHIVE_OK)
@@ -853,14 +871,35 @@ static int import(const struct rb_paths *paths, const char *src, const char *lab
 	return 0;
 }
 
+/* A file's privileges are kept only where the operator's policy allows keeping them. */
+int rb_import_privileges_allowed(const struct rb_import_opts *opts, struct rb_error *err)
+{
+	const char *pol = opts->pol ? opts->pol->name : "(none)";
+	if (opts->keep_setuid && !(opts->pol && opts->pol->image_keep_setuid))
+		return rb_error_set(err, EPERM,
+		                    "--keep-setuid: policy `%s` has images.keep_setuid false (setuid and setgid "
+		                    "bits are dropped unless the operator's policy allows keeping them)",
+		                    pol);
+	if (opts->keep_file_caps && !(opts->pol && opts->pol->image_keep_file_caps))
+		return rb_error_set(err, EPERM,
+		                    "--keep-file-caps: policy `%s` has images.keep_file_caps false (file capabilities "
+		                    "are dropped unless the operator's policy allows keeping them)",
+		                    pol);
+	return 0;
+}
+
 int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],
                     struct rb_error *err)
 {
+	if (rb_import_privileges_allowed(opts, err) < 0)
+		return -1;
 	return import(paths, src, NULL, opts, out, err);
 }
 
 int rb_image_import_built(const struct rb_paths *paths, const char *tree, const char *label,
                           const struct rb_import_opts *opts, char out[72], struct rb_error *err)
 {
+	if (rb_import_privileges_allowed(opts, err) < 0)
+		return -1;
 	return import(paths, tree, label, opts, out, err);
 }

@@ -22,11 +22,19 @@ struct rb_import_opts {
 	const char *name;     /* the reference to set, or NULL */
 	uint64_t max_members; /* entries of the source: more is a failure (an archive bomb) */
 	uint64_t max_bytes;   /* bytes unpacked: more is a failure (a decompression bomb) */
-	bool keep_setuid;     /* keep setuid and setgid bits of files (dropped by default) */
+	/* Keep setuid and setgid bits of files, and their security.capability xattrs (file
+	 * capabilities): both dropped by default, and asked for only where pol allows it
+	 * (images.keep_setuid, images.keep_file_caps), else the import fails naming the key. */
+	bool keep_setuid;
+	bool keep_file_caps;
 	/* "read": bytes of a tarball read of its size, members applied as items; a directory or
 	 * layout: bytes unpacked, total unknown. fn NULL: none. */
 	struct rb_progress progress;
 };
+
+/* 0 when what opts asks to keep (keep_setuid, keep_file_caps) its policy allows; else an error
+ * naming the policy's key. rb_image_import and rb_image_import_built check it first. */
+int rb_import_privileges_allowed(const struct rb_import_opts *opts, struct rb_error *err);
 
 /* src is a directory or a tarball. out is the image's digest, its id in the store. */
 int rb_image_import(const struct rb_paths *paths, const char *src, const struct rb_import_opts *opts, char out[72],

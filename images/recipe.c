@@ -105,6 +105,12 @@ static int strings(const struct rb_jsonck *c, const json_t *root, const char *ke
 	return 0;
 }
 
+/* A command for /bin/sh -c: one string, no NUL, at most 16 KiB. */
+static bool command_ok(const char *s)
+{
+	return *s && strlen(s) <= (16u << 10);
+}
+
 static bool component_ok(const char *s)
 {
 	return strlen(s) < 64 && all_of(s, "-");
@@ -169,8 +175,9 @@ int rb_recipe_parse(const char *text, const char *origin, struct rb_recipe *out,
 	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
 		return -1;
-	static const char *const keys[] = {"description", "suite",    "variant", "architecture",      "mirrors",
-	                                   "components",  "packages", "files",   "source_date_epoch", NULL};
+	static const char *const keys[] = {"description",       "suite",      "variant",  "architecture",
+	                                   "mirrors",           "components", "packages", "files",
+	                                   "source_date_epoch", "commands",   "network",  NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;
 	const json_t *d = json_object_get(root, "description");
@@ -198,8 +205,15 @@ int rb_recipe_parse(const char *text, const char *origin, struct rb_recipe *out,
 	            "a component name (main, contrib, non-free-firmware)") < 0 ||
 	    strings(&c, root, "packages", out->packages, &out->n_packages, RB_RECIPE_MAX_PACKAGES, package_ok,
 	            "a Debian package name") < 0 ||
-	    files(&c, root, out) < 0)
+	    files(&c, root, out) < 0 ||
+	    strings(&c, root, "commands", out->commands, &out->n_commands, RB_RECIPE_MAX_COMMANDS, command_ok,
+	            "a shell command (a non-empty string of at most 16 KiB)") < 0)
 		return -1;
+	const json_t *net = json_object_get(root, "network");
+	const char *ns = net ? json_string_value(net) : "none";
+	if (!ns || (strcmp(ns, "none") != 0 && strcmp(ns, "gateway") != 0))
+		return rb_jsonck_expected(&c, "network", "\"none\" or \"gateway\" (the commands' network)", net);
+	out->commands_gateway = !strcmp(ns, "gateway");
 	const json_t *e = json_object_get(root, "source_date_epoch");
 	if (e && (!json_is_integer(e) || json_integer_value(e) < 0))
 		return rb_jsonck_expected(&c, "source_date_epoch", "a non-negative integer (seconds)", e);
@@ -228,6 +242,8 @@ void rb_recipe_free(struct rb_recipe *r)
 		free(r->components[i]);
 	for (unsigned i = 0; i < r->n_packages; i++)
 		free(r->packages[i]);
+	for (unsigned i = 0; i < r->n_commands; i++)
+		free(r->commands[i]);
 	for (unsigned i = 0; i < r->n_files; i++) {
 		free(r->files[i].path);
 		free(r->files[i].content);

@@ -3,6 +3,7 @@
 #ifndef RB_IMAGE_RECIPE_H
 #define RB_IMAGE_RECIPE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,6 +13,7 @@
 #define RB_RECIPE_MAX_MIRRORS  8
 #define RB_RECIPE_MAX_FILES    64
 #define RB_RECIPE_MAX_COMPS    8
+#define RB_RECIPE_MAX_COMMANDS 64
 
 struct rb_recipe_file {
 	char *path;    /* absolute, clean, inside the image */
@@ -31,6 +33,11 @@ struct rb_recipe {
 	unsigned n_packages;
 	struct rb_recipe_file files[RB_RECIPE_MAX_FILES];
 	unsigned n_files;
+	/* Shell commands (/bin/sh -c), run in order after the files, each in a runbox sandbox whose
+	 * root is the new tree itself, writable (never on the host) */
+	char *commands[RB_RECIPE_MAX_COMMANDS];
+	unsigned n_commands;
+	bool commands_gateway;     /* "network": "gateway": the commands reach the gateway's proxy */
 	int64_t source_date_epoch; /* SOURCE_DATE_EPOCH for the build: the same packages, the same tree */
 	char hash[65];             /* sha256 of the recipe's canonical JSON */
 };

@@ -669,9 +669,19 @@ static int parse_inputs(const struct rb_jsonck *c, const json_t *sec, struct rb_
 
 static int parse_images(const struct rb_jsonck *c, const json_t *sec, struct rb_policy *p)
 {
-	static const char *const keys[] = {"allow", "max_entries", "max_bytes", NULL};
+	static const char *const keys[] = {"allow", "max_entries", "max_bytes", "keep_setuid", "keep_file_caps", NULL};
 	if (rb_jsonck_keys(c, "images", sec, keys) < 0)
 		return -1;
+	static const char *const flags[] = {"keep_setuid", "keep_file_caps"};
+	bool *const dest[] = {&p->image_keep_setuid, &p->image_keep_file_caps};
+	for (unsigned i = 0; i < 2; i++) {
+		const json_t *b = json_object_get(sec, flags[i]);
+		char at[40];
+		snprintf(at, sizeof at, "images.%s", flags[i]);
+		if (b && !json_is_boolean(b))
+			return rb_jsonck_expected(c, at, "true or false", b);
+		*dest[i] = b && json_is_true(b);
+	}
 	json_t *v;
 	if ((v = json_object_get(sec, "allow")) &&
 	    get_list(c, "images.allow", v, p->image_allow, &p->n_image_allow, check_prefix) < 0)

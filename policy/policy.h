@@ -98,6 +98,11 @@ struct rb_policy {
 	unsigned n_image_allow;
 	uint64_t image_max_entries;
 	uint64_t image_max_bytes;
+	/* What an import or build into the store may keep of a file's privileges, when its caller
+	 * asks (--keep-setuid, --keep-file-caps): setuid and setgid bits, and the
+	 * security.capability xattr. Both false (stripped) unless the operator's policy says true. */
+	bool image_keep_setuid;
+	bool image_keep_file_caps;
 
 	/* environment: names passed from the host, and fixed values */
 	char *env_pass[RB_POLICY_MAX_LIST];

@@ -197,6 +197,25 @@ static bool setgroups_denied_here(void)
 
 int rb_run_save_state(struct rb_run *run, struct rb_error *err);
 
+/* A recipe build's tree as the run's image: runbox's own (idmapped, so its root's files are the
+ * sandbox root's), checked by device and inode when mounted, with no digest yet (the build
+ * computes it once the commands are done). */
+static int build_root(const char *tree, struct rb_image *out, struct rb_error *err)
+{
+	memset(out, 0, sizeof *out);
+	struct stat st;
+	if (lstat(tree, &st) < 0 || !S_ISDIR(st.st_mode))
+		return rb_error_set(err, errno ? errno : ENOTDIR, "image build: the tree `%s`", tree);
+	if (snprintf(out->rootfs, sizeof out->rootfs, "%s", tree) >= (int)sizeof out->rootfs)
+		return rb_error_set(err, ENAMETOOLONG, "image build: the tree `%s`", tree);
+	snprintf(out->name, sizeof out->name, "build");
+	snprintf(out->digest, sizeof out->digest, "unbuilt");
+	out->dev = st.st_dev;
+	out->ino = st.st_ino;
+	out->owned_by_runbox = true;
+	return 0;
+}
+
 int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_error *err)
 {
 	memset(run, 0, sizeof *run);
@@ -224,7 +243,9 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	                   &run->policy, err) < 0)
 		return -1;
 	struct rb_policy *pol = &run->policy;
-	if (rb_image_resolve(cfg->image ? cfg->image : "host", pol, &run->paths, &run->image, err) < 0)
+	if (cfg->build_root
+	        ? build_root(cfg->build_root, &run->image, err) < 0
+	        : rb_image_resolve(cfg->image ? cfg->image : "host", pol, &run->paths, &run->image, err) < 0)
 		return -1;
 
 	if (check_requested(cfg, pol, err) < 0)
@@ -331,6 +352,12 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 	    .lower_fd = -1,
 	};
 	spec->idmap_image = !spec->ids.outer && !spec->ids.single && geteuid() == 0;
+	spec->rootfs.writable_image = cfg->build_root != NULL;
+	if (cfg->build_root && !spec->idmap_image)
+		return rb_error_set(err, ENOTSUP,
+		                    "a recipe's commands run on the build's tree through an idmapped mount, "
+		                    "which needs root and subordinate ids (policy `%s` gives this run %s)",
+		                    pol->name, spec->ids.outer ? "no root" : "a single id");
 	struct rb_exec_spec *ex = &spec->exec;
 	ex->uid = pol->uid;
 	ex->gid = pol->gid;

@@ -56,6 +56,10 @@ struct rb_run_config {
 	 * run token until rb_session_bind (runtime/run/session.h) gives them; tenant and agent
 	 * above are ignored. */
 	bool unbound;
+	/* A recipe build's tree (images/build.h, in the store's temporary space) as the run's root
+	 * itself, writable through an idmapped mount (no overlay): image is then ignored. Only the
+	 * build's commands set it (runtime/run/buildcmd.h); it needs root with subordinate ids. */
+	const char *build_root;
 };
 
 struct rb_session;

@@ -227,10 +227,25 @@ static int attach_lower(const struct rb_image *image, int lower_fd, const char *
 /* The layers are named relative to the staging dir, made the cwd here: the overlay's options,
  * which the sandbox reads in /proc/self/mountinfo, then say lower, upper and work, never the
  * run directory's host path (the state directory's) nor the image's. */
-static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, struct rb_error *err)
+static int mount_overlay(const char *staging, const struct rb_image *image, int lower_fd, bool writable,
+                         struct rb_error *err)
 {
 	char merged[PATH_MAX + 8], lower[PATH_MAX + 8], opts[256];
 	const char *lowerdir = "lower", *upper = "upper", *work = "work";
+	if (writable) {
+		/* A build's tree: the runner's idmapped clone is the root, and what the step writes
+		 * lands in the tree. Without that clone the sandbox's root could not write the tree's
+		 * files, so nothing else stands in for it. */
+		if (lower_fd < 0)
+			return rb_error_set(err, ENOTSUP, "the build's tree `%s` could not be idmapped for the sandbox",
+			                    image->rootfs);
+		snprintf(merged, sizeof merged, "%s/root", staging);
+		if (mkdir(merged, 0755) < 0)
+			return rb_error_set(err, errno, "mkdir `%s`", merged);
+		if (move_mount(lower_fd, "", AT_FDCWD, merged, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return rb_error_set(err, errno, "attach the build's tree on `%s`", merged);
+		return 0;
+	}
 	snprintf(lower, sizeof lower, "%s/lower", staging);
 	if (mkdir(lower, 0755) < 0)
 		return rb_error_set(err, errno, "mkdir `%s`", lower);
@@ -659,7 +674,7 @@ static int scratch(struct rootfs_build *b, struct rb_error *err)
 /* The read-only image under a writable upper layer; every later step works beneath it. */
 static int overlay_root(struct rootfs_build *b, struct rb_error *err)
 {
-	if (mount_overlay(b->spec->staging, b->spec->image, b->spec->lower_fd, err) < 0)
+	if (mount_overlay(b->spec->staging, b->spec->image, b->spec->lower_fd, b->spec->writable_image, err) < 0)
 		return -1;
 	char merged[PATH_MAX + 8];
 	snprintf(merged, sizeof merged, "%s/root", b->spec->staging);

@@ -36,6 +36,9 @@ struct rb_rootfs_spec {
 	unsigned n_inputs;
 	const struct rb_input *skills; /* bundles: dest is the name under /workspace/skills */
 	unsigned n_skills;
+	/* The image is the root itself, writable, with no overlay (a recipe build's tree, whose
+	 * commands change it): lower_fd must then be the runner's idmapped, writable clone. */
+	bool writable_image;
 	int lower_fd; /* the image's mount, read-only and detached, made by the runner
 	               * (idmapped to the sandbox's ids when runbox's own), or -1: use
 	               * image->rootfs */

@@ -76,7 +76,10 @@ static int image_lower(const struct rb_sandbox_spec *spec, int userns, bool *idm
 		return -2; /* another directory than the one checked (a path component swapped) */
 	}
 	bool idmap = image->owned_by_runbox;
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+	/* A build's tree is written through this clone (rb_rootfs_spec.writable_image); nodev and
+	 * nosuid all the same, as every writable mount of a sandbox. */
+	struct mount_attr attr = {.attr_set = spec->rootfs.writable_image ? MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID
+	                                                                  : MOUNT_ATTR_RDONLY};
 	if (idmap) {
 		attr.attr_set |= MOUNT_ATTR_IDMAP;
 		attr.userns_fd = (uint64_t)userns;

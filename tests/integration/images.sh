@@ -117,10 +117,72 @@ fi
 sm=$(stat -c %a "$STATE/images/store/${do#sha256:}/rootfs/suid" 2>/dev/null)
 if [ "$sm" = 755 ]; then ok "import: setuid bits are dropped by default"
 else not_ok "import: setuid bits are dropped by default" "mode $sm ($(first_line "$ERR"))"; fi
+# Keeping them is the operator's to allow (policy images.keep_setuid): asked for under a policy
+# that does not allow it, the import is refused naming the key, and nothing is stored.
+before=$(store_entries)
 img import "$T/own-full.tar" --name own-suid --keep-setuid
+if [ "$RC" = 125 ] && grep -q "images.keep_setuid" <<<"$ERR" && [ "$(store_entries)" = "$before" ]; then
+	ok "import: --keep-setuid is refused where the policy does not allow it (images.keep_setuid)"
+else not_ok "import: --keep-setuid is refused where the policy does not allow it (images.keep_setuid)" "exit $RC: $(first_line "$ERR")"; fi
+PRIV=$T/priv.json
+policy_variant default "$PRIV" images-priv "p['images'] = {'allow': ['$T'], 'keep_setuid': True, 'keep_file_caps': True}"
+run_rbx image import "$T/own-full.tar" --name own-suid --keep-setuid --policy "$PRIV"
 sm=$(stat -c %a "$STATE/images/store/${OUT#sha256:}/rootfs/suid" 2>/dev/null)
-if [ "$sm" = 4755 ]; then ok "import: --keep-setuid keeps them (control)"
-else not_ok "import: --keep-setuid keeps them (control)" "mode $sm ($(first_line "$ERR"))"; fi
+if [ "$sm" = 4755 ]; then ok "import: --keep-setuid keeps them where the policy allows (control)"
+else not_ok "import: --keep-setuid keeps them where the policy allows (control)" "mode $sm ($(first_line "$ERR"))"; fi
+run_rbx image import "$T/own-full.tar" --policy "$PRIV"
+if [ "$OUT" = "$do" ]; then ok "import: a policy that allows keeping keeps nothing unasked (the same digest as stripped)"
+else not_ok "import: a policy that allows keeping keeps nothing unasked (the same digest as stripped)" "$OUT vs $do"; fi
+
+# File capabilities (the security.capability xattr, in a tar's SCHILY.xattr header): dropped by
+# default, refused when asked for beyond the policy, kept where it allows; and inside a sandbox a
+# kept setuid-root file or file capability gives nothing (no_new_privs), while on the host the
+# same files do (the control). Setting an xattr in the security namespace needs root.
+if [ "$MODE" = root ] && command -v setcap >/dev/null; then
+	pub=$T/privfiles
+	mkdir -p "$pub" && chmod 0755 "$pub"
+	cp "$PROBE" "$pub/suid-probe" && chmod 4755 "$pub/suid-probe"
+	cp "$PROBE" "$pub/cap-probe" && chmod 0755 "$pub/cap-probe" && setcap cap_net_raw+ep "$pub/cap-probe"
+	tar --format=posix -C "$MINIMAL" -cf "$T/priv.tar" . &&
+		tar --format=posix --xattrs --xattrs-include='security.capability' -C "$pub" -rf "$T/priv.tar" suid-probe cap-probe
+	img import "$T/priv.tar" --name priv-stripped
+	ps=$OUT
+	pst=$STATE/images/store/${ps#sha256:}/rootfs
+	if [ "$RC" = 0 ] && [ -x "$pst/cap-probe" ] && [ -z "$(getcap "$pst/cap-probe")" ] && [ ! -u "$pst/suid-probe" ] &&
+		[ -n "$(getcap "$pub/cap-probe")" ]; then
+		ok "import: file capabilities are dropped by default (the source has $(getcap "$pub/cap-probe" | cut -d' ' -f2))"
+	else not_ok "import: file capabilities are dropped by default" "exit $RC: $(first_line "$ERR"); $(getcap "$pst/cap-probe")"; fi
+	before=$(store_entries)
+	img import "$T/priv.tar" --keep-file-caps
+	if [ "$RC" = 125 ] && grep -q "images.keep_file_caps" <<<"$ERR" && [ "$(store_entries)" = "$before" ]; then
+		ok "import: --keep-file-caps is refused where the policy does not allow it (images.keep_file_caps)"
+	else not_ok "import: --keep-file-caps is refused where the policy does not allow it (images.keep_file_caps)" "exit $RC: $(first_line "$ERR")"; fi
+	run_rbx image import "$T/priv.tar" --name priv --keep-file-caps --keep-setuid --policy "$PRIV"
+	pk=$OUT
+	pkt=$STATE/images/store/${pk#sha256:}/rootfs
+	if [ "$RC" = 0 ] && getcap "$pkt/cap-probe" | grep -q "cap_net_raw=ep" && [ -u "$pkt/suid-probe" ] && [ "$pk" != "$ps" ]; then
+		ok "import: --keep-file-caps keeps them where the policy allows, and they are in the digest"
+	else not_ok "import: --keep-file-caps keeps them where the policy allows, and they are in the digest" "exit $RC: $(first_line "$ERR"); $(getcap "$pkt/cap-probe"); $pk vs $ps"; fi
+	# The control: on the host, as nobody, the setuid-root file runs as euid 0, and the file
+	# capability is effective.
+	host_suid=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$pub/suid-probe" uid 65534 2>&1)
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$pub/cap-probe" caps-has net_raw >/dev/null 2>&1
+	host_cap=$?
+	UIDPOL=$T/uid1000.json
+	policy_variant default "$UIDPOL" uid1000 "p['identity'] = {'uid': 1000, 'gid': 1000, 'id_range': 'auto', 'capabilities': []}"
+	run_rbx run --image priv --policy "$UIDPOL" -- /suid-probe uid 1000
+	sb_suid=$OUT sb_suid_rc=$RC
+	run_rbx run --image priv --policy "$UIDPOL" -- /cap-probe caps-has net_raw
+	sb_cap=$RC
+	run_rbx run --image priv --policy "$UIDPOL" -- /suid-probe nnp
+	sb_nnp=$RC
+	if [ -u "$pkt/suid-probe" ] && getcap "$pkt/cap-probe" | grep -q cap_net_raw &&
+		[ "$host_suid" = "uid=65534 euid=0" ] && [ "$host_cap" = 0 ] && [ "$sb_suid_rc" = 0 ] &&
+		[ "$sb_suid" = "uid=1000 euid=1000" ] && [ "$sb_cap" != 0 ] && [ "$sb_nnp" = 0 ]; then
+		ok "run: a kept setuid-root file and file capability give nothing inside (no_new_privs); on the host they do"
+	else not_ok "run: a kept setuid-root file and file capability give nothing inside (no_new_privs); on the host they do" \
+		"host: '$host_suid' cap $host_cap; sandbox: '$sb_suid' ($sb_suid_rc) cap $sb_cap nnp $sb_nnp; $(first_line "$ERR")"; fi
+fi
 
 # ---- ls, inspect, tag ---------------------------------------------------------------------
 img tag mini mini2

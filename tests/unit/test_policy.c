@@ -584,14 +584,29 @@ static void test_images_section(void **state)
 	assert_int_equal(p.n_image_allow, 0);
 	assert_int_equal(p.image_max_entries, 1000000);
 	assert_int_equal(p.image_max_bytes, 16ull << 30);
+	assert_false(p.image_keep_setuid); /* absent is safe: setuid bits and file caps are dropped */
+	assert_false(p.image_keep_file_caps);
 	rb_policy_free(&p);
 	for (const char *const *name = (const char *const[]){"default", "strict", NULL}; *name; name++) {
 		struct rb_error err = {0};
 		if (rb_policy_load(*name, repo, NULL, &p, &err) != 0)
 			fail_msg("%s", err.msg);
 		assert_int_equal(p.n_image_allow, 0); /* a shipped profile allows no directory image */
+		assert_false(p.image_keep_setuid || p.image_keep_file_caps);
 		rb_policy_free(&p);
 	}
+	parse_ok("{\"name\":\"x\",\"images\":{\"keep_setuid\":true,\"keep_file_caps\":false}}", &p);
+	assert_true(p.image_keep_setuid);
+	assert_false(p.image_keep_file_caps);
+	rb_policy_free(&p);
+	parse_ok("{\"name\":\"x\",\"images\":{\"keep_file_caps\":true}}", &p);
+	assert_false(p.image_keep_setuid);
+	assert_true(p.image_keep_file_caps);
+	rb_policy_free(&p);
+	parse_fails("{\"name\":\"x\",\"images\":{\"keep_setuid\":\"yes\"}}",
+	            "images.keep_setuid: expected true or false");
+	parse_fails("{\"name\":\"x\",\"images\":{\"keep_file_caps\":1}}",
+	            "images.keep_file_caps: expected true or false");
 
 	parse_ok("{\"name\":\"x\",\"images\":{\"allow\":[\"/srv/img//\",\"/\"],\"max_entries\":5,"
 	         "\"max_bytes\":\"1M\"}}",
