@@ -45,8 +45,9 @@ struct upload {
 	bool hydrate_ref;             /* POST hydrate?snapshot=REF: no body */
 	unsigned failed;              /* a streamed body failed: this status, with reply */
 	json_t *reply;
-	const char *tenant;     /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
-	struct ostream *stream; /* GET .../output?stream=1: an NDJSON reply fed as output comes */
+	const char *tenant;             /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
+	const struct rb_serve_key *key; /* that key (its policies and images), or NULL */
+	struct ostream *stream;         /* GET .../output?stream=1: an NDJSON reply fed as output comes */
 };
 
 /* An NDJSON stream of one process's output (respond_stream): lines not yet sent, and where
@@ -389,6 +390,16 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		}
 		if (u->tenant && json_is_object(body) && !json_object_get(body, "tenant"))
 			json_object_set_new(body, "tenant", json_string(u->tenant));
+		/* The session's policy and image, defaults as the create fills them in, are the key's
+		 * to use (its keys file entry may list them). */
+		const char *pol = json_string_value(json_object_get(body, "policy"));
+		const char *img = json_string_value(json_object_get(body, "image"));
+		char why[256];
+		if (json_is_object(body) &&
+		    !rb_serve_key_allows(u->key, pol ? pol : "default", img ? img : "host", why, sizeof why)) {
+			json_decref(body);
+			return error(reply, 403, why);
+		}
 		st = rb_serve_session_create(sv, body, reply);
 		json_decref(body);
 		return st;
@@ -588,8 +599,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!u) {
 		/* A TCP caller is known by its key before a byte of its body is read. */
 		const char *tenant = NULL;
-		if (h->keys && !(tenant = rb_serve_keys_tenant(
-		                     h->keys, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization")))) {
+		const struct rb_serve_key *key = NULL;
+		if (h->keys && !(tenant = rb_serve_key_tenant(
+		                     key = rb_serve_keys_find(h->keys, MHD_lookup_connection_value(
+		                                                           conn, MHD_HEADER_KIND, "Authorization"))))) {
 			json_t *reply = NULL;
 			error(&reply, 401, "a bearer key is required (Authorization: Bearer KEY)");
 			return respond_401(conn, reply);
@@ -600,6 +613,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		u->raw_fd = -1;
 		u->cap = BODY_CAP;
 		u->tenant = tenant;
+		u->key = key;
 		*req_cls = u;
 		char sid[128];
 		json_t *reply = NULL;

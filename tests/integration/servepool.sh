@@ -51,7 +51,9 @@ state_of() { # the state file of run $1
 	find "$STATE" -name "$1.state" 2>/dev/null | head -n 1
 }
 
-printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
+KC=kc-$MARK-0123456789abcdef
+printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}, "%s": {"tenant": "tc", "policies": ["strict"], "images": ["minimal"]}}\n' \
+	"$KA" "$KB" "$KC" >"$T/keys.json"
 chmod 0600 "$T/keys.json"
 [ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
 
@@ -289,12 +291,27 @@ tcp "$KB" POST /v1/sessions '{"image": "minimal", "tenant": "ta"}'
 y1=$ST
 tcp "$KB" POST /v1/sessions '{"image": "minimal", "policy": "strict"}'
 y2=$ST
-y_tenant=$(jv 'r["tenant"]')
+y_tenant=$(jv 'r["tenant"]') y_id=$(jv 'r["id"]')
 tcp "$KB" GET /v1/stats
 y3=$ST
 if [ "$y1" = 403 ] && [ "$y2" = 201 ] && [ "$y_tenant" = tb ] && [ "$y3" = 403 ]; then
 	ok "TCP: a key cannot create for another tenant (403); its sessions are its tenant's; /v1/stats is the operator's"
 else not_ok "TCP: a key cannot create for another tenant; its sessions are its tenant's" "$y1 $y2 tenant '$y_tenant' stats $y3"; fi
+
+[ -n "$y_id" ] && tcp "$KB" DELETE "/v1/sessions/$y_id" # the quota's room for the next checks
+# A key's entry may list the policies and images it may use: others are 403 before anything
+# is made (the default policy and image count as named); control: the listed pair is made.
+tcp "$KC" POST /v1/sessions '{"image": "minimal"}'
+w1=$ST
+tcp "$KC" POST /v1/sessions '{"image": "host", "policy": "strict"}'
+w2=$ST w2r=$R
+tcp "$KC" POST /v1/sessions '{"image": "minimal", "policy": "strict"}'
+w3=$ST
+WC=$(jv 'r["id"]')
+[ -n "$WC" ] && tcp "$KC" DELETE "/v1/sessions/$WC"
+if [ "$w1/$w2/$w3" = 403/403/201 ] && [[ "$w2r" == *'image `host`'* ]]; then
+	ok "TCP: a key listing its policies and images cannot use others (the default policy, image host: 403); control: its listed pair is 201"
+else not_ok "TCP: a key's listed policies and images hold" "$w1 $w2 ($w2r) $w3"; fi
 
 # max_lifetime closes a session even with a process running; one without stays.
 api DELETE "/v1/sessions/$C"
