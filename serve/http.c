@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/manifest.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
 
@@ -429,6 +430,15 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return st;
 		return rb_serve_hydrate_ref(
 		    sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot"), &b, reply);
+	}
+	if (n == 3 && !strcmp(seg[2], "manifest")) { /* serve/manifest.c */
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/manifest: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_manifest_post(sv, sid, body, reply);
+		json_decref(body);
+		return st;
 	}
 	if (n == 3 && !strcmp(seg[2], "ports")) { /* serve/ports.c */
 		if (get)
