@@ -141,3 +141,29 @@ else not_ok "the run_id label is queryable" "q1 '$q1' other '$(first_line "$q2")
 
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
+
+# --- the operator's config names the warm pool; a manifest applies to a claimed member ---------
+echo '{"serve_pool": ["minimal"]}' >"$T/cfg/config.json"
+chmod a+r "$T/cfg/config.json"
+run_rbx serve --socket "$T/xdg/bad.sock"
+if [ "$RC" = 125 ] && [[ "$ERR" == *"serve_pool[0]"* ]] && [ ! -e "$T/xdg/bad.sock" ]; then
+	ok "a malformed serve_pool pair in the operator's config stops the daemon (125, naming serve_pool[0])"
+else not_ok "a malformed serve_pool pair is refused" "exit $RC, $(first_line "$ERR")"; fi
+echo '{"serve_pool": ["minimal:mtest=1"]}' >"$T/cfg/config.json"
+rbx_cmd serve --socket "$SOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve2.log" 2>&1 &
+DPID=$!
+pool_ready() { api GET /v1/stats; [ "$(jv 'r["pool"][0]["ready"]')" = 1 ] && [ "$(jv 'r["pool"][0]["policy"]')" = mtest ]; }
+if wait_for test -S "$SOCK" && (wait_for pool_ready || wait_for pool_ready); then
+	ok "the operator's config.json serve_pool pair (minimal:mtest=1) fills a warm pool without --pool"
+else not_ok "the operator's config names the warm pool" "$R $(first_line "$(cat "$T/serve2.log")")"; fi
+api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifest\": {\"files\": [{\"path\": \"/workspace/p\", \"content\": \"pooled-$MARK\", \"mode\": \"0600\"}], \"env\": {\"PV\": \"pv-$MARK\"}}}"
+S=$(jv 'r["id"]') pooled=$(jv 'r["pooled"]')
+ex sh -c 'stat -c %a /workspace/p; cat /workspace/p; echo; echo "$PV"'
+pout=$OUT
+api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifest\": {\"inputs\": [{\"from\": \"$T/allowed/data\"}]}}"
+if [ "$pooled" = true ] && [ "$pout" = "$(printf '600\npooled-%s\npv-%s' "$MARK" "$MARK")" ] && [ "$ST" = 201 ] && [ "$(jv 'r["pooled"]')" = false ]; then
+	ok "a claimed pool member takes the manifest's files and env after its claim (control: one with inputs is made cold)"
+else not_ok "a manifest on a pooled session" "pooled $pooled '$pout'; with inputs $ST $(jv 'r.get("pooled")')"; fi
+kill -TERM "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
