@@ -23,6 +23,7 @@
 #include "serve/manifest.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
+#include "serve/resume.h"
 
 #define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
 
@@ -383,6 +384,15 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		return st;
 	}
 	const char *sid = seg[1];
+	if (n == 3 && !strcmp(seg[2], "resume")) { /* serve/resume.c: live or closed, the tenant's only */
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/resume: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_session_resume(sv, sid, body, u->tenant, reply);
+		json_decref(body);
+		return st;
+	}
 	/* Another tenant's session is answered as one that does not exist. */
 	char owner[128];
 	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) < 0 || (u->tenant && strcmp(owner, u->tenant) != 0))
