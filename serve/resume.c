@@ -1,12 +1,15 @@
 /* POST /v1/sessions/ID/resume: a session this daemon holds is reconnected; a closed one (idle
  * timeout, lifetime, deleted, lost in a restart) becomes a new session of its tenant, image and
  * policy, hydrated from the last snapshot its run took, and that is recorded (docs/serve.md). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/jsoncheck.h"
 #include "common/paths.h"
+#include "common/util.h"
 #include "ledger/ledger.h"
+#include "serve/manifest.h"
 #include "serve/restart.h"
 #include "serve/resume.h"
 
@@ -50,20 +53,51 @@ static json_t *create_body(const json_t *start, const char *ref, const json_t *b
 	return c;
 }
 
+/* The body as strictly as a create checks the same keys, before anything is looked up. */
+static int check_body(const struct rb_jsonck *ck, const json_t *body)
+{
+	static const char *const keys[] = {"manifest", "idle_timeout", "max_lifetime", NULL};
+	if (!json_is_object(body))
+		return rb_jsonck_expected(ck, "$", "an object", body);
+	if (rb_jsonck_keys(ck, "$", body, keys) < 0)
+		return -1;
+	const char *const durations[] = {"idle_timeout", "max_lifetime"};
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *v = json_object_get(body, durations[i]);
+		uint64_t ms;
+		char at[32];
+		snprintf(at, sizeof at, "$.%s", durations[i]);
+		if (v && !(json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX) &&
+		    !(json_is_string(v) && rb_parse_duration_ms(json_string_value(v), &ms) == 0))
+			return rb_jsonck_expected(ck, at, "a duration (\"30s\", \"10m\") or a whole number of seconds",
+			                          v);
+	}
+	struct rb_serve_manifest m;
+	if (json_object_get(body, "manifest") &&
+	    rb_serve_manifest_parse(json_object_get(body, "manifest"), true, &m, ck->err) < 0)
+		return -1;
+	if (json_object_get(body, "manifest"))
+		rb_serve_manifest_free(&m);
+	return 0;
+}
+
 unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const json_t *body, const char *tenant,
                                  json_t **reply)
 {
-	static const char *const keys[] = {"manifest", "idle_timeout", "max_lifetime", NULL};
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_jsonck ck = {"request", "body", &err};
-	if (!json_is_object(body))
-		return rb_jsonck_expected(&ck, "$", "an object", body), rb_serve_error(&err, reply);
-	if (rb_jsonck_keys(&ck, "$", body, keys) < 0)
+	if (check_body(&ck, body) < 0)
 		return rb_serve_error(&err, reply);
 	/* Live here (and the caller's): reconnected, the same session. */
 	char owner[128];
 	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) == 0 && (!tenant || !strcmp(owner, tenant))) {
+		if (json_object_size(body))
+			return rb_error_setk(&err, RB_ERR_CONFLICT, 0,
+			                     "session `%s` is live: a resume's manifest and timeouts are for a new "
+			                     "session (POST /v1/sessions/ID/manifest lays entries into a live one)",
+			                     sid),
+			       rb_serve_error(&err, reply);
 		unsigned st = rb_serve_session_get(sv, sid, reply);
 		if (st == 200)
 			json_object_set_new(*reply, "resumed", json_string("live"));

@@ -35,10 +35,12 @@ MARK=$(new_marker)
 # A live session: resume is the same session.
 api POST /v1/sessions '{"image": "minimal", "tenant": "tq", "agent": "ag"}'
 L=$(jv 'r["id"]')
+api POST "/v1/sessions/$L/resume" '{"idle_timeout": 5}'
+withbody="$ST $R"
 api POST "/v1/sessions/$L/resume" '{}'
-if [ "$ST" = 200 ] && [ "$(jv 'r["id"]')" = "$L" ] && [ "$(jv 'r["resumed"]')" = live ]; then
-	ok "a live session's id reconnects to itself (200, resumed: live)"
-else not_ok "a live session reconnects" "$ST $R"; fi
+if [ "$ST" = 200 ] && [ "$(jv 'r["id"]')" = "$L" ] && [ "$(jv 'r["resumed"]')" = live ] && [[ "$withbody" == 409*"is live"* ]]; then
+	ok "a live session's id reconnects to itself (200, resumed: live; with a new session's settings it is 409)"
+else not_ok "a live session reconnects" "$ST $R; with a body: $withbody"; fi
 
 # Closed by its idle timeout after a snapshot.
 api POST /v1/sessions "{\"image\": \"minimal\", \"tenant\": \"tq\", \"agent\": \"ag\", \"idle_timeout\": 2, \"labels\": {\"run_id\": \"ext-$MARK\"}, \"manifest\": {\"files\": [{\"path\": \"/workspace/keep\", \"content\": \"kept-$MARK\"}], \"env\": {\"EPH\": {\"value\": \"e-$MARK\", \"ephemeral\": true}}}}"
