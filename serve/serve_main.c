@@ -38,7 +38,8 @@ static void usage(FILE *f)
 	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n"
 	      "  --listen ADDR     also on loopback TCP (127.0.0.1:PORT, [::1]:PORT), bearer keys from --keys\n"
 	      "  --keys FILE       0600 JSON {\"KEY\": {\"tenant\": \"T\"}}: a key sees its tenant's sessions\n"
-	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable)\n"
+	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable;\n"
+	      "                    default: the operator config.json's serve_pool pairs)\n"
 	      "  --pool-max-age D  a ready member older than D is replaced (default 10m)\n"
 	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n",
 	      f);
