@@ -47,8 +47,8 @@ static void sha256_hex(const void *data, size_t len, char out[72])
 	unsigned char md[32];
 	unsigned n = 0;
 	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	strcpy(out, "sha256:");
-	for (unsigned i = 0; i < 32; i++)
+	snprintf(out, 8, "sha256:");
+	for (size_t i = 0; i < 32; i++)
 		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
 }
 
@@ -100,11 +100,15 @@ static int content_of(const struct rb_jsonck *ck, const char *at, const json_t *
 		c = json_string("");
 	else
 		json_incref((json_t *)c);
+	if (!c)
+		return rb_error_set(ck->err, ENOMEM, "manifest");
 	int r = 0;
 	const char *e = enc ? json_string_value(enc) : "utf8";
 	snprintf(p, sizeof p, "%s.encoding", at);
-	if (!e || (strcmp(e, "utf8") && strcmp(e, "base64")))
-		r = rb_jsonck_expected(ck, p, "\"utf8\" or \"base64\"", enc);
+	if (!e || (strcmp(e, "utf8") != 0 && strcmp(e, "base64") != 0)) {
+		json_decref((json_t *)c);
+		return rb_jsonck_expected(ck, p, "\"utf8\" or \"base64\"", enc);
+	}
 	snprintf(p, sizeof p, "%s.content", at);
 	if (r == 0 && !json_is_string(c))
 		r = rb_jsonck_expected(ck, p, "a string", c);

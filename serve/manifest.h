@@ -29,7 +29,7 @@ struct rb_serve_manifest {
 
 /* Checks m strictly (400 naming the JSON path, prefixed `$.manifest` when at_create); inputs
  * and skills only at create (409 otherwise: they are mounts made with the sandbox). */
-int rb_serve_manifest_parse(const json_t *m, bool at_create, struct rb_serve_manifest *out, struct rb_error *err);
+int rb_serve_manifest_parse(const json_t *src, bool at_create, struct rb_serve_manifest *m, struct rb_error *err);
 /* Records the `manifest` event, then makes its directories and files and adds its environment
  * to the session's (its ephemeral files to what a snapshot leaves out). 200 with *reply. */
 unsigned rb_serve_manifest_apply(struct rb_serve *sv, const char *sid, const struct rb_serve_manifest *m,

@@ -1551,22 +1551,28 @@ int rb_serve_session_add(struct rb_serve *sv, const char *sid, char **env, size_
 {
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
-	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	if (!s) {
+		pthread_mutex_unlock(&sv->lock);
+		free_strv(env);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	}
+	int r = 0;
 	char **v = NULL;
-	if (r == 0 && n_env && !(v = realloc(s->env, (s->n_env + n_env + 1) * sizeof *v)))
+	if (n_env && !(v = realloc(s->env, (s->n_env + n_env + 1) * sizeof *v)))
 		r = rb_error_set(err, ENOMEM, "session env");
-	for (size_t i = 0; r == 0 && i < n_env; i++) {
+	if (v)
 		s->env = v;
+	for (size_t i = 0; v && i < n_env; i++) {
 		size_t klen = strcspn(env[i], "=") + 1, k = 0;
-		while (k < s->n_env && strncmp(s->env[k], env[i], klen) != 0)
+		while (k < s->n_env && strncmp(v[k], env[i], klen) != 0)
 			k++;
 		if (k < s->n_env)
-			free(s->env[k]); /* given again: the new value */
+			free(v[k]); /* given again: the new value */
 		else
 			s->n_env++;
-		s->env[k] = env[i];
+		v[k] = env[i];
 		env[i] = NULL;
-		s->env[s->n_env] = NULL;
+		v[s->n_env] = NULL;
 	}
 	if (r == 0 && eph && json_object_size(eph)) {
 		if (!s->ephemeral)
