@@ -131,13 +131,16 @@ if [ "$a" = 200 ] && [ "$(printf '600\nlate-%s\nv-%s' "$MARK" "$MARK")" = "$late
 else not_ok "POST .../manifest" "$a '$late'; inputs $ST $R"; fi
 
 # --- the caller's run_id label ------------------------------------------------------------------
-run_rbx ledger query --type run_start --grep "ext-$MARK" --json
-q1=$(R=$OUT jv '[e["run_id"] for e in r if e["data"].get("labels", {}).get("run_id") == "ext-'"$MARK"'"]')
-run_rbx ledger query --type run_start --grep "ext-nope-$MARK" --json
+run_rbx ledger query --label "run_id=ext-$MARK" --json
+q1=$(R=$OUT jv 'sorted(set(e["run_id"] for e in r))')
+qtypes=$(R=$OUT jv 'sorted(set(e["type"] for e in r))')
+run_rbx ledger query --label "run_id=ext-nope-$MARK" --json
 q2=$OUT
-if [ "$q1" = "[\"$RUN_ID\"]" ] && [[ "$RUN_ID" != "ext-$MARK" ]] && [ "$q2" = "[]" ]; then
-	ok "a caller's run_id label is recorded in run_start beside runbox's own run id (control: another label value finds nothing)"
-else not_ok "the run_id label is queryable" "q1 '$q1' other '$(first_line "$q2")'"; fi
+run_rbx ledger query --label "run_id" --json
+q3=$RC
+if [ "$q1" = "[\"$RUN_ID\"]" ] && [[ "$RUN_ID" != "ext-$MARK" ]] && [[ "$qtypes" == *manifest*run_start* ]] && [ "$q2" = "[]" ] && [ "$q3" != 0 ]; then
+	ok "ledger query --label run_id=X finds the events of the run the caller labelled, beside runbox's own run id (control: another value finds nothing)"
+else not_ok "the run_id label is queryable" "q1 '$q1' types '$qtypes' other '$(first_line "$q2")' bare $q3"; fi
 
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
@@ -156,7 +159,7 @@ DPID=$!
 pool_ready() { api GET /v1/stats; [ "$(jv 'r["pool"][0]["ready"]')" = 1 ] && [ "$(jv 'r["pool"][0]["policy"]')" = mtest ]; }
 if wait_for test -S "$SOCK" && (wait_for pool_ready || wait_for pool_ready); then
 	ok "the operator's config.json serve_pool pair (minimal:mtest=1) fills a warm pool without --pool"
-else not_ok "the operator's config names the warm pool" "$R $(first_line "$(cat "$T/serve2.log")")"; fi
+else not_ok "the operator's config names the warm pool" "$R $(tr "\n" " " <"$T/serve2.log")"; fi
 api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifest\": {\"files\": [{\"path\": \"/workspace/p\", \"content\": \"pooled-$MARK\", \"mode\": \"0600\"}], \"env\": {\"PV\": \"pv-$MARK\"}}}"
 S=$(jv 'r["id"]') pooled=$(jv 'r["pooled"]')
 ex sh -c 'stat -c %a /workspace/p; cat /workspace/p; echo; echo "$PV"'
