@@ -3,7 +3,7 @@
 # reconnects to itself; one closed by its idle timeout after a snapshot becomes a new session of
 # its tenant, image and policy with the snapshot's files and no ephemeral env, and the new run
 # records a `resume` event; one closed without a snapshot is a 409 naming that, an id that never
-# was a 404.
+# was a 404; one lost in a daemon's SIGKILL resumes on the next daemon from its snapshot.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_resume
@@ -75,6 +75,28 @@ c="$ST"
 if [[ "$a" == 409*"without a snapshot"* ]] && [[ "$b" == 404*"no session"* ]] && [ "$c" = 400 ]; then
 	ok "a closed session without a snapshot is 409 naming that; an unknown id 404; an unknown key 400 (control: the one with a snapshot resumed)"
 else not_ok "resume refuses what it cannot" "$a | $b | $c"; fi
+
+# Lost in a daemon's SIGKILL: the next daemon records it lost, and a resume makes it anew.
+api POST /v1/sessions '{"image": "minimal", "tenant": "tq"}'
+S=$(jv 'r["id"]')
+ex sh -c "echo lost-$MARK > /workspace/l"
+api POST "/v1/sessions/$S/snapshots" '{}'
+LREF=$(jv 'r["ref"]')
+kill -KILL "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+answers() { api GET /v1/stats; [ "$ST" = 200 ]; }
+rbx_cmd serve --socket "$SOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve2.log" 2>&1 &
+DPID=$!
+if wait_for answers; then
+	api POST "/v1/sessions/$S/resume" '{}'
+	rs="$ST $(jv '[r["resumed"], r["tenant"], r["resumed_from"]["snapshot"], r["resumed_from"]["closed"]]')"
+	S3=$(jv 'r["id"]')
+	S=$S3 ex cat /workspace/l
+	if [ "$rs" = "201 [\"snapshot\", \"tq\", \"$LREF\", \"daemon lost\"]" ] && [ "$OUT" = "lost-$MARK" ]; then
+		ok "a session lost in a daemon's SIGKILL resumes, on the next daemon, from its last snapshot"
+	else not_ok "a lost session resumes" "$rs; out '$OUT' $(first_line "$ERR")"; fi
+else not_ok "a lost session resumes" "the daemon did not come back: $(first_line "$(cat "$T/serve2.log")")"; fi
 
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
