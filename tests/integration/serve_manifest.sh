@@ -4,7 +4,8 @@
 # policy's inputs.allow does not cover is 403 and makes no session, an allowed one is mounted
 # read-only; ephemeral env values and files never reach the ledger by value (names do) nor a
 # snapshot (a normal file does); a live session takes more entries (POST .../manifest) but not
-# inputs; unknown keys are 400 naming their path; a caller's run_id label is recorded and must be
+# inputs; a skill bundle follows the policy as an input does; unknown keys are 400 naming their
+# path; a caller's run_id label is recorded and must be
 # an id.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
@@ -81,6 +82,26 @@ after=$(nsessions)
 if [ "$fst" = 403 ] && grep -q "allows no input there" <<<"$fr" && [ "$before" = "$after" ]; then
 	ok "an input outside the policy's inputs.allow is 403 and makes no session ($before sessions before and after)"
 else not_ok "a forbidden input is refused" "$fst $fr; sessions $before -> $after"; fi
+
+# --- skills: the policy decides, as for inputs ----------------------------------------------------
+for d in "$T/allowed/sk" "$T/forbidden/sk"; do
+	mkdir -p "$d"
+	printf -- '---\nname: probe\ndescription: a fixture.\nentry: run.sh\ntimeout: 60s\n---\n' >"$d/SKILL.md"
+	printf '#!/bin/sh\necho skill-%s\n' "$MARK" >"$d/run.sh"
+	chmod -R a+rX "$d"; chmod 0755 "$d/run.sh"
+done
+before=$(nsessions)
+api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifest\": {\"skills\": [\"$T/forbidden/sk\"]}}"
+skf="$ST $R"
+api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifest\": {\"skills\": [\"$T/allowed/sk\"]}}"
+SK=$(jv 'r["id"]')
+S=$SK ex sh -c '/workspace/skills/probe/run.sh; echo x > /workspace/skills/probe/run.sh && echo WROTE'
+if [[ "$skf" == 403*"allows no input there"* ]] && [ "$(nsessions)" = "$((before + 1))" ] && [ "$(printf '%s' "$OUT" | head -n 1)" = "skill-$MARK" ] &&
+	! grep -qx WROTE <<<"$OUT"; then
+	ok "a skill bundle outside inputs.allow is 403 with no session; an allowed one is mounted read-only at /workspace/skills/NAME"
+else not_ok "manifest skills follow the policy" "forbidden: $skf; allowed: $OUT $(first_line "$ERR")"; fi
+api DELETE "/v1/sessions/$SK"
+after=$(nsessions)
 
 # --- strict validation -----------------------------------------------------------------------
 api POST /v1/sessions '{"image": "minimal", "manifest": {"filez": []}}'; a="$ST $R"
