@@ -5,8 +5,8 @@
 # read-only; ephemeral env values and files never reach the ledger by value (names do) nor a
 # snapshot (a normal file does); a live session takes more entries (POST .../manifest) but not
 # inputs; a skill bundle follows the policy as an input does; unknown keys are 400 naming their
-# path; a caller's run_id label is recorded and must be
-# an id.
+# path; a caller's run_id label is recorded, queryable and must be an id; the operator's
+# config names warm pool pairs, and a claimed member takes a manifest after its claim.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_manifest
