@@ -38,6 +38,7 @@ static const char usage[] =
     "                                   unless an offset is given; both ends inclusive of the span\n"
     "                                   they name (--until 2026-11-24T18:03 covers that minute)\n"
     "      --grep TEXT                  case-sensitive substring of the event's data\n"
+    "      --label NAME=VALUE           events of runs whose run_start has that label\n"
     "  verify [--json]               check the hash chain and the head file: exit 0 intact, 1 broken\n"
     "  export --jsonl                every event, one JSON object per line\n"
     "\n"
@@ -60,6 +61,7 @@ enum {
 	O_REVERSE = 1 << 12,
 	O_WIDE = 1 << 13,
 	O_DETAIL = 1 << 14,
+	O_LABEL = 1 << 15,
 };
 
 static const struct opt {
@@ -70,7 +72,7 @@ static const struct opt {
     {"state-dir", O_STATE, true},  {"tenant", O_TENANT, true}, {"agent", O_AGENT, true},    {"run", O_RUN, true},
     {"type", O_TYPE, true},        {"since", O_SINCE, true},   {"until", O_UNTIL, true},    {"grep", O_GREP, true},
     {"limit", O_LIMIT, true},      {"json", O_JSON, false},    {"jsonl", O_JSONL, false},   {"last", O_LAST, true},
-    {"reverse", O_REVERSE, false}, {"wide", O_WIDE, false},    {"detail", O_DETAIL, false},
+    {"reverse", O_REVERSE, false}, {"wide", O_WIDE, false},    {"detail", O_DETAIL, false}, {"label", O_LABEL, true},
 };
 
 static const struct sub {
@@ -81,7 +83,7 @@ static const struct sub {
     {"show", 1, O_STATE | O_JSON | O_WIDE},
     {"query", 0,
      O_STATE | O_TENANT | O_AGENT | O_RUN | O_TYPE | O_SINCE | O_UNTIL | O_GREP | O_LIMIT | O_JSON | O_LAST |
-         O_REVERSE | O_WIDE},
+         O_REVERSE | O_WIDE | O_LABEL},
     {"runs", 0,
      O_STATE | O_TENANT | O_AGENT | O_RUN | O_SINCE | O_UNTIL | O_JSON | O_LAST | O_REVERSE | O_WIDE | O_DETAIL},
     {"verify", 0, O_STATE | O_JSON},
@@ -721,6 +723,17 @@ int rb_cmd_ledger(int argc, char **argv)
 	    .until = a.val[bit_index(O_UNTIL)],
 	    .grep = a.val[bit_index(O_GREP)],
 	};
+	/* --label K=V: the events of runs labelled so (serve's labels, --label of runbox run). */
+	char label[320];
+	if (a.seen & O_LABEL) {
+		const char *lv = a.val[bit_index(O_LABEL)];
+		const char *eq = strchr(lv, '=');
+		if (!eq || eq == lv || (size_t)snprintf(label, sizeof label, "%s", lv) >= sizeof label)
+			return usage_error("--label `%s`: expected NAME=VALUE", lv);
+		label[eq - lv] = '\0';
+		f.label_key = label;
+		f.label_value = label + (eq - lv) + 1;
+	}
 	if (a.seen & O_LIMIT) {
 		const char *s = a.val[bit_index(O_LIMIT)];
 		char *end;

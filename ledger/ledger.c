@@ -1163,6 +1163,13 @@ int rb_ledger_query(struct rb_ledger *l, const struct rb_ledger_filter *f, json_
 		return rb_error_prefix(err, "--since");
 	if (f->until && rb_ledger_parse_time(f->until, 1, until, err) < 0)
 		return rb_error_prefix(err, "--until");
+	if (!f->label_key != !f->label_value)
+		return rb_error_set(err, EINVAL, "a label filter takes a name and a value");
+	if (f->label_key) {
+		size_t kl = strspn(f->label_key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-");
+		if (!kl || kl > 64 || f->label_key[kl])
+			return rb_error_set(err, EINVAL, "label `%s`: a name is [A-Za-z0-9._-]{1,64}", f->label_key);
+	}
 	/* Only fixed fragments go into the SQL text; every value is a bound parameter. */
 	struct {
 		const char *value, *clause;
@@ -1174,6 +1181,10 @@ int rb_ledger_query(struct rb_ledger *l, const struct rb_ledger_filter *f, json_
 	    {f->since ? since : NULL, " AND ts >= ?"},
 	    {f->until ? until : NULL, " AND ts < ?"},
 	    {f->grep, " AND instr(data, ?) > 0"},
+	    /* Two parameters of one clause: the label's name (quoted into the JSON path), its value. */
+	    {f->label_key, " AND run_id IN (SELECT run_id FROM events WHERE type = 'run_start'"
+	                   " AND json_extract(data, '$.labels.\"' || ? || '\"')"},
+	    {f->label_value, " = ?)"},
 	};
 	char sql[768];
 	size_t n = (size_t)snprintf(sql, sizeof sql, "%s%s", f->last ? "SELECT * FROM (" : "", COLUMNS " WHERE 1");

@@ -151,6 +151,9 @@ struct rb_ledger_filter {
 	const char *since;
 	const char *until;
 	const char *grep;
+	/* Events of runs whose run_start has labels.<label_key> == label_value (both or neither; the
+	 * key an id, [A-Za-z0-9._-]{1,64}). */
+	const char *label_key, *label_value;
 	unsigned limit;
 	unsigned last; /* > 0: only the last that many (newest) events, still in seq order */
 	bool prefixes; /* agent and run_id match as prefixes (a name cut in a table still finds it) */

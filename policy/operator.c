@@ -36,7 +36,7 @@ int rb_operator_config_load(const char *config_dir, struct rb_operator_config *o
 	_cleanup_json_ json_t *root = rb_jsonck_load(&c, text);
 	if (!root)
 		return -1;
-	static const char *const keys[] = {"manifest_policy_paths", NULL};
+	static const char *const keys[] = {"manifest_policy_paths", "serve_pool", NULL};
 	if (rb_jsonck_keys(&c, "", root, keys) < 0)
 		return -1;
 	json_t *v = json_object_get(root, "manifest_policy_paths");
@@ -44,6 +44,24 @@ int rb_operator_config_load(const char *config_dir, struct rb_operator_config *o
 		if (!json_is_boolean(v))
 			return rb_jsonck_expected(&c, "manifest_policy_paths", "true or false", v);
 		out->manifest_policy_paths = json_is_true(v);
+	}
+	if ((v = json_object_get(root, "serve_pool"))) {
+		if (!json_is_array(v) || json_array_size(v) > RB_OPERATOR_POOL_MAX)
+			return rb_jsonck_expected(&c, "serve_pool", "an array of at most 16 \"IMAGE:POLICY=N\" strings",
+			                          v);
+		size_t i;
+		json_t *e;
+		json_array_foreach(v, i, e)
+		{
+			char at[32];
+			snprintf(at, sizeof at, "serve_pool[%zu]", i);
+			if (!json_is_string(e) || !json_string_length(e) ||
+			    json_string_length(e) >= RB_OPERATOR_POOL_LEN ||
+			    strlen(json_string_value(e)) != json_string_length(e))
+				return rb_jsonck_expected(&c, at, "an \"IMAGE:POLICY=N\" string", e);
+			snprintf(out->serve_pool[i], RB_OPERATOR_POOL_LEN, "%s", json_string_value(e));
+			out->n_serve_pool = (unsigned)i + 1;
+		}
 	}
 	return 0;
 }

@@ -7,8 +7,14 @@
 
 #include "common/error.h"
 
+#define RB_OPERATOR_POOL_MAX 16
+#define RB_OPERATOR_POOL_LEN 272 /* an image and a policy name of < 128 bytes each, `:`, `=N` */
+
 struct rb_operator_config {
 	bool manifest_policy_paths; /* a manifest may name its policy by path, not only by name */
+	/* runbox serve's warm pool: "IMAGE:POLICY=N" pairs, as its --pool takes them (checked there). */
+	char serve_pool[RB_OPERATOR_POOL_MAX][RB_OPERATOR_POOL_LEN];
+	unsigned n_serve_pool;
 };
 
 /* Reads <config_dir>/config.json, strictly (unknown keys and wrong types are errors naming

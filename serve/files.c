@@ -27,7 +27,13 @@ struct rb_serve_put {
 	mode_t mode;
 	uint64_t size, cap;
 	EVP_MD_CTX *md;
+	bool ephemeral; /* recorded by path and size only */
 };
+
+void rb_serve_put_ephemeral(struct rb_serve_put *put)
+{
+	put->ephemeral = true;
+}
 
 static void put_free(struct rb_serve_put *p)
 {
@@ -142,7 +148,12 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 	char mode[8];
 	snprintf(mode, sizeof mode, "%04o", (unsigned)p->mode);
 	/* Recorded, durably, before the file is in place at its path. */
-	if (r == 0)
+	if (r == 0 && p->ephemeral)
+		r = rb_serve_record(sv, p->sid, "file_write",
+		                    json_pack("{s:s, s:I, s:s, s:b}", "path", p->p.full, "size", (json_int_t)p->size,
+		                              "mode", mode, "ephemeral", 1),
+		                    &err);
+	else if (r == 0)
 		r = rb_serve_record(sv, p->sid, "file_write",
 		                    json_pack("{s:s, s:I, s:s, s:s}", "path", p->p.full, "size", (json_int_t)p->size,
 		                              "sha256", digest, "mode", mode),
@@ -162,6 +173,8 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 	unsigned st = 200;
 	if (r < 0)
 		st = rb_serve_error(&err, reply);
+	else if (p->ephemeral)
+		*reply = json_pack("{s:s, s:I, s:b}", "path", p->p.full, "size", (json_int_t)p->size, "ephemeral", 1);
 	else
 		*reply = json_pack("{s:s, s:I, s:s}", "path", p->p.full, "size", (json_int_t)p->size, "sha256", digest);
 	put_free(p);

@@ -20,8 +20,10 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/manifest.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
+#include "serve/resume.h"
 
 #define BODY_CAP (1u << 20) /* a JSON body or one stdin write */
 
@@ -405,6 +407,15 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 		return st;
 	}
 	const char *sid = seg[1];
+	if (n == 3 && !strcmp(seg[2], "resume")) { /* serve/resume.c: live or closed, the tenant's only */
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/resume: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_session_resume(sv, sid, body, u->tenant, reply);
+		json_decref(body);
+		return st;
+	}
 	unsigned refused = session_refused(sv, sid, u->tenant, reply);
 	if (refused)
 		return refused;
@@ -451,6 +462,15 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return st;
 		return rb_serve_hydrate_ref(
 		    sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot"), &b, reply);
+	}
+	if (n == 3 && !strcmp(seg[2], "manifest")) { /* serve/manifest.c */
+		if (!post)
+			return error(reply, 405, "/v1/sessions/ID/manifest: POST");
+		if (!(body = parse(u, reply, &st)))
+			return st;
+		st = rb_serve_manifest_post(sv, sid, body, reply);
+		json_decref(body);
+		return st;
 	}
 	if (n == 3 && !strcmp(seg[2], "ports")) { /* serve/ports.c */
 		if (get)

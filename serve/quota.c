@@ -69,6 +69,11 @@ static int labels(const struct rb_jsonck *ck, const json_t *l, struct rb_serve_a
 		if (!json_is_string(v) || json_string_length(v) > 256 ||
 		    strlen(json_string_value(v)) != json_string_length(v))
 			return rb_jsonck_expected(ck, p, "a string of at most 256 bytes without NUL", v);
+		/* The caller's own correlation id, never runbox's run id (that one runbox makes). */
+		if (!strcmp(k, "run_id") && !rb_manifest_id_ok(json_string_value(v)))
+			return rb_jsonck_bad(
+			    ck, p, "a caller's run id is an id ([A-Za-z0-9._-]{1,64}, not \".\" or \"..\"), not `%s`",
+			    json_string_value(v));
 	}
 	ask->labels = json_deep_copy(l);
 	return ask->labels ? 0 : rb_error_set(ck->err, ENOMEM, "labels");

@@ -73,8 +73,7 @@ static bool hex32(const char *s)
 	return n == 32 && !s[n];
 }
 
-/* The last event of type of run_id, or NULL. */
-static json_t *last_event(struct rb_ledger *l, const char *run_id, const char *type)
+json_t *rb_serve_last_event(struct rb_ledger *l, const char *run_id, const char *type)
 {
 	struct rb_ledger_filter f = {.run_id = run_id, .type = type, .last = 1};
 	json_t *ev = NULL;
@@ -117,10 +116,10 @@ unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const 
 	json_t *end = NULL, *snap = NULL;
 	/* Another tenant's session is answered as one that never was. */
 	if (run_id && (!tenant || (owner && !strcmp(owner, tenant))))
-		end = last_event(l, run_id, "run_end");
+		end = rb_serve_last_event(l, run_id, "run_end");
 	const char *result = json_string_value(json_object_get(json_object_get(end, "data"), "result"));
 	if (result && !strcmp(result, "lost")) {
-		snap = last_event(l, run_id, "snapshot");
+		snap = rb_serve_last_event(l, run_id, "snapshot");
 		const char *ref = json_string_value(json_object_get(json_object_get(snap, "data"), "ref"));
 		if (ref)
 			snprintf(

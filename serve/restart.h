@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/host.h"
+#include "ledger/ledger.h"
 
 /* At start, before any session: every run of a dead daemon's session (or warm member) in this
  * state directory is cleaned up as runbox gc does and recorded lost (run_end "lost" after a
@@ -15,5 +16,8 @@ int rb_serve_restart_reclaim(const struct rb_host *host, const char *state_dir, 
  * when not NULL), {error: "... lost ...", lost: true, run_id, snapshot?: its last ref}. */
 unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const char *sid, const char *tenant,
                        json_t **reply);
+
+/* The last event of type of run_id (a reference the caller drops), or NULL. */
+json_t *rb_serve_last_event(struct rb_ledger *l, const char *run_id, const char *type);
 
 #endif

@@ -122,6 +122,8 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 int rb_serve_put_write(struct rb_serve_put *put, const void *data, size_t len, struct rb_error *err);
 unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *put, json_t **reply);
 void rb_serve_put_abort(struct rb_serve_put *put);
+/* The file is a manifest's ephemeral one: file_write records its path and size, no digest. */
+void rb_serve_put_ephemeral(struct rb_serve_put *put);
 /* A regular file of at most max_bytes opened for reading (*fd, the caller closes it; *size its
  * bytes), file_read recorded. */
 unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *path, uint64_t max_bytes, int *fd,

@@ -10,7 +10,9 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/util.h"
+#include "policy/operator.h"
 #include "runtime/sandbox/factory.h"
 #include "serve/e2b.h"
 #include "serve/http.h"
@@ -36,7 +38,8 @@ static void usage(FILE *f)
 	      "  --state-dir DIR   runbox's state (ledger, images) as for `runbox run`\n"
 	      "  --listen ADDR     also on loopback TCP (127.0.0.1:PORT, [::1]:PORT), bearer keys from --keys\n"
 	      "  --keys FILE       0600 JSON {\"KEY\": {\"tenant\": \"T\"}}: a key sees its tenant's sessions\n"
-	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable)\n"
+	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable;\n"
+	      "                    default: the operator config.json's serve_pool pairs)\n"
 	      "  --pool-max-age D  a ready member older than D is replaced (default 10m)\n"
 	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n",
 	      f);
@@ -58,6 +61,26 @@ static int default_socket(char *out, size_t len, struct rb_error *err)
 	if (rb_mkdir_p(dir, 0700, err) < 0)
 		return -1;
 	snprintf(out, len, "%s/serve.sock", dir);
+	return 0;
+}
+
+/* The operator's config's serve_pool pairs (policy/operator.h), each checked as --pool checks
+ * its argument; the error names the file's key. */
+static int operator_pool(const struct rb_host *host, const char *state, struct rb_serve_pool_pair *pool, unsigned max,
+                         unsigned *n, struct rb_error *err)
+{
+	struct rb_paths paths;
+	struct rb_operator_config oc;
+	if (rb_paths_init(&paths, host, state, err) < 0 || rb_operator_config_load(paths.config_dir, &oc, err) < 0)
+		return -1;
+	for (unsigned i = 0; i < oc.n_serve_pool && i < max; i++) {
+		if (rb_serve_pool_parse(oc.serve_pool[i], &pool[i], err) < 0)
+			return rb_error_prefix(err, "operator config %s/config.json: serve_pool[%u]", paths.config_dir,
+			                       i);
+		*n = i + 1;
+	}
+	if (oc.n_serve_pool)
+		rb_info("serve: %u warm pool pair%s from %s/config.json", *n, *n == 1 ? "" : "s", paths.config_dir);
 	return 0;
 }
 
@@ -191,6 +214,13 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	struct rb_host host = {.env = environ};
+	/* Without --pool, the pairs the operator's config names (docs/serve.md "Warm pool"). */
+	if (!n_pool && operator_pool(&host, state, pool, RB_ARRAY_SIZE(pool), &n_pool, &err) < 0) {
+		rb_err("serve: %s", err.msg);
+		rb_serve_keys_free(keys);
+		rb_factory_stop(&factory);
+		return 125;
+	}
 	struct rb_serve_config cfg = {.factory = &factory,
 	                              .state_dir = state,
 	                              .logger = &logger,

@@ -28,6 +28,7 @@
 #include "runtime/run/result.h"
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
+#include "serve/manifest.h"
 #include "serve/pool.h"
 #include "serve/ports.h"
 #include "serve/quota.h"
@@ -58,6 +59,7 @@ struct sv_session {
 	uint64_t lifetime_ms; /* max_lifetime, or 0 */
 	bool pooled;          /* its sandbox came from the warm pool */
 	json_t *labels;       /* the create's labels, or NULL */
+	json_t *ephemeral;    /* a manifest's ephemeral files {"rel": true}, or NULL: no snapshot holds them */
 	char agent_version[129];
 	const char *why; /* why the dispatcher closes it (idle timeout, max lifetime) */
 	/* Its exposed ports (serve/ports.c), or NULL. */
@@ -327,6 +329,7 @@ static void close_session(struct sv_session *s, const char *reason)
 	rb_run_close(&s->run);
 	free_strv(s->env);
 	json_decref(s->labels);
+	json_decref(s->ephemeral);
 	rb_info("session %s closed (%s)", s->id, reason);
 	free(s);
 }
@@ -549,7 +552,7 @@ static void count_sessions(const struct rb_serve *sv, const char *tenant, unsign
 
 /* A cold session: its run opened with what the create asked for, recorded, its sandbox made. */
 static int open_cold(struct rb_serve *sv, struct sv_session *s, const json_t *body, const struct rb_serve_ask *ask,
-                     const char *tenant, const char *agent, struct rb_error *err)
+                     const struct rb_serve_manifest *man, const char *tenant, const char *agent, struct rb_error *err)
 {
 	struct rb_run_config cfg = {.image = json_string_value(json_object_get(body, "image")),
 	                            .policy = json_string_value(json_object_get(body, "policy")),
@@ -563,10 +566,18 @@ static int open_cold(struct rb_serve *sv, struct sv_session *s, const json_t *bo
 	                            .net_mode = -1,
 	                            .cancel_fd = -1,
 	                            .factory = sv->cfg.factory,
-	                            .host = sv->cfg.host};
+	                            .host = sv->cfg.host,
+	                            /* The manifest's inputs and skills: the policy's inputs.allow
+	                             * decides them here (403 naming the path), as for `runbox run`. */
+	                            .input_reqs = man->inputs,
+	                            .n_inputs = man->n_inputs,
+	                            .skill_dirs = man->skill_dirs,
+	                            .skill_names = man->skill_names,
+	                            .n_skills = man->n_skills};
 	/* Limits above the policy's are refused here, naming both (SPEC "Who may say what"). */
 	if (rb_run_open(&cfg, &s->run, err) < 0)
-		return ask->memory_bytes || ask->pids || ask->timeout_ms || ask->cpus > 0
+		return rb_error_kind_of(err) != RB_ERR_FORBIDDEN &&
+		               (ask->memory_bytes || ask->pids || ask->timeout_ms || ask->cpus > 0)
 		           ? rb_error_prefix(err, "$.limits")
 		           : -1;
 	return 0;
@@ -586,21 +597,24 @@ static void drop_session(struct sv_session *s, bool opened, bool recording)
 	rb_run_close(&s->run);
 	free_strv(s->env);
 	json_decref(s->labels);
+	json_decref(s->ephemeral);
 	free(s);
 }
 
 /* A new session's /workspace from the snapshot asked for, before its 201: when that fails, the
  * session is closed and the hydrate's error is the answer. */
-static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *ref, json_t **reply)
+static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *ref, const struct rb_serve_manifest *man,
+                            json_t **reply)
 {
-	if (!ref)
-		return 201;
 	json_t *h = NULL;
-	unsigned st = rb_serve_hydrate_ref(sv, sid, ref, NULL, &h);
-	if (st == 200) {
+	unsigned st = ref ? rb_serve_hydrate_ref(sv, sid, ref, NULL, &h) : 200;
+	if (st == 200 && ref)
 		json_object_set_new(*reply, "hydrated", h);
+	/* The manifest after the snapshot: its entries are what the create asked for now. */
+	if (st == 200 && man->src && (st = rb_serve_manifest_apply(sv, sid, man, &h)) == 200)
+		json_object_set_new(*reply, "manifest", h);
+	if (st == 200)
 		return 201;
-	}
 	json_t *d = NULL;
 	rb_serve_session_delete(sv, sid, &d);
 	json_decref(d);
@@ -611,11 +625,19 @@ static unsigned hydrate_new(struct rb_serve *sv, const char *sid, const char *re
 
 unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t **reply)
 {
-	static const struct field f[] = {
-	    {"image", 's', false},        {"policy", 's', false},        {"tenant", 's', false},
-	    {"agent", 's', false},        {"idle_timeout", 'd', false},  {"env", 'o', false},
-	    {"labels", '*', false},       {"agent_version", '*', false}, {"limits", '*', false},
-	    {"max_lifetime", '*', false}, {"snapshot", 's', false},      {NULL, 0, false}};
+	static const struct field f[] = {{"image", 's', false},
+	                                 {"policy", 's', false},
+	                                 {"tenant", 's', false},
+	                                 {"agent", 's', false},
+	                                 {"idle_timeout", 'd', false},
+	                                 {"env", 'o', false},
+	                                 {"labels", '*', false},
+	                                 {"agent_version", '*', false},
+	                                 {"limits", '*', false},
+	                                 {"max_lifetime", '*', false},
+	                                 {"snapshot", 's', false},
+	                                 {"manifest", 'o', false},
+	                                 {NULL, 0, false}};
 	struct rb_error err;
 	rb_error_clear(&err);
 	uint64_t idle = 0;
@@ -638,6 +660,13 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	char **env = NULL;
 	size_t n_env = 0;
 	if (json_object_get(body, "env") && env_vector(json_object_get(body, "env"), "$.env", &env, &n_env, &err) < 0) {
+		rb_serve_ask_free(&ask);
+		return rb_serve_error(&err, reply);
+	}
+	_cleanup_serve_manifest_ struct rb_serve_manifest man = {0};
+	if (json_object_get(body, "manifest") &&
+	    rb_serve_manifest_parse(json_object_get(body, "manifest"), true, &man, &err) < 0) {
+		free_strv(env);
 		rb_serve_ask_free(&ask);
 		return rb_serve_error(&err, reply);
 	}
@@ -678,8 +707,10 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	 * for the policy's own limits takes a warm member of its pair when one is ready; it is
 	 * bound to its owner now, and only now holds anything of one. */
 	uint64_t age_ms = 0;
+	/* A member has no input or skill mounted: a manifest naming one makes its sandbox cold. */
+	bool mounts = man.n_inputs || man.n_skills;
 	struct sv_session *s =
-	    rb_serve_ask_poolable(&ask) ? rb_serve_pool_claim(sv->pool, image, policy, &age_ms) : NULL;
+	    rb_serve_ask_poolable(&ask) && !mounts ? rb_serve_pool_claim(sv->pool, image, policy, &age_ms) : NULL;
 	bool pooled = s != NULL, opened = pooled, recording = false;
 	int r = 0;
 	if (pooled)
@@ -688,7 +719,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		rb_error_set(&err, ENOMEM, "session");
 		r = -1;
 	} else
-		r = open_cold(sv, s, body, &ask, tenant, agent, &err);
+		r = open_cold(sv, s, body, &ask, &man, tenant, agent, &err);
 	if (s) {
 		s->env = env;
 		s->n_env = n_env;
@@ -752,7 +783,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	pthread_mutex_unlock(&sv->lock);
 	if (r == 0) {
 		wake(sv);
-		return hydrate_new(sv, made, snap, reply);
+		return hydrate_new(sv, made, snap, &man, reply);
 	}
 	st = rb_serve_error(&err, reply);
 	if (s)
@@ -1513,4 +1544,51 @@ unsigned rb_serve_proc_stream_step(struct rb_serve *sv, const char *sid, const c
 		free(line);
 	}
 	return st;
+}
+
+int rb_serve_session_add(struct rb_serve *sv, const char *sid, char **env, size_t n_env, const json_t *eph,
+                         struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	if (!s) {
+		pthread_mutex_unlock(&sv->lock);
+		free_strv(env);
+		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	}
+	int r = 0;
+	char **v = NULL;
+	if (n_env && !(v = realloc(s->env, (s->n_env + n_env + 1) * sizeof *v)))
+		r = rb_error_set(err, ENOMEM, "session env");
+	if (v)
+		s->env = v;
+	for (size_t i = 0; v && i < n_env; i++) {
+		size_t klen = strcspn(env[i], "=") + 1, k = 0;
+		while (k < s->n_env && strncmp(v[k], env[i], klen) != 0)
+			k++;
+		if (k < s->n_env)
+			free(v[k]); /* given again: the new value */
+		else
+			s->n_env++;
+		v[k] = env[i];
+		env[i] = NULL;
+		v[s->n_env] = NULL;
+	}
+	if (r == 0 && eph && json_object_size(eph)) {
+		if (!s->ephemeral)
+			s->ephemeral = json_object();
+		json_object_update(s->ephemeral, (json_t *)eph);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	free_strv(env);
+	return r;
+}
+
+json_t *rb_serve_session_ephemeral(struct rb_serve *sv, const char *sid)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	json_t *o = s && s->ephemeral ? json_deep_copy(s->ephemeral) : NULL;
+	pthread_mutex_unlock(&sv->lock);
+	return o;
 }

@@ -22,6 +22,7 @@
 #include "ledger/ledger.h"
 #include "runtime/run/artifacts.h"
 #include "serve/fsroot.h"
+#include "serve/manifest.h"
 #include "serve/serve.h"
 
 #define CHUNK (64u << 10)
@@ -67,8 +68,9 @@ struct packer {
 	int out;
 	struct hashed h;
 	uint64_t members, bytes, cap_in;
-	json_t *skipped; /* links leaving /workspace: a hydrate refuses them, so they are not kept */
-	dev_t dev;       /* /workspace's: anything on another device (an input, a skill) is left out */
+	json_t *skipped;   /* links leaving /workspace: a hydrate refuses them, so they are not kept */
+	dev_t dev;         /* /workspace's: anything on another device (an input, a skill) is left out */
+	json_t *ephemeral; /* a manifest's ephemeral files ({"rel": true}), left out; or NULL */
 	struct rb_error *err;
 	bool failed;
 };
@@ -221,6 +223,8 @@ static int pack_dir(struct packer *p, int dfd, const char *rel, unsigned depth)
 		}
 		if (!strncmp(names[i], ".runbox-put-", 12))
 			continue; /* a PUT under way */
+		if (p->ephemeral && json_object_get(p->ephemeral, child))
+			continue; /* never in a snapshot (SPEC "runbox serve") */
 		struct stat st;
 		if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT)
@@ -304,7 +308,11 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 		return rb_serve_error(&err, reply);
 	char store[PATH_MAX + 16];
 	snprintf(store, sizeof store, "%s/artifacts", fs.state_dir);
-	struct packer p = {.out = -1, .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES, .err = &err, .skipped = json_array()};
+	struct packer p = {.out = -1,
+	                   .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES,
+	                   .err = &err,
+	                   .skipped = json_array(),
+	                   .ephemeral = rb_serve_session_ephemeral(sv, sid)};
 	struct stat wst = {0};
 	_cleanup_close_ int top = -1;
 	int r = 0;
@@ -336,6 +344,7 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	if (p.out >= 0)
 		close(p.out);
 	EVP_MD_CTX_free(p.h.md);
+	json_decref(p.ephemeral);
 	rb_serve_fs_release(&fs);
 	/* Recorded before the reply names it: the store keeps what a snapshot event names. */
 	if (r == 0)

@@ -39,7 +39,8 @@ static int check_input(const struct rb_policy *pol, const struct rb_paths *paths
 	for (unsigned i = 0; i < pol->n_input_allow; i++)
 		if (rb_path_under(in->host, pol->input_allow[i]))
 			return 0;
-	return rb_error_set(err, 0, "%s `%s`: policy `%s` allows no input there", what, in->host, pol->name);
+	return rb_error_setk(err, RB_ERR_FORBIDDEN, 0, "%s `%s`: policy `%s` allows no input there", what, in->host,
+	                     pol->name);
 }
 
 /* Two inputs on one place (or one inside the other) would stack a bind on a read-only bind:

@@ -3,6 +3,7 @@
 import {
   Manifest,
   SandboxConfigurationError,
+  SandboxUnsupportedFeatureError,
   SandboxSnapshotRestoreError,
   normalizeSandboxClientCreateArgs,
 } from '@openai/agents-core/sandbox';
@@ -15,7 +16,7 @@ import type {
   SandboxSessionSerializationOptions,
 } from '@openai/agents-core/sandbox';
 import { RunboxServeError, RunboxTransport } from './transport.js';
-import { RunboxSandboxSession, assertManifestSupported } from './session.js';
+import { RunboxSandboxSession, assertManifestSupported, manifestInputs } from './session.js';
 import {
   RUNBOX_BACKEND_ID,
   deserializeRunboxState,
@@ -109,7 +110,20 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
     manifest: Manifest,
     extra: Record<string, unknown> = {},
   ): Promise<RunboxSandboxSession> {
-    const r = await this.transport.json<ServeSession>('POST', '/v1/sessions', { json: this.createBody(o, extra) });
+    const inputs = manifestInputs(manifest);
+    const body = this.createBody(o, inputs.length ? { ...extra, manifest: { inputs } } : extra);
+    let r: ServeSession;
+    try {
+      r = await this.transport.json<ServeSession>('POST', '/v1/sessions', { json: body });
+    } catch (e) {
+      // An input the policy's inputs.allow does not cover (no session was made).
+      if (inputs.length && e instanceof RunboxServeError && e.status === 403) {
+        throw new SandboxUnsupportedFeatureError(`runbox: the policy refuses a host path of the manifest: ${e.serveMessage}`, {
+          provider: 'runbox',
+        });
+      }
+      throw e;
+    }
     if (!isSessionId(r.id) || !isRunId(r.run_id)) {
       throw new SandboxConfigurationError(`runbox serve answered a session without ids: ${JSON.stringify(r).slice(0, 200)}`);
     }
@@ -130,10 +144,10 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
     const o = this.resolveOptions(a.options);
     if (a.archiveLimits !== undefined) o.archiveLimits = a.archiveLimits;
     // Refused before any sandbox exists: a host path or mount entry never half-applies.
-    assertManifestSupported(a.manifest);
+    assertManifestSupported(a.manifest, { inputs: true });
     const session = await this.openSession(o, a.manifest);
     try {
-      await session.applyManifest(a.manifest);
+      await session.layManifest(a.manifest);
     } catch (e) {
       await session.close().catch(() => undefined);
       throw e;
@@ -151,7 +165,7 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
     const o = this.resolveOptions(options.clientOptions);
     if (options.archiveLimits !== undefined) o.archiveLimits = options.archiveLimits;
     const manifest = state.manifest ?? new Manifest();
-    assertManifestSupported(manifest);
+    assertManifestSupported(manifest, { inputs: true });
     const { sessions } = await this.transport.json<{ sessions: ServeSession[] }>('GET', '/v1/sessions');
     const mine = sessions.find(
       (s) =>
@@ -198,7 +212,7 @@ export class RunboxSandboxClient implements SandboxClient<RunboxSessionOptions, 
         session.state.manifest = manifest;
         session.state.environment = env;
       } else {
-        await session.applyManifest(manifest);
+        await session.layManifest(manifest);
       }
     } catch (e) {
       await session.close().catch(() => undefined);

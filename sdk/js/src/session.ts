@@ -2,6 +2,7 @@
 // for the SDK's yield time), files are serve file calls, snapshots are serve snapshots.
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
+import { resolve as pathResolve } from 'node:path';
 import {
   Manifest,
   SandboxUnsupportedFeatureError,
@@ -50,6 +51,8 @@ const HELPER_TIMEOUT_MS = 120_000;
 const WORKSPACE = '/workspace';
 /** The policy's read-only input mount. */
 const INPUT_MOUNT = 'in';
+/** The JSON of one manifest call at most (serve's JSON bodies are at most 1 MiB). */
+const MANIFEST_BATCH_BYTES = 512 * 1024;
 
 export type ProcessResult = {
   status: string;
@@ -360,10 +363,62 @@ export class RunboxSandboxSession implements SandboxSession<RunboxSandboxSession
   async applyManifest(manifest: Manifest, runAs?: string): Promise<void> {
     assertNoRunAs(runAs);
     assertManifestSupported(manifest);
-    for (const { absolutePath, entry } of manifest.iterEntries()) {
-      if (entry.type === 'dir') await this.mkdir(absolutePath, true);
-      else if (entry.type === 'file') await this.writeFile(absolutePath, entry.content, fileMode(entry.permissions));
+    await this.layManifest(manifest);
+  }
+
+  /**
+   * The manifest's files and directories through serve's manifest call (recorded there as a
+   * `manifest` event; ephemeral files by path only, and left out of the daemon's snapshots), in
+   * batches under serve's JSON body cap. Host-path entries are left out: a create mounted them.
+   */
+  async layManifest(manifest: Manifest): Promise<void> {
+    const ephemeral = [...manifest.ephemeralEntryPaths()];
+    const isEphemeral = (p: string) => ephemeral.some((e) => p === e || p.startsWith(`${e}/`));
+    let batch: { files: Record<string, unknown>[]; directories: Record<string, unknown>[] } = { files: [], directories: [] };
+    let size = 0;
+    const flush = async () => {
+      if (batch.files.length === 0 && batch.directories.length === 0) return;
+      const body: Record<string, unknown> = {};
+      if (batch.files.length) body.files = batch.files;
+      if (batch.directories.length) body.directories = batch.directories;
+      batch = { files: [], directories: [] };
+      size = 0;
+      try {
+        await this.transport.json('POST', `${this.base}/manifest`, { json: body });
+      } catch (e) {
+        if (e instanceof RunboxServeError && e.status === 403) {
+          throw new SandboxUnsupportedFeatureError(`runbox: the policy refuses a manifest entry: ${e.serveMessage}`, { provider: 'runbox' });
+        }
+        throw e;
+      }
+    };
+    for (const { logicalPath, absolutePath, entry } of manifest.iterEntries()) {
+      const mode = fileMode(entry.permissions);
+      const m = mode === undefined ? {} : { mode: mode.toString(8).padStart(4, '0') };
+      if (entry.type === 'dir') {
+        batch.directories.push({ path: absolutePath, ...m });
+        size += absolutePath.length + 64;
+      } else if (entry.type === 'file') {
+        const b64 = (typeof entry.content === 'string' ? Buffer.from(entry.content, 'utf8') : Buffer.from(entry.content)).toString('base64');
+        const eph = isEphemeral(logicalPath);
+        if (b64.length + absolutePath.length + 128 > MANIFEST_BATCH_BYTES) {
+          // Too big for one JSON body: streamed by PUT, which records its digest.
+          if (eph) {
+            throw new SandboxUnsupportedFeatureError(
+              `runbox: ephemeral file "${logicalPath}" is over ${MANIFEST_BATCH_BYTES * 0.75} bytes (an ephemeral file goes in serve's manifest call, a JSON body)`,
+              { provider: 'runbox', path: logicalPath },
+            );
+          }
+          await flush();
+          await this.writeFile(absolutePath, entry.content, mode);
+          continue;
+        }
+        if (size + b64.length + absolutePath.length + 128 > MANIFEST_BATCH_BYTES) await flush();
+        batch.files.push({ path: absolutePath, content: b64, encoding: 'base64', ...m, ...(eph ? { ephemeral: true } : {}) });
+        size += b64.length + absolutePath.length + 128;
+      }
     }
+    await flush();
     const env = await manifest.resolveEnvironment();
     this.state.environment = { ...this.state.environment, ...env };
     this.state.manifest = mergeManifestDelta(this.state.manifest, manifest);
@@ -508,12 +563,14 @@ function fileMode(permissions: unknown): number | undefined {
 }
 
 /**
- * Entries runbox honours: files and directories. A host file or directory, a git checkout or a
- * mount would reach outside the sandbox's own root, which only the operator's policy may grant
- * (its inputs), so they are refused with the SDK's unsupported-feature error before anything
- * is made.
+ * Entries runbox honours: files and directories; and, when a session is made (inputs), host
+ * files and directories placed under /workspace/in, which the daemon mounts read-only where the
+ * policy's inputs.allow covers them (else its 403 is the SDK's unsupported-feature error). Any
+ * other host path, a git checkout or a mount would reach outside the sandbox's own root, which
+ * only the operator's policy may grant, so they are refused with the SDK's unsupported-feature
+ * error before anything is made.
  */
-export function assertManifestSupported(manifest: Manifest): void {
+export function assertManifestSupported(manifest: Manifest, opts: { inputs?: boolean } = {}): void {
   if (manifest.root !== WORKSPACE) {
     throw new SandboxUnsupportedFeatureError(`runbox: the manifest root must be /workspace, not ${manifest.root}`, { provider: 'runbox' });
   }
@@ -527,14 +584,37 @@ export function assertManifestSupported(manifest: Manifest): void {
   }
   for (const { logicalPath, entry } of manifest.iterEntries()) {
     if (entry.type === 'file' || entry.type === 'dir') continue;
+    if ((entry.type === 'local_file' || entry.type === 'local_dir') && isInputPath(logicalPath)) {
+      if (opts.inputs) continue;
+      throw new SandboxUnsupportedFeatureError(
+        `runbox: manifest entry "${logicalPath}" (${entry.type}): host paths are the policy's read-only inputs, mounted when a session is made, not into a live one`,
+        { provider: 'runbox', path: logicalPath, type: entry.type },
+      );
+    }
     throw new SandboxUnsupportedFeatureError(
-      `runbox: manifest entry "${logicalPath}" (${entry.type}) is not supported: host paths and mounts reach a sandbox only as the policy's read-only inputs`,
+      `runbox: manifest entry "${logicalPath}" (${entry.type}) is not supported: host paths and mounts reach a sandbox only as the policy's read-only inputs, under /workspace/${INPUT_MOUNT}/`,
       { provider: 'runbox', path: logicalPath, type: entry.type },
     );
   }
-  if (manifest.entries && Object.keys(manifest.entries).some((k) => k === INPUT_MOUNT || k.startsWith(`${INPUT_MOUNT}/`))) {
+  const written = [...manifest.iterEntries()].filter((e) => e.entry.type === 'file' || e.entry.type === 'dir');
+  if (written.some((e) => e.logicalPath === INPUT_MOUNT || e.logicalPath.startsWith(`${INPUT_MOUNT}/`))) {
     throw new SandboxUnsupportedFeatureError('runbox: /workspace/in is the policy\'s read-only input mount; a manifest cannot write there', {
       provider: 'runbox',
     });
   }
+}
+
+function isInputPath(logicalPath: string): boolean {
+  return logicalPath.startsWith(`${INPUT_MOUNT}/`) && logicalPath.length > INPUT_MOUNT.length + 1;
+}
+
+/** The manifest's host-path entries as serve's create takes them: {from, to} read-only inputs. */
+export function manifestInputs(manifest: Manifest): { from: string; to: string }[] {
+  const out: { from: string; to: string }[] = [];
+  for (const { logicalPath, absolutePath, entry } of manifest.iterEntries()) {
+    if ((entry.type === 'local_file' || entry.type === 'local_dir') && isInputPath(logicalPath)) {
+      out.push({ from: pathResolve(entry.src), to: absolutePath });
+    }
+  }
+  return out;
 }

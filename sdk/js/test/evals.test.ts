@@ -9,7 +9,7 @@ import { run, setTracingDisabled } from '@openai/agents';
 import { SandboxAgent, Manifest, file, dir, localFile, localDir, shell, filesystem, SandboxUnsupportedFeatureError } from '@openai/agents/sandbox';
 import { ScriptedModel, functionCall, assistantMessage, modelResponder } from '@openai/agents-core/testing';
 import { RunboxSandboxClient } from '../src/index.js';
-import { Serve, marker, pidsWith, waitFor } from './helpers.js';
+import { Serve, marker, pidsWith, waitFor, INPUT_POLICY } from './helpers.js';
 
 // No model key and no trace export: the runs are scripted and local.
 setTracingDisabled(true);
@@ -79,6 +79,43 @@ test('a permitted path is readable; a forbidden host path is not, by any door', 
   }
 });
 
+test("a host path under /workspace/in is the policy's read-only input; one the policy does not allow is the SDK's unsupported feature", async () => {
+  const mark = marker();
+  await writeFile(join(serve.allowedDir, 'data.txt'), `allowed-${mark}`);
+  const outside = join(serve.dir, `outside-${mark}.txt`);
+  await writeFile(outside, `outside-${mark}`);
+  await chmod(serve.allowedDir, 0o755);
+  await chmod(join(serve.allowedDir, 'data.txt'), 0o644);
+  await chmod(outside, 0o644);
+  const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', policy: INPUT_POLICY, tenant: 'evals' });
+  const before = await serve.sessionIds();
+  // Forbidden by the policy: refused by the daemon (403), the SDK's unsupported feature, no session made.
+  await assert.rejects(
+    client.create({ manifest: new Manifest({ entries: { 'in/x.txt': localFile({ src: outside }), 'a.txt': file({ content: 'a' }) } }) }),
+    (e: unknown) => e instanceof SandboxUnsupportedFeatureError && /allows no input there/.test((e as Error).message),
+  );
+  assert.deepEqual((await serve.sessionIds()).sort(), before.sort(), 'a refused input leaves no session');
+  // Control: the allowed folder is mounted, readable and read-only.
+  const session = await client.create({
+    manifest: new Manifest({ entries: { 'in/data': localDir({ src: serve.allowedDir }), 'w.txt': file({ content: `w-${mark}` }) } }),
+  });
+  try {
+    assert.equal(text(await session.readFile({ path: 'in/data/data.txt' })), `allowed-${mark}`);
+    assert.equal(text(await session.readFile({ path: 'w.txt' })), `w-${mark}`);
+    const w = await session.execCommand({ cmd: 'echo x > /workspace/in/data/data.txt 2>&1; echo rc=$?' });
+    assert.match(outputOf(w), /Read-only file system[\s\S]*rc=[12]/);
+    assert.equal(await readFile(join(serve.allowedDir, 'data.txt'), 'utf8'), `allowed-${mark}`);
+    // A live session takes no new mounts.
+    await assert.rejects(
+      session.applyManifest(new Manifest({ entries: { 'in/more': localDir({ src: serve.allowedDir }) } })),
+      (e: unknown) => e instanceof SandboxUnsupportedFeatureError && /not into a live one/.test((e as Error).message),
+    );
+  } finally {
+    await session.close();
+    client.close();
+  }
+});
+
 test("the policy's read-only input mount cannot be changed; the workspace beside it can", async () => {
   const client = new RunboxSandboxClient({ socketPath: serve.socketPath, image: 'minimal', tenant: 'evals' });
   const session = await client.create({ manifest: new Manifest({ entries: { out: dir() } }) });
@@ -126,6 +163,16 @@ test('a snapshot restores the artifacts without the ephemeral credentials', asyn
     // Control: the live session has the credentials (env and file).
     assert.equal(outputOf(made), `[${token}]\n`);
     assert.equal(text(await session.readFile({ path: 'creds.txt' })), token);
+    // The ledger has the ephemeral file by path only: no digest, never its bytes (control: the
+    // persistent file's sha256 is there).
+    const events = await serve.ledger(session.state.runId);
+    const m = events.find((e) => e.type === 'manifest');
+    assert.ok(m, `a manifest event: ${events.map((e) => e.type)}`);
+    assert.deepEqual(m.data.files.find((f: any) => f.path === '/workspace/creds.txt'), { path: '/workspace/creds.txt', ephemeral: true });
+    assert.match(m.data.files.find((f: any) => f.path === '/workspace/keep.txt').sha256, /^sha256:[0-9a-f]{64}$/);
+    const credWrite = events.find((e) => e.type === 'file_write' && e.data.path === '/workspace/creds.txt');
+    assert.ok(credWrite && credWrite.data.ephemeral === true && credWrite.data.sha256 === undefined, JSON.stringify(credWrite));
+    assert.ok(!JSON.stringify(events).includes(token), 'the token is nowhere in the ledger');
     const bytes = await session.persistWorkspace();
     // The ephemeral file is back in the live session after the snapshot.
     assert.equal(text(await session.readFile({ path: 'creds.txt' })), token);

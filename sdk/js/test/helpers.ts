@@ -15,6 +15,9 @@ const run = promisify(execFile);
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 export const RUNBOX = process.env.RUNBOX ?? join(ROOT, 'runbox');
 
+/** The policy whose inputs.allow is only Serve's allowedDir. */
+export const INPUT_POLICY = 'sdk-inputs';
+
 export function marker(): string {
   return `rbxsdk-${randomBytes(6).toString('hex')}`;
 }
@@ -41,10 +44,16 @@ export class Serve {
     this.stateDir = join(dir, 'state');
   }
 
+  /** A host folder the operator's policy INPUT_POLICY allows as an input (nothing else is). */
+  get allowedDir(): string {
+    return join(this.dir, 'allowed');
+  }
+
   private env(): NodeJS.ProcessEnv {
     return {
       PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       HOME: join(this.dir, 'home'),
+      RUNBOX_CONFIG_DIR: join(this.dir, 'cfg'),
       RUNBOX_STATE_DIR: this.stateDir,
       XDG_RUNTIME_DIR: join(this.dir, 'xdg'),
     };
@@ -61,6 +70,14 @@ export class Serve {
     await mkdir(s.stateDir, { recursive: true });
     await mkdir(join(dir, 'home'));
     await mkdir(join(dir, 'xdg'), { mode: 0o700 });
+    // The operator's policy INPUT_POLICY: the shipped default, inputs only from allowedDir.
+    await mkdir(join(dir, 'cfg', 'policies'), { recursive: true });
+    await mkdir(s.allowedDir);
+    const pol = JSON.parse(await readFile(join(ROOT, 'policy', 'profiles', 'default.json'), 'utf8'));
+    pol.name = INPUT_POLICY;
+    pol.inputs = { allow: [s.allowedDir] };
+    const { writeFile: wf } = await import('node:fs/promises');
+    await wf(join(dir, 'cfg', 'policies', `${INPUT_POLICY}.json`), JSON.stringify(pol));
     s.child = spawn(RUNBOX, ['serve', '--socket', s.socketPath], { env: s.env(), stdio: ['ignore', 'pipe', 'pipe'] });
     s.child.stdout!.on('data', (d) => (s.log += d));
     s.child.stderr!.on('data', (d) => (s.log += d));

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# runbox serve's resume (docs/serve.md "Resume"), each against a control: a live session id
+# reconnects to itself; one closed by its idle timeout after a snapshot becomes a new session of
+# its tenant, image and policy with the snapshot's files and no ephemeral env, and the new run
+# records a `resume` event; one closed without a snapshot is a 409 naming that, an id that never
+# was a 404; one lost in a daemon's SIGKILL resumes on the next daemon from its snapshot.
+# modes: root user unshare subids
+. "$(dirname "$0")/../lib.sh"
+lib_init serve_resume
+
+SOCK=$T/xdg/runbox/serve.sock
+CLIENT=()
+[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+api() {
+	local out
+	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
+		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
+jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+ex() { run_rbx exec --socket "$SOCK" "$S" -- "$@"; }
+gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
+
+rbx_cmd serve --socket "$SOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
+DPID=$!
+if ! wait_for test -S "$SOCK"; then
+	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
+	kill "$DPID" 2>/dev/null
+	exit 0
+fi
+MARK=$(new_marker)
+
+# A live session: resume is the same session.
+api POST /v1/sessions '{"image": "minimal", "tenant": "tq", "agent": "ag"}'
+L=$(jv 'r["id"]')
+api POST "/v1/sessions/$L/resume" '{"idle_timeout": 5}'
+withbody="$ST $R"
+api POST "/v1/sessions/$L/resume" '{}'
+if [ "$ST" = 200 ] && [ "$(jv 'r["id"]')" = "$L" ] && [ "$(jv 'r["resumed"]')" = live ] && [[ "$withbody" == 409*"is live"* ]]; then
+	ok "a live session's id reconnects to itself (200, resumed: live; with a new session's settings it is 409)"
+else not_ok "a live session reconnects" "$ST $R; with a body: $withbody"; fi
+
+# Closed by its idle timeout after a snapshot.
+api POST /v1/sessions "{\"image\": \"minimal\", \"tenant\": \"tq\", \"agent\": \"ag\", \"idle_timeout\": 2, \"labels\": {\"run_id\": \"ext-$MARK\"}, \"manifest\": {\"files\": [{\"path\": \"/workspace/keep\", \"content\": \"kept-$MARK\"}], \"env\": {\"EPH\": {\"value\": \"e-$MARK\", \"ephemeral\": true}}}}"
+S=$(jv 'r["id"]') OLD_RUN=$(jv 'r["run_id"]')
+api POST "/v1/sessions/$S/snapshots" '{}'
+REF=$(jv 'r["ref"]')
+# Closed without a snapshot.
+api POST /v1/sessions '{"image": "minimal", "tenant": "tq", "idle_timeout": 2}'
+N=$(jv 'r["id"]')
+if ! wait_for gone "$S" || ! wait_for gone "$N"; then not_ok "idle sessions close" "$ST $R"; fi
+
+api POST "/v1/sessions/$S/resume" '{}'
+S2=$(jv 'r["id"]')
+R1=$R; rs="$ST $(jv '[r["resumed"], r["tenant"], r["agent"], r["image"], r["resumed_from"]["snapshot"], r["resumed_from"]["closed"], r["labels"]["run_id"]]')"
+NEW_RUN=$(jv 'r["run_id"]')
+S=$S2 ex sh -c 'cat /workspace/keep; echo; [ -n "$EPH" ] && echo EPH-SET; true'
+if [ "$rs" = "201 [\"snapshot\", \"tq\", \"ag\", \"minimal\", \"$REF\", \"idle timeout\", \"ext-$MARK\"]" ] && [ "$S2" != "$S" ] &&
+	[ "$OUT" = "kept-$MARK" ]; then
+	ok "a session closed by its idle timeout resumes as a new session of its tenant from its last snapshot (files kept, no ephemeral env)"
+else not_ok "a closed session resumes from its snapshot" "$rs $R1; out '$OUT' $(first_line "$ERR")"; fi
+run_rbx ledger show "$NEW_RUN" --json
+if grep -q '"resume"' <<<"$OUT" && grep -q "$OLD_RUN" <<<"$OUT" && grep -q "$REF" <<<"$OUT"; then
+	ok "the new run records its resume (from session, run and snapshot)"
+else not_ok "the resume is recorded" "$(first_line "$OUT") $(first_line "$ERR")"; fi
+
+api POST "/v1/sessions/$N/resume" '{}'
+a="$ST $R"
+api POST "/v1/sessions/0123456789abcdef0123456789abcdef/resume" '{}'
+b="$ST $R"
+api POST "/v1/sessions/$N/resume" '{"snapshot": "x"}'
+c="$ST"
+if [[ "$a" == 409*"without a snapshot"* ]] && [[ "$b" == 404*"no session"* ]] && [ "$c" = 400 ]; then
+	ok "a closed session without a snapshot is 409 naming that; an unknown id 404; an unknown key 400 (control: the one with a snapshot resumed)"
+else not_ok "resume refuses what it cannot" "$a | $b | $c"; fi
+
+# Lost in a daemon's SIGKILL: the next daemon records it lost, and a resume makes it anew.
+api POST /v1/sessions '{"image": "minimal", "tenant": "tq"}'
+S=$(jv 'r["id"]')
+ex sh -c "echo lost-$MARK > /workspace/l"
+api POST "/v1/sessions/$S/snapshots" '{}'
+LREF=$(jv 'r["ref"]')
+kill -KILL "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+answers() { api GET /v1/stats; [ "$ST" = 200 ]; }
+rbx_cmd serve --socket "$SOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve2.log" 2>&1 &
+DPID=$!
+if wait_for answers; then
+	api POST "/v1/sessions/$S/resume" '{}'
+	rs="$ST $(jv '[r["resumed"], r["tenant"], r["resumed_from"]["snapshot"], r["resumed_from"]["closed"]]')"
+	S3=$(jv 'r["id"]')
+	S=$S3 ex cat /workspace/l
+	if [ "$rs" = "201 [\"snapshot\", \"tq\", \"$LREF\", \"daemon lost\"]" ] && [ "$OUT" = "lost-$MARK" ]; then
+		ok "a session lost in a daemon's SIGKILL resumes, on the next daemon, from its last snapshot"
+	else not_ok "a lost session resumes" "$rs; out '$OUT' $(first_line "$ERR")"; fi
+else not_ok "a lost session resumes" "the daemon did not come back: $(first_line "$(cat "$T/serve2.log")")"; fi
+
+kill -TERM "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
