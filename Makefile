@@ -241,6 +241,14 @@ bench-serve-host:
 bench-gateway: runbox-gateway
 	@bench/gateway.sh
 
+# The image store against its peers in the same run: import against tar -x, a run's start on a
+# store image against the same tree as a directory, the first run after an import (bench/images.sh).
+.PHONY: bench-images
+bench-images:
+	@scripts/install-deps.sh build bench
+	@$(MAKE) --no-print-directory all
+	@bench/images.sh
+
 # The scrubber's recall per family, false positives and MB/s (bench/scrub_eval.sh); not in make test.
 .PHONY: bench-scrub
 bench-scrub:
