@@ -911,10 +911,36 @@ static enum MHD_Result claim_key(const struct rb_gw_ctx *ctx, struct MHD_Connect
 	                  "the run holds too many idempotency keys", "reuse keys or finish the run", t0_us);
 }
 
-/* Holds the call until `runbox approve` (1), or answers the denial (0). */
+/* The first APPROVAL_EXCERPT bytes of a body, printable ASCII as is and every other byte as
+ * \xNN: what an approver reads of it (with its size; the whole is in args_digest). */
+#define APPROVAL_EXCERPT 2048
+static json_t *excerpt(const char *b, size_t n)
+{
+	size_t m = n < APPROVAL_EXCERPT ? n : APPROVAL_EXCERPT;
+	char *out = malloc(4 * m + 1);
+	if (!out)
+		return json_string("");
+	size_t o = 0;
+	for (size_t i = 0; i < m; i++) {
+		unsigned char c = (unsigned char)b[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)sprintf(out + o, "\\x%02x", c);
+	}
+	out[o] = '\0';
+	json_t *s = json_string(out);
+	free(out);
+	return s;
+}
+
+/* Holds the call until `runbox approve` (1), or answers the denial (0). The request names the
+ * call as it will be sent: the decided path, the query (before the credential joins it) and
+ * the body's size and first bytes; the approval binds to that one held request. */
 static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, struct fwd *f,
                 const struct rb_policy_approval *rule, const char *name, const char *method, const char *path,
-                const char *digest, const char *tenant, const char *agent, const char *uhost, enum MHD_Result *ret)
+                const char *query, const char *body, size_t body_len, const char *digest, const char *tenant,
+                const char *agent, const char *uhost, enum MHD_Result *ret)
 {
 	char id[24], why[300], eff[400];
 	rb_gw_approval_id(id);
@@ -928,6 +954,9 @@ static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, struct f
 	              digest, "target", uhost, "tenant", tenant ? tenant : "", "agent", agent ? agent : "",
 	              "policy_result", result, "credential_scope", name, "created", (json_int_t)time(NULL), "expires",
 	              (json_int_t)time(NULL) + (json_int_t)rule->timeout_s);
+	json_object_set_new(req, "query", json_string(query ? query : ""));
+	json_object_set_new(req, "body_bytes", json_integer((json_int_t)body_len));
+	json_object_set_new(req, "body_excerpt", excerpt(body ? body : "", body ? body_len : 0));
 	json_t *ev = record_new("connector", name, method, 202, f->route, uhost, f->t0);
 	json_object_set_new(ev, "approval", json_pack("{s:O, s:s}", "request", req, "state", "requested"));
 	rb_gw_record(ctx, ev);
@@ -1152,7 +1181,8 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 			fwd_free(f);
 			return ret;
 		}
-		if (rule && !hold(ctx, mc, f, rule, name, method, v.path, digest, tenant, agent, host, &ret)) {
+		if (rule && !hold(ctx, mc, f, rule, name, method, v.upstream_path, qw.q, body, body_len, digest, tenant,
+		                  agent, host, &ret)) {
 			free(qw.q);
 			fwd_free(f);
 			return ret;

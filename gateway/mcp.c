@@ -488,6 +488,9 @@ static int hold(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const js
 	              eff, "args_digest", digest, "target", h->uhost, "tenant", h->tenant ? h->tenant : "", "agent",
 	              h->agent ? h->agent : "", "policy_result", result, "credential_scope", h->name, "created",
 	              (json_int_t)time(NULL), "expires", (json_int_t)time(NULL) + (json_int_t)h->rule->timeout_s);
+	/* What the approver is shown is what will be sent: the tool's arguments as parsed. */
+	json_t *args = json_object_get(json_object_get(msg, "params"), "arguments");
+	json_object_set_new(req, "arguments", args ? json_deep_copy(args) : json_object());
 	json_t *ev = rb_gw_record_new("mcp", h->name, "POST", 202, h->route, h->uhost, h->t0_us);
 	json_object_set_new(ev, "server", json_string(h->name));
 	json_object_set_new(ev, "mcp_method", json_string("tools/call"));

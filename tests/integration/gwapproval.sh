@@ -78,12 +78,14 @@ import json, sys
 r = json.load(open(sys.argv[1]))[0]
 cred = open(sys.argv[2]).read().strip()
 want = {"connector": "pay", "method": "POST", "effect": "POST pay/v1/pay", "target": "127.0.0.1:" + sys.argv[3],
-        "credential_scope": "pay", "tenant": r.get("tenant")}
+        "credential_scope": "pay", "tenant": r.get("tenant"),
+        # What the approver reads is what will be sent: the query and the body's first bytes.
+        "query": "?case=apr", "body_bytes": 9, "body_excerpt": "amount=42"}
 bad = [k for k, v in want.items() if r.get(k) != v]
 bad += [k for k in ("args_digest", "policy_result", "tenant", "run", "expires") if not r.get(k)]
 bad += ["args_digest not sha256 hex"] if len(r.get("args_digest", "")) != 64 else []
 bad += ["the credential is in the request"] if cred in json.dumps(r) else []
-print("ok\tthe request records effect, args digest, target, tenant, policy result and the credential's scope by name (not its value)" if not bad
+print("ok\tthe request records effect, query, body (size, first bytes), args digest, target, tenant, policy result and the credential's scope by name (not its value)" if not bad
       else "not_ok\tthe approval request's fields\t%s: %s" % (bad, json.dumps(r)[:300]))
 PYEOF
 run_rbx approve "$ID"

@@ -250,11 +250,11 @@ PYEOF
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
 want = {"mcp": "files", "tool": "echo", "method": "tools/call", "effect": "tools/call files echo",
-        "target": "127.0.0.1:" + sys.argv[3], "credential_scope": "files"}
+        "target": "127.0.0.1:" + sys.argv[3], "credential_scope": "files", "arguments": {"text": "hello-mcp"}}
 bad = [k for k, v in want.items() if r.get(k) != v] + [k for k in ("args_digest", "policy_result", "tenant", "run", "expires") if not r.get(k)]
 bad += ["the credential is in the request"] if open(sys.argv[2]).read().strip() in json.dumps(r) else []
 bad += ["the upstream got it while held (%s)" % sys.argv[4]] if sys.argv[4] != "0" else []
-print("ok\tthe held tools/call is listed by `runbox approve` (server, tool, effect, digest, target, scope by name) and not sent while held" if not bad
+print("ok\tthe held tools/call is listed by `runbox approve` (server, tool, effect, its arguments, digest, target, scope by name) and not sent while held" if not bad
       else "not_ok\tthe held tools/call's request\t%s: %s" % (bad, json.dumps(r)[:300]))
 PYEOF
 			fi
