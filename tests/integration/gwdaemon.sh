@@ -5,7 +5,8 @@
 # ledger), keeps concurrent runs apart (one run's token fails on the other's endpoint), ends a
 # run's access cleanly when it dies (calls fail fast), refuses a peer of another uid at
 # registration (the run's calls are then refused, named), and where no daemon answers the run's
-# own gateway serves it (control). Each test starts its own daemon; upstreams on 127.0.0.1.
+# own gateway serves it (control); SIGHUP rereads the config. Each test starts its own daemon;
+# upstreams on 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gwdaemon
@@ -290,3 +291,28 @@ case $other in
 	*) not_ok "a peer of another uid is refused at registration" "control answer: $mine" ;; esac ;;
 *) not_ok "a peer of another uid is refused at registration" "answer: $other" ;; esac
 grep -q "refused: peer uid $OTHER" "$T/gwd.log" && ok "the daemon logs the refused peer" || not_ok "the daemon logs the refused peer" "$(tail -n 3 "$T/gwd.log")"
+
+# 6. SIGHUP rereads the config: a connector added to the file is served to runs registered
+# after it (control: before the SIGHUP the same call is refused as an unknown connector).
+policy_variant default "$T/pol2.json" gwdtest2 'p["network"] = {"mode": "gateway", "connectors": ["echo", "echo2"]}'
+RBX_ENV=("RUNBOX_GATEWAY_SOCKET=$SOCK")
+hup_call() {
+	run_rbx run --image host --json --policy "$T/pol2.json" --timeout 60s --input "$T/client.py:/workspace/in/c.py" -- \
+		python3 /workspace/in/c.py "e2|/v1/connectors/echo2/v1/echo?case=$1|RUNBOX_TOKEN"
+	json "$T/out" stdout
+}
+before=$(hup_call hup0)
+"$PY" - "$T/gw.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["connectors"]["echo2"] = dict(c["connectors"]["echo"])
+json.dump(c, open(sys.argv[1] + ".new", "w"))
+PYEOF
+chmod a+r "$T/gw.json.new"
+mv "$T/gw.json.new" "$T/gw.json"
+kill -HUP "$GWD_PID"
+for _ in $(seq 50); do grep -q "(2 connectors)" "$T/gwd.log" && break; sleep 0.1; done
+after=$(hup_call hup1)
+case "$before|$after" in
+*'"e2": [404,'*'|'*'"e2": [200,'*) ok "SIGHUP: a connector added to the config is served to later runs (before it: 404)" ;;
+*) not_ok "SIGHUP rereads the config" "before: $before; after: $after; $(tail -n 3 "$T/gwd.log")" ;; esac
