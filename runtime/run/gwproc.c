@@ -271,7 +271,12 @@ static int try_daemon(struct rb_gwproc *gw, const int *fds, unsigned n_fds, int 
 	         "the run's request rate",
 	         path);
 	gw->out = conn;
-	gw->calls = early;
+	if (early && gw->calls) {
+		json_array_extend(gw->calls, early);
+		json_decref(early);
+	} else if (early) {
+		gw->calls = early;
+	}
 	fcntl(gw->out, F_SETFL, O_NONBLOCK);
 	return 1;
 }
