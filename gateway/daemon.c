@@ -311,7 +311,7 @@ static int bind_socket(const char *path, struct rb_error *err)
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof a.sun_path)
 		return rb_error_set(err, ENAMETOOLONG, "gateway socket %s", path);
-	strcpy(a.sun_path, path);
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof dir, "%s", path);
 	char *slash = strrchr(dir, '/');

@@ -61,7 +61,7 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 		return rb_error_set(err, ENAMETOOLONG, "gateway daemon socket %s", path);
 	if (n_fds > RB_GWSOCK_MAX_FDS)
 		return rb_error_set(err, E2BIG, "gateway daemon: %u descriptors", n_fds);
-	strcpy(a.sun_path, path);
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return rb_error_set(err, errno, "gateway daemon: socket");
