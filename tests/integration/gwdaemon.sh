@@ -5,7 +5,7 @@
 # ledger), keeps concurrent runs apart (one run's token fails on the other's endpoint), ends a
 # run's access cleanly when it dies (calls fail fast), refuses a peer of another uid at
 # registration (the run's calls are then refused, named), and where no daemon answers the run's
-# own gateway serves it (control); SIGHUP rereads the config. Each test starts its own daemon;
+# own gateway serves it (control); SIGHUP rereads the config; a runbox serve session uses it too. Each test starts its own daemon;
 # upstreams on 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
@@ -316,3 +316,39 @@ after=$(hup_call hup1)
 case "$before|$after" in
 *'"e2": [404,'*'|'*'"e2": [200,'*) ok "SIGHUP: a connector added to the config is served to later runs (before it: 404)" ;;
 *) not_ok "SIGHUP rereads the config" "before: $before; after: $after; $(tail -n 3 "$T/gwd.log")" ;; esac
+
+# 7. runbox serve's sessions use the same runner code: a session's connector call is served by
+# the daemon named in serve's environment (one more registration in the daemon's log).
+mkdir -p "$T/conf/policies"
+cp "$T/pol.json" "$T/conf/policies/gwdtest.json"
+chmod -R a+rX "$T/conf"
+SSOCK=$T/xdg/runbox/serve.sock
+RBX_ENV=("RUNBOX_GATEWAY_SOCKET=$SOCK" "RUNBOX_CONFIG_DIR=$T/conf")
+rbx_cmd serve --socket "$SSOCK"
+"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
+SPID=$!
+CLIENT=()
+[ "$MODE" = root ] || CLIENT=($NOBODY_CTL)
+sapi() {
+	"${CLIENT[@]}" curl -s --max-time 60 --unix-socket "$SSOCK" -X "$1" ${3+--data-binary "$3"} "http://runbox$2"
+}
+if wait_for test -S "$SSOCK"; then
+	regs0=$(grep -c "): serving" "$T/gwd.log")
+	sid=$(sapi POST /v1/sessions '{"image": "host", "policy": "gwdtest"}' | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("id", ""))' 2>/dev/null)
+	body=$("$PY" -c 'import json,sys; print(json.dumps({"argv": ["python3", "-c", open(sys.argv[1]).read(), "s|/v1/connectors/echo/v1/echo?case=srv|RUNBOX_TOKEN"]}))' "$T/client.py")
+	pid=$(sapi POST "/v1/sessions/$sid/processes" "$body" | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("id", ""))' 2>/dev/null)
+	sout=$(sapi GET "/v1/sessions/$sid/processes/$pid/output?wait_ms=30000" | "$PY" -c 'import json,sys; print("".join(c["data"] for c in json.load(sys.stdin)["chunks"] if c["stream"] == "stdout"))' 2>/dev/null)
+	sapi DELETE "/v1/sessions/$sid" >/dev/null
+	n=$(grep -c "case=srv" "$T/up.log")
+	case $sout in
+	*'"s": [200,'*)
+		regs1=$(grep -c "): serving" "$T/gwd.log")
+		if [ "$n" = 1 ] && [ "$regs1" = $((regs0 + 1)) ]; then
+			ok "a runbox serve session's call is served by the daemon (session $sid)"
+		else not_ok "a runbox serve session's call is served by the daemon" "upstream hits $n; $(tail -n 4 "$T/gwd.log")"; fi ;;
+	*) not_ok "a runbox serve session's call is served by the daemon" "session '$sid' process '$pid': $sout $(head -c 300 "$T/serve.log")" ;; esac
+else
+	not_ok "runbox serve starts" "$(head -c 300 "$T/serve.log")"
+fi
+kill "$SPID" 2>/dev/null
+wait "$SPID" 2>/dev/null
