@@ -291,6 +291,25 @@ case $other in
 	*) not_ok "a peer of another uid is refused at registration" "control answer: $mine" ;; esac ;;
 *) not_ok "a peer of another uid is refused at registration" "answer: $other" ;; esac
 grep -q "refused: peer uid $OTHER" "$T/gwd.log" && ok "the daemon logs the refused peer" || not_ok "the daemon logs the refused peer" "$(tail -n 3 "$T/gwd.log")"
+# A whole run of a uid the root daemon refuses: its calls fail at once, not at a timeout, and the
+# result names the daemon's refusal (it fails closed: no gateway of its own).
+if [ "$MODE" = root ]; then
+	mkdir -p "$T/nstate"
+	chown $NOBODY:$NOBODY "$T/nstate"
+	RBX_ENV=("RUNBOX_GATEWAY_SOCKET=$SOCK" "RUNBOX_STATE_DIR=$T/nstate")
+	t0=$(date +%s)
+	MODE=user run_rbx run --image host --json --policy "$T/pol.json" --timeout 60s --input "$T/client.py:/workspace/in/c.py" -- \
+		python3 /workspace/in/c.py "r|/v1/connectors/echo/v1/echo?case=refused|RUNBOX_TOKEN"
+	t1=$(date +%s)
+	cr=$(json "$T/out" stdout)
+	ge=$(json "$T/out" gateway.error)
+	case "$cr|$ge" in
+	*'"r": ["'*"|gateway daemon $SOCK refused the run: peer uid $NOBODY may not register"*)
+		if [ $((t1 - t0)) -le 30 ] && [ "$(grep -c case=refused "$T/up.log")" = 0 ]; then
+			ok "a run the daemon refuses fails closed: its call fails at once, gateway.error names the refusal"
+		else not_ok "a run the daemon refuses fails closed" "$((t1 - t0)) s, upstream hits $(grep -c case=refused "$T/up.log")"; fi ;;
+	*) not_ok "a run the daemon refuses fails closed" "rc $RC: $cr | $ge | $(first_line "$ERR")" ;; esac
+fi
 
 # 6. SIGHUP rereads the config: a connector added to the file is served to runs registered
 # after it (control: before the SIGHUP the same call is refused as an unknown connector).
