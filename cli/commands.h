@@ -28,6 +28,8 @@ int rb_cmd_artifact(int argc, char **argv);
 int rb_cmd_logs(int argc, char **argv);
 /* `runbox approve [ID]`, `runbox deny ID`: held connector calls (cli/cmd_approve.c). */
 int rb_cmd_approve(int argc, char **argv);
+/* `runbox gateway serve`: execs runbox-gateway as the gateway daemon (cli/cmd_gateway.c). */
+int rb_cmd_gateway(int argc, char **argv);
 /* runbox serve's socket for the clients (session, exec, cp): given, else RUNBOX_SOCKET, else
  * the daemon's default (/run/runbox/serve.sock as root, $XDG_RUNTIME_DIR/runbox/serve.sock);
  * NULL when none can be named (cli/cmd_serve.c). */

@@ -19,6 +19,7 @@ static void usage(FILE *f)
 	      "  ps | kill RUN | gc [--retention DUR] [--dry-run]\n"
 	      "                                 live runs, stop one, clean up after a crash, old artifacts\n"
 	      "  approve [ID] | deny ID         connector calls held for approval: list, release, refuse\n"
+	      "  gateway serve [--config FILE] [--socket PATH]   the gateway daemon runs hand their endpoints to\n"
 	      "  policy validate FILE | show NAME\n"
 	      "  image import|ls|inspect|rm|tag  the image store: trees by digest, names for them\n"
 	      "  artifact ls RUN | get DIGEST|RUN:PATH | inspect DIGEST   a run's files, back out of the store\n"
@@ -77,11 +78,12 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"check", rb_cmd_check}, {"policy", rb_cmd_policy},     {"ledger", rb_cmd_ledger},
-	            {"ps", rb_cmd_ps},       {"kill", rb_cmd_kill},         {"gc", rb_cmd_gc},
-	            {"image", rb_cmd_image}, {"artifact", rb_cmd_artifact}, {"logs", rb_cmd_logs},
-	            {"serve", rb_cmd_serve}, {"session", rb_cmd_session},   {"exec", rb_cmd_exec},
-	            {"cp", rb_cmd_cp},       {"approve", rb_cmd_approve},   {"deny", rb_cmd_deny}};
+	} cmds[] = {{"check", rb_cmd_check},    {"policy", rb_cmd_policy},     {"ledger", rb_cmd_ledger},
+	            {"ps", rb_cmd_ps},          {"kill", rb_cmd_kill},         {"gc", rb_cmd_gc},
+	            {"image", rb_cmd_image},    {"artifact", rb_cmd_artifact}, {"logs", rb_cmd_logs},
+	            {"serve", rb_cmd_serve},    {"session", rb_cmd_session},   {"exec", rb_cmd_exec},
+	            {"cp", rb_cmd_cp},          {"approve", rb_cmd_approve},   {"deny", rb_cmd_deny},
+	            {"gateway", rb_cmd_gateway}};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

@@ -9,11 +9,13 @@
  * EOF. Once it serves, one byte on ready_fd (then closed): the runner waits for it. Each call's
  * record is a line {"call": {...}} on stdout, as it happens; SIGTERM: stop, print
  * {"stats": {"requests": n, ...}} on stdout, exit 0. The runner's exit ("parent_pid", watched
- * through a pidfd) stops it as SIGTERM does. */
+ * through a pidfd) stops it as SIGTERM does. `runbox-gateway serve ...` is the daemon instead
+ * (gateway/daemon.c), serving many runs' grants with this same code. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -27,24 +29,11 @@
 
 #include "common/paths.h"
 #include "gateway/config.h"
+#include "gateway/daemon.h"
 #include "gateway/endpoint.h"
+#include "gateway/grant.h"
 
 extern char **environ;
-
-static int hex_decode(const char *hex, uint8_t *out, size_t max, size_t *len)
-{
-	size_t n = strlen(hex);
-	if (n % 2 || n / 2 > max)
-		return -1;
-	for (size_t i = 0; i < n / 2; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -1;
-		out[i] = (uint8_t)v;
-	}
-	*len = n / 2;
-	return 0;
-}
 
 /* A pidfd of the runner that started this gateway, readable once it exited: the gateway ends
  * with the runner's process, not with the runner's thread that forked it (PR_SET_PDEATHSIG
@@ -64,7 +53,7 @@ static int watch_parent(pid_t parent)
 	return fd;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	/* It holds the connectors' secrets: no core file of it, and no ptrace or /proc/PID/mem by
 	 * another process of its uid. It execs nothing, so nothing inherits the flag. */
@@ -73,6 +62,8 @@ int main(void)
 		fprintf(stderr, "runbox-gateway: cannot make itself undumpable: %s\n", strerror(errno));
 		return 125;
 	}
+	if (argc > 1 && !strcmp(argv[1], "serve"))
+		return rb_gwd_main(argc - 1, argv + 1);
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -84,17 +75,15 @@ int main(void)
 	json_t *cfg = cf ? json_loadf(cf, 0, &jerr) : NULL;
 	if (cf)
 		fclose(cf);
-	const char *run_id = json_string_value(json_object_get(cfg, "run_id"));
-	const char *key_hex = json_string_value(json_object_get(cfg, "key"));
-	json_t *fds_j = json_object_get(cfg, "listen_fds");
 	json_t *ready_j = json_object_get(cfg, "ready_fd");
-	uint8_t key[RB_GATEWAY_KEY_MAX];
-	size_t keylen = 0;
-	int fds[RB_GATEWAY_MAX_FDS];
-	unsigned n = 0;
-	if (!run_id || !key_hex || hex_decode(key_hex, key, sizeof key, &keylen) < 0 || !json_is_array(fds_j) ||
-	    !json_is_integer(ready_j)) {
+	struct rb_error err;
+	struct rb_gw_grant *g = calloc(1, sizeof *g);
+	if (!g || !cfg || !json_is_integer(ready_j)) {
 		fprintf(stderr, "runbox-gateway: bad config on fd 3\n");
+		return 125;
+	}
+	if (rb_gw_grant_parse(cfg, NULL, 0, g, &err) < 0) {
+		fprintf(stderr, "runbox-gateway: bad config on fd 3: %s\n", err.msg);
 		return 125;
 	}
 	int parent_fd = watch_parent((pid_t)json_integer_value(json_object_get(cfg, "parent_pid")));
@@ -104,77 +93,8 @@ int main(void)
 		        strerror(errno));
 		return 125;
 	}
-	size_t i;
-	json_t *v;
-	json_array_foreach(fds_j, i, v)
-	{
-		if (n < RB_GATEWAY_MAX_FDS && json_is_integer(v))
-			fds[n++] = (int)json_integer_value(v);
-	}
-	struct rb_error err;
 	/* The operator's connectors: the file the runner names, else the default places. */
 	json_t *conf_j = json_object_get(cfg, "gateway_config");
-	json_t *grants_j = json_object_get(cfg, "connectors");
-	const char *grants[RB_GWCONF_MAX_CONNECTORS];
-	unsigned n_grants = 0;
-	json_array_foreach(grants_j, i, v)
-	{
-		if (n_grants < RB_GWCONF_MAX_CONNECTORS && json_is_string(v))
-			grants[n_grants++] = json_string_value(v);
-	}
-	const char *proxy[RB_GWCONF_MAX_PROXY];
-	unsigned n_proxy = 0;
-	json_array_foreach(json_object_get(cfg, "proxy"), i, v)
-	{
-		if (n_proxy < RB_GWCONF_MAX_PROXY && json_is_string(v))
-			proxy[n_proxy++] = json_string_value(v);
-	}
-	struct rb_policy_approval approvals[RB_POLICY_MAX_APPROVALS];
-	unsigned n_approvals = 0;
-	json_array_foreach(json_object_get(cfg, "approval"), i, v)
-	{
-		if (n_approvals == RB_POLICY_MAX_APPROVALS)
-			break;
-		struct rb_policy_approval *a = &approvals[n_approvals++];
-		memset(a, 0, sizeof *a);
-		snprintf(a->connector, sizeof a->connector, "%s",
-		         json_string_value(json_object_get(v, "connector")) ?: "");
-		a->timeout_s = (unsigned)json_integer_value(json_object_get(v, "timeout_s"));
-		snprintf(a->mcp, sizeof a->mcp, "%s", json_string_value(json_object_get(v, "mcp")) ?: "");
-		json_t *tl = json_object_get(v, "tools");
-		for (size_t j = 0; j < json_array_size(tl) && a->n_tools < 8; j++)
-			if (json_is_string(json_array_get(tl, j)))
-				snprintf(a->tools[a->n_tools++], sizeof a->tools[0], "%s",
-				         json_string_value(json_array_get(tl, j)));
-		size_t j;
-		json_t *m;
-		json_array_foreach(json_object_get(v, "methods"), j, m)
-		{
-			if (a->n_methods < 8 && json_is_string(m))
-				snprintf(a->methods[a->n_methods++], sizeof a->methods[0], "%s", json_string_value(m));
-		}
-	}
-	/* The policy's network.mcp: [{"name", "tools": [...] (absent: not narrowed)}]. */
-	struct rb_gw_mcp_grant mcp[RB_POLICY_MAX_MCP];
-	const char *mcp_tools[RB_POLICY_MAX_MCP][RB_POLICY_MCP_TOOLS];
-	unsigned n_mcp = 0;
-	json_array_foreach(json_object_get(cfg, "mcp"), i, v)
-	{
-		const char *mname = json_string_value(json_object_get(v, "name"));
-		const json_t *ts = json_object_get(v, "tools");
-		if (n_mcp == RB_POLICY_MAX_MCP || !mname)
-			continue;
-		struct rb_gw_mcp_grant *g = &mcp[n_mcp];
-		*g = (struct rb_gw_mcp_grant){.name = mname, .tools = json_is_array(ts) ? mcp_tools[n_mcp] : NULL};
-		size_t j;
-		json_t *t;
-		json_array_foreach(ts, j, t)
-		{
-			if (g->n_tools < RB_POLICY_MCP_TOOLS && json_is_string(t))
-				mcp_tools[n_mcp][g->n_tools++] = json_string_value(t);
-		}
-		n_mcp++;
-	}
 	struct rb_gwconf *conf = calloc(1, sizeof *conf);
 	struct rb_paths paths;
 	struct rb_host host = {.env = environ}; /* a main: the process's environment is its to give */
@@ -187,32 +107,15 @@ int main(void)
 		fprintf(stderr, "runbox-gateway: curl_global_init failed\n");
 		return 125;
 	}
-	struct rb_gateway_config gc = {.listen_fds = fds,
-	                               .n_listen_fds = n,
-	                               .key = key,
-	                               .keylen = keylen,
-	                               .run_id = run_id,
-	                               .conf = conf,
-	                               .grants = grants,
-	                               .n_grants = n_grants,
-	                               .mcp = mcp,
-	                               .n_mcp = n_mcp,
-	                               .proxy = proxy,
-	                               .n_proxy = n_proxy,
-	                               .event_fd = STDOUT_FILENO,
-	                               .rate = (uint64_t)json_integer_value(json_object_get(cfg, "rate")),
-	                               .burst = (uint64_t)json_integer_value(json_object_get(cfg, "burst")),
-	                               .approvals = approvals,
-	                               .n_approvals = n_approvals,
-	                               .approvals_dir = json_string_value(json_object_get(cfg, "approvals_dir")),
-	                               .serve_dns = json_is_integer(json_object_get(cfg, "dns_fd")),
-	                               .dns_fd = (int)json_integer_value(json_object_get(cfg, "dns_fd"))};
+	struct rb_gateway_config gc = g->gc;
+	gc.conf = conf;
+	gc.event_fd = STDOUT_FILENO;
 	struct rb_gateway *gw = NULL;
 	if (rb_gateway_start(&gc, &gw, &err) < 0) {
 		fprintf(stderr, "runbox-gateway: %s\n", err.msg);
 		return 125;
 	}
-	memset(key, 0, sizeof key);
+	OPENSSL_cleanse(g->key, sizeof g->key);
 	int ready_fd = (int)json_integer_value(ready_j);
 	if (write(ready_fd, "R", 1) != 1) {
 		fprintf(stderr, "runbox-gateway: readiness fd %d: %s\n", ready_fd, strerror(errno));
@@ -232,7 +135,9 @@ int main(void)
 	json_dumpf(out, stdout, JSON_COMPACT);
 	fputc('\n', stdout);
 	json_decref(out);
-	json_decref(cfg); /* the grants' strings lived in it */
+	rb_gw_grant_free(g); /* the grants' strings lived in its JSON */
+	free(g);
+	json_decref(cfg);
 	free(conf);
 	curl_global_cleanup();
 	return 0;

@@ -373,6 +373,17 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 403, "/v1/stats: the operator's (the unix socket), not a tenant key's");
 		return get ? rb_serve_stats(sv, reply) : error(reply, 405, "/v1/stats: GET");
 	}
+	if (n >= 1 && !strcmp(seg[0], "approvals")) {
+		const char *what = n != 3                       ? NULL
+		                   : !strcmp(seg[2], "approve") ? "approved"
+		                   : !strcmp(seg[2], "deny")    ? "denied"
+		                                                : NULL;
+		if (n != 1 && !what)
+			return error(reply, 404, "no such path");
+		if (!(what ? post : get))
+			return error(reply, 405, what ? "/v1/approvals/ID/approve|deny: POST" : "/v1/approvals: GET");
+		return rb_serve_approvals(sv, what ? seg[1] : NULL, what, u->tenant, reply);
+	}
 	if (n < 1 || strcmp(seg[0], "sessions") != 0)
 		return error(reply, 404, "no such path");
 	unsigned st = 400;

@@ -176,6 +176,10 @@ const char *rb_serve_state_dir(const struct rb_serve *sv);
 /* The environment the daemon was started with (its runs' places and env.pass read it). */
 const struct rb_host *rb_serve_host(const struct rb_serve *sv);
 
+/* GET /v1/approvals (id NULL) or POST /v1/approvals/ID/approve|deny (what "approved" or
+ * "denied"); tenant NULL: the operator, every tenant's held calls (serve/approvals.c). */
+unsigned rb_serve_approvals(struct rb_serve *sv, const char *id, const char *what, const char *tenant, json_t **reply);
+
 /* {"error": msg} with the status err's kind maps to (rb_error_http_status). */
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply);
 

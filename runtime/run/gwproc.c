@@ -18,7 +18,10 @@
 
 #include "common/cleanup.h"
 #include "common/paths.h"
+#include "common/gwsock.h"
+#include "common/log.h"
 #include "common/util.h"
+#include "runtime/run/gwreg.h"
 
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
@@ -188,38 +191,30 @@ static int await_ready(int ready_fd, int pidfd, pid_t pid, const char *bin, stru
 	                    RB_GWPROC_READY_MS);
 }
 
-int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, int dns_fd,
-                    const char *run_id, const uint8_t *key, size_t keylen, struct rb_error *err)
+/* The run's grant, as the gateway's config JSON (gateway/serve_main.c): fds listen_fd0.. and dns_fd (-1: none) name
+ * the descriptors as the gateway will have them. */
+static json_t *grant_json(const struct rb_gwproc *gw, const char *run_id, const uint8_t *key, size_t keylen,
+                          int listen_fd0, unsigned n_fds, int dns_fd)
 {
-	gw->pid = 0;
-	gw->pidfd = gw->out = -1;
-	if (n_fds > MAX_LISTEN_FDS)
-		return rb_error_set(err, E2BIG, "gateway: %u listeners", n_fds);
-	struct rb_parts parts;
-	if (rb_parts_find(&parts, gw->host, err) < 0)
-		return -1;
-	const char *bin = parts.gateway;
-
-	/* The config (with the key) goes through a socket, never argv or the environment; a
-	 * socket, so a gateway that died early costs an EPIPE (MSG_NOSIGNAL), not a SIGPIPE. */
 	char hex[2 * 64 + 1] = "";
 	for (size_t i = 0; i < keylen && i < 64; i++)
 		snprintf(hex + 2 * i, 3, "%02x", key[i]);
 	json_t *listen = json_array();
 	for (unsigned i = 0; i < n_fds; i++)
-		json_array_append_new(listen, json_integer(FIRST_LISTEN_FD + (int)i));
+		json_array_append_new(listen, json_integer(listen_fd0 + (int)i));
 	json_t *grants = json_array();
 	for (unsigned i = 0; i < gw->n_grants; i++)
 		json_array_append_new(grants, json_string(gw->grants[i]));
 	json_t *proxy = json_array();
 	for (unsigned i = 0; i < gw->n_proxy; i++)
 		json_array_append_new(proxy, json_string(gw->proxy[i]));
-	/* parent_pid: the gateway watches this process (a pidfd), not the thread that forks it. */
-	json_t *cfg = json_pack("{s:s, s:s, s:o, s:i, s:s?, s:o, s:o, s:i}", "run_id", run_id, "key", hex, "listen_fds",
-	                        listen, "ready_fd", FIRST_LISTEN_FD + (int)n_fds, "gateway_config", gw->conf_path,
-	                        "connectors", grants, "proxy", proxy, "parent_pid", (int)getpid());
-	if (cfg && dns_fd >= 0)
-		json_object_set_new(cfg, "dns_fd", json_integer(FIRST_LISTEN_FD + (int)n_fds + 1));
+	json_t *cfg = json_pack("{s:s, s:s, s:o, s:s?, s:o, s:o}", "run_id", run_id, "key", hex, "listen_fds", listen,
+	                        "gateway_config", gw->conf_path, "connectors", grants, "proxy", proxy);
+	memset(hex, 0, sizeof hex);
+	if (!cfg)
+		return NULL;
+	if (dns_fd >= 0)
+		json_object_set_new(cfg, "dns_fd", json_integer(dns_fd));
 	json_t *approval = json_array();
 	for (unsigned i = 0; i < gw->n_approvals; i++) {
 		const struct rb_policy_approval *a = &gw->approvals[i];
@@ -254,9 +249,84 @@ int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, 
 		snprintf(dir, sizeof dir, "%s/approvals", gw->run_dir);
 		json_object_set_new(cfg, "approvals_dir", json_string(dir));
 	}
-	_cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
+	return cfg;
+}
+
+/* The daemon's way (gwreg.h): 1 it serves the run, 0 there is none, -1 it refused. */
+static int try_daemon(struct rb_gwproc *gw, const int *fds, unsigned n_fds, int dns_fd, const char *run_id,
+                      const uint8_t *key, size_t keylen, struct rb_error *err)
+{
+	char path[sizeof gw->daemon_socket];
+	if (gw->conf_path || !rb_gwsock_path(gw->host, path, sizeof path))
+		return 0; /* a named config is served by a gateway of the run's own */
+	int all[MAX_LISTEN_FDS + 1];
+	memcpy(all, fds, sizeof(int) * n_fds);
+	if (dns_fd >= 0)
+		all[n_fds] = dns_fd;
+	json_t *cfg = grant_json(gw, run_id, key, keylen, 0, n_fds, dns_fd >= 0 ? (int)n_fds : -1);
+	_cleanup_free_ char *text = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
 	json_decref(cfg);
-	memset(hex, 0, sizeof hex);
+	if (!text)
+		return rb_error_set(err, ENOMEM, "gateway: grant");
+	int conn = -1;
+	json_t *early = NULL;
+	struct rb_error why;
+	int r = rb_gwreg_register(path, text, all, n_fds + (dns_fd >= 0), RB_GWPROC_READY_MS, &conn, &early, &why);
+	memset(text, 0, strlen(text));
+	if (r == 0) {
+		rb_debug("%s: a gateway of the run's own serves it", why.msg);
+		return 0;
+	}
+	if (r < 0) {
+		*err = why;
+		return -1;
+	}
+	gw->daemon = true;
+	gw->lost = false;
+	snprintf(gw->daemon_socket, sizeof gw->daemon_socket, "%s", path);
+	gw->confined = false;
+	snprintf(gw->cgroup, sizeof gw->cgroup,
+	         "served by the gateway daemon at %s: its work is charged to the daemon's cgroup, bounded per run by "
+	         "the run's request rate",
+	         path);
+	gw->out = conn;
+	if (early && gw->calls) {
+		json_array_extend(gw->calls, early);
+		json_decref(early);
+	} else if (early) {
+		gw->calls = early;
+	}
+	fcntl(gw->out, F_SETFL, O_NONBLOCK);
+	return 1;
+}
+
+int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, int dns_fd,
+                    const char *run_id, const uint8_t *key, size_t keylen, struct rb_error *err)
+{
+	gw->pid = 0;
+	gw->pidfd = gw->out = -1;
+	gw->daemon = false;
+	if (n_fds > MAX_LISTEN_FDS)
+		return rb_error_set(err, E2BIG, "gateway: %u listeners", n_fds);
+	int d = try_daemon(gw, fds, n_fds, dns_fd, run_id, key, keylen, err);
+	if (d != 0)
+		return d < 0 ? -1 : 0;
+	struct rb_parts parts;
+	if (rb_parts_find(&parts, gw->host, err) < 0)
+		return -1;
+	const char *bin = parts.gateway;
+
+	/* The config (with the key) goes through a socket, never argv or the environment; a
+	 * socket, so a gateway that died early costs an EPIPE (MSG_NOSIGNAL), not a SIGPIPE. */
+	json_t *cfg = grant_json(gw, run_id, key, keylen, FIRST_LISTEN_FD, n_fds,
+	                         dns_fd >= 0 ? FIRST_LISTEN_FD + (int)n_fds + 1 : -1);
+	/* parent_pid: the gateway watches this process (a pidfd), not the thread that forks it. */
+	if (cfg) {
+		json_object_set_new(cfg, "ready_fd", json_integer(FIRST_LISTEN_FD + (int)n_fds));
+		json_object_set_new(cfg, "parent_pid", json_integer((int)getpid()));
+	}
+	_cleanup_free_ char *text = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
+	json_decref(cfg);
 	if (!text)
 		return rb_error_set(err, ENOMEM, "gateway: config");
 	int cp[2] = {-1, -1}, op[2] = {-1, -1}, rp[2] = {-1, -1}, ep[2] = {-1, -1};
@@ -362,6 +432,8 @@ static void read_records(struct rb_gwproc *gw)
 		ssize_t n = read(gw->out, buf, sizeof buf);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+			gw->lost = gw->daemon; /* the daemon's end, or its registration reset */
 		if (n <= 0)
 			return;
 		char *grown = realloc(gw->line, gw->line_len + (size_t)n);
@@ -381,9 +453,19 @@ static void read_records(struct rb_gwproc *gw)
 	}
 }
 
+bool rb_gwproc_running(const struct rb_gwproc *gw)
+{
+	return gw->pid > 0 || (gw->daemon && gw->out >= 0);
+}
+
+bool rb_gwproc_lost(const struct rb_gwproc *gw)
+{
+	return gw->daemon && gw->out >= 0 && gw->lost;
+}
+
 void rb_gwproc_drain(struct rb_gwproc *gw)
 {
-	if (gw->pid > 0 && gw->out >= 0)
+	if (rb_gwproc_running(gw) && gw->out >= 0)
 		read_records(gw);
 }
 
@@ -424,6 +506,15 @@ int rb_gwproc_watch_fd(const struct rb_gwproc *gw)
 
 void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err)
 {
+	if (gw->daemon && gw->out >= 0) {
+		read_records(gw);
+		close(gw->out);
+		gw->out = -1;
+		gw->failed = true;
+		rb_error_set(err, 0, "gateway daemon at %s ended the run's registration during the run",
+		             gw->daemon_socket);
+		return;
+	}
 	if (gw->pid <= 0) {
 		rb_error_set(err, 0, "gateway is not running");
 		return;
@@ -439,8 +530,35 @@ void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err)
 	rb_error_set(err, 0, "gateway %s during the run", how);
 }
 
+/* The daemon's way: the registration's write side closes, the daemon stops the run's endpoint
+ * and answers the last records and the counts, then closes. */
+static void stop_daemon(struct rb_gwproc *gw)
+{
+	shutdown(gw->out, SHUT_WR);
+	fcntl(gw->out, F_SETFL, 0);
+	struct timeval tv = {.tv_sec = RB_GWPROC_READY_MS / 1000};
+	setsockopt(gw->out, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	read_records(gw);
+	free(gw->line);
+	gw->line = NULL;
+	gw->line_len = 0;
+	close(gw->out);
+	gw->out = -1;
+	/* Its CPU is the daemon's (not measured per run): the run's cost has none of it. */
+	if (json_is_object(gw->stats)) {
+		json_object_set_new(gw->stats, "daemon", json_string(gw->daemon_socket));
+		json_object_set_new(gw->stats, "cgroup", json_pack("{s:b, s:s}", "enforced", 0, "reason", gw->cgroup));
+	}
+	gw->failed = !gw->stats;
+}
+
 void rb_gwproc_stop(struct rb_gwproc *gw)
 {
+	if (gw->daemon) {
+		if (gw->out >= 0)
+			stop_daemon(gw);
+		return;
+	}
 	if (gw->pid <= 0)
 		return;
 	/* Through the pidfd: never a signal to a pid someone else may have reused. */

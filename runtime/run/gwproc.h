@@ -42,10 +42,19 @@ struct rb_gwproc {
 	unsigned n_approvals;
 	const char *run_dir; /* the run's live directory: held calls live in its approvals/ */
 	json_t *calls;       /* call records read from the gateway, not yet taken (rb_gwproc_take_calls) */
-	char *line;          /* a record's start, read before its newline */
+	/* Served by the gateway daemon (runtime/run/gwreg.h) instead of a process of its own: out
+	 * is the registration, and its EOF (lost) is the daemon's end. */
+	bool daemon;
+	bool lost;
+	char daemon_socket[108];
+	char *line; /* a record's start, read before its newline */
 	size_t line_len;
 };
 
+/* Where no gateway config is named (conf_path NULL) and a gateway daemon answers at its socket (common/gwsock.h),
+ * hands fds and the grant to it instead (gw->daemon), and returns once it said it serves them; a daemon that refuses
+ * or fails is an error naming its socket and its reason (the run's calls are refused: never a fallback to secrets
+ * the daemon would not spend). With no daemon: */
 /* Starts runbox-gateway (rb_parts_find: beside the binary, or PREFIX/libexec/runbox) serving fds (and the DNS stub on
  * dns_fd, -1: none) for run_id with key,
  * and returns once it has said it serves. It starts in cg's gateway leaf (clone3 into it, or a join before exec): it
@@ -55,6 +64,10 @@ struct rb_gwproc {
  * or the cgroup; nothing is left running then. */
 int rb_gwproc_start(struct rb_gwproc *gw, struct rb_cgroup *cg, const int *fds, unsigned n_fds, int dns_fd,
                     const char *run_id, const uint8_t *key, size_t keylen, struct rb_error *err);
+/* It serves now: a process of its own, or the daemon with the registration open. */
+bool rb_gwproc_running(const struct rb_gwproc *gw);
+/* Served by the daemon, whose registration ended (EOF) while the run was served: reap it. */
+bool rb_gwproc_lost(const struct rb_gwproc *gw);
 /* The fd to poll for the gateway's death (POLLIN), or -1 when it is not running. */
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw);
 /* After its watch fd was readable: reaps the gateway and says how it ended in err. */

@@ -205,6 +205,8 @@ static void on_gateway_exit(struct rb_session *s, struct watch *w)
 static void on_gateway_calls(struct rb_session *s, struct watch *w)
 {
 	rb_gwproc_drain(&s->run->gw);
+	if (rb_gwproc_lost(&s->run->gw)) /* the daemon that served the run is gone */
+		on_gateway_exit(s, w);
 }
 
 static void on_linger(struct rb_session *s, struct watch *w)
@@ -217,12 +219,12 @@ static void on_linger(struct rb_session *s, struct watch *w)
 static void sync_watches(struct rb_session *s)
 {
 	struct rb_run *run = s->run;
-	bool watch_gw = !s->dead && run->token[0] && run->gw.pid == 0 && !run->gw.failed;
+	bool watch_gw = !s->dead && run->token[0] && !rb_gwproc_running(&run->gw) && !run->gw.failed;
 	rb_session_watch(s, &s->gw4, watch_gw ? run->sb.net.listen_fd4 : -1);
 	rb_session_watch(s, &s->gw6, watch_gw ? run->sb.net.listen_fd6 : -1);
 	rb_session_watch(s, &s->gwdns, watch_gw ? run->sb.net.dns_fd : -1);
 	rb_session_watch(s, &s->gw_proc, rb_gwproc_watch_fd(&run->gw));
-	rb_session_watch(s, &s->gw_calls, run->gw.pid > 0 ? run->gw.out : -1);
+	rb_session_watch(s, &s->gw_calls, rb_gwproc_running(&run->gw) ? run->gw.out : -1);
 	rb_session_watch(s, &s->linger, run->n_linger ? run->linger[0] : -1);
 }
 

@@ -421,6 +421,7 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	if (rb_chan_recv(ctl, &go, go_fds, &n_go_fds, &err) <= 0)
 		_exit(125);
 	struct rb_rootfs_spec rootfs = spec->rootfs;
+	rootfs.resolv_stub = spec->net_mode == RB_NET_GATEWAY;
 	/* The image's clone first (when "lower"), then the idmapped cow inputs "cow" names. */
 	unsigned k = 0;
 	rootfs.lower_fd = json_is_true(json_object_get(go, "lower")) && k < n_go_fds ? go_fds[k++] : -1;

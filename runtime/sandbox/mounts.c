@@ -698,6 +698,37 @@ static int image_binds(struct rootfs_build *b, struct rb_error *err)
 	return 0;
 }
 
+/* In gateway mode /etc/resolv.conf is the run's own file naming the DNS stub, bound read-only
+ * over the image's (or placed in the overlay's upper layer where the image has none, or a
+ * symlink: a link into /run would name a file the sandbox does not have). After the image's
+ * binds, so a bound /etc gets it too. */
+static int resolv(struct rootfs_build *b, struct rb_error *err)
+{
+	static const char text[] = "# runbox: the gateway's DNS stub answers every query REFUSED at once (a blocked\n"
+	                           "# name fails fast; the run's result lists the names asked)\n"
+	                           "nameserver 127.0.0.1\n";
+	if (!b->spec->resolv_stub)
+		return 0;
+	if (make_dirs(b->rootfd, "etc", 0755, err) < 0)
+		return -1;
+	struct rb_error ignored;
+	int fd = openat2_beneath(b->rootfd, "etc/resolv.conf", O_PATH | O_NOFOLLOW, &ignored);
+	struct stat st;
+	bool file = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (fd >= 0)
+		close(fd);
+	if (!file) {
+		_cleanup_close_ int etc = openat2_beneath(b->rootfd, "etc", O_PATH | O_DIRECTORY, err);
+		if (etc < 0)
+			return -1;
+		if (unlinkat(etc, "resolv.conf", 0) < 0 && errno != ENOENT)
+			return rb_error_set(err, errno, "replace /etc/resolv.conf (not a file) with the DNS stub's");
+		if (make_file(b->rootfd, "etc/resolv.conf", err) < 0)
+			return -1;
+	}
+	return mask_with_text(b->rootfd, b->spec->staging, "resolv.conf", text, "etc/resolv.conf", err);
+}
+
 static int tmp(struct rootfs_build *b, struct rb_error *err)
 {
 	char size[48];
@@ -764,6 +795,7 @@ int rb_rootfs_build(const struct rb_rootfs_spec *spec, struct rb_error *err)
 	    scratch,             /* a capped tmpfs for the upper layer */
 	    overlay_root,        /* the image, read-only, under it */
 	    image_binds,         /* the image's binds, read-only */
+	    resolv,              /* gateway mode: /etc/resolv.conf names the DNS stub */
 	    tmp,                 /* /tmp: capped tmpfs */
 	    workspace,           /* /workspace, its inputs read-only, /workspace/out */
 	    dev,                 /* after every bind: nothing shadows the device nodes */

@@ -46,6 +46,9 @@ struct rb_rootfs_spec {
 	 * to the sandbox's ids by the runner (so host root's files are the sandbox root's, and
 	 * overlayfs can copy them up), or -1: init clones the input as it finds it. Set by init. */
 	int cow_lower[RB_MAX_INPUTS];
+	/* The network's DNS stub is on 127.0.0.1:53 (gateway mode): /etc/resolv.conf inside names
+	 * it, whatever the image ships. Set by init from the sandbox's net mode. */
+	bool resolv_stub;
 };
 
 /* The most cow inputs the runner idmaps (they travel in one message with the image's clone). */

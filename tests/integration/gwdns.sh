@@ -3,6 +3,7 @@
 # once by the stub on 127.0.0.1:53 (never a timeout), each distinct name is recorded (ledger,
 # result.gateway.dns_refused, the text-mode hint); control: without gateway mode nothing
 # answers there (the query is refused by the kernel, as before) and no result names it.
+# /etc/resolv.conf inside names the stub, over an image's own (control: mode none keeps it).
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gwdns
@@ -65,3 +66,24 @@ check "control: without gateway mode nothing answers on 127.0.0.1:53 (Connection
 # Control: a gateway-mode step that looks nothing up has no dns_refused.
 run_rbx run --image host --json --policy "$T/gw.json" --gateway-config "$T/gwconf.json" -- /bin/true
 check "control: a gateway-mode step with no lookups lists none" '"dns_refused" not in r.get("gateway", {})' 'r.get("gateway")'
+
+# /etc/resolv.conf inside names the stub in gateway mode, even when the image ships its own
+# naming another server (a copy of the minimal image with one); busybox's nslookup, which asks
+# the server resolv.conf names, then fails fast and the stub records the name. Control: the
+# same image in mode none keeps its own file (nothing is looked up there).
+IMG=$T/img
+cp -a "$MINIMAL" "$IMG"
+rm -f "$IMG/etc/resolv.conf"
+printf 'nameserver 192.0.2.53\n' >"$IMG/etc/resolv.conf"
+chmod -R a+rX "$IMG"
+policy_variant default "$T/gwimg.json" gwdnsimg "p['network'] = {'mode': 'gateway'}; p['images'] = {'allow': ['$T']}"
+policy_variant default "$T/noneimg.json" gwdnsnoneimg "p['network'] = {'mode': 'none'}; p['images'] = {'allow': ['$T']}"
+run_rbx run --image "$IMG" --json --policy "$T/gwimg.json" --gateway-config "$T/gwconf.json" --timeout 30s -- /bin/sh -c \
+	'cat /etc/resolv.conf; t0=$(date +%s); nslookup blocked.example >/dev/null 2>&1; echo "nslookup=$? s=$(( $(date +%s) - t0 ))"'
+check "gateway mode: /etc/resolv.conf names the stub over the image's own (nameserver 127.0.0.1 only)" \
+	'"nameserver 127.0.0.1" in r["stdout"] and "192.0.2.53" not in r["stdout"]' 'r["stdout"]'
+check "gateway mode: a lookup through the image's resolver config fails fast and the stub records it" \
+	'"nslookup=0" not in r["stdout"] and int(r["stdout"].split("s=")[-1].split()[0]) <= 3 and "blocked.example" in r.get("gateway", {}).get("dns_refused", [])' \
+	'(r["stdout"], r.get("gateway"))'
+run_rbx run --image "$IMG" --json --policy "$T/noneimg.json" -- cat /etc/resolv.conf
+check "control: mode none keeps the image's resolv.conf" '"nameserver 192.0.2.53" in r["stdout"]' 'r["stdout"]'

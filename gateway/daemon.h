@@ -1,0 +1,10 @@
+/* `runbox gateway serve`: the gateway as a daemon holding the operator's config and secrets,
+ * serving the endpoints of the runs that register with it over a unix socket
+ * (common/gwsock.h), each with the per-run gateway's own code (gateway/endpoint.h). */
+#ifndef RB_GATEWAY_DAEMON_H
+#define RB_GATEWAY_DAEMON_H
+
+/* argv[0] is "serve"; [--config FILE] [--socket PATH]. Returns the exit status. */
+int rb_gwd_main(int argc, char **argv);
+
+#endif
