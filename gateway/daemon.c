@@ -31,8 +31,6 @@
 #include "gateway/endpoint.h"
 #include "gateway/grant.h"
 
-extern char **environ;
-
 #define REGISTER_TIMEOUT_S 5 /* a peer that does not send its grant within this is dropped */
 
 /* The config the daemon serves with: replaced whole on SIGHUP, kept by each run that started
@@ -349,9 +347,9 @@ static int usage(FILE *f, int code)
 	return code;
 }
 
-int rb_gwd_main(int argc, char **argv)
+int rb_gwd_main(int argc, char **argv, const struct rb_host *host)
 {
-	struct gwd d = {.uid = geteuid(), .host = {.env = environ}, .stop_fd = -1};
+	struct gwd d = {.uid = geteuid(), .host = *host, .stop_fd = -1};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--config") && i + 1 < argc)
 			d.conf_path = argv[++i];

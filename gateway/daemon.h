@@ -4,7 +4,10 @@
 #ifndef RB_GATEWAY_DAEMON_H
 #define RB_GATEWAY_DAEMON_H
 
-/* argv[0] is "serve"; [--config FILE] [--socket PATH]. Returns the exit status. */
-int rb_gwd_main(int argc, char **argv);
+#include "common/host.h"
+
+/* argv[0] is "serve"; [--config FILE] [--socket PATH]. host: the environment its places
+ * (state, config and socket directories) are read from. Returns the exit status. */
+int rb_gwd_main(int argc, char **argv, const struct rb_host *host);
 
 #endif

@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	if (argc > 1 && !strcmp(argv[1], "serve"))
-		return rb_gwd_main(argc - 1, argv + 1);
+		return rb_gwd_main(argc - 1, argv + 1, &(struct rb_host){.env = environ});
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
