@@ -254,6 +254,19 @@ static const char *class4(uint32_t a)
 	return NULL;
 }
 
+/* Only global unicast (2000::/3) is the internet, and not its prefixes that carry an IPv4
+ * address (6to4 2002::/16, Teredo 2001::/32; a relay would reach a private or metadata one) nor
+ * documentation (2001:db8::/32). Outside 2000::/3 lie multicast, site-local, NAT64's
+ * 64:ff9b::/96 (an IPv4 address inside too), discard and the unassigned. */
+static bool v6_global(const struct in6_addr *a)
+{
+	const uint8_t *b = a->s6_addr;
+	bool sixto4 = b[0] == 0x20 && b[1] == 0x02;
+	bool teredo = b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0;
+	bool doc = b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8;
+	return (b[0] & 0xe0) == 0x20 && !sixto4 && !teredo && !doc;
+}
+
 bool rb_gw_address_allowed(const struct rb_gwconf *conf, const struct sockaddr *sa, char *why, size_t n)
 {
 	char text[INET6_ADDRSTRLEN] = "";
@@ -277,17 +290,8 @@ bool rb_gw_address_allowed(const struct rb_gwconf *conf, const struct sockaddr *
 			cls = "link-local";
 		} else if ((a->s6_addr[0] & 0xfe) == 0xfc) {
 			cls = "private";
-		} else if ((a->s6_addr[0] & 0xe0) != 0x20) {
-			/* Only global unicast (2000::/3) is the internet: the rest (multicast, site-local,
-			 * NAT64's 64:ff9b::/96 that carries an IPv4 address, discard, ...) is refused. */
+		} else if (!v6_global(a)) {
 			cls = "reserved";
-		} else if (a->s6_addr[0] == 0x20 && a->s6_addr[1] == 0x02) {
-			cls = "reserved"; /* 6to4 (2002::/16): an IPv4 address inside, private or not */
-		} else if (a->s6_addr[0] == 0x20 && a->s6_addr[1] == 0x01 &&
-		           ((a->s6_addr[2] == 0 && a->s6_addr[3] == 0) ||
-		            (a->s6_addr[2] == 0x0d && a->s6_addr[3] == 0xb8))) {
-			cls = "reserved"; /* Teredo (2001::/32, an IPv4 address inside) and documentation
-			                     (2001:db8::/32) */
 		}
 	} else {
 		snprintf(why, n, "address family %d", sa->sa_family);
