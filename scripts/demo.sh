@@ -27,3 +27,20 @@ say ./runbox ledger query --tenant acme --agent weekly-report --last 8
 ./runbox ledger query --tenant acme --agent weekly-report --last 8
 say ./runbox ledger verify
 ./runbox ledger verify
+
+# The seed's three jobs on the agent image (docs/examples/skills): a markdown report to PDF, a
+# .docx template filled from JSON values, a Python repository linted. The image is built once,
+# from Debian's packages (about 20 minutes on 2 cores; it needs root for its idmapped store).
+if ! ./runbox image inspect agent >/dev/null 2>&1; then
+	if [ "$(id -u)" != 0 ]; then
+		printf '\n(the agent image is built as root: run `make demo` as root for the seed'"'"'s jobs)\n'
+		exit 0
+	fi
+	say ./runbox image build images/recipes/agent.json --name agent '  # once, about 20 minutes'
+	./runbox image build images/recipes/agent.json --name agent
+fi
+out=$(mktemp -d /tmp/runbox-demo.XXXXXX)
+say "(cd docs/examples && ../../runbox run seed.json --output $out)   # report.pdf, letter.docx, findings.json"
+(cd docs/examples && ../../runbox run seed.json --output "$out")
+say ls -l "$out"
+ls -l "$out"

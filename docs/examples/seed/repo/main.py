@@ -1,0 +1,5 @@
+import sys
+
+
+def main():
+    return len(sys.argv)
