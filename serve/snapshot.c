@@ -490,6 +490,8 @@ static bool under_any(const json_t *set, const char *name)
 }
 
 /* Pass one: every member checked before anything is written (names, types, links, bounds). */
+#define HYDRATE_NAMES_MAX (16u << 20)
+
 static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64_t *members, uint64_t *bytes,
                          struct rb_error *err)
 {
@@ -500,6 +502,10 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 	struct archive_entry *e;
 	int r = 0, st = ARCHIVE_EOF;
 	*members = *bytes = 0;
+	/* The names kept to check later members against (files for hard links, links for what lies
+	 * below them) are bounded in bytes, not only in count: a small compressed archive of long
+	 * names must not make the daemon hold hundreds of MB. */
+	size_t kept = 0;
 	while (r == 0 && ((st = archive_read_next_header(a, &e)) == ARCHIVE_OK || st == ARCHIVE_WARN)) {
 		char name[PATH_MAX];
 		if (member_name(archive_entry_pathname(e), name, sizeof name, err) < 0) {
@@ -512,6 +518,11 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 		}
 		if (!name[0])
 			continue; /* "./": /workspace itself */
+		if ((kept += strlen(name) + 64) > HYDRATE_NAMES_MAX) {
+			r = rb_error_setk(err, RB_ERR_CONFLICT, EFBIG, "hydrate: over %u MiB of member names",
+			                  HYDRATE_NAMES_MAX >> 20);
+			break;
+		}
 		if (under_any(links, name)) {
 			r = rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: member `%s`: below a link of the archive",
 			                  name);

@@ -239,6 +239,27 @@ upload POST "/v1/sessions/$S/hydrate" "$T/good.tar"; b=$ST
 if [ "$a" = 409 ] && [ "$secs" -lt 30 ] && [ "$b" = 200 ]; then ok "hydrate over a FIFO the sandbox planted is 409 at once (${secs}s), not a blocked thread; control: over a file, 200"
 else not_ok "hydrate over a planted FIFO is refused at once" "fifo: $a after ${secs}s ($R); file: $b"; fi
 
+# Member names are bounded in bytes too: 5000 members of 3.8 KB names (19 MB of names, within
+# the member count) are a 409 naming it, nothing written; control: 200 of the same shape hydrate.
+"$PY" - "$T" <<'EOF'
+import io, sys, tarfile
+t = sys.argv[1]
+deep = "/".join(["n" * 250] * 15)
+for name, count in (("longnames", 5000), ("longnames-ok", 200)):
+    with tarfile.open(f"{t}/{name}.tar", "w", format=tarfile.PAX_FORMAT) as tf:
+        for i in range(count):
+            ti = tarfile.TarInfo(f"ln/{deep}/{i}")
+            tf.addfile(ti, io.BytesIO(b""))
+EOF
+chmod 0644 "$T"/longnames*.tar
+upload POST "/v1/sessions/$S/hydrate" "$T/longnames.tar"; a=$ST ar=$R
+ex sh -c 'ls /workspace/ln 2>&1 | head -n 1'; gone=$OUT
+upload POST "/v1/sessions/$S/hydrate" "$T/longnames-ok.tar"; b=$ST
+if [ "$a" = 409 ] && [[ "$ar" == *"member names"* ]] && [[ "$gone" == *"No such file"* ]] && [ "$b" = 200 ]; then
+	ok "hydrate bounds the bytes of member names (19 MB of names: 409, nothing written); control: 200 such members hydrate"
+else not_ok "hydrate bounds the bytes of member names" "$a ($ar), inside '$gone', control $b"; fi
+ex sh -c 'rm -rf /workspace/ln'
+
 # --- snapshot -> a new session: files restored, the environment not ------------------------
 ex sh -c "mkdir -p /workspace/out/deep && echo snap-\$EPH_SECRET-x > /workspace/out/deep/f && echo kept-$MARK > /workspace/k"
 ex sh -c 'echo "$EPH_SECRET"'
