@@ -33,7 +33,7 @@ struct rb_serve_config {
 	unsigned n_pool;
 	uint64_t pool_max_age_ms; /* 0: RB_SERVE_POOL_MAX_AGE_MS (serve/pool.h) */
 	unsigned max_sessions;    /* 0: RB_SERVE_MAX_SESSIONS */
-	unsigned max_per_tenant;  /* 0: no bound per tenant */
+	unsigned max_per_tenant;  /* 0: half of max_sessions */
 };
 
 /* Starts the dispatcher thread. */

@@ -41,7 +41,8 @@ static void usage(FILE *f)
 	      "  --pool I:P=N      keep N sandboxes of image I and policy P ready (repeatable;\n"
 	      "                    default: the operator config.json's serve_pool pairs)\n"
 	      "  --pool-max-age D  a ready member older than D is replaced (default 10m)\n"
-	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n",
+	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n"
+	      "                    (default half of --max-sessions)\n",
 	      f);
 	rb_e2b_usage(f);
 }

@@ -93,6 +93,19 @@ struct rb_serve {
 	bool loop_started;
 };
 
+/* The bounds of sessions: in all (default RB_SERVE_MAX_SESSIONS) and of one tenant (default
+ * half of that, so no one tenant holds every slot). */
+static unsigned max_total(const struct rb_serve *sv)
+{
+	return sv->cfg.max_sessions ? sv->cfg.max_sessions : RB_SERVE_MAX_SESSIONS;
+}
+
+static unsigned max_of_tenant(const struct rb_serve *sv)
+{
+	unsigned half = max_total(sv) / 2;
+	return sv->cfg.max_per_tenant ? sv->cfg.max_per_tenant : half ? half : 1;
+}
+
 static uint64_t now_us(void)
 {
 	struct timespec ts;
@@ -685,8 +698,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	count_sessions(sv, tenant, &total, &of_tenant);
 	bool draining = sv->draining;
 	if (!draining)
-		st = rb_serve_quota_check(total, sv->cfg.max_sessions ? sv->cfg.max_sessions : RB_SERVE_MAX_SESSIONS,
-		                          of_tenant, sv->cfg.max_per_tenant, tenant, &err);
+		st = rb_serve_quota_check(total, max_total(sv), of_tenant, max_of_tenant(sv), tenant, &err);
 	if (!draining && !st) {
 		sv->opening++;
 		me.next = sv->openings;
@@ -880,8 +892,7 @@ unsigned rb_serve_stats(struct rb_serve *sv, json_t **reply)
 	                   (json_int_t)sv->n_sessions, "opening", (json_int_t)sv->opening, "tenants", tenants, "pool",
 	                   pool, "ledger", "commits", (json_int_t)ls.commits, "batches", (json_int_t)ls.batches,
 	                   "events", (json_int_t)ls.events, "failed", (json_int_t)ls.failed, "limits", "max_sessions",
-	                   (json_int_t)(sv->cfg.max_sessions ? sv->cfg.max_sessions : RB_SERVE_MAX_SESSIONS),
-	                   "max_sessions_per_tenant", (json_int_t)sv->cfg.max_per_tenant);
+	                   (json_int_t)max_total(sv), "max_sessions_per_tenant", (json_int_t)max_of_tenant(sv));
 	pthread_mutex_unlock(&sv->lock);
 	return 200;
 }

@@ -410,3 +410,23 @@ run_rbx ledger query --run "$E_RUN" --type pool_claim --json
 age=$(printf '%s' "$OUT" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)[0]["data"]["age_ms"])' 2>/dev/null)
 if [ "$E_POOLED" = false ] || { [ -n "$age" ] && [ "$age" -le 3000 ]; }; then ok "a claimed member is younger than the age limit (age ${age:-none, made cold} ms)"
 else not_ok "a claimed member is younger than the age limit" "age '$age', pooled $E_POOLED"; fi
+
+# Without --max-sessions-per-tenant one tenant holds at most half of --max-sessions: of 4, the
+# third session of tenant td is a 429 naming the bound; control: another tenant's is made.
+rbx_cmd serve --socket "$SOCK" --max-sessions 4
+"${RBX_CMD[@]}" </dev/null >"$T/serve4.log" 2>&1 &
+DPID=$!
+wait_for test -S "$SOCK"
+api POST /v1/sessions '{"image": "minimal", "tenant": "td"}'
+d1=$ST
+api POST /v1/sessions '{"image": "minimal", "tenant": "td"}'
+d2=$ST
+api POST /v1/sessions '{"image": "minimal", "tenant": "td"}'
+d3=$ST d3r=$R
+api POST /v1/sessions '{"image": "minimal", "tenant": "tf"}'
+d4=$ST
+kill -TERM "$DPID"
+wait "$DPID"
+if [ "$d1/$d2/$d3/$d4" = 201/201/429/201 ] && [[ "$d3r" == *"at most 2"* ]]; then
+	ok "by default a tenant holds at most half of --max-sessions (the third of 4 is a 429); control: another tenant's is made"
+else not_ok "by default a tenant holds at most half of --max-sessions" "$d1 $d2 $d3 ($d3r) $d4"; fi
