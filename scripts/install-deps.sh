@@ -6,7 +6,7 @@ set -eu
 build="gcc make pkg-config libseccomp-dev libcap-dev libmnl-dev libnftnl-dev libjansson-dev
   libcmocka-dev libmicrohttpd-dev libssl-dev libsqlite3-dev libarchive-dev libcurl4-openssl-dev
   busybox-static"
-test="uidmap iproute2 nftables util-linux procps python3 sqlite3 psmisc strace mmdebstrap dpkg-dev nodejs npm"
+test="uidmap iproute2 nftables util-linux procps python3 sqlite3 psmisc strace mmdebstrap dpkg-dev nodejs npm umoci"
 vm="qemu-system-x86 cpio xz-utils zstd"
 bench="bubblewrap runc hyperfine time nftables npm bc"
 lint="clang-format clang-tidy cppcheck"

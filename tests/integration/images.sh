@@ -345,6 +345,25 @@ run_rbx run --image oci -- /bin/sh -c "$probe_oci"
 if [ "$RC" = 0 ] && [ "$(echo $OUT)" = "/etc/added /opq/new" ]; then
 	ok "oci: layers applied in order, with a whiteout and an opaque directory"
 else not_ok "oci: layers applied in order, with a whiteout and an opaque directory" "exit $RC: $(echo $OUT) $(first_line "$ERR")"; fi
+# A layout made by a real tool, Debian's umoci: two layers, the second deleting a file and
+# replacing a directory (umoci writes the whiteouts itself); control: the first layer's files.
+if ! command -v umoci >/dev/null; then
+	not_ok "oci: umoci is installed (scripts/install-deps.sh test)"
+else
+	U=$T/umoci UB=$T/umoci-bundle
+	if umoci init --layout "$U" && umoci new --image "$U:base" && umoci unpack --image "$U:base" "$UB" >/dev/null &&
+		cp -a "$MINIMAL/." "$UB/rootfs/" && echo one >"$UB/rootfs/keep" && echo gone >"$UB/rootfs/gone" &&
+		mkdir -p "$UB/rootfs/dir/sub" && echo x >"$UB/rootfs/dir/sub/x" && umoci repack --image "$U:base" "$UB" &&
+		rm "$UB/rootfs/gone" && rm -r "$UB/rootfs/dir/sub" && echo new >"$UB/rootfs/dir/new" && echo two >"$UB/rootfs/keep" &&
+		umoci repack --image "$U:base" "$UB"; then
+		chmod -R a+rX "$U"
+		img import "$U" --name umoci
+		run_rbx run --image umoci -- /bin/sh -c 'cat /keep; for p in /gone /dir/sub /dir/new; do [ -e $p ] && echo $p; done; true'
+		if [ "$RC" = 0 ] && [ "$(echo $OUT)" = "two /dir/new" ]; then
+			ok "oci: a layout umoci made (two layers, its whiteouts) imports and runs: the deleted file and directory are gone"
+		else not_ok "oci: a layout umoci made imports with its whiteouts" "exit $RC: $(echo $OUT) $(first_line "$ERR")"; fi
+	else not_ok "oci: umoci makes the test's layout" "umoci failed"; fi
+fi
 # A layer whose bytes do not hash to its name is refused, leaving nothing.
 before=$(store_entries)
 h=$(sha256sum "$T/layer1.tar" | cut -d' ' -f1)
