@@ -76,7 +76,7 @@ static int parse_strings(const struct rb_jsonck *c, const char *path, const json
 
 static int parse_route(const struct rb_jsonck *c, const char *path, const json_t *v, struct rb_gw_route *r)
 {
-	static const char *const keys[] = {"methods", "paths", NULL};
+	static const char *const keys[] = {"methods", "paths", "tenants", "agents", NULL};
 	if (!json_is_object(v))
 		return rb_jsonck_expected(c, path, "an object", v);
 	if (rb_jsonck_keys(c, path, v, keys) < 0)
@@ -113,6 +113,13 @@ static int parse_route(const struct rb_jsonck *c, const char *path, const json_t
 			if (star[-1] != '/' || (star[1] && star[1] != '/'))
 				return rb_jsonck_bad(c, p, "\"%s\": '*' stands for a whole segment", t);
 	}
+	const json_t *ts = json_object_get(v, "tenants"), *as = json_object_get(v, "agents");
+	snprintf(p, sizeof p, "%s.tenants", path);
+	if (ts && parse_strings(c, p, ts, r->tenants[0], sizeof r->tenants[0], RB_GWCONF_MAX_LIST, &r->n_tenants) < 0)
+		return -1;
+	snprintf(p, sizeof p, "%s.agents", path);
+	if (as && parse_strings(c, p, as, r->agents[0], sizeof r->agents[0], RB_GWCONF_MAX_LIST, &r->n_agents) < 0)
+		return -1;
 	return 0;
 }
 

@@ -30,6 +30,12 @@ struct rb_gw_route {
 	unsigned n_methods;
 	char paths[RB_GWCONF_MAX_LIST][200]; /* templates: "/v1/<star>": a last star is any rest, else one segment */
 	unsigned n_paths;
+	/* Whose runs the route serves: their token's tenant and agent among these (none listed:
+	 * any). A route of one tenant's is no route for another's run. */
+	char tenants[RB_GWCONF_MAX_LIST][RB_GWCONF_NAME_MAX + 1];
+	unsigned n_tenants;
+	char agents[RB_GWCONF_MAX_LIST][RB_GWCONF_NAME_MAX + 1];
+	unsigned n_agents;
 };
 
 struct rb_gw_connector {

@@ -1141,7 +1141,9 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 	                           .raw_path = rest + nl,
 	                           .conf = ctx->conf,
 	                           .grants = ctx->grants,
-	                           .n_grants = ctx->n_grants};
+	                           .n_grants = ctx->n_grants,
+	                           .tenant = tenant,
+	                           .agent = agent};
 	struct rb_gw_verdict v;
 	rb_gw_decide(&rq, &v);
 	char uhost[256] = ""; /* the upstream's host[:port] as configured, for the record and the denial */

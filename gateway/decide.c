@@ -97,6 +97,15 @@ static bool encode_pchar(const char *path, char *out, size_t n)
 	return true;
 }
 
+/* name among the route's n names (none: any name, and a run without one too). */
+static bool listed(const char (*names)[RB_GWCONF_NAME_MAX + 1], unsigned n, const char *name)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (name && !strcmp(names[i], name))
+			return true;
+	return n == 0;
+}
+
 /* A template's last '*' takes any rest (one segment at least); an inner '*' one segment. */
 static bool path_matches(const char *tmpl, const char *path)
 {
@@ -159,6 +168,7 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 		bool m = false;
 		for (unsigned i = 0; i < rt->n_methods && !m; i++)
 			m = !strcmp(rt->methods[i], rq->method);
+		m = m && listed(rt->tenants, rt->n_tenants, rq->tenant) && listed(rt->agents, rt->n_agents, rq->agent);
 		for (unsigned i = 0; m && i < rt->n_paths; i++)
 			if (path_matches(rt->paths[i], v->path)) {
 				v->route = rt->paths[i];

@@ -44,6 +44,10 @@ struct rb_gw_request {
 	const struct rb_gw_mcp_grant *mcp_grants;
 	unsigned n_mcp_grants;
 	const char *tool;
+	/* The connector and MCP doors: the run's tenant and agent (its token's claims), for routes
+	 * that name theirs. */
+	const char *tenant;
+	const char *agent;
 };
 
 struct rb_gw_verdict {

@@ -539,7 +539,9 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 	                           .raw_path = rest + nl,
 	                           .conf = ctx->conf,
 	                           .mcp_grants = ctx->mcp_grants,
-	                           .n_mcp_grants = ctx->n_mcp_grants};
+	                           .n_mcp_grants = ctx->n_mcp_grants,
+	                           .tenant = tenant,
+	                           .agent = agent};
 	struct rb_gw_verdict v;
 	rb_gw_decide(&rq, &v);
 	char uhost[256];

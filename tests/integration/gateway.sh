@@ -55,6 +55,8 @@ c = {"connectors": {
     "qry": {"url": url + "/", "credential": {"file": t + "/cred"}, "inject": {"query": "key"}, "routes": r},
     "bas": {"url": url, "credential": {"file": t + "/basic"}, "inject": "basic", "routes": r},
     "lax": {"url": url, "credential": {"file": t + "/cred644"}, "inject": "bearer", "routes": r},
+    "ten": {"url": url, "credential": {"file": t + "/cred"}, "inject": "bearer",
+            "routes": [{"methods": ["GET"], "paths": ["/v1/*"], "tenants": ["another-tenant"]}]},
     "down": {"url": "http://127.0.0.1:1", "credential": {"file": t + "/cred"}, "inject": {"query": "key"}, "routes": r},
     "other": {"url": url, "credential": {"file": t + "/cred"}, "inject": "bearer", "routes": r}}}
 if priv:
@@ -66,7 +68,7 @@ PYEOF
 conf "$T/gw.json" '["127.0.0.1"]'
 conf "$T/gw-nopriv.json" ''
 policy_variant default "$T/pol.json" gwtest \
-	'p["network"] = {"mode": "gateway", "connectors": ["echo", "hdr", "qry", "bas", "lax", "down"]}'
+	'p["network"] = {"mode": "gateway", "connectors": ["echo", "hdr", "qry", "bas", "lax", "down", "ten"]}'
 
 # spec FILE JSON: the client's calls.
 spec() { printf '%s' "$2" >"$1" && chmod a+r "$1"; }
@@ -256,6 +258,7 @@ spec "$T/s2.json" '[
  {"name": "forged", "path": "/v1/connectors/echo/v1/x?case=forged", "token": "forged"},
  {"name": "other-run", "path": "/v1/connectors/echo/v1/x?case=otherrun", "token": "'"$other_tok"'"},
  {"name": "lax-file", "path": "/v1/connectors/lax/v1/x?case=lax"},
+ {"name": "tenant-route", "path": "/v1/connectors/ten/v1/x?case=tenantroute"},
  {"name": "env-missing", "path": "/v1/connectors/hdr/v1/x?case=envmissing"},
  {"name": "down", "path": "/v1/connectors/down/v1/x?case=down"},
  {"name": "cr-inject", "raw": "GET /v1/connectors/echo/v1/x?case=cr HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {TOKEN}\r\nX-A: a\rX-Injected: 1\r\nConnection: close\r\n\r\n"},
@@ -276,6 +279,7 @@ expect_status "a call without the run token is refused (401)" no-token 401
 expect_status "a forged token is refused (401)" forged 401
 expect_status "another run's token is refused (401; it worked in its own run)" other-run 401
 expect_status "a credential file with mode 0644 fails closed (403)" lax-file 403
+expect_status "a route of another tenant's is no route for this run (403; control: the same path on echo, 200)" tenant-route 403
 expect_status "a credential variable missing from the gateway's environment fails closed (403)" env-missing 403
 b=$(body down)
 case "$(status down) $b" in '502 '*'"rule":"upstream"'*) ok "an upstream that does not answer is 502, rule upstream (its record is in the leak check below)" ;;
@@ -324,7 +328,7 @@ print("n=%d route403=%d path403=%d token401=%d grant403=%d cred403=%d ok=%s leak
 PYEOF
 )
 case $rec in
-*"route403=2 path403=9 token401=3 grant403=1 cred403=2 ok=True leak=False") ok "each call is a gateway_call ledger event with door, connector, method, route, status, bytes and times; no credential ($rec)" ;;
+*"route403=3 path403=9 token401=3 grant403=1 cred403=2 ok=True leak=False") ok "each call is a gateway_call ledger event with door, connector, method, route, status, bytes and times; no credential ($rec)" ;;
 *) not_ok "each call is a gateway_call ledger event" "$rec" ;; esac
 check "the step's result counts the refused calls and says the first" \
 	'r["gateway"]["calls_refused"] >= 15 and "refused" in r["gateway"]["hint"]' 'r.get("gateway")'

@@ -88,6 +88,49 @@ static void test_decide_connector(void **state)
 	free(c);
 }
 
+static void expect_bad(const char *text, const char *msg);
+
+/* A route naming tenants and agents serves only runs whose token says one of each; the same
+ * connector's unnamed route serves every run (the control). */
+static void test_route_per_tenant_agent(void **state)
+{
+	static const char conf[] =
+	    "{\"connectors\": {\"gh\": {\"url\": \"https://api.example.org\", \"credential\": {\"env\": \"T\"},"
+	    " \"inject\": \"bearer\", \"routes\": [{\"methods\": [\"POST\"], \"paths\": [\"/repos/*\"],"
+	    " \"tenants\": [\"acme\"], \"agents\": [\"triage\"]}, {\"methods\": [\"GET\"], \"paths\": "
+	    "[\"/repos/*\"]}]}}}";
+	struct rb_error err = {0};
+	struct rb_gwconf *c = load(conf, &err);
+	assert_non_null(c);
+	const char *grants[] = {"gh"};
+	struct rb_gw_verdict v;
+	struct rb_gw_request rq = {.connector = "gh",
+	                           .method = "POST",
+	                           .raw_path = "/repos/x",
+	                           .conf = c,
+	                           .grants = grants,
+	                           .n_grants = 1,
+	                           .tenant = "acme",
+	                           .agent = "triage"};
+	rb_gw_decide(&rq, &v);
+	assert_int_equal(v.status, 0);
+	const char *who[][2] = {{"other", "triage"}, {"acme", "writer"}, {NULL, NULL}};
+	for (size_t i = 0; i < 3; i++) {
+		rq.tenant = who[i][0], rq.agent = who[i][1];
+		rb_gw_decide(&rq, &v);
+		assert_int_equal(v.status, 403);
+		assert_string_equal(v.rule, "route");
+	}
+	rq.method = "GET"; /* the unnamed route: any run */
+	rb_gw_decide(&rq, &v);
+	assert_int_equal(v.status, 0);
+	expect_bad("{\"connectors\": {\"gh\": {\"url\": \"https://a.example\", \"credential\": {\"env\": \"T\"},"
+	           " \"inject\": \"bearer\", \"routes\": [{\"methods\": [\"GET\"], \"paths\": [\"/\"], \"tenants\": "
+	           "\"acme\"}]}}}",
+	           "tenants");
+	free(c);
+}
+
 static void decide_proxy(const char *const *allow, unsigned n, const char *host, unsigned port, struct rb_gw_verdict *v,
                          enum rb_gw_door door)
 {
@@ -253,9 +296,8 @@ static void test_config_strict(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_decide_connector),
-	    cmocka_unit_test(test_decide_proxy),
-	    cmocka_unit_test(test_addresses),
+	    cmocka_unit_test(test_decide_connector), cmocka_unit_test(test_route_per_tenant_agent),
+	    cmocka_unit_test(test_decide_proxy),     cmocka_unit_test(test_addresses),
 	    cmocka_unit_test(test_config_strict),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
