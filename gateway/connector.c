@@ -1128,17 +1128,22 @@ static enum MHD_Result credentialed_send(struct fwd *f, struct MHD_Connection *m
 	return r;
 }
 
+const char *rb_gw_door_name(const char *rest, char name[RB_GWCONF_NAME_MAX])
+{
+	const char *slash = strchr(rest, '/');
+	size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
+	snprintf(name, RB_GWCONF_NAME_MAX, "%.*s", (int)(nl < RB_GWCONF_NAME_MAX ? nl : RB_GWCONF_NAME_MAX - 1), rest);
+	return rest + nl;
+}
+
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,
                                      const char *method, const char *body, size_t body_len, const char *tenant,
                                      const char *agent, uint64_t t0_us)
 {
 	char name[RB_GWCONF_NAME_MAX];
-	const char *slash = strchr(rest, '/');
-	size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
-	snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), rest);
 	struct rb_gw_request rq = {.connector = name,
 	                           .method = method,
-	                           .raw_path = rest + nl,
+	                           .raw_path = rb_gw_door_name(rest, name),
 	                           .conf = ctx->conf,
 	                           .grants = ctx->grants,
 	                           .n_grants = ctx->n_grants,

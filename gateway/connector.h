@@ -69,6 +69,10 @@ enum MHD_Result rb_gw_deny(const struct rb_gw_ctx *ctx, struct MHD_Connection *m
                            const char *connector, const char *method, const char *rule, const char *host,
                            const char *error, const char *hint, uint64_t t0_us);
 
+/* "NAME/PATH" (after /v1/connectors/ or /v1/mcp/): NAME into name, cut to its size; returns
+ * the rest ("/PATH", or "" for none). */
+const char *rb_gw_door_name(const char *rest, char name[RB_GWCONF_NAME_MAX]);
+
 /* Serves one connector call; rest is the URL after "/v1/connectors/", body the request's,
  * tenant and agent the token's. */
 enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *rest,

@@ -530,13 +530,10 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
                                const char *agent, uint64_t t0_us)
 {
 	char name[RB_GWCONF_NAME_MAX];
-	const char *slash = strchr(rest, '/');
-	size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
-	snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), rest);
 	struct rb_gw_request rq = {.door = RB_GW_DOOR_MCP,
 	                           .connector = name,
 	                           .method = method,
-	                           .raw_path = rest + nl,
+	                           .raw_path = rb_gw_door_name(rest, name),
 	                           .conf = ctx->conf,
 	                           .mcp_grants = ctx->mcp_grants,
 	                           .n_mcp_grants = ctx->n_mcp_grants,

@@ -532,18 +532,24 @@ void rb_gwproc_reap(struct rb_gwproc *gw, struct rb_error *err)
 
 /* The daemon's way: the registration's write side closes, the daemon stops the run's endpoint
  * and answers the last records and the counts, then closes. */
-static void stop_daemon(struct rb_gwproc *gw)
+/* The records still to come, read to EOF (blocking now), then the channel closed. */
+static void drain_records(struct rb_gwproc *gw)
 {
-	shutdown(gw->out, SHUT_WR);
 	fcntl(gw->out, F_SETFL, 0);
-	struct timeval tv = {.tv_sec = RB_GWPROC_READY_MS / 1000};
-	setsockopt(gw->out, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	read_records(gw);
 	free(gw->line);
 	gw->line = NULL;
 	gw->line_len = 0;
 	close(gw->out);
 	gw->out = -1;
+}
+
+static void stop_daemon(struct rb_gwproc *gw)
+{
+	shutdown(gw->out, SHUT_WR);
+	struct timeval tv = {.tv_sec = RB_GWPROC_READY_MS / 1000};
+	setsockopt(gw->out, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	drain_records(gw); /* to its EOF: the last records, then the counts */
 	/* Its CPU is the daemon's (not measured per run): the run's cost has none of it. */
 	if (json_is_object(gw->stats)) {
 		json_object_set_new(gw->stats, "daemon", json_string(gw->daemon_socket));
@@ -563,13 +569,7 @@ void rb_gwproc_stop(struct rb_gwproc *gw)
 		return;
 	/* Through the pidfd: never a signal to a pid someone else may have reused. */
 	syscall(SYS_pidfd_send_signal, gw->pidfd, SIGTERM, NULL, 0);
-	fcntl(gw->out, F_SETFL, 0); /* to its EOF: the last records, then the counts */
-	read_records(gw);
-	free(gw->line);
-	gw->line = NULL;
-	gw->line_len = 0;
-	close(gw->out);
-	gw->out = -1;
+	drain_records(gw); /* to its EOF: the last records, then the counts */
 	struct rusage ru = {0};
 	int status = reap(gw->pid, &ru);
 	close(gw->pidfd);
