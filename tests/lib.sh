@@ -100,6 +100,24 @@ lib_init() {
 	trap lib_cleanup EXIT
 }
 
+# The runbox serve client of the serve tests: SOCK, the daemon's default socket in this test's
+# XDG_RUNTIME_DIR (a test may point it elsewhere); CLIENT, the mode's user for curl.
+# api METHOD PATH [BODY]: one call on $SOCK; sets ST (the status) and R (the body).
+# jv PYEXPR: PYEXPR of r, R parsed as JSON (a string as it is, anything else as JSON).
+serve_client() {
+	SOCK=$T/xdg/runbox/serve.sock
+	CLIENT=()
+	[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+}
+api() {
+	local out
+	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
+		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
+jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+
 # rbx_cmd ARGS...: sets RBX_CMD to the command line that runs runbox in the current mode
 # with a small, known environment (plus the NAME=value words in the array RBX_ENV, when set);
 # rbx ARGS... runs it.

@@ -10,20 +10,8 @@
 . "$(dirname "$0")/../lib.sh"
 lib_init serve
 
-SOCK=$T/xdg/runbox/serve.sock
-CLIENT=()
-[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+serve_client
 
-# api METHOD PATH [BODY]: one call as the mode's user; sets ST (the HTTP status) and R (the body).
-api() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 60 --unix-socket "$SOCK" \
-		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
-# jv EXPR: EXPR in Python with r = the last reply's JSON.
-jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 
 # The daemon, as the mode's user: rootless with the default socket under XDG_RUNTIME_DIR.
 if [ "$MODE" = user ]; then rbx_cmd serve; else rbx_cmd serve --socket "$SOCK"; fi

@@ -24,7 +24,6 @@ api() {
 	ST=${out##*$'\n'}
 	R=${out%$'\n'*}
 }
-jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 # start_daemon SOCKET LOG [ARGS...]: sets DPID; returns once the daemon answers (a dead daemon's socket
 # file is left behind, so its presence says nothing).
 answers() { "${CLIENT[@]}" curl -sf -o /dev/null --max-time 5 --unix-socket "$1" http://runbox/v1/sessions; }

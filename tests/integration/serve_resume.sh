@@ -8,17 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_resume
 
-SOCK=$T/xdg/runbox/serve.sock
-CLIENT=()
-[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
-api() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
-		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
-jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+serve_client
 ex() { run_rbx exec --socket "$SOCK" "$S" -- "$@"; }
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 

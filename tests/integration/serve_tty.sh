@@ -8,20 +8,9 @@
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_tty
 
-SOCK=$T/xdg/runbox/serve.sock
+serve_client
 CLI_PY=$(dirname "$0")/serve_tty_client.py
-CLIENT=()
-[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
 
-# api METHOD PATH [BODY]: one call as the mode's user; sets ST (the HTTP status) and R (the body).
-api() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 60 --unix-socket "$SOCK" \
-		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
-jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 # output_of PID: every chunk of a process by long-poll until it exited; R the last reply, OUTB
 # the stdout text of all chunks, SEQS their seqs, STREAMS their streams.
 output_of() {

@@ -10,21 +10,11 @@
 . "$(dirname "$0")/../lib.sh"
 lib_init servepool
 
-SOCK=$T/xdg/runbox/serve.sock
-CLIENT=()
-[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+serve_client
 PORT=$((20000 + RANDOM % 20000))
 KA=ka-$RANDOM$RANDOM$RANDOM-key-of-tenant-a
 KB=kb-$RANDOM$RANDOM$RANDOM-key-of-tenant-b
 
-# api METHOD PATH [BODY]: one call on the unix socket; ST (status) and R (body).
-api() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 60 --unix-socket "$SOCK" \
-		-X "$1" ${3+--data-binary "$3"} "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 # tcp KEY METHOD PATH [BODY]: one call on the TCP listener with KEY ("" for none).
 tcp() {
 	local out key=$1
@@ -34,7 +24,6 @@ tcp() {
 	ST=${out##*$'\n'}
 	R=${out%$'\n'*}
 }
-jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 # run_in SID CMD: runs sh -c CMD in the session, waits, sets OUTP to its stdout.
 run_in() {
 	api POST "/v1/sessions/$1/processes" "$("$PY" -c 'import json,sys; print(json.dumps({"argv": ["sh", "-c", sys.argv[1]]}))' "$2")"
