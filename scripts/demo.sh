@@ -30,13 +30,13 @@ say ./runbox ledger verify
 
 # The seed's three jobs on the agent image (docs/examples/skills): a markdown report to PDF, a
 # .docx template filled from JSON values, a Python repository linted. The image is built once,
-# from Debian's packages (about 20 minutes on 2 cores; it needs root for its idmapped store).
+# from Debian's packages (5 minutes on 2 idle cores, 20 loaded; it needs root for its idmapped store).
 if ! ./runbox image inspect agent >/dev/null 2>&1; then
 	if [ "$(id -u)" != 0 ]; then
 		printf '\n(the agent image is built as root: run `make demo` as root for the seed'"'"'s jobs)\n'
 		exit 0
 	fi
-	say ./runbox image build images/recipes/agent.json --name agent '  # once, about 20 minutes'
+	say ./runbox image build images/recipes/agent.json --name agent '  # once, 5 to 20 minutes'
 	./runbox image build images/recipes/agent.json --name agent
 fi
 out=$(mktemp -d /tmp/runbox-demo.XXXXXX)
