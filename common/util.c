@@ -259,11 +259,13 @@ int rb_write_file(const char *path, const char *data, struct rb_error *err)
 	return 0;
 }
 
-int rb_write_all(int fd, const void *p, size_t n)
+/* One loop for both: write(2) on any fd, or send(2) with MSG_NOSIGNAL on a
+ * socket whose peer may be gone (EPIPE, not SIGPIPE). */
+static int put_all(int fd, const void *p, size_t n, bool socket)
 {
 	const char *c = p;
 	while (n > 0) {
-		ssize_t w = write(fd, c, n);
+		ssize_t w = socket ? send(fd, c, n, MSG_NOSIGNAL) : write(fd, c, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -277,22 +279,14 @@ int rb_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+int rb_write_all(int fd, const void *p, size_t n)
+{
+	return put_all(fd, p, n, false);
+}
+
 int rb_send_all(int fd, const void *p, size_t n)
 {
-	const char *c = p;
-	while (n > 0) {
-		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return put_all(fd, p, n, true);
 }
 
 int rb_mkdir_p(const char *path, mode_t mode, struct rb_error *err)
