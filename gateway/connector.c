@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "gateway/approval.h"
 #include "gateway/decide.h"
+#include "gateway/record.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
 
@@ -761,6 +762,8 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
 	f->bytes_up = body_len;
+	rb_gw_record_sent(f->ctx, &(struct rb_gw_sent){f->door, f->name, method, f->host, f->route, url, body_len},
+	                  &f->extra); /* before any byte leaves; the completion carries its id (extra) */
 	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
 		fwd_free(f);
 		return MHD_NO;
