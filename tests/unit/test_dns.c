@@ -73,8 +73,8 @@ static void test_malformed(void **state)
 }
 
 /* What the stub serving with bound max_names records for n_names distinct names, each asked
- * twice: the records' JSON lines, and every answer's rcode checked (REFUSED). */
-static char *serve_names(unsigned max_names, unsigned n_names)
+ * twice: the records' JSON lines into buf, and every answer's rcode checked (REFUSED). */
+static char *serve_names(unsigned max_names, unsigned n_names, char *buf, size_t max)
 {
 	int ev[2], stop = eventfd(0, EFD_CLOEXEC);
 	assert_int_equal(pipe(ev), 0);
@@ -102,10 +102,9 @@ static char *serve_names(unsigned max_names, unsigned n_names)
 	assert_int_equal(eventfd_write(stop, 1), 0);
 	rb_gw_dns_stop(d);
 	close(ev[1]);
-	static char buf[65536];
 	size_t n = 0;
 	ssize_t r;
-	while ((r = read(ev[0], buf + n, sizeof buf - 1 - n)) > 0)
+	while ((r = read(ev[0], buf + n, max - 1 - n)) > 0)
 		n += (size_t)r;
 	buf[n] = '\0';
 	close(ev[0]);
@@ -140,13 +139,14 @@ static void test_bound_counted(void **state)
 {
 	unsigned named, full;
 	json_int_t unnamed;
+	char buf[65536];
 	/* 5 names, room for 3: 3 named, the table's "full" once, and the 2 others' 4 lookups counted */
-	count_records(serve_names(3, 5), &named, &full, &unnamed);
+	count_records(serve_names(3, 5, buf, sizeof buf), &named, &full, &unnamed);
 	assert_int_equal(named, 3);
 	assert_int_equal(full, 1);
 	assert_int_equal(unnamed, 4);
 	/* control: below the bound each name is recorded once, no count record */
-	count_records(serve_names(8, 5), &named, &full, &unnamed);
+	count_records(serve_names(8, 5, buf, sizeof buf), &named, &full, &unnamed);
 	assert_int_equal(named, 5);
 	assert_int_equal(full, 0);
 	assert_int_equal(unnamed, -1);
