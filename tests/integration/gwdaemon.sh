@@ -385,6 +385,7 @@ if start_daemon; then
 	RUNNER=$!
 	if wait_for grep -q "case=kill" "$T/up.log"; then
 		kill -9 "$GWD_PID"
+		wait "$GWD_PID" 2>/dev/null
 		GWD_PID=""
 	fi
 	wait "$RUNNER"
@@ -405,6 +406,9 @@ PYEOF
 		not_ok "a call cut off by the gateway's death leaves its sent record" "'$rec' $(head -c 300 "$T/err8")"
 	case $rec in *"hang_done=0 echo_linked=1") ok "control: the answered call has its sent record and its completion, one id; the cut-off one no completion" ;;
 	*) not_ok "control: the answered call's two records share an id" "'$rec'" ;; esac
+	got=$(json "$T/out8" gateway.calls)/$(json "$T/out8" gateway.calls_unanswered)
+	[ "$got" = 1/1 ] && ok "the result counts the answered call (gateway.calls 1) and the cut-off one (gateway.calls_unanswered 1)" ||
+		not_ok "the result counts the cut-off call as unanswered" "calls/unanswered $got"
 else
 	not_ok "the daemon starts again" "$(tail -n 3 "$T/gwd.log")"
 fi
