@@ -638,8 +638,8 @@ static int print_runs(struct rb_ledger *l, json_t *runs, bool wide, bool reverse
 
 /* The event types runbox writes (docs/ledger.md), and any other the ledger holds. */
 static const char *const known_types[] = {"run_start",       "step_start",      "step_end",       "artifact",
-                                          "storage_stopped", "harvest_skipped", "egress_blocked", "gateway_call",
-                                          "cleanup",         "run_end"};
+                                          "storage_stopped", "harvest_skipped", "egress_blocked", "gateway_sent",
+                                          "gateway_call",    "cleanup",         "run_end"};
 
 static int check_type(struct rb_ledger *l, const char *type, struct rb_error *err)
 {

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "gateway/approval.h"
 #include "gateway/decide.h"
+#include "gateway/record.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
 
@@ -761,6 +762,8 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
 	f->bytes_up = body_len;
+	rb_gw_record_sent(f->ctx, &(struct rb_gw_sent){f->door, f->name, method, f->host, f->route, url, body_len},
+	                  &f->extra); /* before any byte leaves; the completion carries its id (extra) */
 	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
 		fwd_free(f);
 		return MHD_NO;
@@ -833,7 +836,8 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 }
 
 static enum MHD_Result replay(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const struct rb_idem_entry *e,
-                              const char *name, const char *method, const char *route, const char *host, uint64_t t0_us)
+                              const char *door, const char *name, const char *method, const char *route,
+                              const char *host, uint64_t t0_us)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(e->len, e->body, MHD_RESPMEM_MUST_COPY);
 	if (!r)
@@ -847,7 +851,7 @@ static enum MHD_Result replay(const struct rb_gw_ctx *ctx, struct MHD_Connection
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	MHD_add_response_header(r, "Idempotent-Replayed", "true");
-	json_t *ev = record_new("connector", name, method, e->status, route, host, t0_us);
+	json_t *ev = record_new(door, name, method, e->status, route, host, t0_us);
 	json_object_set_new(ev, "route", json_string(route));
 	json_object_set_new(ev, "idempotency", json_string("replayed"));
 	json_object_set_new(ev, "bytes_down", json_integer((json_int_t)e->len));
@@ -857,8 +861,7 @@ static enum MHD_Result replay(const struct rb_gw_ctx *ctx, struct MHD_Connection
 	return ret;
 }
 
-/* An Idempotency-Key: 1..255 visible ASCII bytes. */
-static bool key_ok(const char *k)
+bool rb_gw_idem_key_ok(const char *k)
 {
 	size_t n = strlen(k);
 	for (const char *p = k; *p; p++)
@@ -867,15 +870,16 @@ static bool key_ok(const char *k)
 	return n > 0 && n <= 255;
 }
 
-/* The key's claim, or the answer to a retry; *out set when this call owns the key. */
-static enum MHD_Result claim_key(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *name,
-                                 const char *method, const char *ikey, const char *digest, bool held, const char *route,
-                                 const char *host, uint64_t t0_us, struct rb_idem_entry **out, bool *answered)
+enum MHD_Result rb_gw_idem_claim(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *door,
+                                 const char *name, const char *method, const char *ikey, const char *digest, bool held,
+                                 const char *route, const char *host, uint64_t t0_us, struct rb_idem_entry **out,
+                                 bool *answered)
 {
 	char key[65];
-	const char *parts[3] = {name, ikey ? "key" : "digest", ikey ? ikey : digest};
-	size_t lens[3] = {strlen(parts[0]), strlen(parts[1]), strlen(parts[2])};
-	rb_idem_hash(parts, lens, 3, key);
+	/* the door too: a connector and an MCP server of one name hold apart keys */
+	const char *parts[4] = {door, name, ikey ? "key" : "digest", ikey ? ikey : digest};
+	size_t lens[4] = {strlen(parts[0]), strlen(parts[1]), strlen(parts[2]), strlen(parts[3])};
+	rb_idem_hash(parts, lens, 4, key);
 	struct rb_idem_entry *e;
 	*answered = true;
 	char err[300];
@@ -884,30 +888,30 @@ static enum MHD_Result claim_key(const struct rb_gw_ctx *ctx, struct MHD_Connect
 		*out = e;
 		*answered = false;
 		return MHD_YES;
-	case RB_IDEM_REPLAY: return replay(ctx, mc, e, name, method, route, host, t0_us);
+	case RB_IDEM_REPLAY: return replay(ctx, mc, e, door, name, method, route, host, t0_us);
 	case RB_IDEM_MISMATCH:
-		return rb_gw_deny(ctx, mc, 422, "connector", name, method, "idempotency", host,
+		return rb_gw_deny(ctx, mc, 422, door, name, method, "idempotency", host,
 		                  "this Idempotency-Key was used with another request",
 		                  "use a new key for a different request", t0_us);
 	case RB_IDEM_BUSY:
 		snprintf(err, sizeof err, "the first call with this key is %s%s%s",
 		         e->approval[0] ? "held for approval " : "still in flight", e->approval, "");
-		return rb_gw_deny(ctx, mc, 409, "connector", name, method, "idempotency", host, err,
+		return rb_gw_deny(ctx, mc, 409, door, name, method, "idempotency", host, err,
 		                  e->approval[0] ? "wait for `runbox approve` and retry with the same key"
 		                                 : "retry with the same key once the first call answered",
 		                  t0_us);
 	case RB_IDEM_REFUSED:
-		return rb_gw_deny(ctx, mc, 403, "connector", name, method, "approval", host,
+		return rb_gw_deny(ctx, mc, 403, door, name, method, "approval", host,
 		                  "the first call with this key was denied approval",
 		                  "a denied call stays denied; ask for approval again with a new key", t0_us);
 	case RB_IDEM_LOST:
-		return rb_gw_deny(ctx, mc, 409, "connector", name, method, "idempotency", host,
+		return rb_gw_deny(ctx, mc, 409, door, name, method, "idempotency", host,
 		                  e->too_big ? "the first call's answer was too large to keep for a retry"
 		                             : "the first call with this key was sent and its outcome is unknown",
 		                  "it is never sent again: check the upstream, then use a new key", t0_us);
 	case RB_IDEM_FULL: break;
 	}
-	return rb_gw_deny(ctx, mc, 429, "connector", name, method, "idempotency", host,
+	return rb_gw_deny(ctx, mc, 429, door, name, method, "idempotency", host,
 	                  "the run holds too many idempotency keys", "reuse keys or finish the run", t0_us);
 }
 
@@ -1173,7 +1177,7 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 	if ((ikey || rule) && ctx->idem) {
 		char host[sizeof f->host];
 		snprintf(host, sizeof host, "%s", f->host);
-		if (ikey && !key_ok(ikey)) {
+		if (ikey && !rb_gw_idem_key_ok(ikey)) {
 			free(qw.q);
 			fwd_free(f);
 			return rb_gw_deny(ctx, mc, 400, "connector", name, method, "idempotency", host,
@@ -1181,8 +1185,8 @@ enum MHD_Result rb_gw_connector_call(const struct rb_gw_ctx *ctx, struct MHD_Con
 			                  t0_us);
 		}
 		bool answered;
-		ret = claim_key(ctx, mc, name, method, ikey, digest, rule != NULL, v.route, host, t0_us, &f->idem,
-		                &answered);
+		ret = rb_gw_idem_claim(ctx, mc, "connector", name, method, ikey, digest, rule != NULL, v.route, host,
+		                       t0_us, &f->idem, &answered);
 		if (answered) {
 			free(qw.q);
 			fwd_free(f);
@@ -1209,9 +1213,12 @@ enum MHD_Result rb_gw_upstream_call(const struct rb_gw_ctx *ctx, struct MHD_Conn
 		json_decref(u->extra);
 		if (u->filter && u->filter->free)
 			u->filter->free(u->filter_cls);
+		if (u->idem) /* refused before it left: a retry may send */
+			rb_idem_forget(ctx->idem, u->idem);
 		return ret;
 	}
 	f->filter = u->filter, f->filter_cls = u->filter_cls, f->extra = u->extra, f->stream = u->stream;
+	f->idem = u->idem;
 	for (unsigned i = 0; u->add && u->add[i]; i++)
 		f->hdrs = curl_slist_append(f->hdrs, u->add[i]);
 	return credentialed_send(f, mc, &qw, u->upstream_path, u->method, u->body, u->body_len);

@@ -116,10 +116,22 @@ struct rb_gw_upstream {
 	void *filter_cls; /* taken, even on a refusal */
 	json_t *extra;    /* fields added to the call's record (taken) */
 	bool stream; /* a long-lived answer (an event stream): no low-speed bound; it ends when the gateway stops */
+	struct rb_idem_entry *idem; /* the Idempotency-Key this call claimed (rb_gw_idem_claim), or NULL */
 	uint64_t t0_us;
 };
 enum MHD_Result rb_gw_upstream_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc,
                                     const struct rb_gw_upstream *u);
+
+/* An Idempotency-Key: 1..255 visible ASCII bytes. */
+bool rb_gw_idem_key_ok(const char *key);
+/* The door's claim of ikey (or, for a held call without one, of digest) in the run's table
+ * (gateway/idem.h), or the answer to a retry: the recorded answer replayed, or the uniform
+ * refusal (422 another request, 409 in flight or lost, 403 denied, 429 full). *answered false:
+ * *out is this call's entry, passed on to the call that sends it. */
+enum MHD_Result rb_gw_idem_claim(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *door,
+                                 const char *name, const char *method, const char *ikey, const char *digest, bool held,
+                                 const char *route, const char *host, uint64_t t0_us, struct rb_idem_entry **out,
+                                 bool *answered);
 
 /* The installing proxy's door: an absolute-form request (url "http://host[:port]/..."),
  * checked by rb_gw_decide and the address rules, forwarded without credentials and

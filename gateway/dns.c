@@ -3,6 +3,7 @@
 #include "gateway/dns.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -84,7 +85,8 @@ struct rb_gw_dns {
 	int fd, stop_fd;
 	pthread_t thread;
 	char seen[RB_GW_DNS_NAMES][300]; /* "type name" already recorded */
-	unsigned n_seen;
+	unsigned n_seen, max_names;
+	uint64_t unnamed; /* lookups of new names past the table: answered and counted, not named */
 };
 
 static const char *type_name(unsigned t, char *buf, size_t n)
@@ -102,6 +104,18 @@ static const char *type_name(unsigned t, char *buf, size_t n)
 	}
 }
 
+static void table_full(struct rb_gw_dns *d)
+{
+	char err[200];
+	snprintf(err, sizeof err,
+	         "the DNS stub's table of %u names is full: lookups of further names are answered REFUSED and "
+	         "counted, not named",
+	         d->max_names);
+	rb_gw_record(d->ctx, json_pack("{s:s, s:s, s:i, s:s, s:I, s:s, s:s}", "door", "dns", "method", "table",
+	                               "status", RCODE_REF, "rule", "dns.table", "names", (json_int_t)d->max_names,
+	                               "host", "127.0.0.1:53", "error", err));
+}
+
 /* A new name is one record (a refusal: the step's hint and the result list it). */
 static void record(struct rb_gw_dns *d, const char *name, unsigned qtype)
 {
@@ -111,8 +125,11 @@ static void record(struct rb_gw_dns *d, const char *name, unsigned qtype)
 	for (unsigned i = 0; i < d->n_seen; i++)
 		if (!strcmp(d->seen[i], key))
 			return;
-	if (d->n_seen == RB_GW_DNS_NAMES)
+	if (d->n_seen == d->max_names) {
+		if (d->unnamed++ == 0) /* said at once: a gateway killed later still leaves this */
+			table_full(d);
 		return;
+	}
 	snprintf(d->seen[d->n_seen++], sizeof d->seen[0], "%s", key);
 	__atomic_add_fetch(d->ctx->refused, 1, __ATOMIC_RELAXED);
 	char err[400];
@@ -152,7 +169,7 @@ static void *serve(void *cls)
 	}
 }
 
-int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, struct rb_gw_dns **out)
+int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, unsigned max_names, struct rb_gw_dns **out)
 {
 	*out = NULL;
 	struct rb_gw_dns *d = calloc(1, sizeof *d);
@@ -161,6 +178,7 @@ int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, struct rb_
 		return -1;
 	}
 	d->ctx = ctx, d->fd = fd, d->stop_fd = stop_fd;
+	d->max_names = max_names && max_names < RB_GW_DNS_NAMES ? max_names : RB_GW_DNS_NAMES;
 	if (pthread_create(&d->thread, NULL, serve, d) != 0) {
 		close(fd);
 		free(d);
@@ -176,5 +194,16 @@ void rb_gw_dns_stop(struct rb_gw_dns *d)
 		return;
 	pthread_join(d->thread, NULL);
 	close(d->fd);
+	if (d->unnamed) {
+		char err[200];
+		snprintf(err, sizeof err,
+		         "%" PRIu64 " lookups of names past the DNS stub's table of %u were answered "
+		         "REFUSED and not named",
+		         d->unnamed, d->max_names);
+		rb_gw_record(d->ctx,
+		             json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:s, s:s}", "door", "dns", "method", "table",
+		                       "status", RCODE_REF, "rule", "dns.table", "names", (json_int_t)d->max_names,
+		                       "unnamed", (json_int_t)d->unnamed, "host", "127.0.0.1:53", "error", err));
+	}
 	free(d);
 }

@@ -9,7 +9,10 @@
 
 #include "gateway/connector.h"
 
-#define RB_GW_DNS_NAMES 64 /* distinct (name, type) pairs recorded per run; later ones are answered only */
+/* Distinct (name, type) pairs recorded by name per run. Past it a lookup of a new name is still
+ * answered REFUSED and counted: the first one writes a record saying the table is full, the
+ * stub's stop one with the count of lookups it did not name ("unnamed"). */
+#define RB_GW_DNS_NAMES 64
 
 /* The answer to one query: REFUSED with the question echoed (FORMERR with the header alone when
  * the question does not parse). Returns the answer's length, 0 when there is nothing to answer
@@ -19,9 +22,11 @@ size_t rb_gw_dns_refuse(const uint8_t *q, size_t n, uint8_t *out, size_t out_max
                         unsigned *qtype);
 
 /* Serves fd (a bound UDP socket) until stop_fd is readable: each query answered with
- * rb_gw_dns_refuse, each new name a record {"dns": ...} through ctx. Takes fd. */
+ * rb_gw_dns_refuse, each new name a record (door "dns") through ctx, max_names of them at most
+ * (0 or more than RB_GW_DNS_NAMES: RB_GW_DNS_NAMES). Takes fd. */
 struct rb_gw_dns;
-int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, struct rb_gw_dns **out);
-void rb_gw_dns_stop(struct rb_gw_dns *d); /* after stop_fd became readable; NULL is fine */
+int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, unsigned max_names, struct rb_gw_dns **out);
+/* After stop_fd became readable: the count record when lookups went unnamed. NULL is fine. */
+void rb_gw_dns_stop(struct rb_gw_dns *d);
 
 #endif

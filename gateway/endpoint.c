@@ -446,7 +446,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 		rb_gateway_stop(gw);
 		return -1;
 	}
-	if (cfg->serve_dns && rb_gw_dns_start(&gw->ctx, cfg->dns_fd, gw->stop_fd, &gw->dns) < 0) {
+	if (cfg->serve_dns && rb_gw_dns_start(&gw->ctx, cfg->dns_fd, gw->stop_fd, 0, &gw->dns) < 0) {
 		rb_error_set(err, errno, "gateway: DNS stub on fd %d", cfg->dns_fd);
 		rb_gateway_stop(gw);
 		return -1;

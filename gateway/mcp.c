@@ -644,6 +644,31 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 		json_decref(extra);
 		return MHD_NO;
 	}
+	/* A tools/call with an Idempotency-Key is the connector's retry (the same table): the same
+	 * key and message (its JSON-RPC id too) replays the first answer, never a second call. */
+	const char *ikey = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Idempotency-Key");
+	struct rb_idem_entry *idem = NULL;
+	if (ikey && first_tool && !json_is_array(msg) && ctx->idem) {
+		if (!rb_gw_idem_key_ok(ikey)) {
+			f_free(m);
+			json_decref(extra);
+			return rb_gw_deny(ctx, mc, 400, "mcp", name, method, "idempotency", uhost,
+			                  "Idempotency-Key is 1..255 visible ASCII bytes", "send a shorter, plain key",
+			                  t0_us);
+		}
+		char digest[65];
+		const char *parts[2] = {"tools/call", text};
+		size_t lens[2] = {strlen(parts[0]), strlen(text)};
+		rb_idem_hash(parts, lens, 2, digest);
+		bool answered;
+		enum MHD_Result ret = rb_gw_idem_claim(ctx, mc, "mcp", name, method, ikey, digest, false, v.route,
+		                                       uhost, t0_us, &idem, &answered);
+		if (answered) {
+			f_free(m);
+			json_decref(extra);
+			return ret;
+		}
+	}
 	if (held) { /* the policy holds this tool: sent only once `runbox approve` says so */
 		struct hold_call hc = {.rule = held,
 		                       .name = name,
@@ -657,6 +682,8 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 		enum MHD_Result ret;
 		json_t *approval = NULL;
 		if (!hold(ctx, mc, msg, &hc, &approval, &ret)) {
+			if (idem)
+				rb_idem_set(ctx->idem, idem, RB_IDEM_DENIED);
 			f_free(m);
 			json_decref(extra);
 			return ret;
@@ -679,6 +706,7 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 	                           .filter_cls = m,
 	                           .extra = extra,
 	                           .stream = true,
+	                           .idem = idem,
 	                           .t0_us = t0_us};
 	return rb_gw_upstream_call(ctx, mc, &u);
 }

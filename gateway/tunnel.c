@@ -2,6 +2,7 @@
  * address checked and connected to, the bytes relayed both ways, and one record per tunnel. */
 #define _GNU_SOURCE
 #include "gateway/tunnel.h"
+#include "gateway/record.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -404,6 +405,9 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 		                 "the host did not accept the connection; retry later"));
 		goto out;
 	}
+	/* Connected, nothing relayed yet: the client's first byte up may be the request itself. */
+	json_t *link = NULL; /* the sent record's id, for the tunnel's end */
+	rb_gw_record_sent(ctx, &(struct rb_gw_sent){"connect", t->hp, "CONNECT", t->hp, v.route, NULL, 0}, &link);
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	double setup_ms = (double)(rb_gw_now_us() - t->t0) / 1000;
 	uint64_t bytes_up = 0, bytes_down = 0, r0 = rb_gw_now_us();
@@ -420,6 +424,8 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 	                       v.route, "host", t->hp, "address", addr, "bytes_up", (json_int_t)bytes_up, "bytes_down",
 	                       (json_int_t)bytes_down, "gateway_ms", setup_ms, "duration_ms",
 	                       (double)(rb_gw_now_us() - r0) / 1000, "ended", ended);
+	json_object_update(ev, link);
+	json_decref(link);
 	rb_gw_record(ctx, ev);
 out:
 	close(fd);

@@ -499,6 +499,35 @@ json_t *rb_gwproc_dns_names(const json_t *calls, size_t max)
 	return names;
 }
 
+static bool sent_record(const json_t *c)
+{
+	const char *phase = json_string_value(json_object_get(c, "phase"));
+	return phase && !strcmp(phase, "sent");
+}
+
+size_t rb_gwproc_answered(const json_t *calls, size_t *unanswered)
+{
+	size_t answered = 0, i, j;
+	json_t *c, *d;
+	*unanswered = 0;
+	json_array_foreach(calls, i, c)
+	{
+		if (!sent_record(c)) {
+			answered++;
+			continue;
+		}
+		const char *id = json_string_value(json_object_get(c, "id"));
+		bool done = false;
+		json_array_foreach(calls, j, d)
+		{
+			const char *did = json_string_value(json_object_get(d, "id"));
+			done = done || (j > i && !sent_record(d) && id && did && !strcmp(id, did));
+		}
+		*unanswered += !done;
+	}
+	return answered;
+}
+
 int rb_gwproc_watch_fd(const struct rb_gwproc *gw)
 {
 	return gw->pid > 0 ? gw->pidfd : -1;

@@ -81,6 +81,10 @@ json_t *rb_gwproc_take_calls(struct rb_gwproc *gw);
  * new array of strings ("example.invalid"), each once. */
 #define RB_GWPROC_DNS_LISTED 16
 json_t *rb_gwproc_dns_names(const json_t *calls, size_t max);
+/* How many of calls are answered calls (not a "sent" record, docs/network.md); *unanswered gets
+ * how many sent records no completion of the same id follows (a call that went out and never
+ * came back: the gateway killed, the upstream silent, the run ended mid-transfer). */
+size_t rb_gwproc_answered(const json_t *calls, size_t *unanswered);
 /* SIGTERM, collect the counts (the last records, and where it ran: stats' "cgroup"), reap.
  * Safe when never started or already reaped. */
 void rb_gwproc_stop(struct rb_gwproc *gw);

@@ -216,6 +216,26 @@ int rb_record_step_start(struct rb_record *rec, unsigned step, const char *name,
 	return append(rec, "step_start", d, err);
 }
 
+/* Each gateway record is its own event: a call's "sent" record (phase "sent", before it left)
+ * a gateway_sent event, its completion (door, connector, method, route, status, bytes, times,
+ * rule; the same id) a gateway_call event (docs/network.md). Never a credential: the gateway
+ * records none. step < 0: recorded after the last step ended. */
+static int gateway_events(struct rb_record *rec, const json_t *calls, int step, struct rb_error *err)
+{
+	size_t i;
+	json_t *call;
+	json_array_foreach(calls, i, call)
+	{
+		json_t *e = json_deep_copy(call);
+		if (e && step >= 0)
+			json_object_set_new(e, "step", json_integer(step));
+		const char *phase = json_string_value(json_object_get(call, "phase"));
+		if (append(rec, phase && !strcmp(phase, "sent") ? "gateway_sent" : "gateway_call", e, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_step_result *res, struct rb_error *err)
 {
 	// cppcheck-suppress ctunullpointer ; callers pass a result whenever a step ended
@@ -243,18 +263,8 @@ int rb_record_step_end(struct rb_record *rec, unsigned step, const struct rb_ste
 	                    json_integer((json_int_t)res->host.stdout_dropped + (json_int_t)res->host.stderr_dropped));
 	if (append(rec, "step_end", d, err) < 0)
 		return -1;
-	/* Each gateway call is its own event: door, connector, method, route, status, bytes,
-	 * times, rule (docs/network.md). Never a credential: the gateway records none. */
-	size_t gi;
-	json_t *call;
-	json_array_foreach(res->gateway_calls, gi, call)
-	{
-		json_t *e = json_deep_copy(call);
-		if (e)
-			json_object_set_new(e, "step", json_integer(step));
-		if (append(rec, "gateway_call", e, err) < 0)
-			return -1;
-	}
+	if (gateway_events(rec, res->gateway_calls, (int)step, err) < 0)
+		return -1;
 	json_t *blocked = res->egress ? json_object_get(res->egress, "blocked_packets") : NULL;
 	if (blocked && json_integer_value(blocked) > 0) {
 		json_t *e = json_deep_copy(res->egress);
@@ -325,6 +335,10 @@ int rb_record_run_end(struct rb_record *rec, const char *result, struct rb_error
 {
 	/* The host's side of the run: the runner's CPU since the record opened (its steps' output,
 	 * harvests, the ledger) and the gateway's, once it stopped (rb_gwproc_stop). */
+	/* What the gateway recorded after the last step ended: a call answered (or cut off) at its
+	 * stop, the DNS stub's count of names past its table. */
+	if (gateway_events(rec, rec->run->gw.calls, -1, err) < 0)
+		return -1;
 	uint64_t now = runner_cpu_us();
 	double gw_ms = json_number_value(json_object_get(rec->run->gw.stats, "cpu_ms"));
 	rec->host_cpu_seconds = (double)(now > rec->host_cpu_us0 ? now - rec->host_cpu_us0 : 0) / 1e6 + gw_ms / 1000;

@@ -116,9 +116,11 @@ json_t *rb_result_json(const struct rb_run *run, char *const argv[], const struc
 	if (res->egress)
 		json_object_set(o, "egress", res->egress);
 	if (run->token[0]) {
+		size_t unanswered, answered = rb_gwproc_answered(res->gateway_calls, &unanswered);
 		json_t *gw = json_pack("{s:b, s:I, s:I}", "started", run->gw.stats != NULL, "calls",
-		                       (json_int_t)json_array_size(res->gateway_calls), "calls_refused",
-		                       (json_int_t)res->gateway_refused);
+		                       (json_int_t)answered, "calls_refused", (json_int_t)res->gateway_refused);
+		if (unanswered)
+			json_object_set_new(gw, "calls_unanswered", json_integer((json_int_t)unanswered));
 		if (res->gateway_hint[0])
 			json_object_set_new(gw, "hint", json_string(res->gateway_hint));
 		json_t *dns = rb_gwproc_dns_names(res->gateway_calls, RB_GWPROC_DNS_LISTED);

@@ -140,11 +140,13 @@ static int run_step(struct runfile *rf, unsigned i, int *exit_code, struct rb_er
 	json_object_set_new(sj, "stderr_truncated", json_boolean(res.err.truncated));
 	if (res.egress)
 		json_object_set(sj, "egress", res.egress);
+	size_t unanswered;
 	if (res.gateway_hint[0])
 		json_object_set_new(sj, "gateway",
 		                    json_pack("{s:I, s:I, s:s}", "calls",
-		                              (json_int_t)json_array_size(res.gateway_calls), "calls_refused",
-		                              (json_int_t)res.gateway_refused, "hint", res.gateway_hint));
+		                              (json_int_t)rb_gwproc_answered(res.gateway_calls, &unanswered),
+		                              "calls_refused", (json_int_t)res.gateway_refused, "hint",
+		                              res.gateway_hint));
 
 	bool ok = res.status == RB_STEP_EXITED && res.exit_code == 0;
 	if (ok && skill) {

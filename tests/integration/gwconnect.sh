@@ -4,7 +4,8 @@
 # intercepted, no CA inside), and a plain TCP echo through a raw CONNECT; host:port pairs off
 # the policy's allowlist, IP literals, other ports, loopback addresses the gateway config does
 # not name and calls without the run token are refused with the uniform JSON and recorded;
-# every tunnel is a gateway_call ledger event with its bytes and how it ended; the idle bound
+# every tunnel is a gateway_call ledger event with its bytes and how it ended (and a sent
+# record before it relays, one id); the idle bound
 # ends a silent tunnel; tunnels take from the run's rate. Traffic goes only to 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
@@ -72,6 +73,19 @@ grep -q "gateway refused CONNECT localhost:$OFF (rule network.proxy)" "$T/err" &
 [ "$(ledger_calls "e['connector'] == 'localhost:$TLS' and e['status'] == 200 and e['bytes_up'] > 100 and e['bytes_down'] > 100 and e['address'] == '127.0.0.1' and 'duration_ms' in e and e['ended'] in ('upstream closed', 'client closed')")" -ge 1 ] &&
 	ok "the tunnel is a gateway_call event with host:port, address, bytes each way, duration and its end" ||
 	not_ok "the tunnel is a gateway_call event" "$(ledger_calls "e['connector'] == 'localhost:$TLS'") connect events"
+# Its sent record (made once connected, before a byte was relayed) has the tunnel's id; control:
+# the refused CONNECT, which never left, has none.
+sent=$("$PY" - "$STATE/ledger.db" "localhost:$TLS" "localhost:$OFF" <<'PYEOF'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+ev = lambda t: [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE type=?", (t,))]
+done = {e.get("id") for e in ev("gateway_call") if e.get("door") == "connect" and e.get("status") == 200}
+sent = [s for s in ev("gateway_sent") if s.get("door") == "connect" and s.get("method") == "CONNECT"]
+print(sum(1 for s in sent if s.get("connector") == sys.argv[2] and s.get("id") in done), sum(1 for s in sent if s.get("connector") == sys.argv[3]))
+PYEOF
+)
+case $sent in [1-9]*" 0") ok "the tunnel's sent record (gateway_sent) shares its id with its gateway_call; the refused CONNECT has none (control)" ;;
+*) not_ok "the tunnel's sent record is linked to its gateway_call" "'$sent'" ;; esac
 
 # ---------------------------------------------------------------------------------------
 # 2. Raw CONNECTs: an echo through the tunnel; refusals beside it, nothing reaching upstreams.

@@ -5,7 +5,8 @@
 # ledger), keeps concurrent runs apart (one run's token fails on the other's endpoint), ends a
 # run's access cleanly when it dies (calls fail fast), refuses a peer of another uid at
 # registration (the run's calls are then refused, named), and where no daemon answers the run's
-# own gateway serves it (control); SIGHUP rereads the config; a runbox serve session uses it too. Each test starts its own daemon;
+# own gateway serves it (control); SIGHUP rereads the config; a runbox serve session uses it too;
+# a call cut off by the daemon's death is still in the ledger (its sent record). Each test starts its own daemon;
 # upstreams on 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
@@ -371,3 +372,43 @@ else
 fi
 kill "$SPID" 2>/dev/null
 wait "$SPID" 2>/dev/null
+
+# 8. A call is recorded before it goes upstream: with the upstream holding a request unanswered,
+# the daemon killed (SIGKILL) mid-call still leaves that call's "sent" record (a gateway_sent
+# event: door, method, host, path, id) in the run's ledger, with no completion. Control: the
+# same run's answered call has both, its sent record and its gateway_call, linked by one id.
+RBX_ENV=("RUNBOX_GATEWAY_SOCKET=$SOCK")
+if start_daemon; then
+	rbx_cmd run --image host --json --policy "$T/pol.json" --timeout 60s --input "$T/client.py:/workspace/in/c.py" -- \
+		python3 /workspace/in/c.py "e8|/v1/connectors/echo/v1/echo?case=d8|RUNBOX_TOKEN" "h8|/v1/connectors/echo/v1/hang?case=kill|RUNBOX_TOKEN"
+	"${RBX_CMD[@]}" </dev/null >"$T/out8" 2>"$T/err8" &
+	RUNNER=$!
+	if wait_for grep -q "case=kill" "$T/up.log"; then
+		kill -9 "$GWD_PID"
+		wait "$GWD_PID" 2>/dev/null
+		GWD_PID=""
+	fi
+	wait "$RUNNER"
+	rid=$(json "$T/out8" run_id)
+	rec=$("$PY" - "$STATE/ledger.db" "$rid" <<'PYEOF'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+ev = lambda t: [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE run_id=? AND type=?", (sys.argv[2], t))]
+sent, done = ev("gateway_sent"), ev("gateway_call")
+ids = {c.get("id") for c in done}
+hang = [s for s in sent if s.get("path") == "/v1/hang" and s.get("door") == "connector" and s.get("method") == "GET"
+        and s.get("host", "").startswith("127.0.0.1:") and s.get("id")]
+echo = [s for s in sent if s.get("path") == "/v1/echo" and s.get("id") in ids]
+print("hang_sent=%d hang_done=%d echo_linked=%d" % (len(hang), sum(1 for s in hang if s["id"] in ids), len(echo)))
+PYEOF
+)
+	[ "${rec%% *}" = "hang_sent=1" ] && ok "a call cut off by the gateway's death is in the ledger: its sent record, made before it went upstream ($rec)" ||
+		not_ok "a call cut off by the gateway's death leaves its sent record" "'$rec' $(head -c 300 "$T/err8")"
+	case $rec in *"hang_done=0 echo_linked=1") ok "control: the answered call has its sent record and its completion, one id; the cut-off one no completion" ;;
+	*) not_ok "control: the answered call's two records share an id" "'$rec'" ;; esac
+	got=$(json "$T/out8" gateway.calls)/$(json "$T/out8" gateway.calls_unanswered)
+	[ "$got" = 1/1 ] && ok "the result counts the answered call (gateway.calls 1) and the cut-off one (gateway.calls_unanswered 1)" ||
+		not_ok "the result counts the cut-off call as unanswered" "calls/unanswered $got"
+else
+	not_ok "the daemon starts again" "$(tail -n 3 "$T/gwd.log")"
+fi

@@ -11,8 +11,9 @@
 # the client's Accept-Encoding never go upstream, sessions are the run's (another run's local id
 # and the upstream's own id are 404 while the upstream still serves that session), a policy
 # without network.mcp is 403 with the uniform body, a policy that narrows the tools narrows
-# them, every call is a gateway_call event of door mcp in the ledger, and a tools/call the
-# policy's network.approval holds reaches the upstream only after `runbox approve` (deny: never).
+# them, every call is a gateway_call event of door mcp in the ledger, a tools/call the
+# policy's network.approval holds reaches the upstream only after `runbox approve` (deny: never),
+# and a tools/call retried with its Idempotency-Key runs upstream once (another key: again).
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gwmcp
@@ -214,6 +215,18 @@ PYEOF
 )
 	[ "$st" = 200 ] && ok "control: the upstream still serves the first run's session (straight from the host: 200)" ||
 		not_ok "control: the upstream still serves the first run's session" "$st"
+
+	# 2b. Idempotency-Key on tools/call: the same key twice reaches the upstream once, the
+	# second answer the first one replayed; control: another key is another call.
+	: >"$T/up.log"
+	mcp_run "$T/pol.json" files --idem
+	n=$(up '"idem-1" in json.dumps(ms) and "tools/call" in json.dumps(ms)')
+	check "a tools/call retried with its Idempotency-Key gets the first answer replayed (Idempotent-Replayed)" \
+		'd["idem0"]["status"] == 200 and "echo: idem-1" in d["idem0"]["body"] and d["idem1"]["replayed"] == "true" and d["idem1"]["body"] == d["idem0"]["body"] and d["idem0"]["replayed"] is None' \
+		'(d.get("idem0"), d.get("idem1"))'
+	[ "$n" = 2 ] && [ "$(c 'd["idem2"]["replayed"] is None and "echo: idem-1" in d["idem2"]["body"]')" = True ] &&
+		ok "the upstream ran the tool once for key k1's two calls, and again for key k2 (control): $n calls" ||
+		not_ok "one upstream call per Idempotency-Key" "$n upstream calls; $(c 'd.get("idem2")')"
 
 	# 3. A policy that does not grant the server: 403, the uniform body; nothing upstream.
 	: >"$T/up.log"

@@ -3,7 +3,8 @@
 // run token (or, for the test's controls, on the host straight at an upstream URL with its
 // credential). Prints one JSON object: what it saw, and "seen_hex", everything it received plus
 // its environment, XOR 0x5A, so that no scrubber of runbox's output can hide a leak.
-// usage: node client.mjs SERVER [--keep] [--foreign SESSION]... [--direct URL CREDFILE]
+// usage: node client.mjs SERVER [--keep] [--idem] [--foreign SESSION]... [--direct URL CREDFILE]
+// --idem: one tools/call sent by hand three times, with Idempotency-Key k1, k1 again and k2.
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -11,6 +12,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 const args = process.argv.slice(2);
 const server = args[0];
 const keep = args.includes("--keep");
+const idem = args.includes("--idem");
 const foreign = args.flatMap((a, i) => (a === "--foreign" ? [args[i + 1]] : []));
 const di = args.indexOf("--direct");
 let url, auth;
@@ -43,6 +45,16 @@ if (out.connect.ok) {
         { jsonrpc: "2.0", id: 902, method: "tools/call", params: { name: "delete_everything", arguments: {} } }]) });
     return { status: r.status, body: await r.text() };
   });
+  // The same tools/call with one key twice (the second answer replayed), then with another.
+  if (idem)
+    for (const [i, key] of ["k1", "k1", "k2"].entries())
+      await attempt(`idem${i}`, async () => {
+        const r = await fetch(url, { method: "POST", headers: { Authorization: auth, "Content-Type": "application/json",
+          Accept: "application/json, text/event-stream", "Mcp-Session-Id": transport.sessionId,
+          "Mcp-Protocol-Version": "2025-06-18", "Idempotency-Key": key },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 951, method: "tools/call", params: { name: "echo", arguments: { text: "idem-1" } } }) });
+        return { status: r.status, replayed: r.headers.get("idempotent-replayed"), body: await r.text() };
+      });
 }
 // Sessions named by hand: another run's, or the upstream's own id.
 for (const [i, sid] of foreign.entries()) {

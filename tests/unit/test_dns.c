@@ -1,10 +1,19 @@
 /* gateway/dns.c: the stub's answer to a query: REFUSED with the id, opcode, RD and question
- * echoed; FORMERR for a question that does not parse; nothing for a response or a runt. */
+ * echoed; FORMERR for a question that does not parse; nothing for a response or a runt. And
+ * the serving thread's records: each new name once, and past the table's bound every lookup
+ * still answered and counted (a "table full" record at once, the count at stop). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -63,11 +72,92 @@ static void test_malformed(void **state)
 	assert_string_equal(name, "\\010\\034ample.com");
 }
 
+/* What the stub serving with bound max_names records for n_names distinct names, each asked
+ * twice: the records' JSON lines into buf, and every answer's rcode checked (REFUSED). */
+static char *serve_names(unsigned max_names, unsigned n_names, char *buf, size_t max)
+{
+	int ev[2], stop = eventfd(0, EFD_CLOEXEC);
+	assert_int_equal(pipe(ev), 0);
+	assert_true(stop >= 0);
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	uint64_t refused = 0;
+	struct rb_gw_ctx ctx = {.event_fd = ev[1], .event_lock = &lock, .refused = &refused};
+	int srv = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), cli = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	assert_int_equal(bind(srv, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(srv, (struct sockaddr *)&a, &al), 0);
+	assert_int_equal(connect(cli, (struct sockaddr *)&a, sizeof a), 0);
+	struct rb_gw_dns *d;
+	assert_int_equal(rb_gw_dns_start(&ctx, srv, stop, max_names, &d), 0);
+	for (unsigned round = 0; round < 2; round++)
+		for (unsigned i = 0; i < n_names; i++) {
+			uint8_t q[sizeof query], ans[512];
+			memcpy(q, query, sizeof q);
+			q[13] = (uint8_t)('a' + i); /* "Axample.com", "bxample.com", ... */
+			assert_int_equal(send(cli, q, sizeof q, 0), (ssize_t)sizeof q);
+			assert_int_equal(recv(cli, ans, sizeof ans, 0), (ssize_t)sizeof q); /* answered, in order */
+			assert_int_equal(ans[3], 5);
+		}
+	assert_int_equal(eventfd_write(stop, 1), 0);
+	rb_gw_dns_stop(d);
+	close(ev[1]);
+	size_t n = 0;
+	ssize_t r;
+	while ((r = read(ev[0], buf + n, max - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	close(ev[0]);
+	close(cli);
+	close(stop);
+	return buf;
+}
+
+static void count_records(const char *lines, unsigned *named, unsigned *full, json_int_t *unnamed)
+{
+	*named = *full = 0;
+	*unnamed = -1;
+	for (const char *l = lines; *l;) {
+		const char *nl = strchr(l, '\n');
+		assert_non_null(nl);
+		json_t *j = json_loadb(l, (size_t)(nl - l), 0, NULL);
+		json_t *c = json_object_get(j, "call");
+		assert_string_equal(json_string_value(json_object_get(c, "door")), "dns");
+		const char *rule = json_string_value(json_object_get(c, "rule"));
+		if (!strcmp(rule, "dns"))
+			(*named)++;
+		else if (!strcmp(rule, "dns.table") && json_object_get(c, "unnamed"))
+			*unnamed = json_integer_value(json_object_get(c, "unnamed"));
+		else if (!strcmp(rule, "dns.table"))
+			(*full)++;
+		json_decref(j);
+		l = nl + 1;
+	}
+}
+
+static void test_bound_counted(void **state)
+{
+	unsigned named, full;
+	json_int_t unnamed;
+	char buf[65536];
+	/* 5 names, room for 3: 3 named, the table's "full" once, and the 2 others' 4 lookups counted */
+	count_records(serve_names(3, 5, buf, sizeof buf), &named, &full, &unnamed);
+	assert_int_equal(named, 3);
+	assert_int_equal(full, 1);
+	assert_int_equal(unnamed, 4);
+	/* control: below the bound each name is recorded once, no count record */
+	count_records(serve_names(8, 5, buf, sizeof buf), &named, &full, &unnamed);
+	assert_int_equal(named, 5);
+	assert_int_equal(full, 0);
+	assert_int_equal(unnamed, -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_refused),
 	    cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_bound_counted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
