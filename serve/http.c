@@ -395,21 +395,9 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 405, "/v1/sessions: GET or POST");
 		if (!(body = parse(u, reply, &st)))
 			return st;
-		/* A key's session is its tenant's: another tenant named is refused, none is filled in. */
-		const char *asked = json_string_value(json_object_get(body, "tenant"));
-		if (u->tenant && json_is_object(body) && asked && strcmp(asked, u->tenant) != 0) {
-			json_decref(body);
-			return error(reply, 403, "$.tenant: this key is another tenant's");
-		}
-		if (u->tenant && json_is_object(body) && !json_object_get(body, "tenant"))
-			json_object_set_new(body, "tenant", json_string(u->tenant));
-		/* The session's policy and image, defaults as the create fills them in, are the key's
-		 * to use (its keys file entry may list them). */
-		const char *pol = json_string_value(json_object_get(body, "policy"));
-		const char *img = json_string_value(json_object_get(body, "image"));
+		/* A key's session is its tenant's, of its policies and images (serve/keys.h). */
 		char why[256];
-		if (json_is_object(body) &&
-		    !rb_serve_key_allows(u->key, pol ? pol : "default", img ? img : "host", why, sizeof why)) {
+		if (!rb_serve_key_may_create(u->key, body, why, sizeof why)) {
 			json_decref(body);
 			return error(reply, 403, why);
 		}
@@ -423,7 +411,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 405, "/v1/sessions/ID/resume: POST");
 		if (!(body = parse(u, reply, &st)))
 			return st;
-		st = rb_serve_session_resume(sv, sid, body, u->tenant, reply);
+		st = rb_serve_session_resume(sv, sid, body, u->key, reply);
 		json_decref(body);
 		return st;
 	}
