@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
@@ -345,6 +346,11 @@ static unsigned session_refused(struct rb_serve *sv, const char *sid, const char
 	char owner[128];
 	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) == 0 && (!tenant || !strcmp(owner, tenant)))
 		return 0;
+	/* An id the daemon never knew (of this tenant) costs a table lookup, not the ledger. */
+	if (!rb_serve_known_has(rb_serve_known(sv), sid, tenant)) {
+		*reply = json_pack("{s:o}", "error", json_sprintf("no session `%.64s`", sid));
+		return 404;
+	}
 	return rb_serve_lost(rb_serve_host(sv), rb_serve_state_dir(sv), sid, tenant, reply);
 }
 

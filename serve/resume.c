@@ -9,6 +9,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "ledger/ledger.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/restart.h"
 #include "serve/resume.h"
@@ -126,6 +127,11 @@ unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const jso
 		}
 		json_object_set_new(*reply, "resumed", json_string("live"));
 		return 200;
+	}
+	/* An id the daemon never knew (of this tenant) is answered without the ledger. */
+	if (!rb_serve_known_has(rb_serve_known(sv), sid, tenant)) {
+		*reply = json_pack("{s:o}", "error", json_sprintf("no session `%.64s`", sid));
+		return 404;
 	}
 	struct rb_paths paths;
 	struct rb_ledger *l = NULL;

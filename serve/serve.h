@@ -176,6 +176,8 @@ int rb_serve_hydrate_write(struct rb_serve_hydrate *h, const void *data, size_t 
 /* Both free h. */
 unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h, json_t **reply);
 void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
+/* The session ids the daemon answers for (serve/known.h). */
+struct rb_serve_known *rb_serve_known(struct rb_serve *sv);
 /* The --state-dir the daemon was given (NULL: the default). */
 const char *rb_serve_state_dir(const struct rb_serve *sv);
 /* The environment the daemon was started with (its runs' places and env.pass read it). */
