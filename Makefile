@@ -108,6 +108,9 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS) -lcmocka
 # runbox serve's path handling, outside the library.
 $(B)/unit/test_fsroot: $(B)/asan/serve/fsroot.o
+# Its keys, and the session ids it answers for.
+$(B)/unit/test_keys: $(B)/asan/serve/keys.o
+$(B)/unit/test_known: $(B)/asan/serve/known.o
 
 # The E2B front end's framing and keys (serve/, outside the library).
 $(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o $(B)/asan/serve/e2b_main.o
