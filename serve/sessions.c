@@ -437,8 +437,11 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 	}
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, cfg->host, cfg->state_dir, err) < 0 ||
-	    rb_ledger_group_open(paths.state_dir, &sv->ledger, err) < 0 ||
-	    rb_serve_known_load(paths.state_dir, &sv->known, err) < 0) {
+	    /* The known ids first: a connection opened and closed in this process while the
+	     * daemon's own is open (rb_ledger_open's open and close of ledger.db) drops that one's
+	     * POSIX locks, and the ledger lost the daemon's last commits when it did. */
+	    rb_serve_known_load(paths.state_dir, &sv->known, err) < 0 ||
+	    rb_ledger_group_open(paths.state_dir, &sv->ledger, err) < 0) {
 		rb_serve_free(sv);
 		return -1;
 	}
