@@ -3,7 +3,8 @@
 # ledger: while ids that never were are asked for on every kind of route (the session, a
 # process, a file, a resume), the daemon opens no ledger file (strace) and the ledger gains no
 # event. Controls: a closed session's id, which the daemon knew, is looked up in the ledger (the
-# same trace sees it open), and a live session's file call adds its event.
+# same trace sees it open), and a live session's file call adds its event; the chain verifies
+# after those lookups.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_probe
@@ -81,5 +82,16 @@ if [ "$CLOSED_ST" = 404 ] && [[ "$RESUME" == 409*"without a snapshot"* ]] && [ "
 	ok "control: a closed session's id is looked up in the ledger (seen opened), a live session's read adds its event"
 else not_ok "control: known ids reach the ledger" "closed $CLOSED_ST, resume '$RESUME', ledger opens $control_opens, read '$READ', events $after -> $later"; fi
 
+# The daemon's ledger connection keeps its commits through those lookups (each opens and closes
+# a connection of its own in the daemon): more calls recorded, then the chain verifies.
+for i in 1 2 3 4 5; do api GET "/v1/sessions/$L/files?path=/workspace/f"; done
+api POST "/v1/sessions/$C/resume" '{}'
+for i in 1 2 3 4 5; do
+	api PUT "/v1/sessions/$L/files?path=/workspace/g$i" "g"
+	api GET "/v1/sessions/$C"
+done
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
+run_rbx ledger verify
+if [ "$RC" = 0 ]; then ok "the ledger's chain verifies after the daemon's lookups of known ids"
+else not_ok "the ledger's chain verifies after the daemon's lookups of known ids" "$(first_line "$OUT$ERR")"; fi
