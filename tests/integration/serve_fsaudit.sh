@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every file call of a runbox serve session is in its run's record, refused and failed ones too
 # (docs/serve.md "The ledger"): a read of a missing file, a `..` escape (read, write, remove), a
-# kernel file system's file and a stat of nothing are each an event of their call's type with
-# the error, its errno name and the reply's status; controls: a successful write and read are
-# recorded as before (no error), and each refused call was answered with that status.
+# kernel file system's file, a stat of nothing, a PUT's bad mode and a declared length over the
+# cap are each an event of their call's type with the error, its errno name and the reply's
+# status; controls: a successful write and read are recorded as before (no error), and each
+# refused call was answered with that status.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_fsaudit
@@ -37,9 +38,20 @@ api GET "/v1/sessions/$S/files?path=/proc/1/environ"
 st_kernel=$ST
 api GET "/v1/sessions/$S/fs/stat?path=/nothing-$MARK"
 st_stat=$ST
-answers="$put_ok|$get_ok|$st_missing|$st_escape|$st_put_escape|$st_rm_escape|$st_kernel|$st_stat"
-if [ "$answers" = "200|200 ok-$MARK|404|400|400|400|403|404" ]; then
-	ok "control: the write and read succeed; the missing, escaping and kernel paths are refused (404, 400, 403)"
+api PUT "/v1/sessions/$S/files?path=/workspace/m-$MARK&mode=999" "x"
+st_mode=$ST
+# A declared length over the 1 GiB cap: refused before a byte of the body is read.
+st_big=$("${CLIENT[@]}" "$PY" - "$SOCK" "/v1/sessions/$S/files?path=/workspace/big-$MARK" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(("PUT %s HTTP/1.1\r\nHost: runbox\r\nContent-Length: 2000000000\r\n\r\n" % sys.argv[2]).encode())
+print(s.recv(4096).split(b" ")[1].decode())
+EOF
+)
+answers="$put_ok|$get_ok|$st_missing|$st_escape|$st_put_escape|$st_rm_escape|$st_kernel|$st_stat|$st_mode|$st_big"
+if [ "$answers" = "200|200 ok-$MARK|404|400|400|400|403|404|400|413" ]; then
+	ok "control: the write and read succeed; the missing, escaping and kernel paths, a bad mode and a body over the cap are refused (404, 400, 403, 400, 413)"
 else not_ok "the calls are answered as documented" "$answers"; fi
 
 run_rbx ledger show "$RUN_ID" --json
@@ -79,6 +91,10 @@ else not_ok "a refused escape is recorded" "$(grep -c '\.\./' "$T/events.json") 
 if has file_read /proc/1/environ - 403 "kernel" && has fs_stat "/nothing-$MARK" ENOENT 404 "nothing-$MARK"; then
 	ok "a refused kernel file and a stat of nothing are recorded (403; fs_stat ENOENT 404)"
 else not_ok "a refused kernel file and a failed stat are recorded" "$(first_line "$OUT")"; fi
+
+if has file_write "/workspace/m-$MARK" - 400 'query `mode`' && has file_write "/workspace/big-$MARK" EFBIG 413 "cap"; then
+	ok "a PUT refused before its file opens (a bad mode 400, a declared length over the cap 413, EFBIG) is recorded"
+else not_ok "a PUT refused before its file opens is recorded" "$(grep -c "m-$MARK\|big-$MARK" "$T/events.json") events naming them"; fi
 
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
