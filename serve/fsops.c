@@ -391,13 +391,11 @@ unsigned rb_serve_fs_rename(struct rb_serve *sv, const char *sid, const char *fr
                             json_t **reply)
 {
 	struct call c;
-	struct rb_fspath top;
-	bool to_parsed = false;
+	struct rb_fspath top = {0};
 	int r = begin(sv, sid, "fs_rename", from, "$.from", &c);
-	if (r == 0)
-		to_parsed = (r = rb_fspath_parse(to, "$.to", &top, &c.err)) == 0;
+	bool to_parsed = r == 0 && rb_fspath_parse(to, "$.to", &top, &c.err) == 0;
 	c.data = json_pack("{s:o, s:b}", "to", path_json(to_parsed ? top.full : to), "overwrite", overwrite);
-	if (r < 0)
+	if (!to_parsed)
 		return end_error(&c, reply);
 	if (!c.p.name[0] || !top.name[0]) {
 		rb_error_setk(&c.err, RB_ERR_FORBIDDEN, EBUSY, "/: the sandbox's root is not renamed");
