@@ -52,7 +52,7 @@ GW_SRCS  := gateway/endpoint.c gateway/connector.c gateway/tunnel.c gateway/dns.
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c serve/approvals.c
-SV_SRCS  += serve/manifest.c serve/resume.c
+SV_SRCS  += serve/manifest.c serve/resume.c serve/known.c
 # the E2B-compatible front end (docs/e2b.md)
 SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c
 SV_MAIN  := serve/serve_main.c
@@ -108,6 +108,9 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -U_FORTIFY_SOURCE $(PKG_CFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(GW_LIBS) -lcmocka
 # runbox serve's path handling, outside the library.
 $(B)/unit/test_fsroot: $(B)/asan/serve/fsroot.o
+# Its keys, and the session ids it answers for.
+$(B)/unit/test_keys: $(B)/asan/serve/keys.o
+$(B)/unit/test_known: $(B)/asan/serve/known.o
 
 # The E2B front end's framing and keys (serve/, outside the library).
 $(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o $(B)/asan/serve/e2b_main.o

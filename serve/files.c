@@ -19,6 +19,7 @@
 #include "serve/serve.h"
 
 struct rb_serve_put {
+	struct rb_serve *sv; /* a failure midway is recorded in its session's run */
 	char sid[64];
 	struct rb_serve_fs fs;
 	struct rb_fspath p;
@@ -28,6 +29,7 @@ struct rb_serve_put {
 	uint64_t size, cap;
 	EVP_MD_CTX *md;
 	bool ephemeral; /* recorded by path and size only */
+	bool parsed;    /* p holds the path */
 };
 
 void rb_serve_put_ephemeral(struct rb_serve_put *put)
@@ -60,6 +62,18 @@ void rb_serve_put_abort(struct rb_serve_put *p)
 		put_free(p);
 }
 
+/* A PUT that failed, recorded as file_write with the path (as asked, before it parsed), the
+ * bytes taken so far and the outcome: refused writes are in the run's record too. */
+static unsigned write_failed(const struct rb_serve_put *p, const char *asked, const struct rb_error *err,
+                             unsigned status)
+{
+	const char *path = p->parsed ? p->p.full : asked;
+	json_t *v = path ? json_stringn(path, strnlen(path, PATH_MAX)) : NULL;
+	return rb_serve_fs_record_failed(
+	    p->sv, p->sid, "file_write",
+	    json_pack("{s:o, s:I}", "path", v ? v : json_null(), "size", (json_int_t)p->size), err, status);
+}
+
 unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *path, mode_t mode, bool parents,
                             uint64_t cap, struct rb_serve_put **out, json_t **reply)
 {
@@ -70,6 +84,7 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 	if (!p)
 		return rb_error_set(&err, ENOMEM, "PUT"), rb_serve_error(&err, reply);
 	p->pfd = p->fd = p->fs.root = p->fs.ws = -1;
+	p->sv = sv;
 	p->mode = mode;
 	p->cap = cap;
 	snprintf(p->sid, sizeof p->sid, "%s", sid);
@@ -78,7 +93,10 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 		rb_error_set(&err, ENOMEM, "sha256");
 		goto fail;
 	}
-	if (rb_fspath_parse(path, "query `path`", &p->p, &err) < 0 || rb_serve_sandbox(sv, sid, &p->fs, &err) < 0)
+	if (rb_fspath_parse(path, "query `path`", &p->p, &err) < 0)
+		goto fail;
+	p->parsed = true;
+	if (rb_serve_sandbox(sv, sid, &p->fs, &err) < 0)
 		goto fail;
 	if (!p->p.name[0]) {
 		rb_error_setk(&err, RB_ERR_CONFLICT, EISDIR, "/: a directory");
@@ -114,18 +132,24 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 	*out = p;
 	return 200;
 fail:;
-	unsigned stc = rb_serve_error(&err, reply);
+	unsigned stc = write_failed(p, path, &err, rb_serve_error(&err, reply));
 	put_free(p);
 	return stc;
 }
 
 int rb_serve_put_write(struct rb_serve_put *p, const void *data, size_t len, struct rb_error *err)
 {
+	int r = 0;
 	if (p->size + len > p->cap)
-		return rb_error_setk(err, RB_ERR_CONFLICT, EFBIG, "%s: over the cap of %" PRIu64 " bytes", p->p.full,
-		                     p->cap);
-	if (rb_write_all(p->fd, data, len) < 0)
-		return rb_error_set(err, errno, "write %s", p->p.full);
+		r = rb_error_setk(err, RB_ERR_CONFLICT, EFBIG, "%s: over the cap of %" PRIu64 " bytes", p->p.full,
+		                  p->cap);
+	else if (rb_write_all(p->fd, data, len) < 0)
+		r = rb_error_set(err, errno, "write %s", p->p.full);
+	if (r < 0) {
+		/* Recorded with the status the API answers it with (a body over its cap: 413). */
+		write_failed(p, NULL, err, err->errnum == EFBIG ? 413 : rb_error_http_status(rb_error_kind_of(err)));
+		return -1;
+	}
 	EVP_DigestUpdate(p->md, data, len);
 	p->size += len;
 	return 0;
@@ -172,13 +196,23 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 	}
 	unsigned st = 200;
 	if (r < 0)
-		st = rb_serve_error(&err, reply);
+		st = write_failed(p, NULL, &err, rb_serve_error(&err, reply));
 	else if (p->ephemeral)
 		*reply = json_pack("{s:s, s:I, s:b}", "path", p->p.full, "size", (json_int_t)p->size, "ephemeral", 1);
 	else
 		*reply = json_pack("{s:s, s:I, s:s}", "path", p->p.full, "size", (json_int_t)p->size, "sha256", digest);
 	put_free(p);
 	return st;
+}
+
+/* A GET that failed, recorded as file_read with the path and the outcome (a file not revealed is
+ * still an attempt in the run's record). */
+static unsigned read_failed(struct rb_serve *sv, const char *sid, const char *path, const struct rb_error *err,
+                            json_t **reply)
+{
+	json_t *v = path ? json_stringn(path, strnlen(path, PATH_MAX)) : NULL;
+	return rb_serve_fs_record_failed(sv, sid, "file_read", json_pack("{s:o}", "path", v ? v : json_null()), err,
+	                                 rb_serve_error(err, reply));
 }
 
 unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *path, uint64_t max_bytes, int *out,
@@ -190,14 +224,15 @@ unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *pat
 	*size = 0;
 	struct rb_fspath p;
 	struct rb_serve_fs fs = {.root = -1, .ws = -1};
-	if (rb_fspath_parse(path, "query `path`", &p, &err) < 0 || rb_serve_sandbox(sv, sid, &fs, &err) < 0)
-		return rb_serve_error(&err, reply);
+	bool parsed = rb_fspath_parse(path, "query `path`", &p, &err) == 0;
+	if (!parsed || rb_serve_sandbox(sv, sid, &fs, &err) < 0)
+		return read_failed(sv, sid, parsed ? p.full : path, &err, reply);
 	if (max_bytes > RB_SERVE_STREAM_CAP)
 		max_bytes = RB_SERVE_STREAM_CAP;
 	struct rb_fscred cr;
 	if (rb_fscred_enter(&fs, &cr, &err) < 0) {
 		rb_serve_fs_release(&fs);
-		return rb_serve_error(&err, reply);
+		return read_failed(sv, sid, p.full, &err, reply);
 	}
 	_cleanup_close_ int pfd = rb_fs_open_parent(&fs, &p, false, &err);
 	_cleanup_close_ int opath = -1, fd = -1;
@@ -233,7 +268,7 @@ unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *pat
 		r = rb_serve_record(sv, sid, "file_read",
 		                    json_pack("{s:s, s:I}", "path", p.full, "size", (json_int_t)st.st_size), &err);
 	if (r < 0)
-		return rb_serve_error(&err, reply);
+		return read_failed(sv, sid, p.full, &err, reply);
 	*out = rb_steal_fd(&fd);
 	*size = (uint64_t)st.st_size;
 	return 200;

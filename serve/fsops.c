@@ -13,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/jsoncheck.h"
+#include "common/log.h"
 #include "serve/fsroot.h"
 #include "serve/serve.h"
 
@@ -20,26 +21,65 @@
 #define LIST_MAX_DEPTH   64u
 #define REMOVE_MAX_DEPTH 256u
 
-/* The session's sandbox and path p, parsed: everything a call starts from. */
+/* The session's sandbox and path p, parsed: everything a call starts from, and what its
+ * record names when it fails. */
 struct call {
+	struct rb_serve *sv;
+	const char *sid, *type; /* type: the event its success records */
+	const char *asked;      /* the path as the caller gave it */
+	bool parsed;            /* p holds it */
 	struct rb_serve_fs fs;
 	struct rb_fspath p;
+	json_t *data; /* what a failure records beside its path and outcome (taken), or NULL */
 	struct rb_error err;
 };
 
-static int begin(struct rb_serve *sv, const char *sid, const char *path, const char *what, struct call *c)
+static int begin(struct rb_serve *sv, const char *sid, const char *type, const char *path, const char *what,
+                 struct call *c)
 {
+	*c = (struct call){.sv = sv, .sid = sid, .type = type, .asked = path, .fs = {.root = -1, .ws = -1}};
 	rb_error_clear(&c->err);
-	c->fs.root = c->fs.ws = -1;
 	if (rb_fspath_parse(path, what, &c->p, &c->err) < 0)
 		return -1;
+	c->parsed = true;
 	return rb_serve_sandbox(sv, sid, &c->fs, &c->err);
 }
 
+/* A path for a record: as parsed, else as asked (null when it is no UTF-8 string). */
+static json_t *path_json(const char *s)
+{
+	json_t *v = s ? json_stringn(s, strnlen(s, PATH_MAX)) : NULL;
+	return v ? v : json_null();
+}
+
+unsigned rb_serve_fs_record_failed(struct rb_serve *sv, const char *sid, const char *type, json_t *data,
+                                   const struct rb_error *err, unsigned status)
+{
+	if (!data)
+		data = json_object();
+	json_t *msg = json_string(err->msg);
+	json_object_set_new(data, "error", msg ? msg : json_string("(a message not in UTF-8)"));
+	if (err->errnum && strerrorname_np(err->errnum))
+		json_object_set_new(data, "errno", json_string(strerrorname_np(err->errnum)));
+	json_object_set_new(data, "status", json_integer(status));
+	struct rb_error rerr;
+	rb_error_clear(&rerr);
+	/* A session gone meanwhile has no record to add to; any other miss is the daemon's to say. */
+	if (rb_serve_record(sv, sid, type, data, &rerr) < 0 && rerr.kind != RB_ERR_NOT_FOUND)
+		rb_warn("session %s: a failed %s not recorded: %s", sid, type, rerr.msg);
+	return status;
+}
+
+/* The reply of a call that failed, recorded before it as a success is: refused attempts
+ * (a `..`, a kernel file system, a link, a missing path) are in the run's record too. */
 static unsigned end_error(struct call *c, json_t **reply)
 {
 	rb_serve_fs_release(&c->fs);
-	return rb_serve_error(&c->err, reply);
+	json_t *d = c->data ? c->data : json_object();
+	c->data = NULL;
+	json_object_set_new(d, strcmp(c->type, "fs_rename") ? "path" : "from",
+	                    path_json(c->parsed ? c->p.full : c->asked));
+	return rb_serve_fs_record_failed(c->sv, c->sid, c->type, d, &c->err, rb_serve_error(&c->err, reply));
 }
 
 /* fstatat of p's last component from its parent, not following it (the root: itself). */
@@ -53,7 +93,7 @@ static int stat_at(int pfd, const struct rb_fspath *p, struct stat *st, struct r
 unsigned rb_serve_fs_stat(struct rb_serve *sv, const char *sid, const char *path, json_t **reply)
 {
 	struct call c;
-	if (begin(sv, sid, path, "query `path`", &c) < 0)
+	if (begin(sv, sid, "fs_stat", path, "query `path`", &c) < 0)
 		return end_error(&c, reply);
 	struct rb_fscred cr;
 	if (rb_fscred_enter(&c.fs, &cr, &c.err) < 0)
@@ -149,7 +189,7 @@ static int list_dir(int dfd, const char *full, unsigned depth, json_t *out, bool
 unsigned rb_serve_fs_list(struct rb_serve *sv, const char *sid, const char *path, unsigned depth, json_t **reply)
 {
 	struct call c;
-	if (begin(sv, sid, path, "query `path`", &c) < 0)
+	if (begin(sv, sid, "fs_list", path, "query `path`", &c) < 0)
 		return end_error(&c, reply);
 	if (depth < 1 || depth > LIST_MAX_DEPTH) {
 		rb_error_setk(&c.err, RB_ERR_INPUT, 0, "query `depth`: from 1 to %u, not %u", LIST_MAX_DEPTH, depth);
@@ -201,7 +241,7 @@ unsigned rb_serve_fs_mkdir_mode(struct rb_serve *sv, const char *sid, const char
                                 json_t **reply)
 {
 	struct call c;
-	if (begin(sv, sid, path, "$.path", &c) < 0)
+	if (begin(sv, sid, "fs_mkdir", path, "$.path", &c) < 0)
 		return end_error(&c, reply);
 	if (!c.p.name[0]) {
 		rb_error_setk(&c.err, RB_ERR_CONFLICT, EEXIST, "/: exists");
@@ -304,7 +344,7 @@ static int not_mount(int pfd, const struct rb_fspath *p, struct rb_error *err)
 unsigned rb_serve_fs_remove(struct rb_serve *sv, const char *sid, const char *path, bool recursive, json_t **reply)
 {
 	struct call c;
-	if (begin(sv, sid, path, "$.path", &c) < 0)
+	if (begin(sv, sid, "fs_remove", path, "$.path", &c) < 0)
 		return end_error(&c, reply);
 	if (!c.p.name[0]) {
 		rb_error_setk(&c.err, RB_ERR_FORBIDDEN, EBUSY, "/: the sandbox's root is not removed");
@@ -332,20 +372,16 @@ unsigned rb_serve_fs_remove(struct rb_serve *sv, const char *sid, const char *pa
 	else if (r == 0)
 		count++;
 	rb_fscred_leave(&cr);
-	/* What went is recorded, also when a part went before an error. */
-	struct rb_error rerr;
-	rb_error_clear(&rerr);
-	int rec = count ? rb_serve_record(sv, sid, "fs_remove",
-	                                  json_pack("{s:s, s:b, s:I, s:b}", "path", c.p.full, "recursive", recursive,
-	                                            "entries", (json_int_t)count, "complete", r == 0),
-	                                  &rerr)
-	                : 0;
-	if (r < 0)
-		return end_error(&c, reply);
-	if (rec < 0) {
-		c.err = rerr;
+	/* What went is recorded, also when a part went before an error (with the error). */
+	json_t *d =
+	    json_pack("{s:b, s:I, s:b}", "recursive", recursive, "entries", (json_int_t)count, "complete", r == 0);
+	if (r < 0) {
+		c.data = d;
 		return end_error(&c, reply);
 	}
+	json_object_set_new(d, "path", json_string(c.p.full));
+	if (rb_serve_record(sv, sid, "fs_remove", d, &c.err) < 0)
+		return end_error(&c, reply);
 	rb_serve_fs_release(&c.fs);
 	*reply = json_pack("{s:s, s:b}", "path", c.p.full, "removed", 1);
 	return 200;
@@ -355,8 +391,11 @@ unsigned rb_serve_fs_rename(struct rb_serve *sv, const char *sid, const char *fr
                             json_t **reply)
 {
 	struct call c;
-	struct rb_fspath top;
-	if (begin(sv, sid, from, "$.from", &c) < 0 || rb_fspath_parse(to, "$.to", &top, &c.err) < 0)
+	struct rb_fspath top = {0};
+	int r = begin(sv, sid, "fs_rename", from, "$.from", &c);
+	bool to_parsed = r == 0 && rb_fspath_parse(to, "$.to", &top, &c.err) == 0;
+	c.data = json_pack("{s:o, s:b}", "to", path_json(to_parsed ? top.full : to), "overwrite", overwrite);
+	if (!to_parsed)
 		return end_error(&c, reply);
 	if (!c.p.name[0] || !top.name[0]) {
 		rb_error_setk(&c.err, RB_ERR_FORBIDDEN, EBUSY, "/: the sandbox's root is not renamed");
@@ -367,7 +406,7 @@ unsigned rb_serve_fs_rename(struct rb_serve *sv, const char *sid, const char *fr
 		return end_error(&c, reply);
 	_cleanup_close_ int fpfd = rb_fs_open_parent(&c.fs, &c.p, false, &c.err);
 	_cleanup_close_ int tpfd = fpfd < 0 ? -1 : rb_fs_open_parent(&c.fs, &top, false, &c.err);
-	int r = tpfd < 0 ? -1 : 0;
+	r = tpfd < 0 ? -1 : 0;
 	if (r == 0)
 		r = rb_fs_not_kernel(fpfd, c.p.full, &c.err) < 0 || rb_fs_not_kernel(tpfd, top.full, &c.err) < 0 ? -1
 		                                                                                                 : 0;
@@ -396,9 +435,8 @@ unsigned rb_serve_fs_rename(struct rb_serve *sv, const char *sid, const char *fr
 	rb_fscred_leave(&cr);
 	if (r < 0)
 		return end_error(&c, reply);
-	if (rb_serve_record(sv, sid, "fs_rename",
-	                    json_pack("{s:s, s:s, s:b}", "from", c.p.full, "to", top.full, "overwrite", overwrite),
-	                    &c.err) < 0) {
+	json_object_set_new(c.data, "from", json_string(c.p.full));
+	if (rb_serve_record(sv, sid, "fs_rename", rb_steal_ptr(&c.data), &c.err) < 0) {
 		json_decref(o);
 		return end_error(&c, reply);
 	}
@@ -443,18 +481,26 @@ static int body_bool(const json_t *body, const char *key, bool *out, struct rb_e
 	return 0;
 }
 
+/* A body refused: recorded as the call it was for, with the path it named (if any). */
+static unsigned body_failed(struct rb_serve *sv, const char *sid, const char *type, const char *key, const char *path,
+                            const struct rb_error *err, json_t **reply)
+{
+	return rb_serve_fs_record_failed(sv, sid, type, json_pack("{s:o}", key, path_json(path)), err,
+	                                 rb_serve_error(err, reply));
+}
+
 unsigned rb_serve_fs_mkdir_json(struct rb_serve *sv, const char *sid, const json_t *body, json_t **reply)
 {
 	static const char *const known[] = {"path", "parents", "mode", NULL};
 	struct rb_error err;
 	rb_error_clear(&err);
-	const char *path, *ms;
+	const char *path = NULL, *ms;
 	bool parents;
 	mode_t mode = 0755;
 	if (body_keys(body, known, &err) < 0 || body_str(body, "path", true, &path, &err) < 0 ||
 	    body_bool(body, "parents", &parents, &err) < 0 || body_str(body, "mode", false, &ms, &err) < 0 ||
 	    (ms && rb_fs_parse_mode(ms, "$.mode", &mode, &err) < 0))
-		return rb_serve_error(&err, reply);
+		return body_failed(sv, sid, "fs_mkdir", "path", path, &err, reply);
 	return rb_serve_fs_mkdir_mode(sv, sid, path, parents, mode, reply);
 }
 
@@ -463,11 +509,11 @@ unsigned rb_serve_fs_remove_json(struct rb_serve *sv, const char *sid, const jso
 	static const char *const known[] = {"path", "recursive", NULL};
 	struct rb_error err;
 	rb_error_clear(&err);
-	const char *path;
+	const char *path = NULL;
 	bool recursive;
 	if (body_keys(body, known, &err) < 0 || body_str(body, "path", true, &path, &err) < 0 ||
 	    body_bool(body, "recursive", &recursive, &err) < 0)
-		return rb_serve_error(&err, reply);
+		return body_failed(sv, sid, "fs_remove", "path", path, &err, reply);
 	return rb_serve_fs_remove(sv, sid, path, recursive, reply);
 }
 
@@ -476,10 +522,10 @@ unsigned rb_serve_fs_rename_json(struct rb_serve *sv, const char *sid, const jso
 	static const char *const known[] = {"from", "to", "overwrite", NULL};
 	struct rb_error err;
 	rb_error_clear(&err);
-	const char *from, *to;
+	const char *from = NULL, *to;
 	bool overwrite;
 	if (body_keys(body, known, &err) < 0 || body_str(body, "from", true, &from, &err) < 0 ||
 	    body_str(body, "to", true, &to, &err) < 0 || body_bool(body, "overwrite", &overwrite, &err) < 0)
-		return rb_serve_error(&err, reply);
+		return body_failed(sv, sid, "fs_rename", "from", from, &err, reply);
 	return rb_serve_fs_rename(sv, sid, from, to, overwrite, reply);
 }

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
@@ -345,6 +346,11 @@ static unsigned session_refused(struct rb_serve *sv, const char *sid, const char
 	char owner[128];
 	if (rb_serve_session_tenant(sv, sid, owner, sizeof owner) == 0 && (!tenant || !strcmp(owner, tenant)))
 		return 0;
+	/* An id the daemon never knew (of this tenant) costs a table lookup, not the ledger. */
+	if (!rb_serve_known_has(rb_serve_known(sv), sid, tenant)) {
+		*reply = json_pack("{s:o}", "error", json_sprintf("no session `%.64s`", sid));
+		return 404;
+	}
 	return rb_serve_lost(rb_serve_host(sv), rb_serve_state_dir(sv), sid, tenant, reply);
 }
 
@@ -395,21 +401,9 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 405, "/v1/sessions: GET or POST");
 		if (!(body = parse(u, reply, &st)))
 			return st;
-		/* A key's session is its tenant's: another tenant named is refused, none is filled in. */
-		const char *asked = json_string_value(json_object_get(body, "tenant"));
-		if (u->tenant && json_is_object(body) && asked && strcmp(asked, u->tenant) != 0) {
-			json_decref(body);
-			return error(reply, 403, "$.tenant: this key is another tenant's");
-		}
-		if (u->tenant && json_is_object(body) && !json_object_get(body, "tenant"))
-			json_object_set_new(body, "tenant", json_string(u->tenant));
-		/* The session's policy and image, defaults as the create fills them in, are the key's
-		 * to use (its keys file entry may list them). */
-		const char *pol = json_string_value(json_object_get(body, "policy"));
-		const char *img = json_string_value(json_object_get(body, "image"));
+		/* A key's session is its tenant's, of its policies and images (serve/keys.h). */
 		char why[256];
-		if (json_is_object(body) &&
-		    !rb_serve_key_allows(u->key, pol ? pol : "default", img ? img : "host", why, sizeof why)) {
+		if (!rb_serve_key_may_create(u->key, body, why, sizeof why)) {
 			json_decref(body);
 			return error(reply, 403, why);
 		}
@@ -423,7 +417,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return error(reply, 405, "/v1/sessions/ID/resume: POST");
 		if (!(body = parse(u, reply, &st)))
 			return st;
-		st = rb_serve_session_resume(sv, sid, body, u->tenant, reply);
+		st = rb_serve_session_resume(sv, sid, body, u->key, reply);
 		json_decref(body);
 		return st;
 	}
@@ -582,6 +576,19 @@ static bool session_leaf(const char *url, const char *leaf, char *sid, size_t le
 	return true;
 }
 
+/* A PUT refused before its file is opened (a bad query, a declared length over the cap): its
+ * reply's error recorded as file_write, as every refused file call is. */
+static unsigned put_refused(struct rb_serve *sv, const char *sid, const char *path, int errnum, unsigned st,
+                            json_t **reply)
+{
+	struct rb_error err;
+	rb_error_setk(&err, RB_ERR_INPUT, 0, "%s", json_string_value(json_object_get(*reply, "error")));
+	err.errnum = errnum;
+	json_t *v = path ? json_stringn(path, strnlen(path, 4096)) : NULL;
+	return rb_serve_fs_record_failed(sv, sid, "file_write", json_pack("{s:o}", "path", v ? v : json_null()), &err,
+	                                 st);
+}
+
 /* The first call of a PUT .../files: the file is opened (its temporary beside the target)
  * before any byte is read, so a bad path or a body over the cap is refused unread. */
 static unsigned put_start(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, struct upload *u,
@@ -591,21 +598,23 @@ static unsigned put_start(struct rb_serve *sv, struct MHD_Connection *conn, cons
 	bool parents;
 	mode_t mode = 0644;
 	uint64_t clen = 0;
+	const char *path = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
 	const char *ms = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (!query_bool(conn, "parents", &parents, reply, &st))
-		return st;
+		return put_refused(sv, sid, path, 0, st, reply);
 	if (ms) {
 		char *end;
 		unsigned long v = strtoul(ms, &end, 8);
 		if (!*ms || *end || v > 07777)
-			return error(reply, 400, "query `mode`: an octal mode (\"0644\", at most 07777)");
+			return put_refused(sv, sid, path, 0,
+			                   error(reply, 400, "query `mode`: an octal mode (\"0644\", at most 07777)"),
+			                   reply);
 		mode = (mode_t)v;
 	}
 	if (cl && parse_u64(cl, &clen) && clen > RB_SERVE_STREAM_CAP)
-		return error(reply, 413, "file over the cap of 1 GiB");
-	return rb_serve_put_begin(sv, sid, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path"), mode,
-	                          parents, RB_SERVE_STREAM_CAP, &u->put, reply);
+		return put_refused(sv, sid, path, EFBIG, error(reply, 413, "file over the cap of 1 GiB"), reply);
+	return rb_serve_put_begin(sv, sid, path, mode, parents, RB_SERVE_STREAM_CAP, &u->put, reply);
 }
 
 static enum MHD_Result respond_fd(struct MHD_Connection *conn, struct upload *u)

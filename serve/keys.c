@@ -183,3 +183,21 @@ bool rb_serve_key_allows(const struct rb_serve_key *key, const char *policy, con
 	}
 	return true;
 }
+
+bool rb_serve_key_may_create(const struct rb_serve_key *key, json_t *body, char *why, size_t n)
+{
+	const char *tenant = rb_serve_key_tenant(key);
+	if (!tenant || !json_is_object(body))
+		return true;
+	const char *asked = json_string_value(json_object_get(body, "tenant"));
+	if (asked && strcmp(asked, tenant) != 0) {
+		snprintf(why, n, "$.tenant: this key is another tenant's");
+		return false;
+	}
+	if (!json_object_get(body, "tenant"))
+		json_object_set_new(body, "tenant", json_string(tenant));
+	/* The defaults as the create fills them in. */
+	const char *policy = json_string_value(json_object_get(body, "policy"));
+	const char *image = json_string_value(json_object_get(body, "image"));
+	return rb_serve_key_allows(key, policy ? policy : "default", image ? image : "host", why, n);
+}

@@ -4,6 +4,7 @@
 #ifndef RB_SERVE_KEYS_H
 #define RB_SERVE_KEYS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -27,6 +28,12 @@ const char *rb_serve_key_tenant(const struct rb_serve_key *key);
  * (an operator's policies are the most a run may do; a key may be held to fewer); a NULL key
  * (the unix socket) may use any. false, with why, when not. */
 bool rb_serve_key_allows(const struct rb_serve_key *key, const char *policy, const char *image, char *why, size_t n);
+/* The one check of a create's body against the caller's key, for every way a session is made
+ * (a POST /v1/sessions, and the create a resume makes from the closed session's record):
+ * another tenant named is refused, none is filled in with the key's, and the policy and image,
+ * defaults filled in, must be the key's to use (rb_serve_key_allows). false, with why, when
+ * not; a body that is not an object is left to the create's own checks. */
+bool rb_serve_key_may_create(const struct rb_serve_key *key, json_t *body, char *why, size_t n);
 
 #define RB_SERVE_KEY_MIN 16
 

@@ -9,6 +9,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "ledger/ledger.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/restart.h"
 #include "serve/resume.h"
@@ -81,9 +82,21 @@ static int check_body(const struct rb_jsonck *ck, const json_t *body)
 	return 0;
 }
 
-unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const json_t *body, const char *tenant,
-                                 json_t **reply)
+/* 403 (*reply set) when the key may not make what create asks: the session's own policy and
+ * image, refused as a create naming them would be. */
+static unsigned refused(const struct rb_serve_key *key, const char *sid, json_t *create, json_t **reply)
 {
+	char why[256];
+	if (rb_serve_key_may_create(key, create, why, sizeof why))
+		return 0;
+	*reply = json_pack("{s:o}", "error", json_sprintf("session `%s` is not this key's to resume: %s", sid, why));
+	return 403;
+}
+
+unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const json_t *body,
+                                 const struct rb_serve_key *key, json_t **reply)
+{
+	const char *tenant = rb_serve_key_tenant(key);
 	struct rb_error err;
 	rb_error_clear(&err);
 	struct rb_jsonck ck = {"request", "body", &err};
@@ -99,9 +112,26 @@ unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const jso
 			                     sid),
 			       rb_serve_error(&err, reply);
 		unsigned st = rb_serve_session_get(sv, sid, reply);
-		if (st == 200)
-			json_object_set_new(*reply, "resumed", json_string("live"));
-		return st;
+		if (st != 200)
+			return st;
+		/* Reconnected only for a key that could have made it. */
+		json_t *made = json_pack("{s:O?, s:O?}", "image", json_object_get(*reply, "image"), "policy",
+		                         json_object_get(*reply, "policy"));
+		json_t *no = NULL;
+		st = made ? refused(key, sid, made, &no) : 0;
+		json_decref(made);
+		if (st) {
+			json_decref(*reply);
+			*reply = no;
+			return st;
+		}
+		json_object_set_new(*reply, "resumed", json_string("live"));
+		return 200;
+	}
+	/* An id the daemon never knew (of this tenant) is answered without the ledger. */
+	if (!rb_serve_known_has(rb_serve_known(sv), sid, tenant)) {
+		*reply = json_pack("{s:o}", "error", json_sprintf("no session `%.64s`", sid));
+		return 404;
 	}
 	struct rb_paths paths;
 	struct rb_ledger *l = NULL;
@@ -138,7 +168,9 @@ unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const jso
 		st = 409;
 	} else {
 		json_t *c = create_body(start, ref, body);
-		st = c ? rb_serve_session_create(sv, c, reply) : rb_serve_error(&err, reply);
+		st = !c ? rb_serve_error(&err, reply) : refused(key, sid, c, reply);
+		if (c && !st)
+			st = rb_serve_session_create(sv, c, reply);
 		json_decref(c);
 		const char *made = st == 201 ? json_string_value(json_object_get(*reply, "id")) : NULL;
 		json_t *from = json_pack("{s:s, s:s, s:s, s:s?}", "session", sid, "run_id", run_id, "snapshot", ref,

@@ -129,6 +129,11 @@ void rb_serve_put_ephemeral(struct rb_serve_put *put);
 unsigned rb_serve_get_open(struct rb_serve *sv, const char *sid, const char *path, uint64_t max_bytes, int *fd,
                            uint64_t *size, json_t **reply);
 
+/* Records a file call that failed, refused ones too: type (the event its success records) with
+ * data (taken; NULL: {}) and its outcome, error (err's message), errno (its name, when one) and
+ * status (the reply's, returned), durably before the reply as a success's record is. */
+unsigned rb_serve_fs_record_failed(struct rb_serve *sv, const char *sid, const char *type, json_t *data,
+                                   const struct rb_error *err, unsigned status);
 /* File system calls (serve/fsops.c), any path of the sandbox (docs/serve.md). */
 unsigned rb_serve_fs_stat(struct rb_serve *sv, const char *sid, const char *path, json_t **reply);
 unsigned rb_serve_fs_list(struct rb_serve *sv, const char *sid, const char *path, unsigned depth, json_t **reply);
@@ -171,6 +176,8 @@ int rb_serve_hydrate_write(struct rb_serve_hydrate *h, const void *data, size_t 
 /* Both free h. */
 unsigned rb_serve_hydrate_finish(struct rb_serve *sv, struct rb_serve_hydrate *h, json_t **reply);
 void rb_serve_hydrate_abort(struct rb_serve_hydrate *h);
+/* The session ids the daemon answers for (serve/known.h). */
+struct rb_serve_known *rb_serve_known(struct rb_serve *sv);
 /* The --state-dir the daemon was given (NULL: the default). */
 const char *rb_serve_state_dir(const struct rb_serve *sv);
 /* The environment the daemon was started with (its runs' places and env.pass read it). */

@@ -29,6 +29,7 @@
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
 #include "serve/manifest.h"
+#include "serve/known.h"
 #include "serve/pool.h"
 #include "serve/ports.h"
 #include "serve/quota.h"
@@ -87,6 +88,7 @@ struct rb_serve {
 	struct opening *openings;
 	struct rb_ledger_group *ledger; /* the daemon's one ledger connection */
 	struct rb_serve_pool *pool;     /* NULL: no --pool */
+	struct rb_serve_known *known;   /* every session id it answers for (serve/known.h) */
 	int epfd, wake;
 	bool draining, stop;
 	pthread_t loop;
@@ -435,6 +437,10 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 	}
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, cfg->host, cfg->state_dir, err) < 0 ||
+	    /* The known ids first: a connection opened and closed in this process while the
+	     * daemon's own is open (rb_ledger_open's open and close of ledger.db) drops that one's
+	     * POSIX locks, and the ledger lost the daemon's last commits when it did. */
+	    rb_serve_known_load(paths.state_dir, &sv->known, err) < 0 ||
 	    rb_ledger_group_open(paths.state_dir, &sv->ledger, err) < 0) {
 		rb_serve_free(sv);
 		return -1;
@@ -452,6 +458,11 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 	}
 	*out = sv;
 	return 0;
+}
+
+struct rb_serve_known *rb_serve_known(struct rb_serve *sv)
+{
+	return sv->known;
 }
 
 const struct rb_logger *rb_serve_logger(const struct rb_serve *sv)
@@ -522,6 +533,7 @@ void rb_serve_free(struct rb_serve *sv)
 	}
 	rb_serve_pool_stop(sv->pool);      /* when rb_serve_new failed before a drain */
 	rb_ledger_group_close(sv->ledger); /* every session's end is committed by now */
+	rb_serve_known_free(sv->known);
 	if (sv->epfd >= 0)
 		close(sv->epfd);
 	if (sv->wake >= 0)
@@ -760,6 +772,8 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 		r = rb_record_pool_claim(&s->rec, image, policy, age_ms, &err);
 	if (r == 0)
 		r = rb_record_flush(&s->rec, RB_RECORD_DURABLE, &err);
+	if (r == 0)
+		r = rb_serve_known_add(sv->known, s->id, tenant, &err);
 	if (r == 0 && !pooled) {
 		r = rb_session_open(&s->run, &s->s, &err);
 		opened = r == 0;
