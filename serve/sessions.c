@@ -310,6 +310,10 @@ static void record_ends(struct sv_session *s)
 			continue;
 		p->end_recorded = true;
 		struct rb_error err;
+		/* A full queue is committed without a wait here, not durably inside the next add. */
+		if (s->rec.n_pending >= RB_RECORD_PENDING_MAX / 2 &&
+		    rb_record_flush(&s->rec, RB_RECORD_BEFORE_STEP, &err) < 0)
+			rb_warn("session %s: ledger: %s", s->id, err.msg);
 		if (rb_record_step_end(&s->rec, p->step, rb_proc_result(p->p), &err) < 0)
 			rb_warn("session %s: ledger: %s", s->id, err.msg);
 		else if (!s->ends_at_us)
