@@ -22,8 +22,9 @@ struct pair_state {
 	struct member *ready; /* size of them at most, oldest first */
 	unsigned n_ready;
 	uint64_t made, claimed, failed, expired;
-	uint64_t retry_at_ms; /* after a failed make: not before then */
-	unsigned failing;     /* makes failed in a row */
+	uint64_t retry_at_ms;  /* after a failed make: not before then */
+	uint64_t refill_at_ms; /* after a claim: not before then (RB_SERVE_POOL_REFILL_DELAY_MS) */
+	unsigned failing;      /* makes failed in a row */
 };
 
 struct rb_serve_pool {
@@ -62,12 +63,24 @@ int rb_serve_pool_parse(const char *arg, struct rb_serve_pool_pair *out, struct 
 	return 0;
 }
 
-/* The pair that has the fewest members against its size and may be made now, or NULL. */
-static struct pair_state *wanting(struct rb_serve_pool *p, uint64_t t)
+static uint64_t make_at(const struct pair_state *ps)
 {
-	for (unsigned i = 0; i < p->n_pairs; i++)
-		if (p->pairs[i].n_ready < p->pairs[i].pair.size && t >= p->pairs[i].retry_at_ms)
-			return &p->pairs[i];
+	return ps->retry_at_ms > ps->refill_at_ms ? ps->retry_at_ms : ps->refill_at_ms;
+}
+
+/* A pair short of its size that may be made now, or NULL; *next: the earliest time a pair
+ * short of its size may be made later (unchanged when none). */
+static struct pair_state *wanting(struct rb_serve_pool *p, uint64_t t, uint64_t *next)
+{
+	for (unsigned i = 0; i < p->n_pairs; i++) {
+		struct pair_state *ps = &p->pairs[i];
+		if (ps->n_ready >= ps->pair.size)
+			continue;
+		if (t >= make_at(ps))
+			return ps;
+		if (make_at(ps) < *next)
+			*next = make_at(ps);
+	}
 	return NULL;
 }
 
@@ -102,11 +115,15 @@ static void *refill(void *arg)
 			pthread_mutex_lock(&p->lock);
 			continue;
 		}
-		struct pair_state *ps = wanting(p, t);
+		/* The age limit is checked each second at least; a deferred make at its time. */
+		uint64_t next = t + 1000;
+		struct pair_state *ps = wanting(p, t, &next);
 		if (!ps) {
 			struct timespec until;
 			clock_gettime(CLOCK_MONOTONIC, &until);
-			until.tv_sec += 1; /* the age limit and the retry after a failure are checked each second */
+			uint64_t ns = (uint64_t)until.tv_nsec + (next - t) * 1000000u;
+			until.tv_sec += (time_t)(ns / 1000000000u);
+			until.tv_nsec = (long)(ns % 1000000000u);
 			pthread_cond_timedwait(&p->wake, &p->lock, &until);
 			continue;
 		}
@@ -230,8 +247,14 @@ struct sv_session *rb_serve_pool_claim(struct rb_serve_pool *p, const char *imag
 				continue;
 			}
 			got = mb.m;
-			*age_ms = now_ms() - mb.born_ms;
+			uint64_t t = now_ms();
+			*age_ms = t - mb.born_ms;
 			ps->claimed++;
+			/* Its refill waits until the claimed session has started its first command
+			 * (a make is ~2 cores' worth of work for tens of ms, beside it). Set by the
+			 * first claim of a burst only, so claims at any rate never push it further. */
+			if (ps->refill_at_ms <= t)
+				ps->refill_at_ms = t + RB_SERVE_POOL_REFILL_DELAY_MS;
 		}
 	}
 	pthread_cond_broadcast(&p->wake);

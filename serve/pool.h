@@ -14,8 +14,8 @@ struct sv_session;
 struct rb_serve_pool;
 
 /* Starts the refill thread, which makes members until each pair holds its size, outside every
- * lock of the session table. A member older than max_age_ms (0: RB_SERVE_POOL_MAX_AGE_MS) is
- * destroyed and replaced, never reused. */
+ * lock of the session table; after a claim, not before RB_SERVE_POOL_REFILL_DELAY_MS. A member older than max_age_ms
+ * (0: RB_SERVE_POOL_MAX_AGE_MS) is destroyed and replaced, never reused. */
 int rb_serve_pool_start(struct rb_serve *sv, const struct rb_serve_pool_pair *pairs, unsigned n, uint64_t max_age_ms,
                         struct rb_serve_pool **out, struct rb_error *err);
 /* Stops the thread and destroys every member not claimed. */
@@ -37,5 +37,8 @@ void rb_serve_member_destroy(struct sv_session *m);
 bool rb_serve_member_alive(const struct sv_session *m);
 
 #define RB_SERVE_POOL_MAX_AGE_MS (10ull * 60 * 1000)
+/* How long a claim's refill waits: the claimed session's create and first command run
+ * without a member being made beside them, competing for the same cores. */
+#define RB_SERVE_POOL_REFILL_DELAY_MS 100u
 
 #endif

@@ -41,6 +41,10 @@
 #define MAX_PROCS 1024
 #define KEEP_DONE 32
 #define READ_MAX  256
+/* A process's step_end waits this long for its session's next commit (the next process's
+ * start, usually at once) before it is committed alone: that start then pays one commit, not
+ * one queued behind another. */
+#define END_COMMIT_DELAY_US 20000u
 
 struct sv_proc {
 	char id[ID_HEX];
@@ -57,6 +61,7 @@ struct sv_session {
 	char **env; /* "K=V", NULL-terminated, for every process */
 	size_t n_env;
 	uint64_t idle_ms, last_us, created_us;
+	uint64_t ends_at_us;  /* when step_ends not yet committed were queued, or 0 */
 	uint64_t lifetime_ms; /* max_lifetime, or 0 */
 	bool pooled;          /* its sandbox came from the warm pool */
 	json_t *labels;       /* the create's labels, or NULL */
@@ -298,6 +303,7 @@ static struct sv_proc *find_proc(struct sv_session *s, const char *pid)
 }
 
 /* Records the end of each process that ended and is not recorded yet. */
+/* Queues the step_end of each process that ended; commit_ends commits them. */
 static void record_ends(struct sv_session *s)
 {
 	for (unsigned i = 0; i < s->n_procs; i++) {
@@ -306,10 +312,26 @@ static void record_ends(struct sv_session *s)
 			continue;
 		p->end_recorded = true;
 		struct rb_error err;
-		if (rb_record_step_end(&s->rec, p->step, rb_proc_result(p->p), &err) < 0 ||
+		/* A full queue is committed without a wait here, not durably inside the next add. */
+		if (s->rec.n_pending >= RB_RECORD_PENDING_MAX / 2 &&
 		    rb_record_flush(&s->rec, RB_RECORD_BEFORE_STEP, &err) < 0)
 			rb_warn("session %s: ledger: %s", s->id, err.msg);
+		if (rb_record_step_end(&s->rec, p->step, rb_proc_result(p->p), &err) < 0)
+			rb_warn("session %s: ledger: %s", s->id, err.msg);
+		else if (!s->ends_at_us)
+			s->ends_at_us = now_us();
 	}
+}
+
+/* The queued step_ends, once END_COMMIT_DELAY_US passed without another commit taking them. */
+static void commit_ends(struct sv_session *s, uint64_t t)
+{
+	if (!s->ends_at_us || t - s->ends_at_us < END_COMMIT_DELAY_US)
+		return;
+	s->ends_at_us = 0;
+	struct rb_error err;
+	if (rb_record_flush(&s->rec, RB_RECORD_BEFORE_STEP, &err) < 0)
+		rb_warn("session %s: ledger: %s", s->id, err.msg);
 }
 
 static void unlink_session(struct rb_serve *sv, struct sv_session *s)
@@ -354,8 +376,9 @@ static void *dispatch_loop(void *arg)
 	struct rb_serve *sv = arg;
 	rb_log_use(sv->cfg.logger);
 	struct epoll_event evs[32];
+	int timeout_ms = 1000;
 	for (;;) {
-		int n = epoll_wait(sv->epfd, evs, 32, 1000);
+		int n = epoll_wait(sv->epfd, evs, 32, timeout_ms);
 		pthread_mutex_lock(&sv->lock);
 		if (sv->stop) {
 			pthread_mutex_unlock(&sv->lock);
@@ -385,8 +408,12 @@ static void *dispatch_loop(void *arg)
 		/* Idle sessions: closed outside the lock, once unlinked. */
 		struct sv_session *expired = NULL;
 		uint64_t t = now_us();
+		timeout_ms = 1000;
 		for (struct sv_session *s = sv->sessions, *nx; s; s = nx) {
 			nx = s->next;
+			commit_ends(s, t);
+			if (s->ends_at_us)
+				timeout_ms = END_COMMIT_DELAY_US / 1000u;
 			bool busy = false;
 			for (unsigned i = 0; i < s->n_procs; i++)
 				busy = busy || (s->procs[i].p && !rb_proc_done(s->procs[i].p));

@@ -109,8 +109,15 @@ else not_ok "control: the claimed member's state names its owner now" "'$a_state
 
 run_in "$A" "echo a-file-$MARK > /workspace/mine; echo \"\$SECRET_A\"; printf %s \"\$RUNBOX_TOKEN\" | sha256sum"
 a_out=$OUTP
-run_in "$B" "cat /workspace/mine 2>&1; env; printf %s \"\$RUNBOX_TOKEN\" | sha256sum"
+run_in "$B" "echo pid=\$\$; cat /workspace/mine 2>&1; env; printf %s \"\$RUNBOX_TOKEN\" | sha256sum"
 b_out=$OUTP
+# Never used before its claim: B's first process is the first its sandbox ever started (pid 2,
+# after init); control: a second process in A, whose first one ran, is not.
+run_in "$A" 'echo pid=$$'
+a_again=$OUTP
+if [[ "$b_out" == "pid=2"$'\n'* ]] && [[ "$a_again" == pid=* ]] && [ "$a_again" != pid=2 ]; then
+	ok "a claimed member never ran a process before its claim (its first is pid 2); control: a used one's next is not"
+else not_ok "a claimed member never ran a process before its claim" "B '$(first_line "$b_out")', A again '$a_again'"; fi
 a_tok=$(printf '%s' "$a_out" | tail -n 1)
 b_tok=$(printf '%s' "$b_out" | tail -n 1)
 empty=$(printf '' | sha256sum)
