@@ -504,6 +504,31 @@ void rb_ledger_tidy(struct rb_ledger *l)
 		l->wal_frames = 0;
 }
 
+/* Makes `path` an empty file of mode 0600 if it does not exist, so SQLite (which copies the
+ * database's mode to its -wal and -shm files) never makes a world-readable ledger whatever
+ * the umask. It never opens `path` itself: closing any descriptor of the database drops every
+ * POSIX lock this process holds on it, those of another connection open in the process (a
+ * daemon's) included, and SQLite's locking then lets a second writer in. The file is made
+ * under a private name and linked into place; link(2) fails with EEXIST if it is there. */
+static int create_private(const char *path, struct rb_error *err)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0)
+		return 0;
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
+		return rb_error_set(err, ENAMETOOLONG, "ledger `%s`", path);
+	int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", tmp);
+	close(fd);
+	int r = link(tmp, path) < 0 && errno != EEXIST ? -errno : 0;
+	unlink(tmp);
+	if (r < 0)
+		return rb_error_set(err, -r, "create `%s`", path);
+	return 0;
+}
+
 int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_error *err)
 {
 	*out = NULL;
@@ -518,15 +543,10 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 		free(l);
 		return rb_error_set(err, ENAMETOOLONG, "ledger in `%s`", state_dir);
 	}
-	/* Created here, private, so SQLite (which copies the database's mode to its -wal and -shm
-	 * files) never makes a world-readable ledger whatever the umask. */
-	int fd = open(l->db_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		int e = errno;
+	if (create_private(l->db_path, err) < 0) {
 		free(l);
-		return rb_error_set(err, e, "open `%s/ledger.db`", state_dir);
+		return -1;
 	}
-	close(fd);
 	if (sqlite3_open_v2(l->db_path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, ledger_vfs_name()) !=
 	    SQLITE_OK) {
 		rb_error_set(err, 0, "open `%s`: %s", l->db_path, l->db ? sqlite3_errmsg(l->db) : "out of memory");

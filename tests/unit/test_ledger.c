@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -691,6 +692,42 @@ static void test_busy_without_wait(void **state)
 	json_decref(report);
 }
 
+/* Whether another process sees a POSIX lock of ours on SQLite's shared-lock bytes of `db`. */
+static bool child_sees_shared_lock(const char *db)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(db, O_RDONLY | O_CLOEXEC);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0x40000002, .l_len = 510};
+		_exit(fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A second ledger opened and closed in a process that holds one (a daemon's lookups) must not
+ * drop the first one's POSIX locks: closing any descriptor of the database drops them all,
+ * and SQLite's locking then lets another process's writer or checkpointer in beside it. */
+static void test_second_open_keeps_locks(void **state)
+{
+	struct fx *f = *state;
+	struct rb_error err = {0};
+	assert_int_equal(rb_ledger_append(f->l, "r1", "t", "a", "run_start", NULL, &err), 0);
+	int64_t n = 0;
+	assert_int_equal(rb_ledger_count_run(f->l, "r1", NULL, &n, &err), 0);
+	/* the control: the daemon's connection holds its lock, and another process sees it */
+	assert_true(child_sees_shared_lock(f->db));
+	struct rb_ledger *second = NULL;
+	assert_int_equal(rb_ledger_open(f->dir, &second, &err), 0);
+	rb_ledger_close(second);
+	assert_true(child_sees_shared_lock(f->db));
+	/* the file was made 0600 without opening it in place */
+	struct stat st;
+	assert_int_equal(stat(f->db, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+}
+
 /* The store's tenant boundary: only an `artifact` event of that tenant with that digest counts;
  * the digest in another tenant's artifact event or in another event type's data does not. */
 static void test_tenant_has_artifact(void **state)
@@ -824,6 +861,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_id_taken, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_without_wait, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_second_open_keeps_locks, setup, teardown),
 	    cmocka_unit_test(test_parse_time),
 	    cmocka_unit_test_setup_teardown(test_tenant_has_artifact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_artifacts, setup, teardown),
