@@ -24,6 +24,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/approval.h"
+#include "gateway/curlpool.h"
 #include "gateway/decide.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
@@ -235,6 +236,7 @@ struct fwd {
 	const struct rb_gw_filter *filter;
 	void *filter_cls;
 	json_t *extra; /* the door's fields for the record */
+	bool reusable; /* the transfer ended whole: its handle (and connection) go back to the pool */
 };
 
 static bool resp_dropped(const char *name);
@@ -415,6 +417,7 @@ static void *produce(void *cls)
 		rb_gw_record(f->ctx, ev);
 	else
 		json_decref(ev);
+	f->reusable = whole && !headless;
 	shutdown(f->sp[1], SHUT_WR);
 	return NULL;
 }
@@ -430,8 +433,11 @@ static void fwd_free(void *cls)
 		pthread_join(f->thread, NULL);
 	if (f->sp[1] >= 0)
 		close(f->sp[1]);
-	if (f->curl)
-		curl_easy_cleanup(f->curl);
+	if (f->curl) {
+		char key[RB_GW_CURLPOOL_KEY];
+		snprintf(key, sizeof key, "%s %s", f->door, f->name);
+		rb_gw_curlpool_give(f->ctx->curlpool, key, f->curl, f->reusable);
+	}
 	curl_slist_free_all(f->hdrs);
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
@@ -691,6 +697,15 @@ out:
 	return r;
 }
 
+/* An easy handle for f's upstream, from the run's pool: keyed by the door and the connector (or
+ * the proxied host:port), so a connection only ever carries one connector's calls. */
+static CURL *take_handle(const struct fwd *f)
+{
+	char key[RB_GW_CURLPOOL_KEY];
+	snprintf(key, sizeof key, "%s %s", f->door, f->name);
+	return rb_gw_curlpool_take(f->ctx->curlpool, key);
+}
+
 static char *credential_header(const struct rb_gw_connector *c, const struct rb_gw_secret *s)
 {
 	char *line = NULL;
@@ -737,6 +752,10 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	/* curl sends a request again when a reused connection dies before any answer byte: a call
+	 * that holds an Idempotency-Key or an approval is sent at most once, so on a new one. */
+	if (f->idem)
+		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
 	if (!f->stream) {
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
@@ -1112,7 +1131,7 @@ static enum MHD_Result credentialed_send(struct fwd *f, struct MHD_Connection *m
 	if (ok && !f->has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
-	ok = ok && f->hdrs && (f->curl = curl_easy_init()) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
+	ok = ok && f->hdrs && (f->curl = take_handle(f)) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
 	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
 	if (!ok) {
 		if (url) {
@@ -1283,8 +1302,7 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 	if (!hw.has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = curl_slist_append(f->hdrs, "Expect:");
-	if (!f->hdrs || !(f->curl = curl_easy_init()) ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+	if (!f->hdrs || !(f->curl = take_handle(f)) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
 		fwd_free(f);
 		return MHD_NO;
 	}

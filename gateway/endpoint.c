@@ -24,6 +24,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/connector.h"
+#include "gateway/curlpool.h"
 #include "gateway/dns.h"
 #include "gateway/mcp.h"
 #include "gateway/ratelimit.h"
@@ -402,16 +403,20 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .stop_fd = -1,
 	                             .mcp_grants = cfg->conf ? cfg->mcp : NULL,
 	                             .n_mcp_grants = cfg->conf ? cfg->n_mcp : 0,
-	                             .mcp_sessions = rb_gw_mcp_sessions_new()};
+	                             .mcp_sessions = rb_gw_mcp_sessions_new(),
+	                             .curlpool = rb_gw_curlpool_new()};
 	rb_idem_init(&gw->idem);
-	if (!gw->ctx.mcp_sessions) {
+	if (!gw->ctx.mcp_sessions || !gw->ctx.curlpool) {
+		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+		rb_gw_curlpool_free(gw->ctx.curlpool);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
-		return rb_error_set(err, ENOMEM, "gateway: MCP sessions");
+		return rb_error_set(err, ENOMEM, "gateway: MCP sessions or upstream handles");
 	}
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
 		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+		rb_gw_curlpool_free(gw->ctx.curlpool);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
@@ -519,6 +524,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	rb_ratelimit_destroy(&gw->rate);
 	rb_gw_secrets_free(&gw->ctx);
 	rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+	rb_gw_curlpool_free(gw->ctx.curlpool); /* after the daemon: no call holds a handle */
 	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);
