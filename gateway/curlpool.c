@@ -79,10 +79,7 @@ CURL *rb_gw_curlpool_take(struct rb_gw_curlpool *p, const char *key)
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < n; i++)
 		curl_easy_cleanup(stale[i]);
-	if (!c)
-		return curl_easy_init();
-	curl_easy_reset(c);
-	return c;
+	return c ? c : curl_easy_init();
 }
 
 void rb_gw_curlpool_give(struct rb_gw_curlpool *p, const char *key, CURL *c, bool reusable)
@@ -93,6 +90,9 @@ void rb_gw_curlpool_give(struct rb_gw_curlpool *p, const char *key, CURL *c, boo
 		curl_easy_cleanup(c);
 		return;
 	}
+	/* Reset before it waits: none of its pointers (the call's callbacks, their data, its error
+	 * buffer) outlives the call, whatever curl does when the handle is closed later. */
+	curl_easy_reset(c);
 	CURL *stale[RB_GW_CURLPOOL_IDLE + 1];
 	uint64_t now = now_s();
 	pthread_mutex_lock(&p->lock);

@@ -18,13 +18,13 @@ struct rb_gw_curlpool *rb_gw_curlpool_new(void);
 /* Closes every idle handle (and its connections); none may be taken then. */
 void rb_gw_curlpool_free(struct rb_gw_curlpool *p);
 
-/* A handle for key's upstream: an idle one of key's, curl_easy_reset (no option of its last
- * call stays: URL, headers, credential, body, callbacks; its connection cache does), or a new
- * one. A handle only ever serves one key, so a connection opened for one connector never
- * carries another's request. p NULL: always a new one. NULL: out of memory. */
+/* A handle for key's upstream: an idle one of key's (reset when it came back: no option of its
+ * last call stays, neither URL, headers, credential, body nor callbacks; its connection cache
+ * does), or a new one. A handle only ever serves one key, so a connection opened for one
+ * connector never carries another's request. p NULL: always a new one. NULL: out of memory. */
 CURL *rb_gw_curlpool_take(struct rb_gw_curlpool *p, const char *key);
 
-/* c back after its call: kept for key when reusable (the transfer ended whole: the
+/* c back after its call: reset and kept for key when reusable (the transfer ended whole: the
  * connection is at a response boundary), else cleaned up, its connections closed. */
 void rb_gw_curlpool_give(struct rb_gw_curlpool *p, const char *key, CURL *c, bool reusable);
 
