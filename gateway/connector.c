@@ -235,7 +235,8 @@ struct fwd {
 	const char *const *drop;    /* client headers not forwarded beyond stripped()'s */
 	const struct rb_gw_filter *filter;
 	void *filter_cls;
-	json_t *extra; /* the door's fields for the record */
+	json_t *extra;                     /* the door's fields for the record */
+	char pool_key[RB_GW_CURLPOOL_KEY]; /* whose handle curl is (take_handle) */
 	bool reusable; /* the transfer ended whole: its handle (and connection) go back to the pool */
 };
 
@@ -433,11 +434,8 @@ static void fwd_free(void *cls)
 		pthread_join(f->thread, NULL);
 	if (f->sp[1] >= 0)
 		close(f->sp[1]);
-	if (f->curl) {
-		char key[RB_GW_CURLPOOL_KEY];
-		snprintf(key, sizeof key, "%s %s", f->door, f->name);
-		rb_gw_curlpool_give(f->ctx->curlpool, key, f->curl, f->reusable);
-	}
+	if (f->curl)
+		rb_gw_curlpool_give(f->ctx->curlpool, f->pool_key, f->curl, f->reusable);
 	curl_slist_free_all(f->hdrs);
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
@@ -699,11 +697,10 @@ out:
 
 /* An easy handle for f's upstream, from the run's pool: keyed by the door and the connector (or
  * the proxied host:port), so a connection only ever carries one connector's calls. */
-static CURL *take_handle(const struct fwd *f)
+static CURL *take_handle(struct fwd *f)
 {
-	char key[RB_GW_CURLPOOL_KEY];
-	snprintf(key, sizeof key, "%s %s", f->door, f->name);
-	return rb_gw_curlpool_take(f->ctx->curlpool, key);
+	snprintf(f->pool_key, sizeof f->pool_key, "%s %s", f->door, f->name);
+	return rb_gw_curlpool_take(f->ctx->curlpool, f->pool_key);
 }
 
 static char *credential_header(const struct rb_gw_connector *c, const struct rb_gw_secret *s)
