@@ -26,6 +26,7 @@
 #include "gateway/approval.h"
 #include "gateway/curlpool.h"
 #include "gateway/decide.h"
+#include "gateway/workers.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
 
@@ -211,9 +212,9 @@ struct fwd {
 	char name[300]; /* the connector, or the proxied host:port */
 	CURL *curl;
 	struct curl_slist *hdrs, *resolve;
-	int sp[2]; /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
-	pthread_t thread;
-	bool started;
+	int sp[2];     /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
+	bool started;  /* the producer runs (on one of the run's workers) */
+	bool produced; /* under lock: the producer is done with f */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool head_done;
@@ -251,7 +252,7 @@ static void head_complete(struct fwd *f)
 		f->filter->head(f->filter_cls, f->status, f->resp_headers);
 	pthread_mutex_lock(&f->lock);
 	f->head_done = true;
-	pthread_cond_signal(&f->cond);
+	pthread_cond_broadcast(&f->cond); /* the handler waits on it, and fwd_free for produced */
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -423,6 +424,27 @@ static void *produce(void *cls)
 	return NULL;
 }
 
+/* The producer as a worker's job: says when it is done, as a join would. */
+static void *produce_job(void *cls)
+{
+	struct fwd *f = cls;
+	produce(f);
+	pthread_mutex_lock(&f->lock);
+	f->produced = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static void wait_produced(struct fwd *f)
+{
+	pthread_mutex_lock(&f->lock);
+	while (!f->produced)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	f->started = false;
+}
+
 static void fwd_free(void *cls)
 {
 	struct fwd *f = cls;
@@ -431,7 +453,7 @@ static void fwd_free(void *cls)
 	if (f->sp[0] >= 0)
 		close(f->sp[0]); /* a producer still writing gets EPIPE and ends the transfer */
 	if (f->started)
-		pthread_join(f->thread, NULL);
+		wait_produced(f);
 	if (f->sp[1] >= 0)
 		close(f->sp[1]);
 	if (f->curl)
@@ -777,7 +799,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
 	f->bytes_up = body_len;
-	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
+	if (rb_gw_workers_run(f->ctx->workers, produce_job, f) < 0) {
 		fwd_free(f);
 		return MHD_NO;
 	}
@@ -788,8 +810,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	pthread_mutex_unlock(&f->lock);
 
 	if (f->headless || f->status < 200) { /* no answer from the upstream */
-		pthread_join(f->thread, NULL);
-		f->started = false;
+		wait_produced(f);
 		const struct rb_gw_ctx *ctx = f->ctx;
 		const char *door = f->door;
 		uint64_t t0 = f->t0;

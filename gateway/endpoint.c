@@ -29,6 +29,7 @@
 #include "gateway/mcp.h"
 #include "gateway/ratelimit.h"
 #include "gateway/tunnel.h"
+#include "gateway/workers.h"
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
@@ -404,11 +405,13 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .mcp_grants = cfg->conf ? cfg->mcp : NULL,
 	                             .n_mcp_grants = cfg->conf ? cfg->n_mcp : 0,
 	                             .mcp_sessions = rb_gw_mcp_sessions_new(),
-	                             .curlpool = rb_gw_curlpool_new()};
+	                             .curlpool = rb_gw_curlpool_new(),
+	                             .workers = rb_gw_workers_new()};
 	rb_idem_init(&gw->idem);
-	if (!gw->ctx.mcp_sessions || !gw->ctx.curlpool) {
+	if (!gw->ctx.mcp_sessions || !gw->ctx.curlpool || !gw->ctx.workers) {
 		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 		rb_gw_curlpool_free(gw->ctx.curlpool);
+		rb_gw_workers_free(gw->ctx.workers);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
@@ -417,6 +420,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
 		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 		rb_gw_curlpool_free(gw->ctx.curlpool);
+		rb_gw_workers_free(gw->ctx.workers);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
@@ -525,6 +529,7 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	rb_gw_secrets_free(&gw->ctx);
 	rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 	rb_gw_curlpool_free(gw->ctx.curlpool); /* after the daemon: no call holds a handle */
+	rb_gw_workers_free(gw->ctx.workers);   /* nor runs a producer */
 	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);
