@@ -775,6 +775,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	 * that holds an Idempotency-Key or an approval is sent at most once, so on a new one. */
 	if (f->idem)
 		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, 1L); /* a kept handle holds one connection, its last */
 	if (!f->stream) {
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);

@@ -1,8 +1,9 @@
 /* gateway/curlpool.c and its use by the connector door: loopback upstreams that count the TCP
  * connections they accept see N sequential calls of one connector on one connection, and
  * (controls) another connector, or another upstream, on its own; no option of a call (a
- * credential header) stays on the handle for the next; a call whose answer was cut short
- * closes its connection and the next call opens a new one. */
+ * credential header) stays on the handle for the next; a call with an Idempotency-Key goes
+ * on a new connection; a call whose answer was cut short closes its connection and the next
+ * call opens a new one. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -257,16 +258,24 @@ static void gw_start(struct gw_fixture *g, unsigned port_a, unsigned port_b)
 	                 0);
 }
 
-/* A connector call through the gateway on the client's own handle: its status. */
-static long gw_get(struct gw_fixture *g, CURL *client, const char *connector, const char *path)
+/* A connector call through the gateway on the client's own handle, with extra (a header line)
+ * when not NULL: its status. */
+static long gw_get_with(struct gw_fixture *g, CURL *client, const char *connector, const char *path, const char *extra)
 {
 	char url[128], auth[RB_TOKEN_MAX + 32];
 	snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/connectors/%s%s", g->port, connector, path);
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", g->token);
 	struct curl_slist *h = curl_slist_append(NULL, auth);
+	if (extra)
+		h = curl_slist_append(h, extra);
 	long status = get(client, url, h);
 	curl_slist_free_all(h);
 	return status;
+}
+
+static long gw_get(struct gw_fixture *g, CURL *client, const char *connector, const char *path)
+{
+	return gw_get_with(g, client, connector, path, NULL);
 }
 
 /* Sends a call for /big and hangs up after the first bytes of its answer. */
@@ -309,14 +318,23 @@ static void test_gateway_reuses_the_connection_per_connector(void **state)
 	assert_false(last_has(ub, "credential-of-connector-a"));
 	assert_int_equal(accepts(ua), 1);
 
-	/* An answer cut short (the client hung up mid-body): its upstream connection is closed,
-	 * and the next call opens a new one. */
-	gw_get_cut_short(&g, "a");
-	for (int i = 0; i < 3000 && __atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST) < 1; i++)
-		usleep(10000); /* the producer sees the hang-up once its socketpair is full */
-	assert_int_equal(__atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST), 1);
+	/* A call with an Idempotency-Key is sent at most once: on a new connection, never on a
+	 * kept one curl might resend it on. The next plain call reuses again (control). */
+	assert_int_equal(gw_get_with(&g, client, "a", "/x", "Idempotency-Key: once-only"), 200);
+	assert_true(last_has(ua, "Idempotency-Key: once-only"));
+	assert_int_equal(accepts(ua), 2);
 	assert_int_equal(gw_get(&g, client, "a", "/x"), 200);
 	assert_int_equal(accepts(ua), 2);
+
+	/* An answer cut short (the client hung up mid-body): its upstream connection is closed,
+	 * and the next call opens a new one. */
+	unsigned closed = __atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST);
+	gw_get_cut_short(&g, "a");
+	for (int i = 0; i < 3000 && __atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST) == closed; i++)
+		usleep(10000); /* the producer sees the hang-up once its socketpair is full */
+	assert_true(__atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST) > closed);
+	assert_int_equal(gw_get(&g, client, "a", "/x"), 200);
+	assert_int_equal(accepts(ua), 3);
 
 	curl_easy_cleanup(client);
 	rb_gateway_stop(g.gw);
