@@ -3,8 +3,11 @@
 # passed as the runner passes it), against the same upstreams called directly, in one run:
 #   connector: the added latency (p50, p99) of GET /v1/connectors/bench/x over a direct GET of
 #              the same loopback upstream, and calls per second with C client threads;
+#   proxied:   the same GET through tinyproxy (Debian's) as a forward proxy: a peer's added
+#              latency and calls/s, and runbox's ratio to it;
 #   CONNECT:   a tunnel's setup plus one echoed line, through runbox-gateway and through
-#              tinyproxy (Debian's), p50 and p99.
+#              tinyproxy, p50 and p99.
+# It also counts the upstream connections each path opened (the gateway reuses its own).
 # The client and the upstream are Python, so calls/s is bounded by them: the direct figure in
 # the same run is that ceiling. Prints a Markdown table. Usage: gateway_bench.py GATEWAY [N]
 import base64, hashlib, hmac, http.client, http.server, json, os, secrets, shutil, socket
@@ -18,6 +21,12 @@ THREADS = 4
 class Up(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     wbufsize = 65536  # the head and body in one write: no Nagle/delayed-ACK stall on keep-alive
+
+    conns = 0  # connections accepted, over the bench (one handler instance per connection)
+
+    def setup(self):
+        Up.conns += 1
+        super().setup()
 
     def log_message(self, *a):
         pass
@@ -64,13 +73,15 @@ def pct(xs, p):
 
 
 def latencies(port, path, headers, n):
-    c = http.client.HTTPConnection("127.0.0.1", port)
+    c = http.client.HTTPConnection("127.0.0.1", port)  # reopened by http.client after a close
     out = []
     for _ in range(n):
         t = time.perf_counter()
         c.request("GET", path, headers=headers)
         r = c.getresponse()
         r.read()
+        if headers.get("Connection") == "close":
+            c.close()  # the next request opens a new one
         out.append((time.perf_counter() - t) * 1e3)
         assert r.status == 200, r.status
     c.close()
@@ -85,6 +96,8 @@ def rate(port, path, headers, n):
         for _ in range(n):
             c.request("GET", path, headers=headers)
             c.getresponse().read()
+            if headers.get("Connection") == "close":
+                c.close()
         done.append(n)
 
     ts = [threading.Thread(target=worker) for _ in range(THREADS)]
@@ -131,7 +144,7 @@ gport = lsock.getsockname()[1]
 key, run = secrets.token_bytes(32), "bench-run"
 cfg_r, cfg_w = os.pipe()
 rdy_r, rdy_w = os.pipe()
-os.write(cfg_w, json.dumps({"run_id": run, "key": key.hex(), "listen_fds": [4], "ready_fd": 5, "gateway_config": conf,
+os.write(cfg_w, json.dumps({"run_id": run, "parent_pid": os.getpid(), "key": key.hex(), "listen_fds": [4], "ready_fd": 5, "gateway_config": conf,
                             "connectors": ["bench"], "proxy": ["localhost:%d" % echo],
                             "rate": 10 ** 6, "burst": 10 ** 6}).encode())
 os.close(cfg_w)
@@ -148,18 +161,8 @@ gw = subprocess.Popen([GW], preexec_fn=fds, pass_fds=(3, 4, 5), env=env,
                       stdout=subprocess.DEVNULL)
 os.close(rdy_w)
 assert os.read(rdy_r, 1) == b"R", "runbox-gateway did not say it was ready"
-tok = token(key, run)
-H = {"Authorization": "Bearer " + tok}
-latencies(up, "/x", {}, 200), latencies(gport, "/v1/connectors/bench/x", H, 200)  # warm
-d = latencies(up, "/x", {}, N)
-g = latencies(gport, "/v1/connectors/bench/x", H, N)
-rd = rate(up, "/x", {}, N // THREADS)
-rg = rate(gport, "/v1/connectors/bench/x", H, N // THREADS)
-auth = "Proxy-Authorization: Basic %s\r\n" % base64.b64encode(("runbox:" + tok).encode()).decode()
-cg = connects(gport, "localhost:%d" % echo, auth, N // 4)
-rows = [("direct GET (the upstream itself)", d, rd), ("connector GET through runbox-gateway", g, rg)]
-ct = None
 tp = shutil.which("tinyproxy") or (os.path.exists("/usr/bin/tinyproxy") and "/usr/bin/tinyproxy")
+tpp = None
 if tp:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -175,6 +178,29 @@ if tp:
             break
         except OSError:
             time.sleep(0.05)
+tok = token(key, run)
+H = {"Authorization": "Bearer " + tok}
+WARM = 200
+latencies(up, "/x", {}, WARM)
+c0 = Up.conns
+latencies(gport, "/v1/connectors/bench/x", H, WARM)
+d = latencies(up, "/x", {}, N)
+g = latencies(gport, "/v1/connectors/bench/x", H, N)
+gconns = Up.conns - c0 - 1  # the direct calls' one connection
+rd = rate(up, "/x", {}, N // THREADS)
+rg = rate(gport, "/v1/connectors/bench/x", H, N // THREADS)
+auth = "Proxy-Authorization: Basic %s\r\n" % base64.b64encode(("runbox:" + tok).encode()).decode()
+cg = connects(gport, "localhost:%d" % echo, auth, N // 4)
+rows = [("direct GET (the upstream itself)", d, rd), ("connector GET through runbox-gateway", g, rg)]
+ct = None
+if tpp:
+    purl = "http://127.0.0.1:%d/x" % up
+    TH = {"Connection": "close"}  # tinyproxy serves one request per client connection
+    c0 = Up.conns
+    latencies(tport, purl, TH, WARM)
+    t = latencies(tport, purl, TH, N)
+    tconns = Up.conns - c0
+    rows.append(("GET through tinyproxy (forward proxy)", t, rate(tport, purl, TH, N // THREADS)))
     ct = connects(tport, "127.0.0.1:%d" % echo, "", N // 4)
     tpp.terminate()
 gw.terminate()
@@ -188,6 +214,12 @@ for name, xs, r in rows:
 print("| CONNECT + one echoed line, runbox-gateway | %.3f | %.3f | | | |" % (pct(cg, .5), pct(cg, .99)))
 if ct:
     print("| CONNECT + one echoed line, tinyproxy | %.3f | %.3f | | | |" % (pct(ct, .5), pct(ct, .99)))
-    print("\nCONNECT p50 ratio runbox/tinyproxy: %.2f, p99: %.2f" % (pct(cg, .5) / pct(ct, .5), pct(cg, .99) / pct(ct, .99)))
+print("\nupstream connections opened for %d sequential calls: runbox-gateway %d%s" %
+      (WARM + N, gconns, ", tinyproxy %d" % tconns if tpp else ""))
+if tpp:
+    added = lambda xs, p: pct(xs, p) - pct(d, p)
+    print("GET added latency ratio runbox/tinyproxy: p50 %.2f, p99 %.2f; calls/s ratio %.2f" %
+          (added(g, .5) / added(t, .5), added(g, .99) / added(t, .99), rows[1][2] / rows[2][2]))
+    print("CONNECT p50 ratio runbox/tinyproxy: %.2f, p99: %.2f" % (pct(cg, .5) / pct(ct, .5), pct(cg, .99) / pct(ct, .99)))
 else:
-    print("\ntinyproxy is not installed: no CONNECT comparison")
+    print("tinyproxy is not installed: no comparison with it")

@@ -24,8 +24,10 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/approval.h"
+#include "gateway/curlpool.h"
 #include "gateway/decide.h"
 #include "gateway/record.h"
+#include "gateway/workers.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
 
@@ -211,9 +213,9 @@ struct fwd {
 	char name[300]; /* the connector, or the proxied host:port */
 	CURL *curl;
 	struct curl_slist *hdrs, *resolve;
-	int sp[2]; /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
-	pthread_t thread;
-	bool started;
+	int sp[2];     /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
+	bool started;  /* the producer runs (on one of the run's workers) */
+	bool produced; /* under lock: the producer is done with f */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool head_done;
@@ -235,7 +237,9 @@ struct fwd {
 	const char *const *drop;    /* client headers not forwarded beyond stripped()'s */
 	const struct rb_gw_filter *filter;
 	void *filter_cls;
-	json_t *extra; /* the door's fields for the record */
+	json_t *extra;                     /* the door's fields for the record */
+	char pool_key[RB_GW_CURLPOOL_KEY]; /* whose handle curl is (take_handle) */
+	bool reusable; /* the transfer ended whole: its handle (and connection) go back to the pool */
 };
 
 static bool resp_dropped(const char *name);
@@ -249,7 +253,7 @@ static void head_complete(struct fwd *f)
 		f->filter->head(f->filter_cls, f->status, f->resp_headers);
 	pthread_mutex_lock(&f->lock);
 	f->head_done = true;
-	pthread_cond_signal(&f->cond);
+	pthread_cond_broadcast(&f->cond); /* the handler waits on it, and fwd_free for produced */
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -416,8 +420,30 @@ static void *produce(void *cls)
 		rb_gw_record(f->ctx, ev);
 	else
 		json_decref(ev);
+	f->reusable = whole && !headless;
 	shutdown(f->sp[1], SHUT_WR);
 	return NULL;
+}
+
+/* The producer as a worker's job: says when it is done, as a join would. */
+static void *produce_job(void *cls)
+{
+	struct fwd *f = cls;
+	produce(f);
+	pthread_mutex_lock(&f->lock);
+	f->produced = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static void wait_produced(struct fwd *f)
+{
+	pthread_mutex_lock(&f->lock);
+	while (!f->produced)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	f->started = false;
 }
 
 static void fwd_free(void *cls)
@@ -428,11 +454,11 @@ static void fwd_free(void *cls)
 	if (f->sp[0] >= 0)
 		close(f->sp[0]); /* a producer still writing gets EPIPE and ends the transfer */
 	if (f->started)
-		pthread_join(f->thread, NULL);
+		wait_produced(f);
 	if (f->sp[1] >= 0)
 		close(f->sp[1]);
 	if (f->curl)
-		curl_easy_cleanup(f->curl);
+		rb_gw_curlpool_give(f->ctx->curlpool, f->pool_key, f->curl, f->reusable);
 	curl_slist_free_all(f->hdrs);
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
@@ -692,6 +718,14 @@ out:
 	return r;
 }
 
+/* An easy handle for f's upstream, from the run's pool: keyed by the door and the connector (or
+ * the proxied host:port), so a connection only ever carries one connector's calls. */
+static CURL *take_handle(struct fwd *f)
+{
+	snprintf(f->pool_key, sizeof f->pool_key, "%s %s", f->door, f->name);
+	return rb_gw_curlpool_take(f->ctx->curlpool, f->pool_key);
+}
+
 static char *credential_header(const struct rb_gw_connector *c, const struct rb_gw_secret *s)
 {
 	char *line = NULL;
@@ -738,6 +772,11 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	curl_easy_setopt(c, CURLOPT_RESOLVE, f->resolve); /* the address checked above, nothing else */
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	/* curl sends a request again when a reused connection dies before any answer byte: a call
+	 * that holds an Idempotency-Key or an approval is sent at most once, so on a new one. */
+	if (f->idem || f->approval)
+		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, 1L); /* a kept handle holds one connection, its last */
 	if (!f->stream) {
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
@@ -764,7 +803,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	f->bytes_up = body_len;
 	rb_gw_record_sent(f->ctx, &(struct rb_gw_sent){f->door, f->name, method, f->host, f->route, url, body_len},
 	                  &f->extra); /* before any byte leaves; the completion carries its id (extra) */
-	if (pthread_create(&f->thread, NULL, produce, f) != 0) {
+	if (rb_gw_workers_run(f->ctx->workers, produce_job, f) < 0) {
 		fwd_free(f);
 		return MHD_NO;
 	}
@@ -775,8 +814,7 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	pthread_mutex_unlock(&f->lock);
 
 	if (f->headless || f->status < 200) { /* no answer from the upstream */
-		pthread_join(f->thread, NULL);
-		f->started = false;
+		wait_produced(f);
 		const struct rb_gw_ctx *ctx = f->ctx;
 		const char *door = f->door;
 		uint64_t t0 = f->t0;
@@ -1116,7 +1154,7 @@ static enum MHD_Result credentialed_send(struct fwd *f, struct MHD_Connection *m
 	if (ok && !f->has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
-	ok = ok && f->hdrs && (f->curl = curl_easy_init()) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
+	ok = ok && f->hdrs && (f->curl = take_handle(f)) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
 	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
 	if (!ok) {
 		if (url) {
@@ -1290,8 +1328,7 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 	if (!hw.has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = curl_slist_append(f->hdrs, "Expect:");
-	if (!f->hdrs || !(f->curl = curl_easy_init()) ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+	if (!f->hdrs || !(f->curl = take_handle(f)) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
 		fwd_free(f);
 		return MHD_NO;
 	}

@@ -45,11 +45,15 @@ struct rb_gw_ctx {
 	unsigned n_approvals;
 	const char *approvals_dir; /* where held calls' requests and decisions are (approval.h); NULL: none */
 	const char *run_id;
-	int stop_fd; /* readable once the endpoint stops: a held call ends */
+	int stop_fd;                     /* readable once the endpoint stops: a held call ends */
+	struct rb_gw_curlpool *curlpool; /* the run's idle upstream handles (curlpool.h); NULL: none kept */
+	struct rb_gw_workers *workers;   /* the run's producer threads (workers.h); NULL: one per call */
 };
 
 struct rb_gw_mcp_grant;
 struct rb_gw_mcp_sessions;
+struct rb_gw_curlpool;
+struct rb_gw_workers;
 
 /* Loads the granted connectors' (and MCP servers') secrets and scrubbers into ctx->secrets (allocated, n =
  * conf->n_connectors). A secret that cannot be read is kept as its error: calls to it fail. */

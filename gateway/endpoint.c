@@ -24,10 +24,12 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "gateway/connector.h"
+#include "gateway/curlpool.h"
 #include "gateway/dns.h"
 #include "gateway/mcp.h"
 #include "gateway/ratelimit.h"
 #include "gateway/tunnel.h"
+#include "gateway/workers.h"
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
@@ -402,16 +404,23 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .stop_fd = -1,
 	                             .mcp_grants = cfg->conf ? cfg->mcp : NULL,
 	                             .n_mcp_grants = cfg->conf ? cfg->n_mcp : 0,
-	                             .mcp_sessions = rb_gw_mcp_sessions_new()};
+	                             .mcp_sessions = rb_gw_mcp_sessions_new(),
+	                             .curlpool = rb_gw_curlpool_new(),
+	                             .workers = rb_gw_workers_new()};
 	rb_idem_init(&gw->idem);
-	if (!gw->ctx.mcp_sessions) {
+	if (!gw->ctx.mcp_sessions || !gw->ctx.curlpool || !gw->ctx.workers) {
+		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+		rb_gw_curlpool_free(gw->ctx.curlpool);
+		rb_gw_workers_free(gw->ctx.workers);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
-		return rb_error_set(err, ENOMEM, "gateway: MCP sessions");
+		return rb_error_set(err, ENOMEM, "gateway: MCP sessions or upstream handles");
 	}
 	if (rb_gw_secrets_load(&gw->ctx, err) < 0) {
 		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+		rb_gw_curlpool_free(gw->ctx.curlpool);
+		rb_gw_workers_free(gw->ctx.workers);
 		rb_idem_destroy(&gw->idem);
 		pthread_mutex_destroy(&gw->event_lock);
 		free(gw);
@@ -519,6 +528,8 @@ void rb_gateway_stop(struct rb_gateway *gw)
 	rb_ratelimit_destroy(&gw->rate);
 	rb_gw_secrets_free(&gw->ctx);
 	rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
+	rb_gw_curlpool_free(gw->ctx.curlpool); /* after the daemon: no call holds a handle */
+	rb_gw_workers_free(gw->ctx.workers);   /* nor runs a producer */
 	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);
