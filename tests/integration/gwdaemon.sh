@@ -49,8 +49,13 @@ policy_variant default "$T/pol.json" gwdtest 'p["network"] = {"mode": "gateway",
 mkdir -p "$T/gwd"
 chown $OWNER "$T/gwd"
 SOCK=$T/gwd/gateway.sock
-# start_daemon: the mode's user runs `runbox gateway serve` on $SOCK, its log in $T/gwd.log.
+# start_daemon: the mode's user runs `runbox gateway serve` on $SOCK (stopping the one before), its log in $T/gwd.log.
 start_daemon() {
+	if [ -n "$GWD_PID" ]; then # one daemon at a time: the one before is stopped, not left behind
+		kill "$GWD_PID" 2>/dev/null
+		wait "$GWD_PID" 2>/dev/null
+		GWD_PID=""
+	fi
 	rm -f "$SOCK"
 	local as=()
 	[ "$MODE" = root ] || as=($NOBODY_CTL)
