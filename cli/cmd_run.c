@@ -810,14 +810,12 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 	struct rb_cli_progress prog; /* text mode only: --json's stderr stays as it was */
 	rb_cli_progress_init(&prog, STDERR_FILENO, "harvest", x.json);
 	col.progress = rb_cli_progress_sink(&prog);
-	struct rb_scrub_secret secret = {"run-token", run.token, strlen(run.token)};
 	json_t *hj = json_object();
 	struct rb_harvest_result h = {0};
 	bool harvested = false;
 	bool recorded = record_step(&rec, cmd, &res, true, &err) == 0;
 	if (recorded && res.status != RB_STEP_SETUP_FAILED) {
-		if (rb_scrub_new_labeled(&secret, run.token[0] ? 1 : 0, &col.scrubber, &err) < 0 ||
-		    rb_collect_step(&col, &run, &rec, 1, NULL, hj, &h, &err) < 0) {
+		if (rb_collect_step(&col, &run, &rec, 1, NULL, hj, &h, &err) < 0) {
 			rb_cli_progress_end(&prog, false);
 			rb_err("harvest: %s", err.msg);
 			code = 125;
@@ -827,7 +825,6 @@ int rb_cmd_run(int argc, char **argv, const struct rb_factory *factory)
 		}
 	}
 	rb_collect_close(&col);
-	rb_scrub_free(col.scrubber);
 	rb_run_stop(&run);
 	struct rb_error kerr;
 	if (rb_logs_keep(&run, &kerr) < 0)

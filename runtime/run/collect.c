@@ -15,8 +15,22 @@
 void rb_collect_init(struct rb_collect *c, const struct rb_run *run)
 {
 	memset(c, 0, sizeof *c);
+	c->token = run->token;
 	snprintf(c->store, sizeof c->store, "%s/artifacts", run->paths.state_dir);
 	rb_budget_init(&c->budget, &run->policy);
+}
+
+/* The harvest's scrub callback: the run's scrubber, or the collect's own, made at its first use. */
+static int scrub_cb(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
+                    struct rb_error *err)
+{
+	struct rb_collect *c = ctx;
+	if (!c->scrubber && !c->own) {
+		struct rb_scrub_secret secret = {"run-token", c->token, strlen(c->token)};
+		if (rb_scrub_new_labeled(&secret, c->token[0] ? 1 : 0, &c->own, err) < 0)
+			return -1;
+	}
+	return rb_scrub_harvest_cb(c->scrubber ? c->scrubber : c->own, in, len, out, out_len, redactions, err);
 }
 
 int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *rec, unsigned step,
@@ -63,7 +77,7 @@ int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *
 		hooks.reopen = rb_nsopener_open;
 		hooks.reopen_ctx = &c->ns;
 	}
-	if (rb_harvest_hooked(out, &caps, rb_scrub_harvest_cb, c->scrubber, c->store, &hooks, &h, err) < 0) {
+	if (rb_harvest_hooked(out, &caps, scrub_cb, c, c->store, &hooks, &h, err) < 0) {
 		rb_harvest_result_free(&h);
 		return -1;
 	}
@@ -86,6 +100,8 @@ int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *
 
 void rb_collect_close(struct rb_collect *c)
 {
+	rb_scrub_free(c->own);
+	c->own = NULL;
 	if (c->ns_prepared)
 		rb_nsopener_close(&c->ns);
 	c->ns_prepared = false;

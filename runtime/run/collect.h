@@ -15,8 +15,12 @@
 #include "scrub/scrub.h"
 
 struct rb_collect {
-	struct rb_scrubber *scrubber; /* not owned; set before the first harvest */
-	char store[4200];             /* <state_dir>/artifacts */
+	/* The run's scrubber, not owned; NULL: one knowing the run's token is made at the first
+	 * file or name to scrub, owned (own): a run whose out/ is empty, as most are, builds none. */
+	struct rb_scrubber *scrubber;
+	struct rb_scrubber *own;
+	const char *token;
+	char store[4200]; /* <state_dir>/artifacts */
 	/* Rootless: opens for the harvest what only the sandbox's own ids may read. */
 	struct rb_nsopener ns;
 	bool ns_prepared;
