@@ -51,7 +51,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 GW_SRCS  := gateway/endpoint.c gateway/connector.c gateway/curlpool.c gateway/workers.c gateway/tunnel.c gateway/dns.c gateway/mcp.c gateway/sse.c gateway/daemon.c gateway/grant.c gateway/record.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
-SV_SRCS  := serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c serve/approvals.c
+SV_SRCS  := serve/inflight.c serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c serve/approvals.c
 SV_SRCS  += serve/manifest.c serve/resume.c serve/known.c
 # the E2B-compatible front end (docs/e2b.md)
 SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c

@@ -22,6 +22,7 @@
 #include "serve/keys.h"
 #include "serve/known.h"
 #include "serve/manifest.h"
+#include "serve/inflight.h"
 #include "serve/ports.h"
 #include "serve/restart.h"
 #include "serve/resume.h"
@@ -31,7 +32,8 @@
 struct rb_serve_http {
 	struct MHD_Daemon *d;
 	struct rb_serve *sv;
-	const struct rb_serve_keys *keys; /* TCP: every call names a tenant's key; NULL on the unix socket */
+	const struct rb_serve_keys *keys;   /* TCP: every call names a tenant's key; NULL on the unix socket */
+	struct rb_serve_inflight *inflight; /* TCP: each tenant's calls in flight */
 	int fd;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -50,6 +52,7 @@ struct upload {
 	json_t *reply;
 	const char *tenant;             /* the caller's key's tenant (TCP), or NULL: the operator, every tenant */
 	const struct rb_serve_key *key; /* that key (its policies and images), or NULL */
+	bool holds_call;                /* counted in its tenant's calls in flight */
 	struct ostream *stream;         /* GET .../output?stream=1: an NDJSON reply fed as output comes */
 };
 
@@ -647,17 +650,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			error(&reply, 401, "a bearer key is required (Authorization: Bearer KEY)");
 			return respond_401(conn, reply);
 		}
+		char sid[128];
+		json_t *reply = NULL;
+		unsigned st = 0;
+		struct rb_error err;
+		if (tenant && (st = rb_serve_inflight_take(h->inflight, tenant, &err)) != 0) {
+			error(&reply, st, err.msg);
+			return respond(conn, st, reply);
+		}
 		u = calloc(1, sizeof *u);
-		if (!u)
+		if (!u) {
+			if (tenant)
+				rb_serve_inflight_put(h->inflight, tenant);
 			return MHD_NO;
+		}
 		u->raw_fd = -1;
 		u->cap = BODY_CAP;
 		u->tenant = tenant;
 		u->key = key;
+		u->holds_call = tenant != NULL;
 		*req_cls = u;
-		char sid[128];
-		json_t *reply = NULL;
-		unsigned st = 0;
 		/* A file's or an archive's body streams to disk: its call starts now, once the caller's
 		 * tenant is known to own the session (never a directory made or a byte spooled in
 		 * another tenant's sandbox first). */
@@ -723,8 +735,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
+	struct rb_serve_http *h = cls;
 	struct upload *u = *req_cls;
 	if (u) {
+		if (u->holds_call)
+			rb_serve_inflight_put(h->inflight, u->tenant);
 		free(u->data);
 		if (u->raw_fd >= 0)
 			close(u->raw_fd);
@@ -749,7 +764,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static struct MHD_Daemon *mhd_start(struct rb_serve_http *h)
 {
 	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-	                        NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+	                        NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
 	                        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd, MHD_OPTION_CONNECTION_LIMIT, 512u,
 	                        MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	                        MHD_OPTION_END);
@@ -806,7 +821,7 @@ static int loopback_addr(const char *addr, struct sockaddr_storage *ss, socklen_
 	    "--listen `%s`: only a loopback address (127.0.0.0/8, [::1], localhost): the API has no TLS", addr);
 }
 
-int rb_serve_http_start_tcp(struct rb_serve *sv, const char *addr, const struct rb_serve_keys *keys,
+int rb_serve_http_start_tcp(struct rb_serve *sv, const char *addr, const struct rb_serve_keys *keys, unsigned max_calls,
                             struct rb_serve_http **out, struct rb_error *err)
 {
 	struct sockaddr_storage ss = {0};
@@ -821,19 +836,22 @@ int rb_serve_http_start_tcp(struct rb_serve *sv, const char *addr, const struct 
 		return rb_error_set(err, ENOMEM, "serve");
 	h->sv = sv;
 	h->keys = keys;
-	h->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	h->inflight = rb_serve_inflight_new(max_calls);
+	h->fd = h->inflight ? socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
 	int one = 1;
 	if (h->fd < 0 || setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    bind(h->fd, (struct sockaddr *)&ss, len) < 0 || listen(h->fd, 64) < 0) {
 		rb_error_set(err, errno, "--listen %s", addr);
 		if (h->fd >= 0)
 			close(h->fd);
+		rb_serve_inflight_free(h->inflight);
 		free(h);
 		return -1;
 	}
 	h->d = mhd_start(h);
 	if (!h->d) {
 		close(h->fd);
+		rb_serve_inflight_free(h->inflight);
 		free(h);
 		return rb_error_setk(err, RB_ERR_HOST, 0, "--listen %s: libmicrohttpd did not start", addr);
 	}
@@ -906,5 +924,6 @@ void rb_serve_http_stop(struct rb_serve_http *h)
 	close(h->fd);
 	if (h->path[0])
 		unlink(h->path);
+	rb_serve_inflight_free(h->inflight);
 	free(h);
 }

@@ -31,7 +31,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: runbox serve [--socket PATH] [--group G] [--state-dir DIR] [--listen ADDR --keys FILE]\n"
 	      "                    [--pool IMAGE:POLICY=N]... [--pool-max-age D]\n"
-	      "                    [--max-sessions N] [--max-sessions-per-tenant N]\n"
+	      "                    [--max-sessions N] [--max-sessions-per-tenant N] [--max-calls-per-tenant N]\n"
 	      "  --socket PATH     the unix socket (default /run/runbox/serve.sock as root,\n"
 	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
 	      "  --group G         the socket 0660, owned by group G\n"
@@ -42,7 +42,9 @@ static void usage(FILE *f)
 	      "                    default: the operator config.json's serve_pool pairs)\n"
 	      "  --pool-max-age D  a ready member older than D is replaced (default 10m)\n"
 	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n"
-	      "                    (default half of --max-sessions)\n",
+	      "                    (default half of --max-sessions)\n"
+	      "  --max-calls-per-tenant N  a tenant's calls in flight on --listen, streams included\n"
+	      "                    (default 128); one more is a 429\n",
 	      f);
 	rb_e2b_usage(f);
 }
@@ -126,6 +128,7 @@ int main(int argc, char **argv)
 	    {"pool-max-age", required_argument, NULL, 'A'},
 	    {"max-sessions", required_argument, NULL, 'M'},
 	    {"max-sessions-per-tenant", required_argument, NULL, 'T'},
+	    {"max-calls-per-tenant", required_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -134,7 +137,7 @@ int main(int argc, char **argv)
 	struct rb_serve_pool_pair pool[16];
 	unsigned n_pool = 0;
 	uint64_t pool_age = 0;
-	unsigned long max_sessions = 0, max_per_tenant = 0;
+	unsigned long max_sessions = 0, max_per_tenant = 0, max_calls = 0;
 	int c;
 	bool bad = false;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -163,14 +166,18 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'M':
-		case 'T': {
+		case 'T':
+		case 'C': {
 			unsigned long v = strtoul(optarg, &end, 10);
 			if (!*optarg || *end || v == 0 || v > 100000) {
 				rb_err("serve: --%s `%s`: a number from 1 to 100000",
-				       c == 'M' ? "max-sessions" : "max-sessions-per-tenant", optarg);
+				       c == 'M'   ? "max-sessions"
+				       : c == 'T' ? "max-sessions-per-tenant"
+				                  : "max-calls-per-tenant",
+				       optarg);
 				bad = true;
 			}
-			*(c == 'M' ? &max_sessions : &max_per_tenant) = v;
+			*(c == 'M' ? &max_sessions : c == 'T' ? &max_per_tenant : &max_calls) = v;
 			break;
 		}
 		case 'h':
@@ -238,7 +245,7 @@ int main(int argc, char **argv)
 	struct rb_serve_http *h = NULL, *tcp = NULL;
 	if (rb_serve_new(&cfg, &sv, &err) < 0 || rb_serve_http_start(sv, sock, &h, &err) < 0 ||
 	    (group && rb_serve_http_share(h, group, &err) < 0) ||
-	    (listen_addr && rb_serve_http_start_tcp(sv, listen_addr, keys, &tcp, &err) < 0)) {
+	    (listen_addr && rb_serve_http_start_tcp(sv, listen_addr, keys, (unsigned)max_calls, &tcp, &err) < 0)) {
 		rb_err("serve: %s", err.msg);
 		rb_serve_http_stop(h);
 		rb_serve_free(sv);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A tenant's calls in flight on the TCP listener are bounded (--max-calls-per-tenant): with a
+# bound of 2, tenant ta holding two NDJSON output streams open gets a 429 for a third call,
+# while tenant tb is served meanwhile (control); once one of ta's streams ends, ta is served
+# again. libmicrohttpd's connection limit is the daemon's: without this, one tenant's streams
+# take every connection of every tenant.
+# modes: root user
+. "$(dirname "$0")/../lib.sh"
+lib_init serve_bounds
+
+serve_client
+PORT=$((20000 + RANDOM % 20000))
+MARK=$(new_marker)
+KA=ka-$MARK-key-of-tenant-a
+KB=kb-$MARK-key-of-tenant-b
+printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
+chmod 0600 "$T/keys.json"
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+
+# tcp KEY METHOD PATH [BODY]: one call on the TCP listener with KEY.
+tcp() {
+	local out key=$1
+	shift
+	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "Authorization: Bearer $key" \
+		-X "$1" ${3+--data-binary "$3"} "http://127.0.0.1:$PORT$2")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
+
+rbx_cmd serve --socket "$SOCK" --listen "127.0.0.1:$PORT" --keys "$T/keys.json" --max-calls-per-tenant 2
+"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
+DPID=$!
+STREAMS=()
+cleanup_bounds() {
+	for p in ${STREAMS[@]+"${STREAMS[@]}"}; do kill "$p" 2>/dev/null; done
+	kill "$DPID" 2>/dev/null
+	wait "$DPID" 2>/dev/null
+}
+trap "cleanup_bounds; lib_cleanup" EXIT
+if ! wait_for test -S "$SOCK"; then
+	not_ok "runbox serve --listen --keys listens" "$(first_line "$(cat "$T/serve.log")")"
+	exit 0
+fi
+
+tcp "$KA" POST /v1/sessions '{"image": "minimal"}'
+S=$(jv 'r["id"]')
+tcp "$KA" POST "/v1/sessions/$S/processes" '{"argv": ["sleep", "60"]}'
+P=$(jv 'r["id"]')
+[ -n "$S" ] && [ -n "$P" ] || { not_ok "tenant ta starts a process" "$ST $R"; exit 0; }
+# two streams of the sleeping process's output: each a call in flight until it ends
+for i in 1 2; do
+	curl -s -N --max-time 90 -H "Authorization: Bearer $KA" \
+		"http://127.0.0.1:$PORT/v1/sessions/$S/processes/$P/output?stream=1" >"$T/stream$i" 2>&1 &
+	STREAMS+=($!)
+done
+# held3: ta's third call is refused while both streams are open (polled: the streams' calls
+# reach the daemon in their own time)
+held3() { tcp "$KA" GET /v1/sessions; [ "$ST" = 429 ]; }
+if wait_for held3; then
+	case $R in *max-calls-per-tenant*) ok "a third call of tenant ta in flight is a 429 naming --max-calls-per-tenant" ;;
+	*) not_ok "the 429 names its bound" "$R" ;; esac
+else
+	not_ok "a third call of tenant ta in flight is refused" "$ST $R"
+fi
+tcp "$KB" GET /v1/sessions
+[ "$ST" = 200 ] && ok "control: tenant tb is served meanwhile" || not_ok "tenant tb is served while ta is at its bound" "$ST $R"
+kill "${STREAMS[0]}" 2>/dev/null
+wait "${STREAMS[0]}" 2>/dev/null
+served() { tcp "$KA" GET /v1/sessions; [ "$ST" = 200 ]; }
+wait_for served && ok "once one of ta's streams ends, ta is served again" ||
+	not_ok "ta is served again after a stream ends" "$ST $R"
+tcp "$KA" DELETE "/v1/sessions/$S"
