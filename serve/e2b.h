@@ -12,9 +12,11 @@
 struct rb_e2b;
 
 /* Loads the API keys of keys_path (0600, {"e2b_<hex>": {"tenant": T, "policy"?: P}}), binds
- * listen (a loopback "HOST:PORT"; port 0 picks one, logged) and starts serving sv on it. */
-int rb_e2b_start(struct rb_serve *sv, const char *listen, const char *keys_path, struct rb_e2b **out,
-                 struct rb_error *err);
+ * listen (a loopback "HOST:PORT"; port 0 picks one, logged) and starts serving sv on it. A
+ * tenant has at most max_calls (0: RB_SERVE_MAX_CALLS_PER_TENANT) calls in flight there, by
+ * API key or by a sandbox's access token alike (serve/inflight.h). */
+int rb_e2b_start(struct rb_serve *sv, const char *listen, const char *keys_path, unsigned max_calls,
+                 struct rb_e2b **out, struct rb_error *err);
 /* Where it listens: "http://127.0.0.1:PORT" (or [::1]), the port the kernel picked for port 0. */
 const char *rb_e2b_url(const struct rb_e2b *e);
 /* Stops answering (joins every connection) and the timeout reaper; sessions stay sv's. */

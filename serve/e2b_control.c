@@ -420,7 +420,8 @@ void e2b_control(struct rb_e2b *e, const struct e2b_req *rq, struct e2b_reply *r
 	              rq->url);
 }
 
-unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E2B_ID_HEX], const char **why)
+unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E2B_ID_HEX], char tenant[65],
+                       const char **why)
 {
 	const char *id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
 	const char *tok = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Access-Token");
@@ -438,6 +439,8 @@ unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E
 	} else if (tok && strlen(tok) == strlen(s->token) && CRYPTO_memcmp(tok, s->token, strlen(tok)) == 0) {
 		st = 0;
 		memcpy(sid, s->id, E2B_ID_HEX);
+		if (tenant)
+			memcpy(tenant, s->tenant, sizeof s->tenant);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return st;

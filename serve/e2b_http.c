@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "serve/e2b_internal.h"
+#include "serve/inflight.h"
 
 #define BODY_CAP  (1u << 20)                 /* a JSON body */
 #define FILES_CAP ((size_t)4 * E2B_FILE_CAP) /* one POST /files, all its parts */
@@ -20,6 +21,7 @@
 struct e2b_http {
 	struct MHD_Daemon *d;
 	int fd;
+	struct rb_serve_inflight *inflight; /* each tenant's calls in flight */
 };
 
 struct upload {
@@ -32,6 +34,7 @@ struct upload {
 	bool files_post;
 	const char *bad; /* a multipart body that cannot be taken */
 	bool unknown;    /* no valid key (control) or sandbox token (envd): its body is dropped unread */
+	char tenant[65]; /* the caller's, when it holds one of its calls in flight; else "" */
 };
 
 static bool append(char **buf, size_t *len, size_t cap, const char *data, size_t n)
@@ -150,7 +153,7 @@ static void route(struct rb_e2b *e, struct MHD_Connection *conn, const char *url
 		return e2b_control(e, &rq, rp);
 	char sid[E2B_ID_HEX];
 	const char *why = "";
-	unsigned st = e2b_authorize(e, conn, sid, &why);
+	unsigned st = e2b_authorize(e, conn, sid, NULL, &why);
 	if (st)
 		return envd_refusal(url, st, why, rp);
 	if (u->files_post) {
@@ -179,13 +182,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		/* A caller is known by its headers before a byte of its body is kept: an unknown one's
 		 * body is read and dropped (route() then answers it as it would have), never held in
 		 * memory for anyone who can reach the port. */
-		char sid[E2B_ID_HEX];
+		char sid[E2B_ID_HEX], tenant[65] = "";
 		const char *why;
-		u->unknown = e2b_is_envd_path(url)
-		                 ? e2b_authorize(e, conn, sid, &why) != 0
-		                 : !e2b_key_find(e, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-Key"));
+		const struct e2b_key *k = NULL;
+		u->unknown =
+		    e2b_is_envd_path(url)
+		        ? e2b_authorize(e, conn, sid, tenant, &why) != 0
+		        : !(k = e2b_key_find(e, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-Key")));
 		if (u->unknown)
 			return MHD_YES;
+		if (k)
+			snprintf(tenant, sizeof tenant, "%s", k->tenant);
+		struct rb_error err;
+		unsigned st = rb_serve_inflight_take(e->http->inflight, tenant, &err);
+		if (st) {
+			struct e2b_reply rp = {0};
+			e2b_api_error(&rp, st, "%s", err.msg);
+			enum MHD_Result ret = send_reply(conn, &rp);
+			json_decref(rp.json);
+			return ret;
+		}
+		memcpy(u->tenant, tenant, sizeof tenant);
 		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
 		u->cap = u->files_post ? E2B_FILE_CAP : BODY_CAP;
 		const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -224,10 +241,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
-	(void)cls, (void)conn, (void)toe;
+	(void)conn, (void)toe;
+	struct rb_e2b *e = cls;
 	struct upload *u = *req_cls;
 	if (!u)
 		return;
+	if (u->tenant[0])
+		rb_serve_inflight_put(e->http->inflight, u->tenant);
 	if (u->pp)
 		MHD_destroy_post_processor(u->pp);
 	for (size_t i = 0; i < u->n_parts; i++) {
@@ -302,8 +322,8 @@ static int loopback_socket(const char *listen_at, char *url, size_t url_len, str
 	return fd;
 }
 
-int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_path, struct rb_e2b **out,
-                 struct rb_error *err)
+int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_path, unsigned max_calls,
+                 struct rb_e2b **out, struct rb_error *err)
 {
 	struct rb_e2b *e = calloc(1, sizeof *e);
 	if (!e)
@@ -321,6 +341,10 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_pa
 		return rb_error_set(err, ENOMEM, "e2b");
 	}
 	e->http->fd = -1;
+	if (!(e->http->inflight = rb_serve_inflight_new(max_calls))) {
+		rb_e2b_stop(e);
+		return rb_error_set(err, ENOMEM, "e2b");
+	}
 	if (e2b_keys_load(e, keys_path, err) < 0 ||
 	    (e->http->fd = loopback_socket(listen_at, e->url, sizeof e->url, err)) < 0 ||
 	    e2b_reaper_start(e, err) < 0) {
@@ -329,7 +353,7 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_pa
 	}
 	e->http->d = MHD_start_daemon(
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-	    on_request, e, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_LISTEN_SOCKET,
+	    on_request, e, MHD_OPTION_NOTIFY_COMPLETED, on_completed, e, MHD_OPTION_LISTEN_SOCKET,
 	    (MHD_socket)e->http->fd, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!e->http->d) {
@@ -353,6 +377,8 @@ void rb_e2b_stop(struct rb_e2b *e)
 		MHD_stop_daemon(e->http->d);
 	if (e->http && e->http->fd >= 0)
 		close(e->http->fd);
+	if (e->http)
+		rb_serve_inflight_free(e->http->inflight);
 	free(e->http);
 	e2b_reaper_stop(e);
 	e2b_table_free(e);

@@ -99,7 +99,10 @@ void e2b_reaper_stop(struct rb_e2b *e);
 void e2b_table_free(struct rb_e2b *e);
 /* The sandbox of the call (E2b-Sandbox-Id) if its X-Access-Token is that sandbox's: 0 with its
  * id in sid; else the HTTP status of the refusal (401 bad token, 502 no such sandbox). */
-unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E2B_ID_HEX], const char **why);
+/* 0 when the call's E2b-Sandbox-Id and X-Access-Token name a sandbox: its id into sid, its
+ * tenant into tenant (NULL: not wanted). */
+unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E2B_ID_HEX], char tenant[65],
+                       const char **why);
 /* Whether the session of an entry is still open; an entry whose session is gone (closed
  * natively, idle, drained) is forgotten. */
 bool e2b_session_alive(struct rb_e2b *e, const char *id);

@@ -254,7 +254,7 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	struct rb_e2b *e2b = NULL;
-	if (e2b_opts.listen && rb_e2b_start(sv, e2b_opts.listen, e2b_opts.keys, &e2b, &err) < 0) {
+	if (e2b_opts.listen && rb_e2b_start(sv, e2b_opts.listen, e2b_opts.keys, (unsigned)max_calls, &e2b, &err) < 0) {
 		rb_err("serve: %s", err.msg);
 		rb_serve_http_stop(h);
 		rb_serve_free(sv);

@@ -3,7 +3,8 @@
 # bound of 2, tenant ta holding two NDJSON output streams open gets a 429 for a third call,
 # while tenant tb is served meanwhile (control); once one of ta's streams ends, ta is served
 # again. libmicrohttpd's connection limit is the daemon's: without this, one tenant's streams
-# take every connection of every tenant.
+# take every connection of every tenant. The same on the E2B listener (--e2b-listen), with
+# calls whose bodies are still coming as the calls held open.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_bounds
@@ -70,3 +71,49 @@ served() { tcp "$KA" GET /v1/sessions; [ "$ST" = 200 ]; }
 wait_for served && ok "once one of ta's streams ends, ta is served again" ||
 	not_ok "ta is served again after a stream ends" "$ST $R"
 tcp "$KA" DELETE "/v1/sessions/$S"
+for p in "${STREAMS[@]}"; do kill "$p" 2>/dev/null; done
+STREAMS=()
+kill "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+
+# The E2B listener: tenant ta's two POST /sandboxes with a body that never ends (chunked, from
+# a pipe held open) are two calls in flight; ta's third call is a 429, tb's is served
+# (control); ta again once one of the two is gone.
+# (the keys made by root, then the mode's user's, as --keys above)
+EA=$("$RUNBOX" serve --e2b-keys "$T/e2b-keys.json" --e2b-new-key ta 2>"$T/e2bkey.err")
+EB=$("$RUNBOX" serve --e2b-keys "$T/e2b-keys.json" --e2b-new-key tb 2>>"$T/e2bkey.err")
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/e2b-keys.json"
+EPORT=$((20000 + RANDOM % 20000))
+rbx_cmd serve --socket "$SOCK" --e2b-listen "127.0.0.1:$EPORT" --e2b-keys "$T/e2b-keys.json" --max-calls-per-tenant 2
+"${RBX_CMD[@]}" </dev/null >"$T/serve-e2b.log" 2>&1 &
+DPID=$!
+if [ -z "$EA" ] || [ -z "$EB" ] || ! wait_for test -S "$SOCK"; then
+	not_ok "runbox serve --e2b-listen starts" "$(first_line "$(cat "$T/e2bkey.err" "$T/serve-e2b.log")")"
+	exit 0
+fi
+e2b() { # KEY METHOD PATH
+	local out
+	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "X-API-Key: $1" -X "$2" "http://127.0.0.1:$EPORT$3")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
+for i in 1 2; do
+	mkfifo "$T/body$i"
+	curl -s --max-time 90 -H "X-API-Key: $EA" -H "Content-Type: application/json" -T "$T/body$i" \
+		-X POST "http://127.0.0.1:$EPORT/sandboxes" >"$T/held$i" 2>&1 &
+	STREAMS+=($!)
+done
+exec 7>"$T/body1" 8>"$T/body2" # the bodies' writers, held open: the calls stay in flight
+e2b_held() { e2b "$EA" GET /sandboxes; [ "$ST" = 429 ]; }
+if wait_for e2b_held; then
+	case $R in *max-calls-per-tenant*) ok "e2b: a third call of tenant ta in flight is a 429 naming --max-calls-per-tenant" ;;
+	*) not_ok "e2b: the 429 names its bound" "$R" ;; esac
+else
+	not_ok "e2b: a third call of tenant ta in flight is refused" "$ST $R"
+fi
+e2b "$EB" GET /sandboxes
+[ "$ST" = 200 ] && ok "e2b control: tenant tb is served meanwhile" || not_ok "e2b: tenant tb is served while ta is at its bound" "$ST $R"
+exec 7>&- 8>&- # the bodies end: both calls are answered and leave
+e2b_served() { e2b "$EA" GET /sandboxes; [ "$ST" = 200 ]; }
+wait_for e2b_served && ok "e2b: once ta's held calls end, ta is served again" ||
+	not_ok "e2b: ta is served again after its held calls end" "$ST $R"
