@@ -302,7 +302,6 @@ static struct sv_proc *find_proc(struct sv_session *s, const char *pid)
 	return NULL;
 }
 
-/* Records the end of each process that ended and is not recorded yet. */
 /* Queues the step_end of each process that ended; commit_ends commits them. */
 static void record_ends(struct sv_session *s)
 {
