@@ -117,6 +117,19 @@ api() {
 	R=${out%$'\n'*}
 }
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+# serve_start LOG [ARGS...]: runbox serve on $SOCK (and ARGS) in the background, its output in
+# $T/LOG, DPID its pid; returns once the socket is there, or reports not_ok, stops it and fails.
+serve_start() {
+	local log=$T/$1
+	shift
+	rbx_cmd serve --socket "$SOCK" "$@"
+	"${RBX_CMD[@]}" </dev/null >"$log" 2>&1 &
+	DPID=$!
+	wait_for test -S "$SOCK" && return 0
+	not_ok "runbox serve${*:+ $*} listens" "$(first_line "$(cat "$log")")"
+	kill "$DPID" 2>/dev/null
+	return 1
+}
 
 # rbx_cmd ARGS...: sets RBX_CMD to the command line that runs runbox in the current mode
 # with a small, known environment (plus the NAME=value words in the array RBX_ENV, when set);

@@ -28,20 +28,13 @@ tcp() {
 	R=${out%$'\n'*}
 }
 
-rbx_cmd serve --socket "$SOCK" --listen "127.0.0.1:$PORT" --keys "$T/keys.json" --max-calls-per-tenant 2
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-STREAMS=()
+STREAMS=() DPID=
 cleanup_bounds() {
 	for p in ${STREAMS[@]+"${STREAMS[@]}"}; do kill "$p" 2>/dev/null; done
-	kill "$DPID" 2>/dev/null
-	wait "$DPID" 2>/dev/null
+	[ -z "$DPID" ] || { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
 }
 trap "cleanup_bounds; lib_cleanup" EXIT
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve --listen --keys listens" "$(first_line "$(cat "$T/serve.log")")"
-	exit 0
-fi
+serve_start serve.log --listen "127.0.0.1:$PORT" --keys "$T/keys.json" --max-calls-per-tenant 2 || exit 0
 
 tcp "$KA" POST /v1/sessions '{"image": "minimal"}'
 S=$(jv 'r["id"]')
@@ -84,13 +77,11 @@ EA=$("$RUNBOX" serve --e2b-keys "$T/e2b-keys.json" --e2b-new-key ta 2>"$T/e2bkey
 EB=$("$RUNBOX" serve --e2b-keys "$T/e2b-keys.json" --e2b-new-key tb 2>>"$T/e2bkey.err")
 [ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/e2b-keys.json"
 EPORT=$((20000 + RANDOM % 20000))
-rbx_cmd serve --socket "$SOCK" --e2b-listen "127.0.0.1:$EPORT" --e2b-keys "$T/e2b-keys.json" --max-calls-per-tenant 2
-"${RBX_CMD[@]}" </dev/null >"$T/serve-e2b.log" 2>&1 &
-DPID=$!
-if [ -z "$EA" ] || [ -z "$EB" ] || ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve --e2b-listen starts" "$(first_line "$(cat "$T/e2bkey.err" "$T/serve-e2b.log")")"
+if [ -z "$EA" ] || [ -z "$EB" ]; then
+	not_ok "runbox e2b keys are made" "$(first_line "$(cat "$T/e2bkey.err")")"
 	exit 0
 fi
+serve_start serve-e2b.log --e2b-listen "127.0.0.1:$EPORT" --e2b-keys "$T/e2b-keys.json" --max-calls-per-tenant 2 || exit 0
 e2b() { # KEY METHOD PATH
 	local out
 	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "X-API-Key: $1" -X "$2" "http://127.0.0.1:$EPORT$3")

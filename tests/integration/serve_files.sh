@@ -22,14 +22,7 @@ upload() {
 # ex CMD...: a command in session $S; sets RC, OUT.
 ex() { run_rbx exec --socket "$SOCK" "$S" -- "$@"; }
 
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log || exit 0
 # The daemon itself (runbox serve execs runbox-serve; unshare -r forks it as a child).
 SPID=$(pgrep -f "runbox-serve --socket $SOCK" | head -n 1)
 

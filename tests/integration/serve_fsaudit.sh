@@ -10,14 +10,7 @@
 lib_init serve_fsaudit
 
 serve_client
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log || exit 0
 MARK=$(new_marker)
 
 api POST /v1/sessions '{"image": "minimal", "tenant": "ta"}'

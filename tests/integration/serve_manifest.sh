@@ -23,14 +23,7 @@ chmod -R a+rX "$T/allowed" "$T/forbidden" "$T/cfg"
 policy_variant default "$T/cfg/policies/mtest.json" mtest "p['inputs'] = {'allow': ['$T/allowed']}"
 RBX_ENV=("RUNBOX_CONFIG_DIR=$T/cfg")
 
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log || exit 0
 
 MARK=$(new_marker)
 B64=$(printf 'bin\001-%s' "$MARK" | base64 -w0)

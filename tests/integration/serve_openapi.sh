@@ -7,13 +7,7 @@
 lib_init serve_openapi
 
 SOCK=$T/xdg/runbox/serve.sock
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	exit 0
-fi
+serve_start serve.log || exit 0
 HERE=$(cd "$(dirname "$0")" && pwd)
 if "$PY" "$HERE/serve_openapi.py" "${RBX_OPENAPI_DOC:-$HERE/../../docs/openapi.json}" "$HERE/../../serve/http.c" "$SOCK" >"$T/check" 2>&1; then
 	ok "docs/openapi.json and the daemon agree ($(tail -n 1 "$T/check" | tr -d '#'))"

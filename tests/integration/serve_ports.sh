@@ -23,15 +23,8 @@ get() {
 # refused HOST_PORT: nothing accepts a TCP connection there.
 refused() { ! "$PY" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 3)' "$1" 2>/dev/null; }
 
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
 stop() { kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	stop
-	exit 0
-fi
+serve_start serve.log || exit 0
 
 MARK=$(new_marker)
 # Session A: the host image, python's http.server on 3000 serving a file with A's marker.

@@ -14,14 +14,7 @@ if ! command -v strace >/dev/null; then
 	not_ok "the ledger is not opened for unknown ids" "strace missing (scripts/install-deps.sh test)"
 	exit 0
 fi
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log || exit 0
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 events() { "$PY" -c 'import sqlite3,sys; print(sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True).execute("select count(*) from events").fetchone()[0])' "$STATE/ledger.db"; }
 # traced FILE CMD...: CMD while strace records the daemon's (every thread's) opens into FILE.

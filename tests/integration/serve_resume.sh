@@ -12,14 +12,7 @@ serve_client
 ex() { run_rbx exec --socket "$SOCK" "$S" -- "$@"; }
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 
-rbx_cmd serve --socket "$SOCK"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log || exit 0
 MARK=$(new_marker)
 
 # A live session: resume is the same session.

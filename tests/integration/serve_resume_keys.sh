@@ -34,14 +34,7 @@ tcp() {
 }
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 
-rbx_cmd serve --socket "$SOCK" --listen "127.0.0.1:$PORT" --keys "$T/keys.json"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve --listen --keys listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log --listen "127.0.0.1:$PORT" --keys "$T/keys.json" || exit 0
 
 # closed_with_snapshot POLICY: a session of the broad key, snapshotted, closed by its idle timeout.
 closed_with_snapshot() {

@@ -65,15 +65,8 @@ if [ "$MODE" = root ]; then
 	SOCK=$T/gsock/serve.sock
 	GROUP_ARGS=(--group "$(getent group $NOBODY | cut -d: -f1)")
 fi
-rbx_cmd serve --socket "$SOCK" --pool minimal:default=2 --max-sessions 8 --max-sessions-per-tenant 2 \
-	--listen "127.0.0.1:$PORT" --keys "$T/keys.json" "${GROUP_ARGS[@]}"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-if ! wait_for test -S "$SOCK"; then
-	not_ok "runbox serve --pool listens" "$(first_line "$(cat "$T/serve.log")")"
-	kill "$DPID" 2>/dev/null
-	exit 0
-fi
+serve_start serve.log --pool minimal:default=2 --max-sessions 8 --max-sessions-per-tenant 2 \
+	--listen "127.0.0.1:$PORT" --keys "$T/keys.json" "${GROUP_ARGS[@]}" || exit 0
 ok "runbox serve --pool --listen --keys listens on $SOCK and 127.0.0.1:$PORT"
 
 if [ "$MODE" = root ]; then
