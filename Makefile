@@ -48,7 +48,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 
 # Library sources: everything in the components except the two mains and the HTTP endpoint,
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
-GW_SRCS  := gateway/endpoint.c gateway/connector.c gateway/curlpool.c gateway/workers.c gateway/tunnel.c gateway/dns.c gateway/mcp.c gateway/sse.c gateway/daemon.c gateway/grant.c gateway/record.c
+GW_SRCS  := gateway/endpoint.c gateway/cpushare.c gateway/connector.c gateway/curlpool.c gateway/workers.c gateway/tunnel.c gateway/dns.c gateway/mcp.c gateway/sse.c gateway/daemon.c gateway/grant.c gateway/record.c
 GW_MAIN  := gateway/serve_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/inflight.c serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c serve/approvals.c

@@ -48,12 +48,14 @@ struct rb_gw_ctx {
 	int stop_fd;                     /* readable once the endpoint stops: a held call ends */
 	struct rb_gw_curlpool *curlpool; /* the run's idle upstream handles (curlpool.h); NULL: none kept */
 	struct rb_gw_workers *workers;   /* the run's producer threads (workers.h); NULL: one per call */
+	struct rb_gw_cpu *cpu;           /* the run's gateway CPU (cpushare.h); NULL: not counted */
 };
 
 struct rb_gw_mcp_grant;
 struct rb_gw_mcp_sessions;
 struct rb_gw_curlpool;
 struct rb_gw_workers;
+struct rb_gw_cpu;
 
 /* Loads the granted connectors' (and MCP servers') secrets and scrubbers into ctx->secrets (allocated, n =
  * conf->n_connectors). A secret that cannot be read is kept as its error: calls to it fail. */

@@ -248,8 +248,9 @@ static void serve_run(struct conn *c)
 		free(g);
 		return;
 	}
-	say("run %s (pid %d, uid %u): serving %u listener(s)%s, %u connector(s) granted", run_id, (int)c->peer.pid,
-	    (unsigned)c->peer.uid, gc.n_listen_fds, gc.serve_dns ? " and the DNS stub" : "", gc.n_grants);
+	say("run %s (pid %d, uid %u): serving %u listener(s)%s, %u connector(s) granted, cpu share %g", run_id,
+	    (int)c->peer.pid, (unsigned)c->peer.uid, gc.n_listen_fds, gc.serve_dns ? " and the DNS stub" : "",
+	    gc.n_grants, gc.cpus);
 	send_line(c->fd, json_pack("{s:{s:s, s:i}}", "ready", "run_id", run_id, "pid", (int)getpid()));
 	/* Served while the runner holds the connection: its EOF (or reset) ends the run here. */
 	for (;;) {
@@ -268,8 +269,7 @@ static void serve_run(struct conn *c)
 			break;
 	}
 	struct rb_gateway_stats st;
-	rb_gateway_get_stats(gw, &st);
-	rb_gateway_stop(gw);
+	rb_gateway_stop(gw, &st);
 	say("run %s: ended, %llu request(s), %llu unauthorized, %llu refused, %llu rate limited", run_id,
 	    (unsigned long long)st.requests, (unsigned long long)st.unauthorized, (unsigned long long)st.refused,
 	    (unsigned long long)st.rate_limited);

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "gateway/dns.h"
 
+#include "gateway/cpushare.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -142,16 +144,15 @@ static void record(struct rb_gw_dns *d, const char *name, unsigned qtype)
 	                       "(the policy's network.proxy) or a connector; the gateway resolves them"));
 }
 
-static void *serve(void *cls)
+static void serve_queries(struct rb_gw_dns *d)
 {
-	struct rb_gw_dns *d = cls;
 	uint8_t q[1500], a[1500];
 	for (;;) {
 		struct pollfd p[2] = {{.fd = d->fd, .events = POLLIN}, {.fd = d->stop_fd, .events = POLLIN}};
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return NULL;
+			return;
 		if (p[1].revents)
-			return NULL;
+			return;
 		if (!p[0].revents)
 			continue;
 		struct sockaddr_storage from;
@@ -167,6 +168,17 @@ static void *serve(void *cls)
 		if (len > HDR)
 			record(d, name, qtype);
 	}
+}
+
+/* The stub's thread: its CPU is the run's (charged when it ends). */
+static void *serve(void *cls)
+{
+	struct rb_gw_dns *d = cls;
+	uint64_t cpu0 = rb_gw_thread_cpu_ns();
+	serve_queries(d);
+	if (d->ctx->cpu)
+		rb_gw_cpu_charge(d->ctx->cpu, cpu0, rb_gw_now_us());
+	return NULL;
 }
 
 int rb_gw_dns_start(const struct rb_gw_ctx *ctx, int fd, int stop_fd, unsigned max_names, struct rb_gw_dns **out)

@@ -27,6 +27,7 @@
 #include "gateway/curlpool.h"
 #include "gateway/dns.h"
 #include "gateway/mcp.h"
+#include "gateway/cpushare.h"
 #include "gateway/ratelimit.h"
 #include "gateway/tunnel.h"
 #include "gateway/workers.h"
@@ -57,6 +58,7 @@ struct rb_gateway {
 	uint64_t rate_limited;
 	uint64_t refused;
 	struct rb_ratelimit rate; /* one bucket for the run, over all its listening sockets */
+	struct rb_gw_cpu cpu;     /* what the run's calls cost here, and its share of a core */
 	struct rb_gw_ctx ctx;     /* the connector door */
 	pthread_mutex_t event_lock;
 };
@@ -64,6 +66,8 @@ struct rb_gateway {
 /* One request's state between libmicrohttpd's calls: the body of a connector call. */
 struct req {
 	uint64_t t0;
+	uint64_t cpu0;    /* the connection thread's CPU clock at the request's start */
+	pthread_t thread; /* that thread (a connection's requests are served on it) */
 	char *body;
 	size_t len;
 	bool too_big;
@@ -140,6 +144,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!(rq = calloc(1, sizeof *rq)))
 			return MHD_NO;
 		rq->t0 = mono_us();
+		rq->cpu0 = rb_gw_thread_cpu_ns();
+		rq->thread = pthread_self();
 		*req_cls = rq;
 		return MHD_YES;
 	}
@@ -167,6 +173,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    json_pack("{s:s, s:s}", "error", "rate limited", "hint",
 		              "the run's gateway requests are over its rate; retry after a second"));
 	}
+	if (!rb_gw_cpu_admit(&gw->cpu, mono_us()))
+		return rb_gw_respond_json(
+		    conn, 429,
+		    json_pack("{s:s, s:s}", "error", "over the run's gateway CPU share", "hint",
+		              "the run's calls spent more gateway CPU than its share of a core (its cpu limit); retry "
+		              "after a second"));
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
 	if (proxy)
@@ -248,8 +260,12 @@ static enum MHD_Result proxy_request(struct rb_gateway *gw, struct MHD_Connectio
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
+	struct rb_gateway *gw = cls;
 	struct req *rq = *req_cls;
 	if (rq) {
+		/* The request's CPU on its connection's thread: its handling and its answer's writes. */
+		if (pthread_equal(rq->thread, pthread_self()))
+			rb_gw_cpu_charge(&gw->cpu, rq->cpu0, mono_us());
 		free(rq->body);
 		free(rq);
 	}
@@ -301,6 +317,7 @@ static void *door(void *cls)
 {
 	struct door_arg *d = cls;
 	struct rb_gateway *gw = d->gw;
+	uint64_t cpu0 = rb_gw_thread_cpu_ns(); /* the classification and a whole tunnel are this thread's */
 	static const char connect_[] = "CONNECT ";
 	char peek[sizeof connect_ - 1];
 	ssize_t n = 0;
@@ -326,6 +343,7 @@ static void *door(void *cls)
 	else
 		close(d->fd);
 	free(d);
+	rb_gw_cpu_charge(&gw->cpu, cpu0, mono_us());
 	door_end(gw);
 	return NULL;
 }
@@ -406,7 +424,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	                             .n_mcp_grants = cfg->conf ? cfg->n_mcp : 0,
 	                             .mcp_sessions = rb_gw_mcp_sessions_new(),
 	                             .curlpool = rb_gw_curlpool_new(),
-	                             .workers = rb_gw_workers_new()};
+	                             .workers = rb_gw_workers_new(&gw->cpu)};
 	rb_idem_init(&gw->idem);
 	if (!gw->ctx.mcp_sessions || !gw->ctx.curlpool || !gw->ctx.workers) {
 		rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
@@ -428,6 +446,8 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	}
 	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
 	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
+	rb_gw_cpu_init(&gw->cpu, cfg->cpus, mono_us());
+	gw->ctx.cpu = &gw->cpu;
 	gw->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	gw->ctx.stop_fd = gw->stop_fd;
 	pthread_mutex_init(&gw->door_lock, NULL);
@@ -445,19 +465,19 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 	    /* A thread per connection: a connector's answer is streamed by blocking reads. */
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
 	        MHD_USE_ERROR_LOG,
-	    0, NULL, NULL, on_request, gw, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
-	    MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	    0, NULL, NULL, on_request, gw, MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw, MHD_OPTION_UNESCAPE_CALLBACK,
+	    no_unescape, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+	    CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER,
+	    mhd_log, NULL, MHD_OPTION_END);
 	if (gw->stop_fd < 0 || !gw->daemon) {
 		rb_error_set(err, gw->stop_fd < 0 ? errno : 0, "gateway: %s",
 		             gw->stop_fd < 0 ? "eventfd" : "libmicrohttpd did not start");
-		rb_gateway_stop(gw);
+		rb_gateway_stop(gw, NULL);
 		return -1;
 	}
 	if (cfg->serve_dns && rb_gw_dns_start(&gw->ctx, cfg->dns_fd, gw->stop_fd, 0, &gw->dns) < 0) {
 		rb_error_set(err, errno, "gateway: DNS stub on fd %d", cfg->dns_fd);
-		rb_gateway_stop(gw);
+		rb_gateway_stop(gw, NULL);
 		return -1;
 	}
 	for (unsigned i = 0; i < cfg->n_listen_fds; i++) {
@@ -465,7 +485,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 		gw->listen[i] = fcntl(cfg->listen_fds[i], F_DUPFD_CLOEXEC, 3);
 		if (gw->listen[i] < 0) {
 			rb_error_set(err, errno, "gateway: dup listening socket %d", cfg->listen_fds[i]);
-			rb_gateway_stop(gw);
+			rb_gateway_stop(gw, NULL);
 			return -1;
 		}
 		struct acceptor_arg *a = malloc(sizeof *a);
@@ -475,7 +495,7 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 			free(a);
 			rb_error_set(err, EAGAIN, "gateway: acceptor thread for listening socket %d",
 			             cfg->listen_fds[i]);
-			rb_gateway_stop(gw);
+			rb_gateway_stop(gw, NULL);
 			return -1;
 		}
 		gw->n = i + 1;
@@ -490,16 +510,19 @@ void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *
 	out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
 	out->rate_limited = __atomic_load_n(&gw->rate_limited, __ATOMIC_RELAXED);
 	out->refused = __atomic_load_n(&gw->refused, __ATOMIC_RELAXED);
+	out->cpu_ns = rb_gw_cpu_spent_ns((struct rb_gw_cpu *)&gw->cpu);
+	out->cpu_limited = rb_gw_cpu_limited((struct rb_gw_cpu *)&gw->cpu);
 }
 
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s)
 {
-	return json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
+	return json_pack("{s:I, s:I, s:I, s:I, s:f, s:I}", "requests", (json_int_t)s->requests, "unauthorized",
 	                 (json_int_t)s->unauthorized, "rate_limited", (json_int_t)s->rate_limited, "refused",
-	                 (json_int_t)s->refused);
+	                 (json_int_t)s->refused, "cpu_ms", (double)s->cpu_ns / 1e6, "cpu_limited",
+	                 (json_int_t)s->cpu_limited);
 }
 
-void rb_gateway_stop(struct rb_gateway *gw)
+void rb_gateway_stop(struct rb_gateway *gw, struct rb_gateway_stats *final)
 {
 	if (!gw)
 		return;
@@ -520,16 +543,20 @@ void rb_gateway_stop(struct rb_gateway *gw)
 			close(gw->listen[i]);
 	if (gw->daemon)
 		MHD_stop_daemon(gw->daemon); /* joins its threads */
+	rb_gw_workers_free(gw->ctx.workers); /* waits for its threads: no call runs now */
+	gw->ctx.workers = NULL;
+	if (final) /* after every thread of the run's calls ended: their CPU is all counted */
+		rb_gateway_get_stats(gw, final);
 	if (gw->stop_fd >= 0)
 		close(gw->stop_fd);
 	pthread_mutex_destroy(&gw->door_lock);
 	pthread_cond_destroy(&gw->door_done);
 	rb_idem_destroy(&gw->idem);
 	rb_ratelimit_destroy(&gw->rate);
+	rb_gw_cpu_destroy(&gw->cpu);
 	rb_gw_secrets_free(&gw->ctx);
 	rb_gw_mcp_sessions_free(gw->ctx.mcp_sessions);
 	rb_gw_curlpool_free(gw->ctx.curlpool); /* after the daemon: no call holds a handle */
-	rb_gw_workers_free(gw->ctx.workers);   /* nor runs a producer */
 	pthread_mutex_destroy(&gw->event_lock);
 	OPENSSL_cleanse(gw->scope.key, sizeof gw->scope.key);
 	free(gw);

@@ -51,6 +51,9 @@ struct rb_gateway_config {
 	unsigned n_approvals;
 	const char *approvals_dir;
 	int dns_fd;
+	/* The share of a core the run's calls may spend here (its cpu limit, when a gateway daemon
+	 * serves it: gateway/cpushare.h); 0: none, as a per-run gateway is in the run's cgroup. */
+	double cpus;
 };
 
 /* What one run's endpoint knows: enough to answer any request without other state. */
@@ -65,6 +68,8 @@ struct rb_gateway_stats {
 	uint64_t unauthorized; /* answered 401: missing, bad, expired or other run's token */
 	uint64_t rate_limited; /* answered 429: over the run's request rate */
 	uint64_t refused;      /* connector calls refused (403, 404) */
+	uint64_t cpu_ns;       /* the gateway CPU the run's calls spent (its threads' clocks) */
+	uint64_t cpu_limited;  /* answered 429: over the run's share of a core (cpus) */
 };
 
 struct rb_gateway;
@@ -72,10 +77,11 @@ struct rb_gateway;
 int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **out, struct rb_error *err);
 /* A consistent-enough snapshot (each count is read atomically); safe while serving. */
 void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *out);
-/* {"requests": n, "unauthorized": n, "rate_limited": n, "refused": n} for the result. */
+/* {"requests", "unauthorized", "rate_limited", "refused", "cpu_ms", "cpu_limited"} for the result. */
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s);
 /* Stops the daemons (joins their threads) and closes the gateway's dups. NULL is fine. */
-void rb_gateway_stop(struct rb_gateway *gw);
+/* final (NULL: not wanted) gets the counts once every thread serving the run has ended. */
+void rb_gateway_stop(struct rb_gateway *gw, struct rb_gateway_stats *final);
 
 /* The transport-free handler: GET /v1/health -> 200 {"ok":true}; GET /v1/whoami with
  * "Authorization: Bearer <token>" -> 200 {"tenant","agent","run","expires"} or 401

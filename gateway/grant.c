@@ -66,6 +66,8 @@ int rb_gw_grant_parse(json_t *cfg, const int *fdmap, unsigned n_fdmap, struct rb
 		rb_gw_grant_free(g);
 		return rb_error_set(err, EINVAL, "grant of run %s: dns_fd is no descriptor", run_id);
 	}
+	json_t *cpus = json_object_get(cfg, "cpus");
+	gc->cpus = json_is_number(cpus) && json_number_value(cpus) > 0 ? json_number_value(cpus) : 0;
 	unsigned n_grants = 0, n_proxy = 0, n_approvals = 0;
 	json_array_foreach(json_object_get(cfg, "connectors"), i, v)
 	{

@@ -129,8 +129,7 @@ int main(int argc, char **argv)
 	close(sig_fd);
 	close(parent_fd);
 	struct rb_gateway_stats st;
-	rb_gateway_get_stats(gw, &st);
-	rb_gateway_stop(gw);
+	rb_gateway_stop(gw, &st);
 	json_t *out = json_pack("{s:o}", "stats", rb_gateway_stats_json(&st));
 	json_dumpf(out, stdout, JSON_COMPACT);
 	fputc('\n', stdout);

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "gateway/workers.h"
 
+#include "gateway/cpushare.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,13 +26,15 @@ struct rb_gw_workers {
 	struct worker *idle;
 	unsigned n_idle, n_threads;
 	bool stopping;
+	struct rb_gw_cpu *cpu; /* the run's: each job's CPU is charged there */
 };
 
-struct rb_gw_workers *rb_gw_workers_new(void)
+struct rb_gw_workers *rb_gw_workers_new(struct rb_gw_cpu *cpu)
 {
 	struct rb_gw_workers *w = calloc(1, sizeof *w);
 	if (!w)
 		return NULL;
+	w->cpu = cpu;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->ended, NULL);
 	return w;
@@ -72,7 +76,13 @@ static void *worker_main(void *arg)
 	struct worker *me = arg;
 	struct rb_gw_workers *w = me->pool;
 	for (;;) {
+		uint64_t cpu0 = w->cpu ? rb_gw_thread_cpu_ns() : 0;
 		me->fn(me->arg);
+		if (w->cpu) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			rb_gw_cpu_charge(w->cpu, cpu0, (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u);
+		}
 		pthread_mutex_lock(&w->lock);
 		bool more = next_job(me);
 		if (!more) {

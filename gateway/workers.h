@@ -8,9 +8,10 @@
 #define RB_GW_WORKERS_IDLE_S 30 /* an idle thread ends after this long without a job */
 
 struct rb_gw_workers;
+struct rb_gw_cpu;
 
-/* NULL: out of memory. */
-struct rb_gw_workers *rb_gw_workers_new(void);
+/* Each job's CPU is charged to cpu (NULL: not counted). NULL: out of memory. */
+struct rb_gw_workers *rb_gw_workers_new(struct rb_gw_cpu *cpu);
 /* Ends the idle threads and waits until every thread has ended: no job may be running. */
 void rb_gw_workers_free(struct rb_gw_workers *w);
 

@@ -264,6 +264,10 @@ static int try_daemon(struct rb_gwproc *gw, const int *fds, unsigned n_fds, int 
 	if (dns_fd >= 0)
 		all[n_fds] = dns_fd;
 	json_t *cfg = grant_json(gw, run_id, key, keylen, 0, n_fds, dns_fd >= 0 ? (int)n_fds : -1);
+	/* The daemon serves every run from its own cgroup: it charges this run's calls to a share
+	 * of a core, the run's cpu limit (a gateway of the run's own is in the run's cgroup). */
+	if (cfg && gw->cpus > 0)
+		json_object_set_new(cfg, "cpus", json_real(gw->cpus));
 	_cleanup_free_ char *text = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
 	json_decref(cfg);
 	if (!text)
@@ -286,8 +290,8 @@ static int try_daemon(struct rb_gwproc *gw, const int *fds, unsigned n_fds, int 
 	snprintf(gw->daemon_socket, sizeof gw->daemon_socket, "%s", path);
 	gw->confined = false;
 	snprintf(gw->cgroup, sizeof gw->cgroup,
-	         "served by the gateway daemon at %s: its work is charged to the daemon's cgroup, bounded per run by "
-	         "the run's request rate",
+	         "served by the gateway daemon at %s: its work is in the daemon's cgroup, measured per run (cpu_ms) "
+	         "and bounded by the run's request rate and its cpu limit as a share of a core",
 	         path);
 	gw->out = conn;
 	if (early && gw->calls) {
@@ -579,7 +583,7 @@ static void stop_daemon(struct rb_gwproc *gw)
 	struct timeval tv = {.tv_sec = RB_GWPROC_READY_MS / 1000};
 	setsockopt(gw->out, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	drain_records(gw); /* to its EOF: the last records, then the counts */
-	/* Its CPU is the daemon's (not measured per run): the run's cost has none of it. */
+	/* Its cpu_ms is what the daemon's threads spent on the run's calls, from the counts. */
 	if (json_is_object(gw->stats)) {
 		json_object_set_new(gw->stats, "daemon", json_string(gw->daemon_socket));
 		json_object_set_new(gw->stats, "cgroup", json_pack("{s:b, s:s}", "enforced", 0, "reason", gw->cgroup));

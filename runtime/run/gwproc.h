@@ -36,6 +36,7 @@ struct rb_gwproc {
 	unsigned n_grants;
 	char *const *proxy; /* the policy's network.proxy */
 	unsigned n_proxy;
+	double cpus; /* the policy's cpu limit: a gateway daemon's share for the run's calls (0: none) */
 	const struct rb_policy_mcp *mcp; /* the policy's network.mcp */
 	unsigned n_mcp;
 	const struct rb_policy_approval *approvals; /* the policy's network.approval */

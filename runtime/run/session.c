@@ -188,6 +188,7 @@ static void on_gateway_listen(struct rb_session *s, struct watch *w)
 	if (run->sb.net.listen_fd6 >= 0)
 		lfds[n++] = run->sb.net.listen_fd6;
 	struct rb_error gerr;
+	run->gw.cpus = run->limits.cpus; /* a gateway daemon charges the run's calls against it */
 	if (rb_gwproc_start(&run->gw, run->cg, lfds, n, run->sb.net.dns_fd, run->id, run->token_key, run->token_keylen,
 	                    &gerr) < 0)
 		rb_run_gateway_down(run, &gerr);

@@ -417,3 +417,51 @@ PYEOF
 else
 	not_ok "the daemon starts again" "$(tail -n 3 "$T/gwd.log")"
 fi
+
+# 9. The daemon charges a run's calls to the run: the result's gateway.cpu_ms is what the
+# daemon's threads spent on them, and a run whose cpu limit is a hundredth of a core gets 429s
+# naming its gateway CPU share once its calls spent more than that (8 MiB answers, each scrubbed
+# by the gateway; gateway.cpu_limited counts them). Control: the same calls of a run with the
+# default limit (2 cores) are all served.
+cat >"$T/burst.py" <<'PYEOF'
+import json, os, sys, urllib.request, urllib.error
+base, tok, n, path = os.environ["RUNBOX_API_URL"], os.environ["RUNBOX_TOKEN"], int(sys.argv[1]), sys.argv[2]
+out = {}
+for i in range(n):
+    req = urllib.request.Request(base + "/v1/connectors/echo" + path, headers={"Authorization": "Bearer " + tok})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            k = str(r.status)
+            while r.read(1 << 20):
+                pass
+    except urllib.error.HTTPError as e:
+        body = e.read().decode("latin-1")
+        k = "%d%s" % (e.code, " cpu" if "CPU share" in body else "")
+    out[k] = out.get(k, 0) + 1
+print(json.dumps(out, sort_keys=True))
+PYEOF
+chmod a+r "$T/burst.py"
+policy_variant default "$T/polcpu.json" gwdcpu 'p["network"] = {"mode": "gateway", "connectors": ["echo"]}; p["limits"]["cpus"] = 0.01'
+RBX_ENV=("RUNBOX_GATEWAY_SOCKET=$SOCK")
+if start_daemon; then
+	for v in cpu def; do
+		pol=$T/polcpu.json
+		[ $v = def ] && pol=$T/pol.json
+		run_rbx run --image host --json --policy "$pol" --timeout 60s --input "$T/burst.py:/workspace/in/b.py" -- \
+			python3 /workspace/in/b.py 8 /v1/big
+		cp "$T/out" "$T/out9$v"
+	done
+	got_cpu=$(json "$T/out9cpu" stdout)/$(json "$T/out9cpu" gateway.cpu_limited)/$(json "$T/out9cpu" gateway.cpu_ms)
+	got_def=$(json "$T/out9def" stdout)/$(json "$T/out9def" gateway.cpu_limited)/$(json "$T/out9def" gateway.cpu_ms)
+	case $got_cpu in
+	*'"429 cpu": '[1-9]*/[1-9]*/[0-9]*) ok "a run over its gateway CPU share (cpus 0.01) is answered 429 naming it, counted in gateway.cpu_limited ($got_cpu)" ;;
+	*) not_ok "a run over its gateway CPU share is answered 429" "'$got_cpu' $(grep "cpu share" "$T/gwd.log" | tail -n 2)" ;; esac
+	if [ "${got_def%%/*}" = '{"200": 8}' ] && [ "$(echo "$got_def" | cut -d/ -f2)" = 0 ] &&
+		"$PY" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "${got_def##*/}" 2>/dev/null; then
+		ok "control: the default limit's run is served every call; its gateway.cpu_ms (${got_def##*/}) is the daemon's CPU for them"
+	else
+		not_ok "control: the default limit's 8 calls are served and their CPU counted" "'$got_def'"
+	fi
+else
+	not_ok "the daemon starts again" "$(tail -n 3 "$T/gwd.log")"
+fi

@@ -337,7 +337,7 @@ static void test_gateway_reuses_the_connection_per_connector(void **state)
 	assert_int_equal(accepts(ua), 3);
 
 	curl_easy_cleanup(client);
-	rb_gateway_stop(g.gw);
+	rb_gateway_stop(g.gw, NULL);
 	close(g.lfd);
 	up_stop(ua);
 	up_stop(ub);

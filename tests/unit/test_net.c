@@ -555,7 +555,7 @@ static void test_gateway_endpoint(void **state)
 	struct rb_net_counters c = counters(&net);
 	for (int i = 0; i < RB_NFT_NCOUNTERS; i++)
 		assert_int_equal(c.c[i].packets, 0);
-	rb_gateway_stop(gw);
+	rb_gateway_stop(gw, NULL);
 	/* The caller's listeners are still its own after the gateway stopped. */
 	assert_true(fcntl(net.listen_fd4, F_GETFD) >= 0);
 	rb_net_close(&net);

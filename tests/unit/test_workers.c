@@ -52,7 +52,7 @@ static void test_jobs_run_side_by_side_then_reuse_threads(void **state)
 {
 	(void)state;
 	static struct gate g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
-	struct rb_gw_workers *w = rb_gw_workers_new();
+	struct rb_gw_workers *w = rb_gw_workers_new(NULL);
 	assert_non_null(w);
 	for (unsigned i = 0; i < JOBS; i++)
 		assert_int_equal(rb_gw_workers_run(w, job, &g), 0);

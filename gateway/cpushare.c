@@ -1,0 +1,83 @@
+/* A run's gateway CPU and its share of a core (see cpushare.h). */
+#define _GNU_SOURCE
+#include "gateway/cpushare.h"
+
+#include <time.h>
+
+#define BUCKET_S 1.0 /* the bucket holds one second of the share */
+
+void rb_gw_cpu_init(struct rb_gw_cpu *c, double cores, uint64_t now_us)
+{
+	pthread_mutex_init(&c->lock, NULL);
+	c->spent_ns = 0;
+	c->cores = cores > 0 ? cores : 0;
+	c->credit_ns = c->cores * BUCKET_S * 1e9;
+	c->last_us = now_us;
+	c->limited = 0;
+}
+
+uint64_t rb_gw_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Locked: the credit grown by the share since last_us, capped at the bucket. */
+static void refill(struct rb_gw_cpu *c, uint64_t now_us)
+{
+	if (now_us <= c->last_us)
+		return;
+	double full = c->cores * BUCKET_S * 1e9;
+	c->credit_ns += c->cores * (double)(now_us - c->last_us) * 1e3;
+	if (c->credit_ns > full)
+		c->credit_ns = full;
+	c->last_us = now_us;
+}
+
+void rb_gw_cpu_charge(struct rb_gw_cpu *c, uint64_t since_ns, uint64_t now_us)
+{
+	uint64_t now_ns = rb_gw_thread_cpu_ns();
+	uint64_t d = now_ns > since_ns ? now_ns - since_ns : 0;
+	pthread_mutex_lock(&c->lock);
+	c->spent_ns += d;
+	if (c->cores > 0) {
+		refill(c, now_us);
+		c->credit_ns -= (double)d;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool rb_gw_cpu_admit(struct rb_gw_cpu *c, uint64_t now_us)
+{
+	if (c->cores <= 0)
+		return true;
+	pthread_mutex_lock(&c->lock);
+	refill(c, now_us);
+	bool ok = c->credit_ns >= 0;
+	c->limited += !ok;
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
+uint64_t rb_gw_cpu_spent_ns(struct rb_gw_cpu *c)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t s = c->spent_ns;
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+uint64_t rb_gw_cpu_limited(struct rb_gw_cpu *c)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t n = c->limited;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+void rb_gw_cpu_destroy(struct rb_gw_cpu *c)
+{
+	pthread_mutex_destroy(&c->lock);
+}
