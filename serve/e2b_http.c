@@ -247,6 +247,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*size = 0;
 		return MHD_YES;
 	}
+	/* A multipart body ends at its closing boundary: one cut short is refused, its file not kept. */
+	if (u->pp && MHD_destroy_post_processor(u->pp) != MHD_YES)
+		e2b_files_refuse(u->files, 400, "a multipart body cut short (no closing boundary)");
+	u->pp = NULL;
 	struct e2b_reply rp = E2B_REPLY_INIT;
 	route(e, conn, url, method, u, &rp);
 	enum MHD_Result ret = send_reply(conn, &rp);

@@ -450,6 +450,19 @@ describe('files', () => {
       'an octet-stream upload (a stream) round-trips');
   });
 
+  test('a multipart body cut short (no closing boundary) is refused, its file not kept; the whole body is written', async () => {
+    const part = '--XX\r\nContent-Disposition: form-data; name="file"; filename="/workspace/cut.txt"\r\n\r\nhello';
+    const post = (body) => fetch(`${d.url}/files`, { method: 'POST', body, headers: { 'E2b-Sandbox-Id': sbx.sandboxId,
+      'X-Access-Token': sbx.envdAccessToken, 'Content-Type': 'multipart/form-data; boundary=XX' } });
+    const cut = await post(part);
+    assert.equal(cut.status, 400);
+    assert.match((await cut.json()).message, /cut short/);
+    assert.equal(await sbx.files.exists('/workspace/cut.txt'), false, 'nothing was kept');
+    const whole = await post(`${part}\r\n--XX--\r\n`);
+    assert.equal(whole.status, 200);
+    assert.equal(await sbx.files.read('/workspace/cut.txt'), 'hello');
+  });
+
   test('a file write is the session\'s ledger event (file_write)', async () => {
     await sbx.files.write('/workspace/ledgered.txt', 'recorded');
     const ls = runbox(['session', 'ls', '--socket', d.sock]);
