@@ -167,7 +167,8 @@ static void route(struct rb_e2b *e, struct MHD_Connection *conn, const char *url
 	if (st)
 		return envd_refusal(url, st, why, rp);
 	if (u->files_post)
-		return e2b_api_error(rp, u->bad ? 400 : 500, "%s", u->bad ? u->bad : "out of memory");
+		return e2b_api_error(rp, u->bad ? 400 : 503, "%s",
+		                     u->bad ? u->bad : "the upload was not taken (try again)");
 	e2b_envd(e, &rq, sid, rp);
 }
 
