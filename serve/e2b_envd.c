@@ -1,6 +1,6 @@
 /* envd, the in-sandbox API of E2B, over a serve session: process.Process (Start and Connect as
- * Connect server streams, List, SendInput, CloseStdin, SendSignal), GET /files, /health. Each
- * call is the native call (rb_serve_proc_*, rb_serve_file_*), so the same ledger event. */
+ * Connect server streams, List, SendInput, CloseStdin, SendSignal), /files, /health. Each
+ * call is the native call (rb_serve_proc_*, rb_serve_put_*, rb_serve_get_open), so the same ledger event. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -519,46 +519,148 @@ static void files_get(struct rb_e2b *e, const struct e2b_req *rq, const char *si
 		return e2b_api_error(rp, 400, "%s", why);
 	_cleanup_free_ char *path = e2b_path(MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "path"));
 	_cleanup_json_ json_t *r = NULL;
-	unsigned st = rb_serve_file_get(e->sv, sid, path ? path : "", &rp->raw, &rp->raw_len, &r);
+	unsigned st = rb_serve_get_open(e->sv, sid, path ? path : "", RB_SERVE_STREAM_CAP, &rp->fd, &rp->fd_len, &r);
 	if (st != 200)
 		return e2b_api_error(rp, st, "%s", e2b_native_msg(r));
 	rp->status = 200;
 	rp->raw_type = "application/octet-stream";
 }
 
-void e2b_files_post(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_part *parts, size_t n,
-                    struct e2b_reply *rp)
+#define MAX_FILES 64 /* in one POST /files */
+
+struct e2b_files {
+	struct rb_e2b *e;
+	char sid[E2B_ID_HEX];
+	char *qpath;              /* ?path=, or NULL */
+	struct rb_serve_put *put; /* the file being written */
+	char *path;               /* its path */
+	uint64_t len;             /* its bytes so far */
+	json_t *written;          /* [{name, type, path}] of the files ended */
+	unsigned status;          /* the refusal (its message in why), or 0 */
+	char *why;
+};
+
+static void files_fail(struct e2b_files *f, unsigned status, const char *why)
 {
-	const char *why = NULL;
-	if (call_user(rq->conn, &why) < 0)
-		return e2b_api_error(rp, 400, "%s", why);
-	const char *qpath = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "path");
-	if (!n)
-		return e2b_api_error(rp, 400, "no file in the request");
-	json_t *out = json_array();
-	for (size_t i = 0; i < n; i++) {
-		const char *given = n == 1 && qpath && *qpath ? qpath : parts[i].name;
-		if (!given || !*given) {
-			json_decref(out);
-			return e2b_api_error(rp, 400, "a file without a path (give ?path= or the part's filename)");
-		}
-		_cleanup_free_ char *path = e2b_path(given);
-		if (!path) {
-			json_decref(out);
-			return e2b_api_error(rp, 500, "out of memory");
-		}
-		_cleanup_json_ json_t *r = NULL;
-		unsigned st = e2b_file_put(e, sid, path, parts[i].data ? parts[i].data : "", parts[i].len, &r);
-		if (st != 200) {
-			json_decref(out);
-			return e2b_api_error(rp, st, "%s", e2b_native_msg(r));
-		}
-		const char *base = strrchr(path, '/');
-		json_array_append_new(
-		    out, json_pack("{s:s, s:s, s:s}", "name", base ? base + 1 : path, "type", "file", "path", path));
+	if (f->status)
+		return;
+	f->status = status;
+	f->why = strdup(why ? why : "the upload failed");
+	rb_serve_put_abort(f->put);
+	f->put = NULL;
+}
+
+struct e2b_files *e2b_files_begin(struct rb_e2b *e, struct MHD_Connection *conn, const char *sid)
+{
+	struct e2b_files *f = calloc(1, sizeof *f);
+	if (!f || !(f->written = json_array())) {
+		free(f);
+		return NULL;
 	}
+	f->e = e;
+	snprintf(f->sid, sizeof f->sid, "%s", sid);
+	const char *qpath = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "path");
+	if (qpath && *qpath && !(f->qpath = strdup(qpath)))
+		files_fail(f, 500, "out of memory");
+	const char *why = NULL;
+	if (call_user(conn, &why) < 0)
+		files_fail(f, 400, why);
+	return f;
+}
+
+/* The file being written is in place: one more entry of the reply. */
+static void file_end(struct e2b_files *f)
+{
+	if (!f->put)
+		return;
+	_cleanup_json_ json_t *r = NULL;
+	unsigned st = rb_serve_put_finish(f->e->sv, f->put, &r);
+	f->put = NULL;
+	if (st != 200)
+		return files_fail(f, st, e2b_native_msg(r));
+	const char *base = strrchr(f->path, '/');
+	json_array_append_new(f->written, json_pack("{s:s, s:s, s:s}", "name", base ? base + 1 : f->path, "type",
+	                                            "file", "path", f->path));
+}
+
+void e2b_files_next(struct e2b_files *f, const char *name)
+{
+	file_end(f);
+	if (f->status)
+		return;
+	/* As envd: ?path= names the file of each part, else the part's filename does. */
+	const char *given = f->qpath ? f->qpath : name;
+	if (!given || !*given)
+		return files_fail(f, 400, "a file without a path (give ?path= or the part's filename)");
+	if (json_array_size(f->written) == MAX_FILES)
+		return files_fail(f, 400, "too many files in one request");
+	free(f->path);
+	f->len = 0;
+	if (!(f->path = e2b_path(given)))
+		return files_fail(f, 500, "out of memory");
+	size_t i;
+	json_t *w;
+	json_array_foreach(f->written, i, w)
+	{
+		if (!strcmp(json_string_value(json_object_get(w, "path")), f->path))
+			return files_fail(f, 400, "two files to the same path in one request");
+	}
+	_cleanup_json_ json_t *r = NULL;
+	unsigned st = e2b_file_put_begin(f->e, f->sid, f->path, &f->put, &r);
+	if (st != 200)
+		files_fail(f, st, e2b_native_msg(r));
+}
+
+void e2b_files_write(struct e2b_files *f, const char *data, size_t len)
+{
+	if (f->status || !f->put)
+		return;
+	struct rb_error err;
+	/* A failure is recorded (file_write) by the write itself. */
+	if (rb_serve_put_write(f->put, data, len, &err) < 0)
+		return files_fail(f, err.errnum == EFBIG ? 413 : rb_error_http_status(rb_error_kind_of(&err)), err.msg);
+	f->len += len;
+}
+
+void e2b_files_refuse(struct e2b_files *f, unsigned status, const char *why)
+{
+	/* A file cut short is recorded as a failed write, as a refused one is. */
+	if (f->put && !f->status) {
+		struct rb_error err;
+		rb_error_setk(&err, RB_ERR_INPUT, 0, "%s", why);
+		rb_serve_fs_record_failed(f->e->sv, f->sid, "file_write",
+		                          json_pack("{s:s, s:I}", "path", f->path, "size", (json_int_t)f->len), &err,
+		                          status);
+	}
+	files_fail(f, status, why);
+}
+
+bool e2b_files_refused(const struct e2b_files *f)
+{
+	return f->status != 0;
+}
+
+void e2b_files_end(struct e2b_files *f, struct e2b_reply *rp)
+{
+	file_end(f);
+	if (!f->status && !json_array_size(f->written))
+		files_fail(f, 400, "no file in the request");
+	if (f->status)
+		return e2b_api_error(rp, f->status, "%s", f->why);
 	rp->status = 200;
-	rp->json = out;
+	rp->json = json_incref(f->written);
+}
+
+void e2b_files_free(struct e2b_files *f)
+{
+	if (!f)
+		return;
+	rb_serve_put_abort(f->put);
+	json_decref(f->written);
+	free(f->qpath);
+	free(f->path);
+	free(f->why);
+	free(f);
 }
 
 static void route(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_reply *rp);

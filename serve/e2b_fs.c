@@ -1,5 +1,5 @@
 /* envd's filesystem.Filesystem (Stat, ListDir, MakeDir, Move, Remove) and the writes of POST
- * /files, over the native file calls (rb_serve_fs_*, rb_serve_file_put): the same ledger events. */
+ * /files, over the native file calls (rb_serve_fs_*, rb_serve_put_*): the same ledger events. */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,9 +62,10 @@ static void fail(struct e2b_reply *rp, unsigned st, const json_t *r)
 	e2b_rpc_error(rp, e2b_code_of_status(st), e2b_native_msg(r));
 }
 
-unsigned e2b_file_put(struct rb_e2b *e, const char *sid, const char *path, const char *data, size_t len, json_t **reply)
+unsigned e2b_file_put_begin(struct rb_e2b *e, const char *sid, const char *path, struct rb_serve_put **put,
+                            json_t **reply)
 {
-	unsigned st = rb_serve_file_put(e->sv, sid, path, data, len, reply);
+	unsigned st = rb_serve_put_begin(e->sv, sid, path, 0644, false, RB_SERVE_STREAM_CAP, put, reply);
 	if (st != 404)
 		return st;
 	/* E2B makes the parents of a file it writes. */
@@ -85,7 +86,7 @@ unsigned e2b_file_put(struct rb_e2b *e, const char *sid, const char *path, const
 	json_decref(r);
 	json_decref(*reply);
 	*reply = NULL;
-	return rb_serve_file_put(e->sv, sid, path, data, len, reply);
+	return rb_serve_put_begin(e->sv, sid, path, 0644, false, RB_SERVE_STREAM_CAP, put, reply);
 }
 
 void e2b_fs_rpc(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, const char *method, struct e2b_reply *rp)

@@ -14,9 +14,7 @@
 #include "serve/e2b_internal.h"
 #include "serve/inflight.h"
 
-#define BODY_CAP  (1u << 20)                 /* a JSON body */
-#define FILES_CAP ((size_t)4 * E2B_FILE_CAP) /* one POST /files, all its parts */
-#define MAX_PARTS 64
+#define BODY_CAP (1u << 20) /* a JSON body; a file's streams to disk (e2b_files) */
 
 struct e2b_http {
 	struct MHD_Daemon *d;
@@ -26,15 +24,16 @@ struct e2b_http {
 
 struct upload {
 	char *data;
-	size_t len, cap;
+	size_t len;
 	bool too_big;
-	struct MHD_PostProcessor *pp;
-	struct e2b_part parts[MAX_PARTS];
-	size_t n_parts;
 	bool files_post;
-	const char *bad; /* a multipart body that cannot be taken */
-	bool unknown;    /* no valid key (control) or sandbox token (envd): its body is dropped unread */
-	char tenant[65]; /* the caller's, when it holds one of its calls in flight; else "" */
+	struct e2b_files *files; /* a known caller's POST /files: its files written as they come */
+	struct MHD_PostProcessor *pp;
+	char *part;        /* the multipart part being read: its filename */
+	uint64_t part_len; /* and its bytes so far */
+	const char *bad;   /* a body that cannot be taken */
+	bool unknown;      /* no valid key (control) or sandbox token (envd): its body is dropped unread */
+	char tenant[65];   /* the caller's, when it holds one of its calls in flight; else "" */
 };
 
 static bool append(char **buf, size_t *len, size_t cap, const char *data, size_t n)
@@ -59,21 +58,23 @@ static enum MHD_Result post_part(void *cls, enum MHD_ValueKind kind, const char 
 	if (!filename)
 		return MHD_YES; /* a form field that is not a file */
 	/* A part begins at offset 0; libmicrohttpd may announce it with no data first. */
-	struct e2b_part *last = u->n_parts ? &u->parts[u->n_parts - 1] : NULL;
-	if (off == 0 && !(last && !last->len && last->name && !strcmp(last->name, filename))) {
-		if (u->n_parts == MAX_PARTS) {
-			u->bad = "too many files in one request";
-			return MHD_NO;
-		}
-		u->parts[u->n_parts++].name = strdup(filename);
+	if (off == 0 && !(u->part && !u->part_len && !strcmp(u->part, filename))) {
+		free(u->part);
+		u->part = strdup(filename);
+		u->part_len = 0;
+		e2b_files_next(u->files, filename);
 	}
-	struct e2b_part *p = &u->parts[u->n_parts - 1];
-	u->len += size;
-	if (u->len > FILES_CAP || !append(&p->data, &p->len, E2B_FILE_CAP, data, size)) {
-		u->too_big = true;
-		return MHD_NO;
-	}
-	return MHD_YES;
+	u->part_len += size;
+	if (size)
+		e2b_files_write(u->files, data, size);
+	return e2b_files_refused(u->files) ? MHD_NO : MHD_YES;
+}
+
+/* E2b-Sandbox-Port, when given, names envd's. */
+static bool envd_port(struct MHD_Connection *conn, const char **port)
+{
+	*port = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
+	return !*port || !strcmp(*port, "49983");
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -102,6 +103,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct e2b_reply 
 		}
 		rp->stream = NULL;
 		type = "application/connect+json";
+	} else if (rp->fd >= 0) {
+		r = MHD_create_response_from_fd64(rp->fd_len, rp->fd);
+		if (!r)
+			return MHD_NO;
+		rp->fd = -1; /* the response owns it */
+		type = rp->raw_type ? rp->raw_type : "application/octet-stream";
 	} else if (rp->raw) {
 		r = MHD_create_response_from_buffer(rp->raw_len, rp->raw, MHD_RESPMEM_MUST_FREE);
 		if (!r)
@@ -144,27 +151,48 @@ static void route(struct rb_e2b *e, struct MHD_Connection *conn, const char *url
 {
 	struct e2b_req rq = {.conn = conn, .method = method, .url = url, .body = u->data ? u->data : "", .len = u->len};
 	if (u->too_big)
-		return e2b_api_error(rp, 413, "request body over its cap (%u MiB for a file)", E2B_FILE_CAP >> 20);
-	const char *port = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
-	if (port && strcmp(port, "49983") != 0)
+		return e2b_api_error(rp, 413, "request body over its cap (%u MiB)", BODY_CAP >> 20);
+	const char *port;
+	if (!envd_port(conn, &port))
 		return e2b_api_error(rp, 502, "port %s of the sandbox: runbox serves envd (49983) only (docs/e2b.md)",
 		                     port);
 	if (!e2b_is_envd_path(url))
 		return e2b_control(e, &rq, rp);
+	/* The caller was known by its headers before its files were written. */
+	if (u->files)
+		return e2b_files_end(u->files, rp);
 	char sid[E2B_ID_HEX];
 	const char *why = "";
 	unsigned st = e2b_authorize(e, conn, sid, NULL, &why);
 	if (st)
 		return envd_refusal(url, st, why, rp);
-	if (u->files_post) {
-		if (u->bad)
-			return e2b_api_error(rp, 400, "%s", u->bad);
-		if (u->pp)
-			return e2b_files_post(e, &rq, sid, u->parts, u->n_parts, rp);
-		struct e2b_part one = {.name = NULL, .data = u->data, .len = u->len};
-		return e2b_files_post(e, &rq, sid, &one, 1, rp);
-	}
+	if (u->files_post)
+		return e2b_api_error(rp, u->bad ? 400 : 503, "%s",
+		                     u->bad ? u->bad : "the upload was not taken (try again)");
 	e2b_envd(e, &rq, sid, rp);
+}
+
+/* The first call of a known caller's POST /files: its files are written as the body comes. */
+static enum MHD_Result files_start(struct rb_e2b *e, struct MHD_Connection *conn, const char *sid, struct upload *u)
+{
+	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+	const char *port;
+	/* The bytes are written as they come: a compressed body would land compressed. */
+	if (ce && strcasecmp(ce, "identity") != 0)
+		u->bad = "Content-Encoding: runbox serve takes uploads uncompressed (write without gzip)";
+	if (u->bad || !envd_port(conn, &port))
+		return MHD_YES; /* refused by route() once the body is dropped */
+	if (!(u->files = e2b_files_begin(e, conn, sid)))
+		return MHD_NO;
+	if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0) {
+		e2b_files_next(u->files, NULL); /* the body is the file */
+		return MHD_YES;
+	}
+	u->pp = MHD_create_post_processor(conn, 65536, post_part, u);
+	if (!u->pp)
+		e2b_files_refuse(u->files, 400, "a multipart body without a boundary");
+	return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -196,7 +224,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		struct rb_error err;
 		unsigned st = rb_serve_inflight_take(e->http->inflight, tenant, &err);
 		if (st) {
-			struct e2b_reply rp = {0};
+			struct e2b_reply rp = E2B_REPLY_INIT;
 			e2b_api_error(&rp, st, "%s", err.msg);
 			enum MHD_Result ret = send_reply(conn, &rp);
 			json_decref(rp.json);
@@ -204,38 +232,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		memcpy(u->tenant, tenant, sizeof tenant);
 		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
-		u->cap = u->files_post ? E2B_FILE_CAP : BODY_CAP;
-		const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-		const char *ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
-		/* The bytes are written as they come: a compressed body would land compressed. */
-		if (u->files_post && ce && strcasecmp(ce, "identity") != 0)
-			u->bad = "Content-Encoding: runbox serve takes uploads uncompressed (write without gzip)";
-		if (u->files_post && ct && !strncasecmp(ct, "multipart/form-data", 19)) {
-			u->pp = MHD_create_post_processor(conn, 65536, post_part, u);
-			if (!u->pp)
-				u->bad = "a multipart body without a boundary";
-		}
-		return MHD_YES;
+		return u->files_post ? files_start(e, conn, sid, u) : MHD_YES;
 	}
 	if (*size) {
-		if (u->bad || u->unknown) {
+		if (u->bad || u->unknown || (u->files && e2b_files_refused(u->files))) {
 			/* Refused already: the rest of the body is read and dropped. */
-		} else if (u->pp && !u->too_big) {
-			if (MHD_post_process(u->pp, data, *size) != MHD_YES && !u->too_big && !u->bad)
-				u->bad = "a malformed multipart body";
-		} else if (!u->pp && !u->too_big && !append(&u->data, &u->len, u->cap, data, *size)) {
+		} else if (u->pp) {
+			if (MHD_post_process(u->pp, data, *size) != MHD_YES)
+				e2b_files_refuse(u->files, 400, "a malformed multipart body");
+		} else if (u->files) {
+			e2b_files_write(u->files, data, *size);
+		} else if (!u->files_post && !u->too_big && !append(&u->data, &u->len, BODY_CAP, data, *size)) {
 			u->too_big = true;
 		}
 		*size = 0;
 		return MHD_YES;
 	}
-	struct e2b_reply rp = {0};
+	/* A multipart body ends at its closing boundary: one cut short is refused, its file not kept. */
+	if (u->pp && MHD_destroy_post_processor(u->pp) != MHD_YES)
+		e2b_files_refuse(u->files, 400, "a multipart body cut short (no closing boundary)");
+	u->pp = NULL;
+	struct e2b_reply rp = E2B_REPLY_INIT;
 	route(e, conn, url, method, u, &rp);
 	enum MHD_Result ret = send_reply(conn, &rp);
 	json_decref(rp.json);
 	free(rp.raw);
 	if (rp.stream)
 		rp.stream->free(rp.stream);
+	if (rp.fd >= 0)
+		close(rp.fd);
 	return ret;
 }
 
@@ -250,10 +275,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		rb_serve_inflight_put(e->http->inflight, u->tenant);
 	if (u->pp)
 		MHD_destroy_post_processor(u->pp);
-	for (size_t i = 0; i < u->n_parts; i++) {
-		free(u->parts[i].name);
-		free(u->parts[i].data);
-	}
+	e2b_files_free(u->files); /* a client gone mid-body: the file it was writing goes */
+	free(u->part);
 	free(u->data);
 	free(u);
 	*req_cls = NULL;

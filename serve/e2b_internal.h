@@ -20,7 +20,6 @@
 #define E2B_TIMEOUT_DEF 300u   /* seconds, E2B's default */
 #define E2B_TIMEOUT_MAX 86400u /* seconds */
 #define E2B_ID_HEX      33
-#define E2B_FILE_CAP    RB_SERVE_FILE_CAP
 
 struct e2b_key {
 	char key[72]; /* "e2b_" and 40 hex */
@@ -86,7 +85,13 @@ struct e2b_reply {
 	size_t raw_len;
 	const char *raw_type;
 	struct e2b_stream *stream; /* or a stream (application/connect+json) */
+	int fd;                    /* or an open file of fd_len bytes (raw_type); -1: none */
+	uint64_t fd_len;
 };
+#define E2B_REPLY_INIT                                                                                                 \
+	{                                                                                                              \
+		.fd = -1                                                                                               \
+	}
 
 /* Keys (e2b_keys.c). */
 int e2b_keys_load(struct rb_e2b *e, const char *path, struct rb_error *err);
@@ -120,20 +125,28 @@ void e2b_bash_set(struct rb_e2b *e, const char *sid, bool has);
 /* envd (e2b_envd.c): /files, /health, process.Process and filesystem.Filesystem RPCs. */
 bool e2b_is_envd_path(const char *url);
 void e2b_envd(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_reply *rp);
-/* POST /files once its parts are collected (e2b_http.c gathers multipart bodies). */
-struct e2b_part {
-	char *name; /* the part's filename */
-	char *data;
-	size_t len;
-};
-void e2b_files_post(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, struct e2b_part *parts, size_t n,
-                    struct e2b_reply *rp);
+/* POST /files as its body comes: each file (a multipart part, or an octet-stream body) written
+ * into its file as its bytes come, never held whole. The first refusal is the reply; what comes
+ * after it is dropped. */
+struct e2b_files;
+/* The upload of a caller known to hold sandbox sid; NULL when out of memory. */
+struct e2b_files *e2b_files_begin(struct rb_e2b *e, struct MHD_Connection *conn, const char *sid);
+/* The next file begins (the one before it ends): at ?path=, else at name (a part's filename). */
+void e2b_files_next(struct e2b_files *f, const char *name);
+void e2b_files_write(struct e2b_files *f, const char *data, size_t len);
+/* The body cannot be taken (a malformed multipart body): status with why. */
+void e2b_files_refuse(struct e2b_files *f, unsigned status, const char *why);
+bool e2b_files_refused(const struct e2b_files *f);
+/* The body has ended: the last file ends, the reply is the files written or the refusal. */
+void e2b_files_end(struct e2b_files *f, struct e2b_reply *rp);
+/* Frees f; a file it was writing is removed (a client gone mid-body). */
+void e2b_files_free(struct e2b_files *f);
 
 /* envd's filesystem RPCs and the writes of POST /files (e2b_fs.c). */
 void e2b_fs_rpc(struct rb_e2b *e, const struct e2b_req *rq, const char *sid, const char *method, struct e2b_reply *rp);
-/* rb_serve_file_put, making missing parents first as E2B does. */
-unsigned e2b_file_put(struct rb_e2b *e, const char *sid, const char *path, const char *data, size_t len,
-                      json_t **reply);
+/* rb_serve_put_begin of a file of mode 0644, making missing parents first as E2B does. */
+unsigned e2b_file_put_begin(struct rb_e2b *e, const char *sid, const char *path, struct rb_serve_put **put,
+                            json_t **reply);
 /* An E2B path inside the sandbox: "~", "~/x" and relative paths from the user's home. */
 char *e2b_path(const char *p);
 

@@ -102,14 +102,8 @@ int rb_serve_record(struct rb_serve *sv, const char *sid, const char *type, json
 /* Records a file call in the session's run (rb_record_file), durably, before its reply. */
 int rb_serve_record_file(struct rb_serve *sv, const char *sid, const char *type, const char *path, uint64_t size,
                          const char *sha256, struct rb_error *err);
-/* The buffered forms of PUT and GET /v1/sessions/ID/files?path=P (serve/files.c): a write of
- * mode 0644 without parents; a read of at most RB_SERVE_FILE_CAP bytes. */
+/* A file a session's manifest gives inline is at most this (serve/manifest.c). */
 #define RB_SERVE_FILE_CAP (8u << 20)
-unsigned rb_serve_file_put(struct rb_serve *sv, const char *sid, const char *path, const char *data, size_t len,
-                           json_t **reply);
-/* 200 with *out (the caller frees it) and *len; else *reply. */
-unsigned rb_serve_file_get(struct rb_serve *sv, const char *sid, const char *path, char **out, size_t *len,
-                           json_t **reply);
 
 /* The streamed forms: at most RB_SERVE_STREAM_CAP bytes a file. A PUT goes into a temporary
  * file beside the target, hashed as it comes; finish records file_write and renames it into
