@@ -12,6 +12,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -257,6 +258,27 @@ int rb_write_file(const char *path, const char *data, struct rb_error *err)
 	if ((size_t)n != len)
 		return rb_error_set(err, EIO, "short write to `%s`", path);
 	return 0;
+}
+
+int rb_put_private_file(const char *path, const void *data, size_t len, enum rb_put_mode mode, struct rb_error *err)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
+		return rb_error_set(err, ENAMETOOLONG, "`%s`", path);
+	int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
+	if (fd < 0)
+		return rb_error_set(err, errno, "create `%s`", tmp);
+	int r = rb_write_all(fd, data, len);
+	if (close(fd) < 0)
+		r = -1;
+	if (r == 0)
+		r = mode == RB_PUT_NEW ? link(tmp, path) : rename(tmp, path);
+	int e = errno;
+	if (r < 0 || mode == RB_PUT_NEW)
+		unlink(tmp);
+	if (r < 0 && mode == RB_PUT_NEW && e == EEXIST)
+		return 1;
+	return r < 0 ? rb_error_set(err, e, "write `%s`", path) : 0;
 }
 
 /* One loop for both: write(2) on any fd, or send(2) with MSG_NOSIGNAL on a

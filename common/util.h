@@ -47,6 +47,13 @@ bool rb_next_line(const char **p, char *line, size_t n);
 const char *rb_proc_stat_field(const char *stat, int field);
 /* Writes data to an existing file (cgroup, /proc knobs): open O_WRONLY, one write. */
 int rb_write_file(const char *path, const char *data, struct rb_error *err);
+/* Puts a private file (0600) holding the len bytes of data at path, whole or not at all: the
+ * bytes go to a temporary beside it (mkostemp: a name of its own, never followed) that is then
+ * linked into place (RB_PUT_NEW: if nothing is there; of two makers one wins) or renamed over
+ * what is there (RB_PUT_REPLACE). path itself is never opened. 0 put; 1 RB_PUT_NEW and path
+ * was there (unchanged); -1 with err. */
+enum rb_put_mode { RB_PUT_NEW, RB_PUT_REPLACE };
+int rb_put_private_file(const char *path, const void *data, size_t len, enum rb_put_mode mode, struct rb_error *err);
 /* Fills out (of size n, odd) with (n - 1) / 2 random bytes as lowercase hex and a NUL; -1 with
  * errno when getrandom fails. */
 int rb_random_hex(char *out, size_t n);

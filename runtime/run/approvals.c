@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 
 static bool id_ok(const char *id)
 {
@@ -131,23 +132,12 @@ int rb_approval_decide(const char *run_dir, const char *id, const char *tenant, 
 	json_decref(req);
 	if (!mine)
 		return rb_error_set(err, ENOENT, "no held call `%s` in a live run", id);
-	char tmp[PATH_MAX + 64], path[PATH_MAX + 64], d[32];
-	snprintf(tmp, sizeof tmp, "%s/.%s.dec%d.tmp", f.dir, id, (int)getpid());
+	char path[PATH_MAX + 64], d[32];
 	snprintf(path, sizeof path, "%s/%s.decision", f.dir, id);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write(fd, what, strlen(what)) != (ssize_t)strlen(what)) {
-		int e = errno;
-		unlink(tmp);
-		return rb_error_set(err, e, "approval `%s`: write `%s`", id, tmp);
-	}
-	int r = link(tmp, path);
-	int e = errno;
-	unlink(tmp);
-	if (r < 0 && e == EEXIST) {
+	int r = rb_put_private_file(path, what, strlen(what), RB_PUT_NEW, err);
+	if (r == 1) {
 		decision_of(f.dir, id, d, sizeof d);
 		return rb_error_set(err, EEXIST, "approval `%s` was already decided: %s", id, d);
 	}
-	if (r < 0)
-		return rb_error_set(err, e, "approval `%s`: link `%s`", id, path);
-	return 0;
+	return r;
 }

@@ -68,32 +68,15 @@ static int write_state(const struct rb_run *run, json_t *write_ahead, bool exclu
 	 * takes `runbox kill` on it; its name is the run's, in the run directory. */
 	if (run->control)
 		json_object_set_new(st, "control", json_string(run->id));
-	char path[8192], tmp[8300];
+	char path[8192];
 	state_path(run->paths.run_dir, run->id, path, sizeof path);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	/* Private, as the ledger is: it holds the commands written ahead of it. One write:
 	 * json_dumpfd would make one per token (280 system calls for a one-step run). */
 	_cleanup_free_ char *text = json_dumps(st, JSON_COMPACT);
 	json_decref(st);
-	int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
-	size_t len = text ? strlen(text) : 0;
-	int r = fd < 0 || write(fd, text, len) != (ssize_t)len ? -1 : 0;
-	if (fd >= 0 && close(fd) < 0)
-		r = -1;
-	if (r == 0 && exclusive) {
-		r = link(tmp, path);
-		int e = errno;
-		unlink(tmp);
-		if (r < 0)
-			return e == EEXIST ? 1 : rb_error_set(err, e, "write run state `%s`", path);
-		return 0;
-	}
-	if (r < 0 || rename(tmp, path) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return rb_error_set(err, e, "write run state `%s`", path);
-	}
-	return 0;
+	if (!text)
+		return rb_error_set(err, ENOMEM, "write run state `%s`", path);
+	return rb_put_private_file(path, text, strlen(text), exclusive ? RB_PUT_NEW : RB_PUT_REPLACE, err);
 }
 
 int rb_lifecycle_register(const struct rb_run *run, json_t *write_ahead, struct rb_error *err)
