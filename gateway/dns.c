@@ -118,6 +118,19 @@ static void table_full(struct rb_gw_dns *d)
 	                               "host", "127.0.0.1:53", "error", err));
 }
 
+/* The count of lookups not named: at stop, and as it passes each power of two, so a gateway
+ * killed later still leaves at least half of it in the record. */
+static void unnamed_record(struct rb_gw_dns *d, bool final)
+{
+	char err[200];
+	snprintf(err, sizeof err,
+	         "%" PRIu64 " lookups of names past the DNS stub's table of %u were answered REFUSED and not named%s",
+	         d->unnamed, d->max_names, final ? "" : " so far");
+	rb_gw_record(d->ctx, json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:s, s:s}", "door", "dns", "method", "table",
+	                               "status", RCODE_REF, "rule", "dns.table", "names", (json_int_t)d->max_names,
+	                               "unnamed", (json_int_t)d->unnamed, "host", "127.0.0.1:53", "error", err));
+}
+
 /* A new name is one record (a refusal: the step's hint and the result list it). */
 static void record(struct rb_gw_dns *d, const char *name, unsigned qtype)
 {
@@ -130,6 +143,8 @@ static void record(struct rb_gw_dns *d, const char *name, unsigned qtype)
 	if (d->n_seen == d->max_names) {
 		if (d->unnamed++ == 0) /* said at once: a gateway killed later still leaves this */
 			table_full(d);
+		else if (!(d->unnamed & (d->unnamed - 1)))
+			unnamed_record(d, false);
 		return;
 	}
 	snprintf(d->seen[d->n_seen++], sizeof d->seen[0], "%s", key);
@@ -163,10 +178,10 @@ static void serve_queries(struct rb_gw_dns *d)
 		char name[300];
 		unsigned qtype;
 		size_t len = rb_gw_dns_refuse(q, (size_t)n, a, sizeof a, name, sizeof name, &qtype);
+		if (len > HDR) /* recorded before it is answered: an answered lookup is in the record */
+			record(d, name, qtype);
 		if (len)
 			sendto(d->fd, a, len, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
-		if (len > HDR)
-			record(d, name, qtype);
 	}
 }
 
@@ -206,16 +221,7 @@ void rb_gw_dns_stop(struct rb_gw_dns *d)
 		return;
 	pthread_join(d->thread, NULL);
 	close(d->fd);
-	if (d->unnamed) {
-		char err[200];
-		snprintf(err, sizeof err,
-		         "%" PRIu64 " lookups of names past the DNS stub's table of %u were answered "
-		         "REFUSED and not named",
-		         d->unnamed, d->max_names);
-		rb_gw_record(d->ctx,
-		             json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:s, s:s}", "door", "dns", "method", "table",
-		                       "status", RCODE_REF, "rule", "dns.table", "names", (json_int_t)d->max_names,
-		                       "unnamed", (json_int_t)d->unnamed, "host", "127.0.0.1:53", "error", err));
-	}
+	if (d->unnamed)
+		unnamed_record(d, true);
 	free(d);
 }

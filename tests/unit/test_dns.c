@@ -1,9 +1,11 @@
 /* gateway/dns.c: the stub's answer to a query: REFUSED with the id, opcode, RD and question
  * echoed; FORMERR for a question that does not parse; nothing for a response or a runt. And
  * the serving thread's records: each new name once, and past the table's bound every lookup
- * still answered and counted (a "table full" record at once, the count at stop). */
+ * still answered and counted (a "table full" record at once, the count at each power of two
+ * and at stop, so a killed gateway leaves at least half of it). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -11,6 +13,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,8 +76,9 @@ static void test_malformed(void **state)
 }
 
 /* What the stub serving with bound max_names records for n_names distinct names, each asked
- * twice: the records' JSON lines into buf, and every answer's rcode checked (REFUSED). */
-static char *serve_names(unsigned max_names, unsigned n_names, char *buf, size_t max)
+ * twice: the records' JSON lines into buf, and every answer's rcode checked (REFUSED). live: the
+ * records there before the stub stops (what a gateway killed then leaves), not after. */
+static char *serve_names(unsigned max_names, unsigned n_names, bool live, char *buf, size_t max)
 {
 	int ev[2], stop = eventfd(0, EFD_CLOEXEC);
 	assert_int_equal(pipe(ev), 0);
@@ -99,12 +103,18 @@ static char *serve_names(unsigned max_names, unsigned n_names, char *buf, size_t
 			assert_int_equal(recv(cli, ans, sizeof ans, 0), (ssize_t)sizeof q); /* answered, in order */
 			assert_int_equal(ans[3], 5);
 		}
+	size_t n = 0;
+	ssize_t r;
+	if (live) {
+		fcntl(ev[0], F_SETFL, O_NONBLOCK);
+		while ((r = read(ev[0], buf + n, max - 1 - n)) > 0)
+			n += (size_t)r;
+		fcntl(ev[0], F_SETFL, 0);
+	}
 	assert_int_equal(eventfd_write(stop, 1), 0);
 	rb_gw_dns_stop(d);
 	close(ev[1]);
-	size_t n = 0;
-	ssize_t r;
-	while ((r = read(ev[0], buf + n, max - 1 - n)) > 0)
+	while (!live && (r = read(ev[0], buf + n, max - 1 - n)) > 0)
 		n += (size_t)r;
 	buf[n] = '\0';
 	close(ev[0]);
@@ -141,12 +151,19 @@ static void test_bound_counted(void **state)
 	json_int_t unnamed;
 	char buf[65536];
 	/* 5 names, room for 3: 3 named, the table's "full" once, and the 2 others' 4 lookups counted */
-	count_records(serve_names(3, 5, buf, sizeof buf), &named, &full, &unnamed);
+	count_records(serve_names(3, 5, false, buf, sizeof buf), &named, &full, &unnamed);
 	assert_int_equal(named, 3);
 	assert_int_equal(full, 1);
 	assert_int_equal(unnamed, 4);
+	/* before the stop (a gateway killed then): the count so far is there too, at its power of two */
+	count_records(serve_names(3, 5, true, buf, sizeof buf), &named, &full, &unnamed);
+	assert_int_equal(named, 3);
+	assert_int_equal(full, 1);
+	assert_int_equal(unnamed, 4);
+	count_records(serve_names(3, 6, true, buf, sizeof buf), &named, &full, &unnamed);
+	assert_int_equal(unnamed, 4); /* 6 lookups unnamed: at least half is said before the stop */
 	/* control: below the bound each name is recorded once, no count record */
-	count_records(serve_names(8, 5, buf, sizeof buf), &named, &full, &unnamed);
+	count_records(serve_names(8, 5, false, buf, sizeof buf), &named, &full, &unnamed);
 	assert_int_equal(named, 5);
 	assert_int_equal(full, 0);
 	assert_int_equal(unnamed, -1);
