@@ -619,9 +619,17 @@ static int extract_one(struct archive *a, struct archive_entry *e, int ws, const
 		return 0;
 	}
 	if (type == AE_IFDIR) {
-		if (mkdirat(pfd, base, 0700) < 0 && errno != EEXIST)
+		bool made = mkdirat(pfd, base, 0700) == 0;
+		if (!made && errno != EEXIST)
 			return rb_error_set(err, errno, "hydrate: mkdir %s", shown);
+		/* The sandbox's layout is the sandbox's: /workspace/out keeps its owner and mode. */
+		if (!made && !dir[0] && !strcmp(base, "out"))
+			return 0;
 		_cleanup_close_ int dfd = rb_fs_open_child(pfd, base, O_RDONLY | O_DIRECTORY, true, shown, err);
+		if (dfd < 0 && !made && err->errnum == EXDEV) {
+			rb_error_clear(err);
+			return 0; /* a mount point (an input, skills): left as mounted, never changed */
+		}
 		/* Always the owner's to enter and fill: the archive's later members go in it. */
 		if (dfd < 0 || fchmod(dfd, (perm & 01777) | 0700) < 0)
 			return dfd < 0 ? -1 : rb_error_set(err, errno, "hydrate: chmod %s", shown);
@@ -675,6 +683,14 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, err) < 0)
 		return -1;
+	/* Written as the owner of /workspace, the policy's user (the sandbox's root for `default`,
+	 * its uid 1000 for `strict`): what is restored is that user's, as what it wrote was, and a
+	 * hydrate has no right over /workspace its processes have not. */
+	struct stat wst;
+	if (fs.as_ids && fstat(fs.ws, &wst) == 0) {
+		fs.uid = wst.st_uid;
+		fs.gid = wst.st_gid;
+	}
 	struct rb_fscred cr;
 	if (rb_fscred_enter(&fs, &cr, err) < 0) {
 		rb_serve_fs_release(&fs);
