@@ -22,6 +22,7 @@
 #include "ledger/ledger.h"
 #include "runtime/run/artifacts.h"
 #include "serve/fsroot.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/serve.h"
 
@@ -306,8 +307,9 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, &err) < 0)
 		return rb_serve_error(&err, reply);
-	char store[PATH_MAX + 16];
+	char store[PATH_MAX + 16], tenant[sizeof fs.tenant];
 	snprintf(store, sizeof store, "%s/artifacts", fs.state_dir);
+	snprintf(tenant, sizeof tenant, "%s", fs.tenant);
 	struct packer p = {.out = -1,
 	                   .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES,
 	                   .err = &err,
@@ -346,13 +348,16 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	EVP_MD_CTX_free(p.h.md);
 	json_decref(p.ephemeral);
 	rb_serve_fs_release(&fs);
-	/* Recorded before the reply names it: the store keeps what a snapshot event names. */
+	/* Recorded before the reply names it: the store keeps what a snapshot event names. Then
+	 * the daemon answers for it (GET /v1/snapshots/REF, a create's or a hydrate's snapshot). */
 	if (r == 0)
 		r = rb_serve_record(sv, sid, "snapshot",
 		                    json_pack("{s:s, s:s, s:I, s:I, s:I, s:O}", "ref", digest, "digest", digest, "size",
 		                              (json_int_t)p.h.bytes, "members", (json_int_t)p.members, "bytes",
 		                              (json_int_t)p.bytes, "skipped_links", p.skipped),
 		                    &err);
+	if (r == 0)
+		r = rb_serve_known_snapshot_add(rb_serve_known(sv), digest, tenant, p.h.bytes, &err);
 	if (r < 0) {
 		json_decref(p.skipped);
 		return rb_serve_error(&err, reply);
@@ -381,20 +386,15 @@ static int ref_ok(const char *ref, struct rb_error *err)
 
 /* Opens the snapshot object of ref, which a snapshot event must name (never another object of
  * the store), of tenant's sessions when tenant is given: a reference is no capability, so one
- * tenant's snapshot never restores into, nor is read by, another's (404, as for none). */
-static int open_snapshot(const char *state_dir, const char *ref, const char *tenant, uint64_t *size,
-                         struct rb_error *err)
+ * tenant's snapshot never restores into, nor is read by, another's (404, as for none). The
+ * daemon's table of known snapshots answers (serve/known.h): a ref of none of them, or of
+ * another tenant's, is a 404 without the ledger or the disk. */
+static int open_snapshot(struct rb_serve *sv, const char *state_dir, const char *ref, const char *tenant,
+                         uint64_t *size, struct rb_error *err)
 {
 	if (ref_ok(ref, err) < 0)
 		return -1;
-	struct rb_ledger *l = NULL;
-	bool known = false;
-	int r = rb_ledger_open(state_dir, &l, err) < 0 ? -1 : rb_ledger_snapshot_known(l, ref, tenant, &known, err);
-	if (l)
-		rb_ledger_close(l);
-	if (r < 0)
-		return rb_error_prefix(err, "snapshot %s", ref);
-	if (!known)
+	if (!rb_serve_known_snapshot(rb_serve_known(sv), ref, tenant))
 		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no snapshot %s", ref);
 	char store[PATH_MAX + 16], path[PATH_MAX];
 	snprintf(store, sizeof store, "%s/artifacts", state_dir);
@@ -420,7 +420,7 @@ unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, const char
 	rb_error_clear(&err);
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, rb_serve_host(sv), rb_serve_state_dir(sv), &err) < 0 ||
-	    (*fd = open_snapshot(paths.state_dir, ref, tenant, size, &err)) < 0)
+	    (*fd = open_snapshot(sv, paths.state_dir, ref, tenant, size, &err)) < 0)
 		return rb_serve_error(&err, reply);
 	return 200;
 }
@@ -762,7 +762,7 @@ unsigned rb_serve_hydrate_ref(struct rb_serve *sv, const char *sid, const char *
 	if (rb_serve_sandbox(sv, sid, &fs, &err) < 0)
 		return rb_serve_error(&err, reply);
 	uint64_t size = 0;
-	_cleanup_close_ int fd = open_snapshot(fs.state_dir, ref, fs.tenant, &size, &err);
+	_cleanup_close_ int fd = open_snapshot(sv, fs.state_dir, ref, fs.tenant, &size, &err);
 	rb_serve_fs_release(&fs);
 	if (fd < 0)
 		return rb_serve_error(&err, reply);
