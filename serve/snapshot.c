@@ -764,16 +764,16 @@ unsigned rb_serve_hydrate_ref(struct rb_serve *sv, const char *sid, const char *
 	uint64_t size = 0;
 	_cleanup_close_ int fd = open_snapshot(sv, fs.state_dir, ref, fs.tenant, &size, &err);
 	rb_serve_fs_release(&fs);
-	if (fd < 0)
-		return rb_serve_error(&err, reply);
-	if (size > b.bytes_in) {
+	if (fd >= 0 && size > b.bytes_in)
 		rb_error_setk(&err, RB_ERR_CONFLICT, EFBIG, "hydrate: %s is %" PRIu64 " bytes, over %" PRIu64, ref,
 		              size, b.bytes_in);
-		return rb_serve_error(&err, reply);
-	}
-	return hydrate_reply(sv, sid, fd, &b,
-	                     json_pack("{s:s, s:s, s:I}", "source", "snapshot", "ref", ref, "size", (json_int_t)size),
-	                     reply);
+	json_t *v = ref ? json_stringn(ref, strnlen(ref, 256)) : NULL;
+	json_t *event =
+	    json_pack("{s:s, s:o, s:I}", "source", "snapshot", "ref", v ? v : json_null(), "size", (json_int_t)size);
+	/* Refused (no such snapshot of the tenant's, over the bound of bytes in): recorded too. */
+	if (fd < 0 || size > b.bytes_in)
+		return rb_serve_fs_record_failed(sv, sid, "hydrate", event, &err, rb_serve_error(&err, reply));
+	return hydrate_reply(sv, sid, fd, &b, event, reply);
 }
 
 unsigned rb_serve_hydrate_begin(struct rb_serve *sv, const char *sid, const struct rb_serve_hydrate_bounds *asked,
