@@ -338,10 +338,16 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 		r = pack_fail(&p, "finish the archive");
 	if (p.a)
 		archive_write_free(p.a);
-	char digest[RB_ARTIFACT_DIGEST_LEN];
+	char digest[RB_ARTIFACT_DIGEST_LEN] = "";
+	struct rb_serve_known *known = rb_serve_known(sv);
+	unsigned over = 0; /* the tenant's bound of snapshot bytes: 507 */
+	bool reserved = false;
 	if (r == 0) {
 		hashed_hex(&p.h, digest);
-		r = store_commit(store, p.out, digest, &err);
+		/* Held to the tenant's bound before a byte of it is in the store. */
+		over = rb_serve_known_snapshot_reserve(known, store, digest, tenant, p.h.bytes, &err);
+		reserved = over == 0;
+		r = reserved ? store_commit(store, p.out, digest, &err) : -1;
 	}
 	if (p.out >= 0)
 		close(p.out);
@@ -350,17 +356,28 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	rb_serve_fs_release(&fs);
 	/* Recorded before the reply names it: the store keeps what a snapshot event names. Then
 	 * the daemon answers for it (GET /v1/snapshots/REF, a create's or a hydrate's snapshot). */
-	if (r == 0)
+	bool stored = r == 0;
+	if (stored)
 		r = rb_serve_record(sv, sid, "snapshot",
 		                    json_pack("{s:s, s:s, s:I, s:I, s:I, s:O}", "ref", digest, "digest", digest, "size",
 		                              (json_int_t)p.h.bytes, "members", (json_int_t)p.members, "bytes",
 		                              (json_int_t)p.bytes, "skipped_links", p.skipped),
 		                    &err);
-	if (r == 0)
-		r = rb_serve_known_snapshot_add(rb_serve_known(sv), digest, tenant, p.h.bytes, &err);
+	if (reserved && rb_serve_known_snapshot_settle(known, digest, tenant, p.h.bytes, r == 0, &err) < 0)
+		r = -1;
 	if (r < 0) {
 		json_decref(p.skipped);
-		return rb_serve_error(&err, reply);
+		unsigned st = rb_serve_error(&err, reply);
+		if (over)
+			st = over;
+		if (stored)
+			return st; /* its record is what failed */
+		/* Refused (over the tenant's bound, over 100000 entries) or failed: recorded too, with no
+		 * ref (nothing of it is kept in the store). */
+		return rb_serve_fs_record_failed(sv, sid, "snapshot",
+		                                 json_pack("{s:I, s:I, s:I}", "size", (json_int_t)p.h.bytes, "members",
+		                                           (json_int_t)p.members, "bytes", (json_int_t)p.bytes),
+		                                 &err, st);
 	}
 	*reply = json_pack("{s:s, s:I, s:I, s:I, s:o}", "ref", digest, "size", (json_int_t)p.h.bytes, "members",
 	                   (json_int_t)p.members, "bytes", (json_int_t)p.bytes, "skipped_links", p.skipped);
