@@ -110,7 +110,7 @@ $(B)/unit/%: tests/unit/%.c $(SAN_OBJS)
 $(B)/unit/test_fsroot: $(B)/asan/serve/fsroot.o
 # Its keys, and the session ids it answers for.
 $(B)/unit/test_keys: $(B)/asan/serve/keys.o
-$(B)/unit/test_known: $(B)/asan/serve/known.o
+$(B)/unit/test_known: $(B)/asan/serve/known.o $(B)/asan/serve/quota.o
 
 # The E2B front end's framing and keys (serve/, outside the library).
 $(B)/unit/test_e2b: $(B)/asan/serve/e2b_connect.o $(B)/asan/serve/e2b_keys.o $(B)/asan/serve/e2b_main.o

@@ -174,6 +174,34 @@ static bool query_u64(struct MHD_Connection *conn, const char *key, uint64_t *ou
 	return true;
 }
 
+/* A call on a session refused before it began (a bad query, a declared length over the cap):
+ * recorded as type, the event its success records, with data (taken; its path as asked) and the
+ * reply's error, errnum and status, as every refused file call is. */
+static unsigned call_refused(struct rb_serve *sv, const char *sid, const char *type, json_t *data, int errnum,
+                             unsigned st, json_t **reply)
+{
+	struct rb_error err;
+	rb_error_setk(&err, RB_ERR_INPUT, 0, "%s", json_string_value(json_object_get(*reply, "error")));
+	err.errnum = errnum;
+	return rb_serve_fs_record_failed(sv, sid, type, data, &err, st);
+}
+
+/* {"path": path as asked}, null when it is not UTF-8 (or none was given). */
+static json_t *asked_path(const char *path)
+{
+	json_t *v = path ? json_stringn(path, strnlen(path, 4096)) : NULL;
+	return json_pack("{s:o}", "path", v ? v : json_null());
+}
+
+/* A hydrate's source as its event names it: {"source": "snapshot", "ref"} or {"source": "upload"}. */
+static json_t *hydrate_source(struct MHD_Connection *conn)
+{
+	const char *ref = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot");
+	json_t *v = ref ? json_stringn(ref, strnlen(ref, 256)) : NULL;
+	return ref ? json_pack("{s:s, s:o}", "source", "snapshot", "ref", v ? v : json_null())
+	           : json_pack("{s:s}", "source", "upload");
+}
+
 /* A hydrate's bounds, lowered by the query (max_members, max_bytes unpacked, max_in_bytes). */
 static bool hydrate_bounds(struct MHD_Connection *conn, struct rb_serve_hydrate_bounds *b, json_t **reply, unsigned *st)
 {
@@ -191,7 +219,7 @@ static unsigned hydrate_start(struct rb_serve *sv, struct MHD_Connection *conn, 
 	unsigned st = 400;
 	struct rb_serve_hydrate_bounds b;
 	if (!hydrate_bounds(conn, &b, reply, &st))
-		return st;
+		return call_refused(sv, sid, "hydrate", hydrate_source(conn), 0, st, reply);
 	if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "snapshot")) {
 		u->hydrate_ref = true;
 		return 200;
@@ -201,7 +229,8 @@ static unsigned hydrate_start(struct rb_serve *sv, struct MHD_Connection *conn, 
 	uint64_t cap =
 	    b.bytes_in && b.bytes_in < RB_SERVE_SNAPSHOT_MAX_BYTES ? b.bytes_in : RB_SERVE_SNAPSHOT_MAX_BYTES;
 	if (cl && parse_u64(cl, &clen) && clen > cap)
-		return error(reply, 413, "hydrate: the archive is over its bound of bytes in");
+		return call_refused(sv, sid, "hydrate", hydrate_source(conn), EFBIG,
+		                    error(reply, 413, "hydrate: the archive is over its bound of bytes in"), reply);
 	return rb_serve_hydrate_begin(sv, sid, &b, &u->hyd, reply);
 }
 
@@ -218,7 +247,7 @@ static unsigned route_fs(struct rb_serve *sv, struct MHD_Connection *conn, const
 			return rb_serve_fs_stat(sv, sid, fp, reply);
 		uint64_t depth = 1;
 		if (!query_u64(conn, "depth", &depth, reply, &st))
-			return st;
+			return call_refused(sv, sid, "fs_list", asked_path(fp), 0, st, reply);
 		return rb_serve_fs_list(sv, sid, fp, depth > 1000 ? 1000 : (unsigned)depth, reply);
 	}
 	unsigned (*call)(struct rb_serve *, const char *, const json_t *, json_t **) =
@@ -440,7 +469,7 @@ static unsigned route(struct rb_serve *sv, struct MHD_Connection *conn, const ch
 			return rb_serve_put_finish(sv, rb_steal_ptr(&u->put), reply);
 		uint64_t max = RB_SERVE_STREAM_CAP;
 		if (get && !query_u64(conn, "max_bytes", &max, reply, &st))
-			return st;
+			return call_refused(sv, sid, "file_read", asked_path(fp), 0, st, reply);
 		if (get)
 			return rb_serve_get_open(sv, sid, fp, max, &u->raw_fd, &u->raw_len, reply);
 		return error(reply, 405, "/v1/sessions/ID/files: GET or PUT");
@@ -579,19 +608,6 @@ static bool session_leaf(const char *url, const char *leaf, char *sid, size_t le
 	return true;
 }
 
-/* A PUT refused before its file is opened (a bad query, a declared length over the cap): its
- * reply's error recorded as file_write, as every refused file call is. */
-static unsigned put_refused(struct rb_serve *sv, const char *sid, const char *path, int errnum, unsigned st,
-                            json_t **reply)
-{
-	struct rb_error err;
-	rb_error_setk(&err, RB_ERR_INPUT, 0, "%s", json_string_value(json_object_get(*reply, "error")));
-	err.errnum = errnum;
-	json_t *v = path ? json_stringn(path, strnlen(path, 4096)) : NULL;
-	return rb_serve_fs_record_failed(sv, sid, "file_write", json_pack("{s:o}", "path", v ? v : json_null()), &err,
-	                                 st);
-}
-
 /* The first call of a PUT .../files: the file is opened (its temporary beside the target)
  * before any byte is read, so a bad path or a body over the cap is refused unread. */
 static unsigned put_start(struct rb_serve *sv, struct MHD_Connection *conn, const char *sid, struct upload *u,
@@ -605,18 +621,19 @@ static unsigned put_start(struct rb_serve *sv, struct MHD_Connection *conn, cons
 	const char *ms = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "mode");
 	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (!query_bool(conn, "parents", &parents, reply, &st))
-		return put_refused(sv, sid, path, 0, st, reply);
+		return call_refused(sv, sid, "file_write", asked_path(path), 0, st, reply);
 	if (ms) {
 		char *end;
 		unsigned long v = strtoul(ms, &end, 8);
 		if (!*ms || *end || v > 07777)
-			return put_refused(sv, sid, path, 0,
-			                   error(reply, 400, "query `mode`: an octal mode (\"0644\", at most 07777)"),
-			                   reply);
+			return call_refused(sv, sid, "file_write", asked_path(path), 0,
+			                    error(reply, 400, "query `mode`: an octal mode (\"0644\", at most 07777)"),
+			                    reply);
 		mode = (mode_t)v;
 	}
 	if (cl && parse_u64(cl, &clen) && clen > RB_SERVE_STREAM_CAP)
-		return put_refused(sv, sid, path, EFBIG, error(reply, 413, "file over the cap of 1 GiB"), reply);
+		return call_refused(sv, sid, "file_write", asked_path(path), EFBIG,
+		                    error(reply, 413, "file over the cap of 1 GiB"), reply);
 	return rb_serve_put_begin(sv, sid, path, mode, parents, RB_SERVE_STREAM_CAP, &u->put, reply);
 }
 

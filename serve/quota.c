@@ -126,3 +126,15 @@ unsigned rb_serve_quota_check(unsigned total, unsigned max_total, unsigned of_te
 	}
 	return 0;
 }
+
+unsigned rb_serve_snapshot_quota_check(uint64_t used, uint64_t size, uint64_t max, const char *tenant,
+                                       struct rb_error *err)
+{
+	if (!max || (used <= max && size <= max - used))
+		return 0;
+	rb_error_setk(err, RB_ERR_CONFLICT, EDQUOT,
+	              "snapshot: tenant `%s`'s snapshots hold %" PRIu64 " bytes of the store; this one's %" PRIu64
+	              " would put them over %" PRIu64 " (--max-snapshot-bytes-per-tenant)",
+	              tenant, used, size, max);
+	return 507;
+}

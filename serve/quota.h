@@ -29,6 +29,13 @@ bool rb_serve_ask_poolable(const struct rb_serve_ask *ask);
 unsigned rb_serve_quota_check(unsigned total, unsigned max_total, unsigned of_tenant, unsigned max_per_tenant,
                               const char *tenant, struct rb_error *err);
 
-#define RB_SERVE_MAX_LABELS 32
+/* 0 when a snapshot of size bytes fits with tenant's used bytes of snapshots in the store
+ * within max (0: no bound), else 507 with err naming the bound (--max-snapshot-bytes-per-tenant),
+ * its value and the bytes held. */
+unsigned rb_serve_snapshot_quota_check(uint64_t used, uint64_t size, uint64_t max, const char *tenant,
+                                       struct rb_error *err);
+
+#define RB_SERVE_MAX_LABELS                32
+#define RB_SERVE_SNAPSHOT_BYTES_PER_TENANT (10ULL << 30) /* --max-snapshot-bytes-per-tenant's default */
 
 #endif

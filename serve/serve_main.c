@@ -17,6 +17,7 @@
 #include "serve/e2b.h"
 #include "serve/http.h"
 #include "serve/keys.h"
+#include "serve/known.h"
 #include "serve/restart.h"
 #include "serve/serve.h"
 
@@ -32,6 +33,7 @@ static void usage(FILE *f)
 	fputs("usage: runbox serve [--socket PATH] [--group G] [--state-dir DIR] [--listen ADDR --keys FILE]\n"
 	      "                    [--pool IMAGE:POLICY=N]... [--pool-max-age D]\n"
 	      "                    [--max-sessions N] [--max-sessions-per-tenant N] [--max-calls-per-tenant N]\n"
+	      "                    [--max-snapshot-bytes-per-tenant SIZE]\n"
 	      "  --socket PATH     the unix socket (default /run/runbox/serve.sock as root,\n"
 	      "                    $XDG_RUNTIME_DIR/runbox/serve.sock rootless); made 0600\n"
 	      "  --group G         the socket 0660, owned by group G\n"
@@ -44,7 +46,9 @@ static void usage(FILE *f)
 	      "  --max-sessions N  sessions in all (default 256); --max-sessions-per-tenant N: of one tenant\n"
 	      "                    (default half of --max-sessions)\n"
 	      "  --max-calls-per-tenant N  a tenant's calls in flight on --listen, streams included\n"
-	      "                    (default 128); one more is a 429\n",
+	      "                    (default 128); one more is a 429\n"
+	      "  --max-snapshot-bytes-per-tenant SIZE  a tenant's snapshots in the store (\"10G\", the\n"
+	      "                    default; bytes as stored, compressed); one more over it is a 507\n",
 	      f);
 	rb_e2b_usage(f);
 }
@@ -129,6 +133,7 @@ int main(int argc, char **argv)
 	    {"max-sessions", required_argument, NULL, 'M'},
 	    {"max-sessions-per-tenant", required_argument, NULL, 'T'},
 	    {"max-calls-per-tenant", required_argument, NULL, 'C'},
+	    {"max-snapshot-bytes-per-tenant", required_argument, NULL, 'B'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -136,7 +141,7 @@ int main(int argc, char **argv)
 	           *keys_path = NULL;
 	struct rb_serve_pool_pair pool[16];
 	unsigned n_pool = 0;
-	uint64_t pool_age = 0;
+	uint64_t pool_age = 0, max_snapshot_bytes = 0;
 	unsigned long max_sessions = 0, max_per_tenant = 0, max_calls = 0;
 	int c;
 	bool bad = false;
@@ -162,6 +167,14 @@ int main(int argc, char **argv)
 		case 'A':
 			if (rb_parse_duration_ms(optarg, &pool_age) < 0 || pool_age == 0) {
 				rb_err("serve: --pool-max-age `%s`: not a duration", optarg);
+				bad = true;
+			}
+			break;
+		case 'B':
+			if (rb_parse_size(optarg, &max_snapshot_bytes) < 0 || max_snapshot_bytes == 0) {
+				rb_err(
+				    "serve: --max-snapshot-bytes-per-tenant `%s`: a size above 0 (\"512M\", \"10G\")",
+				    optarg);
 				bad = true;
 			}
 			break;
@@ -253,6 +266,8 @@ int main(int argc, char **argv)
 		rb_factory_stop(&factory);
 		return 125;
 	}
+	if (max_snapshot_bytes)
+		rb_serve_known_snapshot_bound(rb_serve_known(sv), max_snapshot_bytes);
 	struct rb_e2b *e2b = NULL;
 	if (e2b_opts.listen && rb_e2b_start(sv, e2b_opts.listen, e2b_opts.keys, (unsigned)max_calls, &e2b, &err) < 0) {
 		rb_err("serve: %s", err.msg);

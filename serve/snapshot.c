@@ -22,6 +22,7 @@
 #include "ledger/ledger.h"
 #include "runtime/run/artifacts.h"
 #include "serve/fsroot.h"
+#include "serve/known.h"
 #include "serve/manifest.h"
 #include "serve/serve.h"
 
@@ -306,8 +307,9 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, &err) < 0)
 		return rb_serve_error(&err, reply);
-	char store[PATH_MAX + 16];
+	char store[PATH_MAX + 16], tenant[sizeof fs.tenant];
 	snprintf(store, sizeof store, "%s/artifacts", fs.state_dir);
+	snprintf(tenant, sizeof tenant, "%s", fs.tenant);
 	struct packer p = {.out = -1,
 	                   .cap_in = RB_SERVE_SNAPSHOT_MAX_BYTES,
 	                   .err = &err,
@@ -336,26 +338,46 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 		r = pack_fail(&p, "finish the archive");
 	if (p.a)
 		archive_write_free(p.a);
-	char digest[RB_ARTIFACT_DIGEST_LEN];
+	char digest[RB_ARTIFACT_DIGEST_LEN] = "";
+	struct rb_serve_known *known = rb_serve_known(sv);
+	unsigned over = 0; /* the tenant's bound of snapshot bytes: 507 */
+	bool reserved = false;
 	if (r == 0) {
 		hashed_hex(&p.h, digest);
-		r = store_commit(store, p.out, digest, &err);
+		/* Held to the tenant's bound before a byte of it is in the store. */
+		over = rb_serve_known_snapshot_reserve(known, store, digest, tenant, p.h.bytes, &err);
+		reserved = over == 0;
+		r = reserved ? store_commit(store, p.out, digest, &err) : -1;
 	}
 	if (p.out >= 0)
 		close(p.out);
 	EVP_MD_CTX_free(p.h.md);
 	json_decref(p.ephemeral);
 	rb_serve_fs_release(&fs);
-	/* Recorded before the reply names it: the store keeps what a snapshot event names. */
-	if (r == 0)
+	/* Recorded before the reply names it: the store keeps what a snapshot event names. Then
+	 * the daemon answers for it (GET /v1/snapshots/REF, a create's or a hydrate's snapshot). */
+	bool stored = r == 0;
+	if (stored)
 		r = rb_serve_record(sv, sid, "snapshot",
 		                    json_pack("{s:s, s:s, s:I, s:I, s:I, s:O}", "ref", digest, "digest", digest, "size",
 		                              (json_int_t)p.h.bytes, "members", (json_int_t)p.members, "bytes",
 		                              (json_int_t)p.bytes, "skipped_links", p.skipped),
 		                    &err);
+	if (reserved && rb_serve_known_snapshot_settle(known, digest, tenant, p.h.bytes, r == 0, &err) < 0)
+		r = -1;
 	if (r < 0) {
 		json_decref(p.skipped);
-		return rb_serve_error(&err, reply);
+		unsigned st = rb_serve_error(&err, reply);
+		if (over)
+			st = over;
+		if (stored)
+			return st; /* its record is what failed */
+		/* Refused (over the tenant's bound, over 100000 entries) or failed: recorded too, with no
+		 * ref (nothing of it is kept in the store). */
+		return rb_serve_fs_record_failed(sv, sid, "snapshot",
+		                                 json_pack("{s:I, s:I, s:I}", "size", (json_int_t)p.h.bytes, "members",
+		                                           (json_int_t)p.members, "bytes", (json_int_t)p.bytes),
+		                                 &err, st);
 	}
 	*reply = json_pack("{s:s, s:I, s:I, s:I, s:o}", "ref", digest, "size", (json_int_t)p.h.bytes, "members",
 	                   (json_int_t)p.members, "bytes", (json_int_t)p.bytes, "skipped_links", p.skipped);
@@ -381,20 +403,15 @@ static int ref_ok(const char *ref, struct rb_error *err)
 
 /* Opens the snapshot object of ref, which a snapshot event must name (never another object of
  * the store), of tenant's sessions when tenant is given: a reference is no capability, so one
- * tenant's snapshot never restores into, nor is read by, another's (404, as for none). */
-static int open_snapshot(const char *state_dir, const char *ref, const char *tenant, uint64_t *size,
-                         struct rb_error *err)
+ * tenant's snapshot never restores into, nor is read by, another's (404, as for none). The
+ * daemon's table of known snapshots answers (serve/known.h): a ref of none of them, or of
+ * another tenant's, is a 404 without the ledger or the disk. */
+static int open_snapshot(struct rb_serve *sv, const char *state_dir, const char *ref, const char *tenant,
+                         uint64_t *size, struct rb_error *err)
 {
 	if (ref_ok(ref, err) < 0)
 		return -1;
-	struct rb_ledger *l = NULL;
-	bool known = false;
-	int r = rb_ledger_open(state_dir, &l, err) < 0 ? -1 : rb_ledger_snapshot_known(l, ref, tenant, &known, err);
-	if (l)
-		rb_ledger_close(l);
-	if (r < 0)
-		return rb_error_prefix(err, "snapshot %s", ref);
-	if (!known)
+	if (!rb_serve_known_snapshot(rb_serve_known(sv), ref, tenant))
 		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no snapshot %s", ref);
 	char store[PATH_MAX + 16], path[PATH_MAX];
 	snprintf(store, sizeof store, "%s/artifacts", state_dir);
@@ -420,7 +437,7 @@ unsigned rb_serve_snapshot_open(struct rb_serve *sv, const char *ref, const char
 	rb_error_clear(&err);
 	struct rb_paths paths;
 	if (rb_paths_init(&paths, rb_serve_host(sv), rb_serve_state_dir(sv), &err) < 0 ||
-	    (*fd = open_snapshot(paths.state_dir, ref, tenant, size, &err)) < 0)
+	    (*fd = open_snapshot(sv, paths.state_dir, ref, tenant, size, &err)) < 0)
 		return rb_serve_error(&err, reply);
 	return 200;
 }
@@ -619,9 +636,17 @@ static int extract_one(struct archive *a, struct archive_entry *e, int ws, const
 		return 0;
 	}
 	if (type == AE_IFDIR) {
-		if (mkdirat(pfd, base, 0700) < 0 && errno != EEXIST)
+		bool made = mkdirat(pfd, base, 0700) == 0;
+		if (!made && errno != EEXIST)
 			return rb_error_set(err, errno, "hydrate: mkdir %s", shown);
+		/* The sandbox's layout is the sandbox's: /workspace/out keeps its owner and mode. */
+		if (!made && !dir[0] && !strcmp(base, "out"))
+			return 0;
 		_cleanup_close_ int dfd = rb_fs_open_child(pfd, base, O_RDONLY | O_DIRECTORY, true, shown, err);
+		if (dfd < 0 && !made && err->errnum == EXDEV) {
+			rb_error_clear(err);
+			return 0; /* a mount point (an input, skills): left as mounted, never changed */
+		}
 		/* Always the owner's to enter and fill: the archive's later members go in it. */
 		if (dfd < 0 || fchmod(dfd, (perm & 01777) | 0700) < 0)
 			return dfd < 0 ? -1 : rb_error_set(err, errno, "hydrate: chmod %s", shown);
@@ -675,6 +700,14 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, err) < 0)
 		return -1;
+	/* Written as the owner of /workspace, the policy's user (the sandbox's root for `default`,
+	 * its uid 1000 for `strict`): what is restored is that user's, as what it wrote was, and a
+	 * hydrate has no right over /workspace its processes have not. */
+	struct stat wst;
+	if (fs.as_ids && fstat(fs.ws, &wst) == 0) {
+		fs.uid = wst.st_uid;
+		fs.gid = wst.st_gid;
+	}
 	struct rb_fscred cr;
 	if (rb_fscred_enter(&fs, &cr, err) < 0) {
 		rb_serve_fs_release(&fs);
@@ -746,18 +779,18 @@ unsigned rb_serve_hydrate_ref(struct rb_serve *sv, const char *sid, const char *
 	if (rb_serve_sandbox(sv, sid, &fs, &err) < 0)
 		return rb_serve_error(&err, reply);
 	uint64_t size = 0;
-	_cleanup_close_ int fd = open_snapshot(fs.state_dir, ref, fs.tenant, &size, &err);
+	_cleanup_close_ int fd = open_snapshot(sv, fs.state_dir, ref, fs.tenant, &size, &err);
 	rb_serve_fs_release(&fs);
-	if (fd < 0)
-		return rb_serve_error(&err, reply);
-	if (size > b.bytes_in) {
+	if (fd >= 0 && size > b.bytes_in)
 		rb_error_setk(&err, RB_ERR_CONFLICT, EFBIG, "hydrate: %s is %" PRIu64 " bytes, over %" PRIu64, ref,
 		              size, b.bytes_in);
-		return rb_serve_error(&err, reply);
-	}
-	return hydrate_reply(sv, sid, fd, &b,
-	                     json_pack("{s:s, s:s, s:I}", "source", "snapshot", "ref", ref, "size", (json_int_t)size),
-	                     reply);
+	json_t *v = ref ? json_stringn(ref, strnlen(ref, 256)) : NULL;
+	json_t *event =
+	    json_pack("{s:s, s:o, s:I}", "source", "snapshot", "ref", v ? v : json_null(), "size", (json_int_t)size);
+	/* Refused (no such snapshot of the tenant's, over the bound of bytes in): recorded too. */
+	if (fd < 0 || size > b.bytes_in)
+		return rb_serve_fs_record_failed(sv, sid, "hydrate", event, &err, rb_serve_error(&err, reply));
+	return hydrate_reply(sv, sid, fd, &b, event, reply);
 }
 
 unsigned rb_serve_hydrate_begin(struct rb_serve *sv, const char *sid, const struct rb_serve_hydrate_bounds *asked,

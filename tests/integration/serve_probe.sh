@@ -2,19 +2,34 @@
 # A probe of made-up session ids costs runbox serve a table lookup (serve/known.h), never the
 # ledger: while ids that never were are asked for on every kind of route (the session, a
 # process, a file, a resume), the daemon opens no ledger file (strace) and the ledger gains no
-# event. Controls: a closed session's id, which the daemon knew, is looked up in the ledger (the
-# same trace sees it open), and a live session's file call adds its event; the chain verifies
-# after those lookups.
+# event. So does a probe of snapshot refs (GET /v1/snapshots/REF): malformed, made up, or
+# another tenant's (over TCP) are 404s (400 malformed) that open neither the ledger nor the
+# store. Controls: a closed session's id, which the daemon knew, is looked up in the ledger (the
+# same trace sees it open), a live session's file call adds its event, and the snapshot's own
+# tenant and the operator read it; the chain verifies after those lookups.
 # modes: root user unshare subids
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_probe
 
 serve_client
+PORT=$((20000 + RANDOM % 20000))
+MARK=$(new_marker)
+KA=ka-$MARK-key-of-tenant-ta KB=kb-$MARK-key-of-tenant-tb
+printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
+chmod 0600 "$T/keys.json"
+[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+# tcp KEY METHOD PATH: one call on the TCP listener with KEY.
+tcp() {
+	local out
+	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "Authorization: Bearer $1" -X "$2" "http://127.0.0.1:$PORT$3")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
 if ! command -v strace >/dev/null; then
 	not_ok "the ledger is not opened for unknown ids" "strace missing (scripts/install-deps.sh test)"
 	exit 0
 fi
-serve_start serve.log || exit 0
+serve_start serve.log --listen "127.0.0.1:$PORT" --keys "$T/keys.json" || exit 0
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 events() { "$PY" -c 'import sqlite3,sys; print(sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True).execute("select count(*) from events").fetchone()[0])' "$STATE/ledger.db"; }
 # traced FILE CMD...: CMD while strace records the daemon's (every thread's) opens into FILE.
@@ -34,6 +49,8 @@ C=$(jv 'r["id"]')
 api POST /v1/sessions '{"image": "minimal", "tenant": "ta"}'
 L=$(jv 'r["id"]')
 api PUT "/v1/sessions/$L/files?path=/workspace/f" "probe"
+api POST "/v1/sessions/$L/snapshots" '{}'
+SREF=$(jv 'r["ref"]') SSIZE=$(jv 'r["size"]')
 wait_for gone "$C" || not_ok "the idle session closes" "$ST $R"
 
 probes() {
@@ -51,6 +68,25 @@ probes() {
 	done
 	PROBE_ST=$(tr ' ' '\n' <<<"$sts" | sort -u | tr '\n' ' ')
 }
+snap_probes() {
+	local i ref sts=""
+	for i in $(seq 1 12); do
+		ref=sha256:$("$PY" -c 'import secrets; print(secrets.token_hex(32))')
+		api GET "/v1/snapshots/$ref"
+		sts+=" $ST"
+		tcp "$KA" GET "/v1/snapshots/$ref"
+		sts+=" $ST"
+		tcp "$KB" GET "/v1/snapshots/$SREF"
+		sts+=" $ST"
+	done
+	SNAP_ST=$(tr ' ' '\n' <<<"$sts" | sort -u | tr '\n' ' ')
+	sts=""
+	for ref in x sha256:abc "sha256:${SREF#sha256:}0" "SHA256:${SREF#sha256:}"; do
+		api GET "/v1/snapshots/$ref"
+		sts+=" $ST"
+	done
+	MALFORMED_ST=$(tr ' ' '\n' <<<"$sts" | sort -u | tr '\n' ' ')
+}
 before=$(events)
 traced "$T/probes.trace" probes
 after=$(events)
@@ -58,6 +94,26 @@ probe_opens=$(grep -c 'ledger' "$T/probes.trace")
 if [ "$PROBE_ST" = " 404 " ] && [ "$probe_opens" = 0 ] && [ -n "$before" ] && [ "$before" = "$after" ]; then
 	ok "48 calls naming made-up ids are 404s that open no ledger file and add no event"
 else not_ok "probes of made-up ids cost nothing" "statuses '$PROBE_ST', ledger opens $probe_opens, events $before -> $after"; fi
+
+before=$(events)
+traced "$T/snaps.trace" snap_probes
+after=$(events)
+snap_opens=$(grep -c 'ledger\|artifacts' "$T/snaps.trace")
+if [ -n "$SREF" ] && [ "$SNAP_ST" = " 404 " ] && [ "$MALFORMED_ST" = " 400 " ] && [ "$snap_opens" = 0 ] &&
+	[ "$before" = "$after" ]; then
+	ok "40 GET /v1/snapshots/REF of made-up refs, another tenant's ref and malformed ones are 404s (400 malformed) that open neither the ledger nor the store"
+else not_ok "probes of snapshot refs cost nothing" "ref '$SREF', statuses '$SNAP_ST' malformed '$MALFORMED_ST', ledger or store opens $snap_opens, events $before -> $after"; fi
+snap_controls() {
+	OWN=$(curl -s -o "$T/snap.tar.zst" -w '%{http_code}' --max-time 60 -H "Authorization: Bearer $KA" \
+		"http://127.0.0.1:$PORT/v1/snapshots/$SREF")
+	OWN+=" $(stat -c %s "$T/snap.tar.zst") sha256:$(sha256sum <"$T/snap.tar.zst" | cut -d' ' -f1)"
+	OPER=$("${CLIENT[@]}" curl -s -o /dev/null -w '%{http_code}' --max-time 60 --unix-socket "$SOCK" \
+		"http://runbox/v1/snapshots/$SREF")
+}
+traced "$T/snapctl.trace" snap_controls
+if [ "$OWN" = "200 $SSIZE $SREF" ] && [ "$OPER" = 200 ] && grep -q artifacts "$T/snapctl.trace"; then
+	ok "control: the snapshot's own tenant reads it ($SSIZE bytes), so does the operator"
+else not_ok "control: a real snapshot ref is answered" "own '$OWN' (size $SSIZE), operator '$OPER'"; fi
 
 controls() {
 	api GET "/v1/sessions/$C"

@@ -59,6 +59,50 @@ if [[ "$a" == 409*"without a snapshot"* ]] && [[ "$b" == 404*"no session"* ]] &&
 	ok "a closed session without a snapshot is 409 naming that; an unknown id 404; an unknown key 400 (control: the one with a snapshot resumed)"
 else not_ok "resume refuses what it cannot" "$a | $b | $c"; fi
 
+# A strict session (its sandbox user uid 1000 owns /workspace and /workspace/out) resumes as the
+# default one does (the control): the hydrate leaves the directories of the sandbox's layout as
+# they are (never a chmod of /workspace/out), restores the files below them, and the layout
+# stays strict's (/workspace/out the sandbox user's, mode 0755).
+layout() { S=$1 ex sh -c 'cat /workspace/out/o /workspace/d/f; stat -c "%u %a" /workspace/out /workspace/d'; }
+for pol in default strict; do
+	api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"$pol\", \"tenant\": \"tq\"}"
+	P=$(jv 'r["id"]')
+	S=$P ex sh -c "echo o-$pol > /workspace/out/o; chmod 0700 /workspace/out; mkdir -m 0750 /workspace/d; echo f-$pol > /workspace/d/f"
+	layout "$P"
+	before=$OUT
+	api POST "/v1/sessions/$P/snapshots" '{}'
+	snap="$ST"
+	api DELETE "/v1/sessions/$P"
+	api POST "/v1/sessions/$P/resume" '{}'
+	rs="$snap $ST $(jv 'r["resumed"]')" P2=$(jv 'r["id"]') R2=$R
+	out=
+	[ "$ST" = 201 ] && layout "$P2" && out=$OUT
+	uid=${before##*$'\n'}
+	uid=${uid%% *}
+	# The owner of the sandbox's own directory as the sandbox sees it before; after, the same,
+	# /workspace/out keeps its layout's mode (0755) and d its snapshot's (0750).
+	if [ "$rs" = "200 201 snapshot" ] &&
+		[ "$out" = "o-$pol"$'\n'"f-$pol"$'\n'"$uid 755"$'\n'"$uid 750" ]; then
+		ok "a $pol session resumes from its snapshot: its files back, /workspace/out left as its layout makes it (uid $uid, 0755)"
+	else not_ok "a $pol session resumes" "$rs $(first_line "$R2"); before '$before' after '$out' $(first_line "$ERR")"; fi
+done
+# An uploaded tar naming the layout's directories (in, a mount; out) with other modes: they are
+# left as they are, and the archive's files below out and its own directory are restored.
+mkdir -p "$T/lay/in" "$T/lay/out" "$T/lay/e"
+echo x > "$T/lay/out/x"
+chmod 0700 "$T/lay/in" "$T/lay/out" "$T/lay/e"
+tar -C "$T/lay" -cf "$T/lay.tar" .
+chmod -R a+rX "$T/lay.tar"
+api POST /v1/sessions '{"image": "minimal", "policy": "strict", "tenant": "tq"}'
+P=$(jv 'r["id"]')
+api POST "/v1/sessions/$P/hydrate" "@$T/lay.tar"
+hy="$ST $R"
+S=$P ex sh -c 'cat /workspace/out/x; stat -c "%a" /workspace/in /workspace/out /workspace/e'
+if [[ "$hy" == 200* ]] && [ "$OUT" = "x"$'\n'"755"$'\n'"755"$'\n'"700" ]; then
+	ok "a hydrate leaves the layout's directories (the mount /workspace/in, /workspace/out) as they are; the archive's own directory takes its mode (control)"
+else not_ok "a hydrate leaves the layout alone" "$hy; out '$OUT' $(first_line "$ERR")"; fi
+api DELETE "/v1/sessions/$P"
+
 # Lost in a daemon's SIGKILL: the next daemon records it lost, and a resume makes it anew.
 api POST /v1/sessions '{"image": "minimal", "tenant": "tq"}'
 S=$(jv 'r["id"]')
