@@ -78,17 +78,12 @@ unsigned rb_serve_proc_stdin(struct rb_serve *sv, const char *sid, const char *p
 unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *pid, const json_t *body,
                               json_t **reply);
 
-/* A descriptor (O_PATH, the caller closes it) of the session's /workspace, a mount root the
- * sandbox cannot replace, and whether files made in it go to the sandbox root's host ids. */
-int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
-                       struct rb_error *err);
-
 /* What a file call needs of a session's sandbox: descriptors the caller releases
  * (rb_serve_fs_release). Taken under the session's lock, used outside it. */
 struct rb_serve_fs {
 	int root;  /* O_PATH of the sandbox's root (from init), resolved in with RESOLVE_IN_ROOT */
 	int ws;    /* O_PATH of its /workspace mount */
-	uid_t uid; /* the sandbox root's host ids, acted as when as_ids (as root) */
+	uid_t uid; /* the host ids acted as when as_ids (as root): /workspace's owner's (sandbox_file_ids) */
 	gid_t gid;
 	bool as_ids;
 	char state_dir[4096]; /* runbox's state (the artifact store) */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -977,26 +978,18 @@ unsigned rb_serve_session_close(struct rb_serve *sv, const char *sid, const char
 	return 200;
 }
 
-int rb_serve_workspace(struct rb_serve *sv, const char *sid, int *fd, uid_t *uid, gid_t *gid, bool *chown_to,
-                       struct rb_error *err)
+/* The host ids the daemon acts as on the sandbox's files (as root, where they are not its own):
+ * those of /workspace's owner, the policy's user (the sandbox's root for `default`, its uid
+ * 1000 for `strict`), so a file call may do what the session's processes may and what it makes
+ * is theirs; the sandbox's root when /workspace's ids are none of the sandbox's. */
+static bool sandbox_file_ids(const struct rb_run *run, int ws, uid_t *uid, gid_t *gid)
 {
-	pthread_mutex_lock(&sv->lock);
-	struct sv_session *s = find(sv, sid);
-	if (!s) {
-		pthread_mutex_unlock(&sv->lock);
-		return rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
-	}
-	int r = 0;
-	if (s->run.sb.workspace_fd < 0 || s->run.sb.reaped)
-		r = rb_error_setk(err, RB_ERR_CONFLICT, 0, "session %s: its sandbox has no /workspace now", sid);
-	else if ((*fd = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
-		r = rb_error_set(err, errno, "session %s: dup /workspace", sid);
-	if (r == 0) {
-		*chown_to = rb_run_sandbox_root_ids(&s->run, uid, gid);
-		s->last_us = now_us();
-	}
-	pthread_mutex_unlock(&sv->lock);
-	return r;
+	if (!rb_run_sandbox_root_ids(run, uid, gid))
+		return false;
+	struct stat st;
+	if (fstat(ws, &st) == 0 && rb_run_ids_in_sandbox(run, st.st_uid, st.st_gid))
+		*uid = st.st_uid, *gid = st.st_gid;
+	return true;
 }
 
 int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *fs, struct rb_error *err)
@@ -1016,7 +1009,7 @@ int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *f
 	         (fs->ws = fcntl(s->run.sb.workspace_fd, F_DUPFD_CLOEXEC, 3)) < 0)
 		r = rb_error_set(err, errno, "session %s: dup its root", sid);
 	if (r == 0) {
-		fs->as_ids = rb_run_sandbox_root_ids(&s->run, &fs->uid, &fs->gid);
+		fs->as_ids = sandbox_file_ids(&s->run, fs->ws, &fs->uid, &fs->gid);
 		snprintf(fs->state_dir, sizeof fs->state_dir, "%s", s->run.paths.state_dir);
 		snprintf(fs->tenant, sizeof fs->tenant, "%s", s->run.tenant);
 		s->last_us = now_us();

@@ -700,14 +700,6 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, err) < 0)
 		return -1;
-	/* Written as the owner of /workspace, the policy's user (the sandbox's root for `default`,
-	 * its uid 1000 for `strict`): what is restored is that user's, as what it wrote was, and a
-	 * hydrate has no right over /workspace its processes have not. */
-	struct stat wst;
-	if (fs.as_ids && fstat(fs.ws, &wst) == 0) {
-		fs.uid = wst.st_uid;
-		fs.gid = wst.st_gid;
-	}
 	struct rb_fscred cr;
 	if (rb_fscred_enter(&fs, &cr, err) < 0) {
 		rb_serve_fs_release(&fs);

@@ -188,6 +188,19 @@ bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid)
 	return sandbox_root_ids(&run->spec.ids, uid, gid);
 }
 
+static bool in_map(const struct rb_idmap *m, uint32_t id)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (id >= m->lines[i].outside && id - m->lines[i].outside < m->lines[i].count)
+			return true;
+	return false;
+}
+
+bool rb_run_ids_in_sandbox(const struct rb_run *run, uid_t uid, gid_t gid)
+{
+	return !run->spec.ids.outer && in_map(&run->spec.ids.uid, uid) && in_map(&run->spec.ids.gid, gid);
+}
+
 static bool setgroups_denied_here(void)
 {
 	char *text = NULL;

@@ -183,6 +183,8 @@ int rb_run_open(const struct rb_run_config *cfg, struct rb_run *run, struct rb_e
 /* The host ids of the sandbox's root where they are not the runner's (as root, a subordinate
  * range): what a file made for the sandbox must be reachable by. */
 bool rb_run_sandbox_root_ids(const struct rb_run *run, uid_t *uid, gid_t *gid);
+/* Whether host ids uid and gid are both inside the sandbox's id maps (ids its inodes carry). */
+bool rb_run_ids_in_sandbox(const struct rb_run *run, uid_t uid, gid_t gid);
 /* Lowers the run's timeout and cgroup limits to those given (0: keep), before rb_run_start.
  * Raising one, or lifting none into one above the policy's, is an error: only narrowing. */
 int rb_run_narrow(struct rb_run *run, uint64_t timeout_ms, uint64_t memory_bytes, uint64_t pids, double cpus,

@@ -172,5 +172,25 @@ api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"mtest\", \"manifes
 if [ "$pooled" = true ] && [ "$pout" = "$(printf '600\npooled-%s\npv-%s' "$MARK" "$MARK")" ] && [ "$ST" = 201 ] && [ "$(jv 'r["pooled"]')" = false ]; then
 	ok "a claimed pool member takes the manifest's files and env after its claim (control: one with inputs is made cold)"
 else not_ok "a manifest on a pooled session" "pooled $pooled '$pout'; with inputs $ST $(jv 'r.get("pooled")')"; fi
+
+# File calls act as the owner of /workspace, the policy's user: under strict (uid 1000) a
+# manifest's file, a PUT and a mkdir are made and are that user's, which its processes then
+# change; the default policy's are its root's (control).
+for pol in default strict; do
+	api POST /v1/sessions "{\"image\": \"minimal\", \"policy\": \"$pol\", \"manifest\": {\"files\": [{\"path\": \"/workspace/m\", \"content\": \"m-$pol\"}]}}"
+	made="$ST"
+	S=$(jv 'r["id"]')
+	api PUT "/v1/sessions/$S/files?path=/workspace/p" "p-$pol"
+	made="$made $ST"
+	api POST "/v1/sessions/$S/fs/mkdir" '{"path": "/workspace/dd"}'
+	made="$made $ST"
+	ex sh -c 'echo more >> /workspace/p && touch /workspace/dd/x && stat -c %u /workspace /workspace/m /workspace/p /workspace/dd | sort -u | tr "\n" " "; cat /workspace/m'
+	want=0
+	[ $pol = strict ] && want=1000
+	if [ "$made" = "201 200 200" ] && [ "$RC" = 0 ] && [ "$OUT" = "$want m-$pol" ]; then
+		ok "a $pol session's manifest file, PUT and mkdir are made as /workspace's owner (uid $want), and its processes change them"
+	else not_ok "a $pol session's file calls act as /workspace's owner" "statuses '$made'; exit $RC '$OUT' $(first_line "$ERR")"; fi
+	api DELETE "/v1/sessions/$S"
+done
 kill -TERM "$DPID" 2>/dev/null
 wait "$DPID" 2>/dev/null
