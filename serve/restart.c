@@ -85,6 +85,40 @@ json_t *rb_serve_last_event(struct rb_ledger *l, const char *run_id, const char 
 	return e;
 }
 
+/* The newest event of type in the run that did not fail (no "error", and for a snapshot a
+ * ref), and its seq; NULL when none of its last 64 is. */
+static const json_t *last_done(struct rb_ledger *l, const char *run_id, const char *type, json_t **all, json_int_t *seq)
+{
+	struct rb_ledger_filter f = {.run_id = run_id, .type = type, .last = 64};
+	struct rb_error err;
+	*seq = -1;
+	if (rb_ledger_query(l, &f, all, &err) < 0)
+		return NULL;
+	for (size_t i = json_array_size(*all); i-- > 0;) {
+		const json_t *e = json_array_get(*all, i);
+		const json_t *d = json_object_get(e, "data");
+		if (json_object_get(d, "error") ||
+		    (!strcmp(type, "snapshot") && !json_is_string(json_object_get(d, "ref"))))
+			continue;
+		*seq = json_integer_value(json_object_get(e, "seq"));
+		return e;
+	}
+	return NULL;
+}
+
+void rb_serve_workspace_ref(struct rb_ledger *l, const char *run_id, char *out, size_t n)
+{
+	json_t *snaps = NULL, *hyds = NULL;
+	json_int_t ss, hs;
+	const json_t *snap = last_done(l, run_id, "snapshot", &snaps, &ss);
+	const json_t *hyd = last_done(l, run_id, "hydrate", &hyds, &hs);
+	const json_t *last = hs > ss ? hyd : snap;
+	const char *ref = last ? json_string_value(json_object_get(json_object_get(last, "data"), "ref")) : NULL;
+	snprintf(out, n, "%s", ref ? ref : "");
+	json_decref(snaps);
+	json_decref(hyds);
+}
+
 unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const char *sid, const char *tenant,
                        json_t **reply)
 {
@@ -113,14 +147,15 @@ unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const 
 		}
 	const char *run_id = json_string_value(json_object_get(start, "run_id"));
 	const char *owner = json_string_value(json_object_get(start, "tenant"));
-	json_t *end = NULL, *snap = NULL;
+	json_t *end = NULL;
 	/* Another tenant's session is answered as one that never was. */
 	if (run_id && (!tenant || (owner && !strcmp(owner, tenant))))
 		end = rb_serve_last_event(l, run_id, "run_end");
 	const char *result = json_string_value(json_object_get(json_object_get(end, "data"), "result"));
 	if (result && !strcmp(result, "lost")) {
-		snap = rb_serve_last_event(l, run_id, "snapshot");
-		const char *ref = json_string_value(json_object_get(json_object_get(snap, "data"), "ref"));
+		char last[128];
+		rb_serve_workspace_ref(l, run_id, last, sizeof last);
+		const char *ref = last[0] ? last : NULL;
 		if (ref)
 			snprintf(
 			    msg, sizeof msg,
@@ -137,7 +172,6 @@ unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const 
 	}
 	json_decref(starts);
 	json_decref(end);
-	json_decref(snap);
 	rb_ledger_close(l);
 	return 404;
 }

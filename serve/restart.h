@@ -19,5 +19,10 @@ unsigned rb_serve_lost(const struct rb_host *host, const char *state_dir, const 
 
 /* The last event of type of run_id (a reference the caller drops), or NULL. */
 json_t *rb_serve_last_event(struct rb_ledger *l, const char *run_id, const char *type);
+/* The snapshot ref (in out, "" for none) the run's /workspace last came to be: its last taken
+ * snapshot, or the snapshot it was last hydrated from when that came after it (a session made
+ * or resumed from one and not snapshotted since). None when it took and was hydrated from none,
+ * or an uploaded archive's hydrate came last. Refused snapshots and hydrates are not counted. */
+void rb_serve_workspace_ref(struct rb_ledger *l, const char *run_id, char *out, size_t n);
 
 #endif

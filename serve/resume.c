@@ -139,15 +139,16 @@ unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const jso
 	    rb_ledger_open(paths.state_dir, &l, &err) < 0)
 		return rb_serve_error(&err, reply);
 	/* Another tenant's session is answered as one that never was. */
-	json_t *start = session_start(l, sid, tenant), *end = NULL, *snap = NULL, *cleanup = NULL;
+	json_t *start = session_start(l, sid, tenant), *end = NULL, *cleanup = NULL;
 	const char *run_id = json_string_value(json_object_get(start, "run_id"));
+	char last[128] = "";
 	if (run_id) {
 		end = rb_serve_last_event(l, run_id, "run_end");
-		snap = rb_serve_last_event(l, run_id, "snapshot");
+		rb_serve_workspace_ref(l, run_id, last, sizeof last);
 		cleanup = rb_serve_last_event(l, run_id, "cleanup");
 	}
 	rb_ledger_close(l);
-	const char *ref = json_string_value(json_object_get(json_object_get(snap, "data"), "ref"));
+	const char *ref = last[0] ? last : NULL;
 	const char *why = json_string_value(json_object_get(json_object_get(cleanup, "data"), "what"));
 	unsigned st;
 	if (!run_id) {
@@ -190,7 +191,6 @@ unsigned rb_serve_session_resume(struct rb_serve *sv, const char *sid, const jso
 	}
 	json_decref(start);
 	json_decref(end);
-	json_decref(snap);
 	json_decref(cleanup);
 	return st;
 }

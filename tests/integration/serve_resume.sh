@@ -59,6 +59,25 @@ if [[ "$a" == 409*"without a snapshot"* ]] && [[ "$b" == 404*"no session"* ]] &&
 	ok "a closed session without a snapshot is 409 naming that; an unknown id 404; an unknown key 400 (control: the one with a snapshot resumed)"
 else not_ok "resume refuses what it cannot" "$a | $b | $c"; fi
 
+# A resumed session closed before it took a snapshot of its own resumes again, from the snapshot
+# it was made from (its workspace's last known state); once an uploaded archive was hydrated into
+# one after its snapshot, there is nothing stored to resume from (409, control).
+api DELETE "/v1/sessions/$S2"
+api POST "/v1/sessions/$S2/resume" '{}'
+rr="$ST $(jv '[r["resumed"], r["resumed_from"]["snapshot"]]')" S4=$(jv 'r["id"]')
+S=$S4 ex cat /workspace/keep
+rr_out=$OUT
+mkdir -p "$T/up" && echo up >"$T/up/u" && tar -C "$T/up" -cf "$T/up.tar" . && chmod a+r "$T/up.tar"
+api POST "/v1/sessions/$S4/hydrate" "@$T/up.tar"
+hy=$ST
+api DELETE "/v1/sessions/$S4"
+api POST "/v1/sessions/$S4/resume" '{}'
+after_upload="$ST $R"
+if [ "$rr" = "201 [\"snapshot\", \"$REF\"]" ] && [ "$rr_out" = "kept-$MARK" ] && [ "$hy" = 200 ] &&
+	[[ "$after_upload" == 409*"without a snapshot"* ]]; then
+	ok "a resumed session that took no snapshot resumes again from the one it was made from; after an uploaded archive, 409 (control)"
+else not_ok "a resumed session resumes again" "$rr out '$rr_out'; hydrate $hy; after the upload: $after_upload"; fi
+
 # A strict session (its sandbox user uid 1000 owns /workspace and /workspace/out) resumes as the
 # default one does (the control): the hydrate leaves the directories of the sandbox's layout as
 # they are (never a chmod of /workspace/out), restores the files below them, and the layout
