@@ -20,9 +20,9 @@
 #define OUT_BIT 0x80000000U
 
 struct rb_scrubber {
-	struct rb_scrub_rule_tables rules;
-	char (*names)[RB_SCRUB_RULE_MAX]; /* rule id -> name */
-	size_t n_names;
+	const struct rb_scrub_rule_tables *rules; /* rb_scrub_tables[AVX2 at hand] */
+	char (*exact)[RB_SCRUB_RULE_MAX];         /* rule id RB_SR_FIRST_EXACT + i -> exact[i] */
+	size_t n_names;                           /* rule ids: the format and keyword rules', then exact ones */
 	/* pass 1 */
 	size_t n_states;
 	uint32_t n_cls;
@@ -283,21 +283,26 @@ static struct enc jsonenc(const unsigned char *in, size_t n, unsigned flags)
 
 /* ---- rule names -------------------------------------------------------------------------- */
 
+static const char *rule_name(const struct rb_scrubber *s, size_t id)
+{
+	return id < RB_SR_FIRST_EXACT ? rb_scrub_rule_names[id] : s->exact[id - RB_SR_FIRST_EXACT];
+}
+
 static int rule_id(struct rb_scrubber *s, const char *label, const char *enc, uint32_t *id)
 {
 	char name[RB_SCRUB_RULE_MAX];
 	snprintf(name, sizeof name, "exact:%s:%s", label, enc);
 	for (size_t i = RB_SR_FIRST_EXACT; i < s->n_names; i++) {
-		if (strcmp(s->names[i], name) == 0) {
+		if (strcmp(rule_name(s, i), name) == 0) {
 			*id = (uint32_t)i;
 			return 0;
 		}
 	}
-	void *v = realloc(s->names, (s->n_names + 1) * sizeof *s->names);
+	void *v = realloc(s->exact, (s->n_names - RB_SR_FIRST_EXACT + 1) * sizeof *s->exact);
 	if (!v)
 		return -1;
-	s->names = v;
-	memcpy(s->names[s->n_names], name, sizeof name);
+	s->exact = v;
+	memcpy(s->exact[s->n_names - RB_SR_FIRST_EXACT], name, sizeof name);
 	*id = (uint32_t)s->n_names++;
 	return 0;
 }
@@ -518,14 +523,7 @@ int rb_scrub_new_labeled(const struct rb_scrub_secret *secrets, size_t n_secrets
 	struct rb_scrubber *s = calloc(1, sizeof *s);
 	if (!s)
 		return rb_error_set(err, ENOMEM, "scrub: allocate the scrubber");
-	rb_scrub_rules_init(&s->rules);
-	s->names = calloc(RB_SR_FIRST_EXACT, sizeof *s->names);
-	if (!s->names) {
-		rb_scrub_free(s);
-		return rb_error_set(err, ENOMEM, "scrub: allocate the rule names");
-	}
-	for (size_t i = 0; i < RB_SR_FIRST_EXACT; i++)
-		snprintf(s->names[i], sizeof s->names[i], "%s", rb_scrub_rule_names[i]);
+	s->rules = &rb_scrub_tables[rb_scrub_have_avx2()];
 	s->n_names = RB_SR_FIRST_EXACT;
 
 	struct pats p = {0};
@@ -560,7 +558,7 @@ void rb_scrub_free(struct rb_scrubber *s)
 {
 	if (!s)
 		return;
-	free(s->names);
+	free(s->exact);
 	free(s->delta);
 	free(s->out_len);
 	free(s->out_rule);
@@ -620,8 +618,8 @@ int rb_scrub_find_spans(const struct rb_scrubber *s, const unsigned char *in, si
 {
 	if (s->delta)
 		exact_scan(s, in, len, sp);
-	rb_scrub_rules_scan(&s->rules, in, len, sp);
-	rb_scrub_keywords_scan(&s->rules, in, len, sp);
+	rb_scrub_rules_scan(s->rules, in, len, sp);
+	rb_scrub_keywords_scan(s->rules, in, len, sp);
 	if (sp->oom)
 		return rb_error_set(err, ENOMEM, "scrub: list the matches in %zu bytes", len);
 	*n = merge(sp);
@@ -663,7 +661,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 	}
 	size_t out_len = len;
 	for (size_t i = 0; i < n; i++)
-		out_len = out_len - (v[i].end - v[i].start) + strlen("[REDACTED:]") + strlen(s->names[v[i].rule]);
+		out_len = out_len - (v[i].end - v[i].start) + strlen("[REDACTED:]") + strlen(rule_name(s, v[i].rule));
 	char *o = alloc_output(out_len + 1);
 	_cleanup_free_ uint64_t *by_id = calloc(s->n_names, sizeof *by_id);
 	if (!o || !by_id) {
@@ -674,7 +672,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 	for (size_t i = 0; i < n; i++) {
 		memcpy(o + j, in + at, v[i].start - at);
 		j += v[i].start - at;
-		j += (size_t)sprintf(o + j, "[REDACTED:%s]", s->names[v[i].rule]);
+		j += (size_t)sprintf(o + j, "[REDACTED:%s]", rule_name(s, v[i].rule));
 		at = v[i].end;
 		by_id[v[i].rule]++;
 	}
@@ -694,7 +692,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 				counts->total += by_id[id];
 				if (counts->n < RB_SCRUB_COUNTS_MAX) {
 					struct rb_scrub_count *c = &counts->by_rule[counts->n++];
-					memcpy(c->rule, s->names[id], sizeof c->rule);
+					snprintf(c->rule, sizeof c->rule, "%s", rule_name(s, id));
 					c->count = by_id[id];
 				} else {
 					counts->overflow += by_id[id];
