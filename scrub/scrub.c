@@ -143,16 +143,13 @@ static struct enc b64(const unsigned char *in, size_t n, const char *alpha, unsi
 	unsigned char *o = malloc(chars + 3);
 	if (!o)
 		return (struct enc){NULL, 0};
-	for (size_t j = 0; j < chars; j++) {
-		unsigned v = 0;
-		for (size_t b = 6 * j; b < 6 * j + 6; b++) {
-			size_t byte = b / 8;
-			unsigned bit = 0;
-			if (byte >= k && byte < k + n)
-				bit = (in[byte - k] >> (7 - b % 8)) & 1;
-			v = v << 1 | bit;
-		}
-		o[j] = (unsigned char)alpha[v];
+	/* three bytes of k zeros, in, and zeros past its end at a time: four characters */
+	for (size_t j = 0, g = 0; j < chars; g += 3) {
+		uint32_t x = 0;
+		for (size_t b = g; b < g + 3; b++)
+			x = x << 8 | (b >= k && b < k + n ? in[b - k] : 0U);
+		for (int q = 18; q >= 0 && j < chars; q -= 6)
+			o[j++] = (unsigned char)alpha[(x >> q) & 63];
 	}
 	size_t first = 0, last = chars;
 	if (whole) {
