@@ -50,16 +50,21 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 # which only runbox-gateway links (libmicrohttpd loads a TLS library: ~12 ms per start).
 GW_SRCS  := gateway/endpoint.c gateway/cpushare.c gateway/connector.c gateway/curlpool.c gateway/workers.c gateway/tunnel.c gateway/dns.c gateway/mcp.c gateway/sse.c gateway/daemon.c gateway/grant.c gateway/record.c
 GW_MAIN  := gateway/serve_main.c
+# A build-time tool, not the library: writes the scrubber's tables (SCRUB_TABLES below).
+SCRUB_GEN := scrub/tables_main.c
 # runbox serve's daemon: its own binary, linking libmicrohttpd, so runbox's start stays lean.
 SV_SRCS  := serve/inflight.c serve/sessions.c serve/restart.c serve/http.c serve/files.c serve/fsroot.c serve/fsops.c serve/snapshot.c serve/pool.c serve/quota.c serve/keys.c serve/ports.c serve/approvals.c
 SV_SRCS  += serve/manifest.c serve/resume.c serve/known.c
 # the E2B-compatible front end (docs/e2b.md)
 SV_SRCS  += serve/e2b_http.c serve/e2b_control.c serve/e2b_envd.c serve/e2b_fs.c serve/e2b_connect.c serve/e2b_keys.c serve/e2b_main.c
 SV_MAIN  := serve/serve_main.c
-LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c cli/term.c cli/progress.c)))
+LIB_SRCS := $(sort $(filter-out $(GW_SRCS) $(GW_MAIN) $(SCRUB_GEN),$(wildcard common/*.c ledger/*.c scrub/*.c runtime/*/*.c policy/*.c images/*.c gateway/*.c cli/cmd_*.c cli/term.c cli/progress.c)))
 MAIN_SRC := cli/main.c
-LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
-SAN_OBJS := $(LIB_SRCS:%.c=$(B)/asan/%.o) $(GW_SRCS:%.c=$(B)/asan/%.o)
+# The scrubber's format and keyword tables as constants, written by scrub/tables_main.c from
+# rb_scrub_rules_init (no run builds them): a library source made at build time.
+SCRUB_TABLES := $(B)/gen/scrub_tables.c
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o) $(SCRUB_TABLES:%.c=$(B)/obj/%.o)
+SAN_OBJS := $(LIB_SRCS:%.c=$(B)/asan/%.o) $(SCRUB_TABLES:%.c=$(B)/asan/%.o) $(GW_SRCS:%.c=$(B)/asan/%.o)
 GW_LIBS  := $(shell pkg-config --libs libmicrohttpd libcurl 2>/dev/null)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/unit/%)
@@ -94,6 +99,11 @@ runbox-gateway: $(LIB_OBJS) $(GW_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(GW_MAIN:.c=.o
 runbox-serve: $(LIB_OBJS) $(SV_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/$(SV_MAIN:.c=.o) $(B)/link-libs
 	$(CC) $(LDFLAGS) -o $@.tmp $(filter %.o,$^) -l:libarchive.so.13 $(PKG_LIBS) $(GW_LIBS)
 	mv -f $@.tmp $@
+
+$(SCRUB_TABLES): $(SCRUB_GEN) scrub/rules.c scrub/keyword.c scrub/prefilter.c $(wildcard scrub/*.h) common/error.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu17 -O1 -I. $(PKG_CFLAGS) -o $(B)/gen/scrub_tables_main $(filter %.c,$^) -lm
+	$(B)/gen/scrub_tables_main $@.tmp && mv -f $@.tmp $@
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -259,7 +269,7 @@ bench-scrub:
 
 # Every warning fails: clang-tidy's through WarningsAsErrors in .clang-tidy, clang-format's
 # through --Werror, cppcheck's through --error-exitcode.
-LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN) $(SV_SRCS) $(SV_MAIN)
+LINT_SRCS := $(LIB_SRCS) $(MAIN_SRC) $(GW_SRCS) $(GW_MAIN) $(SV_SRCS) $(SV_MAIN) $(SCRUB_GEN)
 LINT_HDRS := $(filter-out build/% tests/%,$(wildcard */*.h */*/*.h))
 lint:
 	@scripts/install-deps.sh build lint
@@ -289,7 +299,7 @@ $(B)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
-$(B)/fuzz/librunbox.a: $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o)
+$(B)/fuzz/librunbox.a: $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(SCRUB_TABLES:%.c=$(B)/fuzz/obj/%.o)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(B)/fuzz/librunbox.a

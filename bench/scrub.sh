@@ -8,9 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
 mkdir -p "$OUT"
+# the format and keyword tables, written at build time (Makefile, SCRUB_TABLES)
+make -s build/gen/scrub_tables.c
 MB=${SCRUB_BENCH_MB:-200}
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
-	-o "$OUT/scrub_bench" bench/scrub_bench.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c common/error.c \
+	-o "$OUT/scrub_bench" bench/scrub_bench.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c build/gen/scrub_tables.c common/error.c \
 	$(pkg-config --cflags --libs jansson) -lm
 "$OUT/scrub_bench" "$OUT" bench/scrub_patterns.txt "$MB" | tee "$OUT/scrub.txt"

@@ -7,15 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=build/bench
 mkdir -p "$OUT"
+# the format and keyword tables, written at build time (Makefile, SCRUB_TABLES)
+make -s build/gen/scrub_tables.c
 python3 bench/scrub_corpus.py "$OUT/scrub-corpus.jsonl" "${SCRUB_EVAL_SEED:-18}"
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -std=gnu17 -O2 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
-	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c \
+	-o "$OUT/scrub_eval" bench/scrub_eval.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c build/gen/scrub_tables.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
 # the profiler's driver (docs/scrub.md, "Measured"): one rb_scrub_harvest_cb of a file
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 gcc -std=gnu17 -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -I. \
-	-o "$OUT/scrub_prof" bench/scrub_prof.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c \
+	-o "$OUT/scrub_prof" bench/scrub_prof.c scrub/scrub.c scrub/rules.c scrub/keyword.c scrub/prefilter.c build/gen/scrub_tables.c \
 	common/error.c $(pkg-config --cflags --libs jansson) -lm
 # ordinary text to mix the corpus into: this repository's docs and C sources (prose, code,
 # tables), plus the unit test's control files (near misses)

@@ -263,6 +263,8 @@ struct rb_scrub_prefilter {
 	bool simd;                                                        /* AVX2 at hand: 32 positions a step */
 };
 void rb_scrub_prefilter_add(struct rb_scrub_prefilter *p, unsigned c0, unsigned c1, unsigned c2, unsigned bucket);
+/* The CPU runs AVX2 code (and the OS keeps its registers). */
+bool rb_scrub_have_avx2(void);
 /* After the last add: chooses the AVX2 path where the CPU has it. */
 void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p);
 /* The first position j >= i whose first two bytes are some prefix's and, where j + 2 < len
@@ -332,7 +334,7 @@ struct rb_scrub_elem {
 #define RB_SCRUB_ELEMS_MAX    4096
 #define RB_SCRUB_FAMILIES_MAX 512
 
-/* Tables of the format pass, built once per scrubber (no mutable globals). */
+/* Tables of the format and keyword passes: constants (rb_scrub_tables), no mutable globals. */
 struct rb_scrub_rule_tables {
 	struct rb_scrub_prefilter anchors;  /* the format rules' anchors */
 	struct rb_scrub_prefilter keywords; /* the keyword pass's words */
@@ -349,7 +351,11 @@ struct rb_scrub_rule_tables {
 	uint8_t back_n[RB_SCRUB_FAMILIES_MAX], fwd_n[RB_SCRUB_FAMILIES_MAX];
 };
 
+/* Fills t (the build-time tool scrub/tables_main.c runs it; tests compare). */
 void rb_scrub_rules_init(struct rb_scrub_rule_tables *t);
+/* rb_scrub_rules_init's tables as constants, written at build time (build/gen/scrub_tables.c):
+ * [0] with the scalar prefilter, [1] with AVX2. A scrubber points at one; none builds them. */
+extern const struct rb_scrub_rule_tables rb_scrub_tables[2];
 /* Pass 2: format rules, found by their anchor (a prefix, or a marker inside the token). */
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
                          struct rb_scrub_spans *sp);

@@ -3,6 +3,8 @@
  * The format and keyword passes live in scrub/rules.c. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +21,55 @@
 /* A transition's high bit: the target state ends a pattern. */
 #define OUT_BIT 0x80000000U
 
-struct rb_scrubber {
-	struct rb_scrub_rule_tables rules;
-	char (*names)[RB_SCRUB_RULE_MAX]; /* rule id -> name */
-	size_t n_names;
-	/* pass 1 */
-	size_t n_states;
-	uint32_t n_cls;
-	uint8_t cls[256];
+struct pat {
+	unsigned char *s;
+	size_t len;
+	uint32_t rule;
+};
+
+struct pats {
+	struct pat *v;
+	size_t n, cap;
+	size_t total; /* sum of lengths: bounds the automaton's states */
+};
+
+static void pats_free(struct pats *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i].s);
+	free(p->v);
+}
+
+/* Pass 1's automaton, built at the first input that may hold a pattern (automaton()): a run
+ * token's 20-odd encodings make ~1 MiB of it, ~0.7 ms of CPU, which a step whose output holds
+ * none of their trigrams never pays. */
+struct dfa {
+	pthread_mutex_t lock; /* held while it is built: calls on one scrubber may be concurrent */
+	atomic_bool built;
 	uint32_t *delta;    /* [state * n_cls + cls] = target * n_cls | OUT_BIT if it ends a pattern */
 	uint32_t *out_len;  /* per state: length of the longest pattern ending there, 0: none */
 	uint32_t *out_rule; /* its rule id */
 	uint32_t *depth;    /* per state: bytes of a pattern's start it stands for */
-	size_t max_pat;     /* the longest pattern */
+};
+
+struct rb_scrubber {
+	const struct rb_scrub_rule_tables *rules; /* rb_scrub_tables[AVX2 at hand] */
+	char (*exact)[RB_SCRUB_RULE_MAX];         /* rule id RB_SR_FIRST_EXACT + i -> exact[i] */
+	size_t n_names;                           /* rule ids: the format and keyword rules', then exact ones */
+	/* pass 1: the patterns (every encoding of every secret), kept for the automaton */
+	struct pats pats;
+	struct dfa *dfa;
+	uint32_t n_cls;
+	uint8_t cls[256];
+	size_t max_pat; /* the longest pattern */
 	/* every three bytes at any offset of some pattern, by rb_scrub_tri; a
 	 * pattern of n bytes holds one of the positions step apart, step = the shortest - 2 */
 	uint64_t tri[1U << 10];
 	size_t step;
+	/* the patterns' first three bytes (rb_scrub_tri) and first bytes: where none is, no
+	 * pattern starts (rb_scrub_exact_pending without the automaton) */
+	uint64_t first_tri[1U << 10];
+	uint64_t first_byte[4];
 };
 
 /* ---- spans -------------------------------------------------------------------------- */
@@ -61,25 +95,6 @@ void rb_scrub_spans_push(struct rb_scrub_spans *sp, size_t start, size_t end, ui
 }
 
 /* ---- encodings of a secret ------------------------------------------------------------- */
-
-struct pat {
-	unsigned char *s;
-	size_t len;
-	uint32_t rule;
-};
-
-struct pats {
-	struct pat *v;
-	size_t n, cap;
-	size_t total; /* sum of lengths: bounds the automaton's states */
-};
-
-static void pats_free(struct pats *p)
-{
-	for (size_t i = 0; i < p->n; i++)
-		free(p->v[i].s);
-	free(p->v);
-}
 
 /* An encoded form: malloc'd bytes (NULL when out of memory) and their length. */
 struct enc {
@@ -128,16 +143,13 @@ static struct enc b64(const unsigned char *in, size_t n, const char *alpha, unsi
 	unsigned char *o = malloc(chars + 3);
 	if (!o)
 		return (struct enc){NULL, 0};
-	for (size_t j = 0; j < chars; j++) {
-		unsigned v = 0;
-		for (size_t b = 6 * j; b < 6 * j + 6; b++) {
-			size_t byte = b / 8;
-			unsigned bit = 0;
-			if (byte >= k && byte < k + n)
-				bit = (in[byte - k] >> (7 - b % 8)) & 1;
-			v = v << 1 | bit;
-		}
-		o[j] = (unsigned char)alpha[v];
+	/* three bytes of k zeros, in, and zeros past its end at a time: four characters */
+	for (size_t j = 0, g = 0; j < chars; g += 3) {
+		uint32_t x = 0;
+		for (size_t b = g; b < g + 3; b++)
+			x = x << 8 | (b >= k && b < k + n ? in[b - k] : 0U);
+		for (int q = 18; q >= 0 && j < chars; q -= 6)
+			o[j++] = (unsigned char)alpha[(x >> q) & 63];
 	}
 	size_t first = 0, last = chars;
 	if (whole) {
@@ -283,21 +295,26 @@ static struct enc jsonenc(const unsigned char *in, size_t n, unsigned flags)
 
 /* ---- rule names -------------------------------------------------------------------------- */
 
+static const char *rule_name(const struct rb_scrubber *s, size_t id)
+{
+	return id < RB_SR_FIRST_EXACT ? rb_scrub_rule_names[id] : s->exact[id - RB_SR_FIRST_EXACT];
+}
+
 static int rule_id(struct rb_scrubber *s, const char *label, const char *enc, uint32_t *id)
 {
 	char name[RB_SCRUB_RULE_MAX];
 	snprintf(name, sizeof name, "exact:%s:%s", label, enc);
 	for (size_t i = RB_SR_FIRST_EXACT; i < s->n_names; i++) {
-		if (strcmp(s->names[i], name) == 0) {
+		if (strcmp(rule_name(s, i), name) == 0) {
 			*id = (uint32_t)i;
 			return 0;
 		}
 	}
-	void *v = realloc(s->names, (s->n_names + 1) * sizeof *s->names);
+	void *v = realloc(s->exact, (s->n_names - RB_SR_FIRST_EXACT + 1) * sizeof *s->exact);
 	if (!v)
 		return -1;
-	s->names = v;
-	memcpy(s->names[s->n_names], name, sizeof name);
+	s->exact = v;
+	memcpy(s->exact[s->n_names - RB_SR_FIRST_EXACT], name, sizeof name);
 	*id = (uint32_t)s->n_names++;
 	return 0;
 }
@@ -350,8 +367,11 @@ static int add_secret(struct rb_scrubber *s, struct pats *p, const struct rb_scr
 
 /* ---- the automaton ---------------------------------------------------------------------- */
 
-static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_error *err)
+/* What pass 1 needs before its automaton: the byte classes, the automaton's bound (checked
+ * here, so that a scrubber too large fails when it is made), the trigram filters, the step. */
+static int plan_dfa(struct rb_scrubber *s, struct rb_error *err)
 {
+	const struct pats *p = &s->pats;
 	uint32_t ncls = 1;
 	memset(s->cls, 0, sizeof s->cls);
 	for (size_t i = 0; i < p->n; i++)
@@ -366,16 +386,50 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 		    "limit of %u table cells: use fewer or shorter secrets",
 		    p->n, p->total, DFA_MAX_CELLS);
 	s->n_cls = ncls;
+	size_t min_pat = SIZE_MAX;
+	for (size_t i = 0; i < p->n; i++) { /* every pattern is 8 bytes or more */
+		const unsigned char *v = p->v[i].s;
+		for (size_t j = 0; j + 3 <= p->v[i].len; j++) {
+			unsigned h = rb_scrub_tri(v[j], v[j + 1], v[j + 2]);
+			s->tri[h >> 6] |= 1ULL << (h & 63);
+		}
+		unsigned h = rb_scrub_tri(v[0], v[1], v[2]);
+		s->first_tri[h >> 6] |= 1ULL << (h & 63);
+		s->first_byte[v[0] >> 6] |= 1ULL << (v[0] & 63);
+		if (p->v[i].len < min_pat)
+			min_pat = p->v[i].len;
+		if (p->v[i].len > s->max_pat)
+			s->max_pat = p->v[i].len;
+	}
+	s->step = min_pat >= 3 ? min_pat - 2 : 1;
+	s->dfa = calloc(1, sizeof *s->dfa);
+	if (!s->dfa)
+		return rb_error_set(err, ENOMEM, "scrub: allocate the matcher");
+	pthread_mutex_init(&s->dfa->lock, NULL);
+	return 0;
+}
+
+/* The automaton of s's patterns (plan_dfa's classes) into a. Returns 0, or -1 (out of memory;
+ * a is then as calloc left it, and a later call tries again). */
+static int fill_dfa(const struct rb_scrubber *s, struct dfa *a)
+{
+	const struct pats *p = &s->pats;
+	const uint32_t ncls = s->n_cls;
+	size_t max_states = p->total + 1;
 	uint32_t *d = calloc(max_states * ncls, sizeof *d);
 	_cleanup_free_ uint32_t *term = calloc(max_states, sizeof *term); /* pattern index + 1 */
 	_cleanup_free_ uint32_t *fail = calloc(max_states, sizeof *fail);
 	_cleanup_free_ uint32_t *queue = calloc(max_states, sizeof *queue);
-	s->out_len = calloc(max_states, sizeof *s->out_len);
-	s->out_rule = calloc(max_states, sizeof *s->out_rule);
-	s->depth = calloc(max_states, sizeof *s->depth);
-	s->delta = d;
-	if (!d || !term || !fail || !queue || !s->out_len || !s->out_rule || !s->depth)
-		return rb_error_set(err, ENOMEM, "scrub: matcher of %zu states", max_states);
+	uint32_t *out_len = calloc(max_states, sizeof *out_len);
+	uint32_t *out_rule = calloc(max_states, sizeof *out_rule);
+	uint32_t *depth = calloc(max_states, sizeof *depth);
+	if (!d || !term || !fail || !queue || !out_len || !out_rule || !depth) {
+		free(d);
+		free(out_len);
+		free(out_rule);
+		free(depth);
+		return -1;
+	}
 
 	/* The trie: 0 in a cell means "no edge" while building (no edge leads back to the root). */
 	size_t n_states = 1;
@@ -384,16 +438,13 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 		for (size_t j = 0; j < p->v[i].len; j++) {
 			uint32_t *cell = &d[st * ncls + s->cls[p->v[i].s[j]]];
 			if (!*cell) {
-				s->depth[n_states] = (uint32_t)j + 1;
+				depth[n_states] = (uint32_t)j + 1;
 				*cell = (uint32_t)n_states++;
 			}
 			st = *cell;
 		}
 		term[st] = (uint32_t)i + 1;
-		if (p->v[i].len > s->max_pat)
-			s->max_pat = p->v[i].len;
 	}
-	s->n_states = n_states;
 
 	/* Breadth first: a state's failure row is complete before the state is filled in. */
 	size_t qh = 0, qt = 0;
@@ -403,11 +454,11 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 	while (qh < qt) {
 		uint32_t st = queue[qh++];
 		if (term[st]) {
-			s->out_len[st] = (uint32_t)p->v[term[st] - 1].len;
-			s->out_rule[st] = p->v[term[st] - 1].rule;
+			out_len[st] = (uint32_t)p->v[term[st] - 1].len;
+			out_rule[st] = p->v[term[st] - 1].rule;
 		} else {
-			s->out_len[st] = s->out_len[fail[st]];
-			s->out_rule[st] = s->out_rule[fail[st]];
+			out_len[st] = out_len[fail[st]];
+			out_rule[st] = out_rule[fail[st]];
 		}
 		for (uint32_t c = 0; c < ncls; c++) {
 			uint32_t *cell = &d[(size_t)st * ncls + c];
@@ -424,19 +475,27 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
 	 * filling: a missing edge there is 0, the root itself. Now states become row offsets. */
 	for (size_t i = 0; i < n_states * ncls; i++) {
 		uint32_t t = d[i];
-		d[i] = t * ncls | (s->out_len[t] ? OUT_BIT : 0);
+		d[i] = t * ncls | (out_len[t] ? OUT_BIT : 0);
 	}
-	size_t min_pat = SIZE_MAX;
-	for (size_t i = 0; i < p->n; i++) { /* every pattern is 8 bytes or more */
-		for (size_t j = 0; j + 3 <= p->v[i].len; j++) {
-			unsigned h = rb_scrub_tri(p->v[i].s[j], p->v[i].s[j + 1], p->v[i].s[j + 2]);
-			s->tri[h >> 6] |= 1ULL << (h & 63);
-		}
-		if (p->v[i].len < min_pat)
-			min_pat = p->v[i].len;
-	}
-	s->step = min_pat >= 3 ? min_pat - 2 : 1;
+	a->delta = d;
+	a->out_len = out_len;
+	a->out_rule = out_rule;
+	a->depth = depth;
 	return 0;
+}
+
+/* s's automaton, built by the first call that needs it; NULL when out of memory. */
+static const struct dfa *automaton(const struct rb_scrubber *s)
+{
+	struct dfa *a = s->dfa;
+	if (atomic_load_explicit(&a->built, memory_order_acquire))
+		return a;
+	pthread_mutex_lock(&a->lock);
+	bool ok = atomic_load_explicit(&a->built, memory_order_relaxed) || fill_dfa(s, a) == 0;
+	if (ok)
+		atomic_store_explicit(&a->built, true, memory_order_release);
+	pthread_mutex_unlock(&a->lock);
+	return ok ? a : NULL;
 }
 
 /* Pass 1, sampled: only every step-th position is looked at, and only where its three bytes
@@ -448,8 +507,12 @@ static int build_dfa(struct rb_scrubber *s, const struct pats *p, struct rb_erro
  * where no secret is (step is 26 for a 28-byte run token) instead of a prefilter per byte. */
 static void exact_scan(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp)
 {
-	const uint32_t *d = s->delta;
+	const struct dfa *a = NULL; /* built at the first position that needs it */
+	const uint32_t *d = NULL, *out_len = NULL, *out_rule = NULL;
 	const uint8_t *cls = s->cls;
+	const uint32_t ncls = s->n_cls;
+	if (ncls == 0) /* none: plan_dfa makes class 0 at least (said for the analyzer) */
+		return;
 	const size_t step = s->step, back = s->max_pat - 3, fwd = s->max_pat;
 	uint32_t off = 0;
 	size_t done = 0; /* the automaton has read up to here; off is its state there */
@@ -457,6 +520,13 @@ static void exact_scan(const struct rb_scrubber *s, const unsigned char *in, siz
 		unsigned h = rb_scrub_tri(in[p], in[p + 1], in[p + 2]);
 		if (!((s->tri[h >> 6] >> (h & 63)) & 1))
 			continue;
+		if (!a) {
+			if (!(a = automaton(s))) {
+				sp->oom = true;
+				return;
+			}
+			d = a->delta, out_len = a->out_len, out_rule = a->out_rule;
+		}
 		size_t i = p > back ? p - back : 0;
 		if (i > done) /* no window reaches here: from the root */
 			off = 0;
@@ -467,8 +537,8 @@ static void exact_scan(const struct rb_scrubber *s, const unsigned char *in, siz
 			uint32_t v = d[off + cls[in[i++]]];
 			if (v & OUT_BIT) {
 				v &= ~OUT_BIT;
-				size_t st = v / s->n_cls;
-				rb_scrub_spans_push(sp, i - s->out_len[st], i, s->out_rule[st], RB_SCRUB_PASS_EXACT);
+				size_t st = v / ncls;
+				rb_scrub_spans_push(sp, i - out_len[st], i, out_rule[st], RB_SCRUB_PASS_EXACT);
 			}
 			off = v;
 		}
@@ -477,17 +547,36 @@ static void exact_scan(const struct rb_scrubber *s, const unsigned char *in, siz
 	}
 }
 
+/* May a pattern begin at in[i] (of len)? Its first three bytes, or (fewer left) its first. */
+static bool may_begin(const struct rb_scrubber *s, const unsigned char *in, size_t i, size_t len)
+{
+	if (len - i >= 3) {
+		unsigned h = rb_scrub_tri(in[i], in[i + 1], in[i + 2]);
+		return (s->first_tri[h >> 6] >> (h & 63)) & 1;
+	}
+	return (s->first_byte[in[i] >> 6] >> (in[i] & 63)) & 1;
+}
+
 /* The automaton's state after in, found from the root over the last max_pat bytes (the
  * state is the longest suffix that begins some pattern, never longer): its depth is how many
- * bytes at the end of in a pattern may still grow out of. */
+ * bytes at the end of in a pattern may still grow out of. Where no pattern may begin in those
+ * bytes, that is 0, and the automaton is not needed. Out of memory: all of in (held). */
 size_t rb_scrub_exact_pending(const struct rb_scrubber *s, const unsigned char *in, size_t len)
 {
-	if (!s->delta)
+	if (!s->dfa)
 		return 0;
+	size_t from = len > s->max_pat ? len - s->max_pat : 0, i = from;
+	while (i < len && !may_begin(s, in, i, len))
+		i++;
+	if (i == len)
+		return 0;
+	const struct dfa *a = automaton(s);
+	if (!a)
+		return len;
 	uint32_t off = 0;
-	for (size_t i = len > s->max_pat ? len - s->max_pat : 0; i < len; i++)
-		off = s->delta[off + s->cls[in[i]]] & ~OUT_BIT;
-	return s->depth[off / s->n_cls];
+	for (i = from; i < len; i++)
+		off = a->delta[off + s->cls[in[i]]] & ~OUT_BIT;
+	return a->depth[off / s->n_cls];
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
@@ -518,30 +607,19 @@ int rb_scrub_new_labeled(const struct rb_scrub_secret *secrets, size_t n_secrets
 	struct rb_scrubber *s = calloc(1, sizeof *s);
 	if (!s)
 		return rb_error_set(err, ENOMEM, "scrub: allocate the scrubber");
-	rb_scrub_rules_init(&s->rules);
-	s->names = calloc(RB_SR_FIRST_EXACT, sizeof *s->names);
-	if (!s->names) {
-		rb_scrub_free(s);
-		return rb_error_set(err, ENOMEM, "scrub: allocate the rule names");
-	}
-	for (size_t i = 0; i < RB_SR_FIRST_EXACT; i++)
-		snprintf(s->names[i], sizeof s->names[i], "%s", rb_scrub_rule_names[i]);
+	s->rules = &rb_scrub_tables[rb_scrub_have_avx2()];
 	s->n_names = RB_SR_FIRST_EXACT;
 
-	struct pats p = {0};
 	for (size_t i = 0; i < n_secrets; i++) {
-		if (add_secret(s, &p, &secrets[i]) < 0) {
-			pats_free(&p);
+		if (add_secret(s, &s->pats, &secrets[i]) < 0) {
 			rb_scrub_free(s);
 			return rb_error_set(err, ENOMEM, "scrub: encode secret %zu (`%s`)", i, secrets[i].label);
 		}
 	}
-	if (p.n && build_dfa(s, &p, err) < 0) {
-		pats_free(&p);
+	if (s->pats.n && plan_dfa(s, err) < 0) {
 		rb_scrub_free(s);
 		return -1;
 	}
-	pats_free(&p);
 	*out = s;
 	return 0;
 }
@@ -560,11 +638,16 @@ void rb_scrub_free(struct rb_scrubber *s)
 {
 	if (!s)
 		return;
-	free(s->names);
-	free(s->delta);
-	free(s->out_len);
-	free(s->out_rule);
-	free(s->depth);
+	free(s->exact);
+	if (s->dfa) {
+		pthread_mutex_destroy(&s->dfa->lock);
+		free(s->dfa->delta);
+		free(s->dfa->out_len);
+		free(s->dfa->out_rule);
+		free(s->dfa->depth);
+		free(s->dfa);
+	}
+	pats_free(&s->pats);
 	free(s);
 }
 
@@ -618,10 +701,10 @@ static size_t merge(struct rb_scrub_spans *sp)
 int rb_scrub_find_spans(const struct rb_scrubber *s, const unsigned char *in, size_t len, struct rb_scrub_spans *sp,
                         size_t *n, struct rb_error *err)
 {
-	if (s->delta)
+	if (s->dfa)
 		exact_scan(s, in, len, sp);
-	rb_scrub_rules_scan(&s->rules, in, len, sp);
-	rb_scrub_keywords_scan(&s->rules, in, len, sp);
+	rb_scrub_rules_scan(s->rules, in, len, sp);
+	rb_scrub_keywords_scan(s->rules, in, len, sp);
 	if (sp->oom)
 		return rb_error_set(err, ENOMEM, "scrub: list the matches in %zu bytes", len);
 	*n = merge(sp);
@@ -663,7 +746,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 	}
 	size_t out_len = len;
 	for (size_t i = 0; i < n; i++)
-		out_len = out_len - (v[i].end - v[i].start) + strlen("[REDACTED:]") + strlen(s->names[v[i].rule]);
+		out_len = out_len - (v[i].end - v[i].start) + strlen("[REDACTED:]") + strlen(rule_name(s, v[i].rule));
 	char *o = alloc_output(out_len + 1);
 	_cleanup_free_ uint64_t *by_id = calloc(s->n_names, sizeof *by_id);
 	if (!o || !by_id) {
@@ -674,7 +757,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 	for (size_t i = 0; i < n; i++) {
 		memcpy(o + j, in + at, v[i].start - at);
 		j += v[i].start - at;
-		j += (size_t)sprintf(o + j, "[REDACTED:%s]", s->names[v[i].rule]);
+		j += (size_t)sprintf(o + j, "[REDACTED:%s]", rule_name(s, v[i].rule));
 		at = v[i].end;
 		by_id[v[i].rule]++;
 	}
@@ -694,7 +777,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 				counts->total += by_id[id];
 				if (counts->n < RB_SCRUB_COUNTS_MAX) {
 					struct rb_scrub_count *c = &counts->by_rule[counts->n++];
-					memcpy(c->rule, s->names[id], sizeof c->rule);
+					snprintf(c->rule, sizeof c->rule, "%s", rule_name(s, id));
 					c->count = by_id[id];
 				} else {
 					counts->overflow += by_id[id];
