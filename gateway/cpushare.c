@@ -61,6 +61,13 @@ bool rb_gw_cpu_admit(struct rb_gw_cpu *c, uint64_t now_us)
 	return ok;
 }
 
+json_t *rb_gw_cpu_refusal(void)
+{
+	return json_pack("{s:s, s:s}", "error", "over the run's gateway CPU share", "hint",
+	                 "the run's calls spent more gateway CPU than its share of a core (its cpu limit); retry "
+	                 "after a second");
+}
+
 uint64_t rb_gw_cpu_spent_ns(struct rb_gw_cpu *c)
 {
 	pthread_mutex_lock(&c->lock);

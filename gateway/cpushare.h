@@ -7,6 +7,7 @@
 #ifndef RB_GATEWAY_CPUSHARE_H
 #define RB_GATEWAY_CPUSHARE_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +29,8 @@ void rb_gw_cpu_charge(struct rb_gw_cpu *c, uint64_t since_ns, uint64_t now_us);
 /* Whether a new call may start at now_us: true under the share (or with none); false counts
  * it in limited. */
 bool rb_gw_cpu_admit(struct rb_gw_cpu *c, uint64_t now_us);
+/* The 429 answer's body for a call over the share: {error, hint}. */
+json_t *rb_gw_cpu_refusal(void);
 uint64_t rb_gw_cpu_spent_ns(struct rb_gw_cpu *c);
 uint64_t rb_gw_cpu_limited(struct rb_gw_cpu *c);
 void rb_gw_cpu_destroy(struct rb_gw_cpu *c);

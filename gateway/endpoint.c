@@ -174,11 +174,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		              "the run's gateway requests are over its rate; retry after a second"));
 	}
 	if (!rb_gw_cpu_admit(&gw->cpu, mono_us()))
-		return rb_gw_respond_json(
-		    conn, 429,
-		    json_pack("{s:s, s:s}", "error", "over the run's gateway CPU share", "hint",
-		              "the run's calls spent more gateway CPU than its share of a core (its cpu limit); retry "
-		              "after a second"));
+		return rb_gw_respond_json(conn, 429, rb_gw_cpu_refusal());
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
 	if (proxy)

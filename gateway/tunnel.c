@@ -2,6 +2,8 @@
  * address checked and connected to, the bytes relayed both ways, and one record per tunnel. */
 #define _GNU_SOURCE
 #include "gateway/tunnel.h"
+
+#include "gateway/cpushare.h"
 #include "gateway/record.h"
 
 #include <ctype.h>
@@ -345,6 +347,10 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 		answer(fd, 429,
 		       json_pack("{s:s, s:s}", "error", "rate limited", "hint",
 		                 "the run's gateway requests are over its rate; retry after a second"));
+		goto out;
+	}
+	if (ctx->cpu && !rb_gw_cpu_admit(ctx->cpu, rb_gw_now_us())) {
+		answer(fd, 429, rb_gw_cpu_refusal());
 		goto out;
 	}
 	if (!parse_target(t, &lines) || !find_proxy_auth(lines, &pa)) {
