@@ -22,9 +22,9 @@ struct rb_digest_stats {
 
 /* "sha256:<hex>" over a sorted listing of every entry below root (path, type and mode, owner,
  * size, and the hash of a file's content or a link's target). cache is a file path (in
- * runbox's state directory) read before and rewritten atomically (0600) after the walk, or
- * NULL. Over a limit, or on a file that changes while it is hashed, the walk fails naming it.
- * stats may be NULL. */
+ * runbox's state directory) read before and rewritten atomically (0600) after a walk that
+ * found other entries than it holds, or NULL. Over a limit, or on a file that changes while
+ * it is hashed, the walk fails naming it. stats may be NULL. */
 int rb_tree_digest(const char *root, const char *cache, const struct rb_digest_limits *lim, char out[72],
                    struct rb_digest_stats *stats, struct rb_error *err);
 

@@ -36,8 +36,11 @@ struct rb_ledger {
 	char head_path[PATH_MAX];
 	int wal_frames; /* the WAL's length after this connection's last commit */
 	int wal_fd;     /* the WAL, opened by rb_ledger_start_sync for rb_ledger_sync, or -1 */
-	bool durable;   /* see rb_ledger_set_durable */
-	bool no_wait;   /* see rb_ledger_set_wait */
+	int head_fd;    /* the head file, held by its writer (head_writer), or -1 */
+	dev_t head_dev; /* and its identity when it was opened */
+	ino_t head_ino;
+	bool durable; /* see rb_ledger_set_durable */
+	bool no_wait; /* see rb_ledger_set_wait */
 };
 
 /* A new connection reads and checksums the whole WAL, so it is kept short: rb_ledger_tidy
@@ -272,23 +275,29 @@ static int schema_version(struct rb_ledger *l)
  * take a shared one, so none sees half a line). It is only written under the database's write
  * lock, so it never goes backwards. In place rather than tmp + rename: the rename cost ~0.3 ms
  * of ext4 journalling per run, and 86 bytes at offset 0 lie in one sector, which a crash
- * leaves old or new. It is not fsync'd: after a power loss it may lag the table (verify
- * tolerates a head behind, never ahead), and the ledger's own commits stay synchronous=FULL.
- * A head file of the older, unpadded form is converted at its next write. */
+ * leaves old or new. It is not fsync'd per commit: after a power loss it may lag the table
+ * (verify tolerates a head behind, never ahead), and the ledger's own commits stay
+ * synchronous=FULL. Only a write that changes its size (a new head file, or one of the older,
+ * unpadded form, converted at its next write) is synced, once: a crash must not leave an
+ * empty or missing head beside durable events. A writer keeps the file open (head_writer). */
 #define HEAD_LEN (20 + 1 + 64 + 1)
 
-static int write_head(struct rb_ledger *l, int64_t seq, const char *hash, struct rb_error *err)
+/* (seq, hash) of the n bytes of a head file in text (of n + 1 bytes at least); -1 (err) when
+ * they are not a head line. */
+static int parse_head(const struct rb_ledger *l, char *text, ssize_t n, int64_t *seq, char hash[65],
+                      struct rb_error *err)
 {
-	char line[HEAD_LEN + 1];
-	if (snprintf(line, sizeof line, "%020" PRId64 " %s\n", seq, hash) != HEAD_LEN)
-		return rb_error_set(err, EINVAL, "head line for seq %" PRId64, seq);
-	_cleanup_close_ int fd = open(l->head_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return rb_error_set(err, errno, "open `%s`", l->head_path);
-	struct stat st;
-	if (flock(fd, LOCK_EX) < 0 || pwrite(fd, line, HEAD_LEN, 0) != HEAD_LEN || fstat(fd, &st) < 0 ||
-	    (st.st_size != HEAD_LEN && ftruncate(fd, HEAD_LEN) < 0))
-		return rb_error_set(err, errno, "write `%s`", l->head_path);
+	if (n > 256) /* a line is HEAD_LEN; more than 256 bytes is not a head file */
+		return rb_error_set(err, 0, "the head file `%s` is malformed", l->head_path);
+	text[n] = '\0';
+	long long s;
+	char h[65];
+	int used = 0;
+	if (sscanf(text, "%lld %64[0-9a-f]%n", &s, h, &used) != 2 || strlen(h) != 64 || s < 0 ||
+	    strspn(text + used, "\n") != strlen(text + used))
+		return rb_error_set(err, 0, "the head file `%s` is malformed", l->head_path);
+	*seq = s;
+	memcpy(hash, h, 65);
 	return 0;
 }
 
@@ -302,24 +311,74 @@ static int read_head(struct rb_ledger *l, int64_t *seq, char hash[65], struct rb
 			return 0;
 		return rb_error_set(err, errno, "open `%s`", l->head_path);
 	}
-	char text[258]; /* a line is HEAD_LEN; more than 256 bytes is not a head file */
+	char text[258];
 	ssize_t n = flock(fd, LOCK_SH) < 0 ? -1 : pread(fd, text, sizeof text - 1, 0);
 	if (n < 0)
 		return rb_error_set(err, errno, "read `%s`", l->head_path);
-	if (n > 256)
-		return rb_error_set(err, 0, "the head file `%s` is malformed", l->head_path);
-	text[n] = '\0';
-	long long s;
-	char h[65];
-	int used = 0;
-	if (sscanf(text, "%lld %64[0-9a-f]%n", &s, h, &used) != 2 || strlen(h) != 64 || s < 0 ||
-	    strspn(text + used, "\n") != strlen(text + used)) {
-		rb_error_set(err, 0, "the head file `%s` is malformed", l->head_path);
-		return -1;
+	return parse_head(l, text, n, seq, hash, err) < 0 ? -1 : 1;
+}
+
+/* The head file opened for writing, kept open across commits (an open and a close fewer per
+ * commit) while its path still names that file: a head file removed or replaced on disk is
+ * the one verify reads, so it is the one checked and written. A held file's inode number
+ * cannot be reused while it is held. *fd is -1 when the file is missing and create is false;
+ * *created says this call made it (empty). */
+static int head_writer(struct rb_ledger *l, bool create, int *fd, bool *created, struct rb_error *err)
+{
+	struct stat st;
+	*fd = -1;
+	*created = false;
+	if (l->head_fd >= 0) {
+		if (lstat(l->head_path, &st) == 0 && st.st_dev == l->head_dev && st.st_ino == l->head_ino) {
+			*fd = l->head_fd;
+			return 0;
+		}
+		close(l->head_fd);
+		l->head_fd = -1;
 	}
-	*seq = s;
-	memcpy(hash, h, 65);
-	return 1;
+	int f = open(l->head_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (f < 0 && errno == ENOENT && create) {
+		f = open(l->head_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		*created = f >= 0;
+	}
+	if (f < 0 && errno == ENOENT && !create)
+		return 0;
+	if (f < 0 || fstat(f, &st) < 0) {
+		int e = errno;
+		if (f >= 0)
+			close(f);
+		return rb_error_set(err, e, "open `%s`", l->head_path);
+	}
+	l->head_fd = f;
+	l->head_dev = st.st_dev;
+	l->head_ino = st.st_ino;
+	*fd = f;
+	return 0;
+}
+
+/* Writes (seq, hash) over a head file of old_len bytes, under its exclusive lock; a change of
+ * its size is synced (see HEAD_LEN), with the directory's entry when the file is new. */
+static int put_head(struct rb_ledger *l, int fd, ssize_t old_len, bool created, int64_t seq, const char *hash,
+                    struct rb_error *err)
+{
+	char line[HEAD_LEN + 1];
+	if (snprintf(line, sizeof line, "%020" PRId64 " %s\n", seq, hash) != HEAD_LEN)
+		return rb_error_set(err, EINVAL, "head line for seq %" PRId64, seq);
+	if (pwrite(fd, line, HEAD_LEN, 0) != HEAD_LEN || (old_len > HEAD_LEN && ftruncate(fd, HEAD_LEN) < 0))
+		return rb_error_set(err, errno, "write `%s`", l->head_path);
+	if (old_len == HEAD_LEN)
+		return 0;
+	if (fdatasync(fd) < 0)
+		return rb_error_set(err, errno, "sync `%s`", l->head_path);
+	if (created) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof dir, "%s", l->head_path);
+		*strrchr(dir, '/') = '\0';
+		_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			return rb_error_set(err, errno, "sync `%s`", dir);
+	}
+	return 0;
 }
 
 /* The hash stored at seq, or "" when there is no such event. */
@@ -342,22 +401,20 @@ static int hash_at(struct rb_ledger *l, int64_t seq, char hash[65], struct rb_er
 	return 0;
 }
 
-/* Moves the head file to the last event, under the write lock. A head file that disagrees with
- * the table (it names an event that is gone or has another hash) is evidence of tampering: it
- * is left as it is, so the next append cannot paper over a truncation and verify keeps
- * reporting it. */
-static int update_head(struct rb_ledger *l, struct rb_error *err)
+/* The head file moved to (last, last_hash), under its exclusive lock, unless it disagrees
+ * with the table (see update_head). fd is empty only when created. */
+static int move_head(struct rb_ledger *l, int fd, bool created, int64_t last, const char *last_hash,
+                     struct rb_error *err)
 {
-	int64_t last = 0, head_seq = 0;
-	char last_hash[65] = "", head_hash[65] = "", stored[65] = "";
-	if (last_event(l, &last, last_hash, err) < 0)
-		return -1;
-	int h = read_head(l, &head_seq, head_hash, err);
-	if (h < 0)
-		return -1;
-	if (h == 0 && last > 1)
-		return rb_error_set(err, 0, "the head file `%s` is missing; run `runbox ledger verify`", l->head_path);
-	if (h == 1) {
+	char text[258];
+	ssize_t n = pread(fd, text, sizeof text - 1, 0);
+	if (n < 0)
+		return rb_error_set(err, errno, "read `%s`", l->head_path);
+	if (n > 0 || !created) {
+		int64_t head_seq = 0;
+		char head_hash[65] = "", stored[65] = "";
+		if (parse_head(l, text, n, &head_seq, head_hash, err) < 0)
+			return -1;
 		if (head_seq > last)
 			return rb_error_set(err, 0,
 			                    "the head file names seq %" PRId64 " beyond the last event %" PRId64
@@ -371,7 +428,47 @@ static int update_head(struct rb_ledger *l, struct rb_error *err)
 			                    " (events deleted or replaced?); run `runbox ledger verify`",
 			                    head_seq);
 	}
-	return write_head(l, last, last_hash, err);
+	return put_head(l, fd, n, created, last, last_hash, err);
+}
+
+/* Moves the head file to the last event, under the write lock. A head file that disagrees with
+ * the table (it names an event that is gone or has another hash) is evidence of tampering: it
+ * is left as it is, so the next append cannot paper over a truncation and verify keeps
+ * reporting it. A missing one is made again only while the table has one event at most. */
+static int update_head(struct rb_ledger *l, struct rb_error *err)
+{
+	int64_t last = 0;
+	char last_hash[65] = "";
+	if (last_event(l, &last, last_hash, err) < 0)
+		return -1;
+	int fd;
+	bool created;
+	if (head_writer(l, last <= 1, &fd, &created, err) < 0)
+		return -1;
+	if (fd < 0)
+		return rb_error_set(err, 0, "the head file `%s` is missing; run `runbox ledger verify`", l->head_path);
+	if (flock(fd, LOCK_EX) < 0)
+		return rb_error_set(err, errno, "lock `%s`", l->head_path);
+	int r = move_head(l, fd, created, last, last_hash, err);
+	flock(fd, LOCK_UN);
+	return r;
+}
+
+/* A new ledger's head file, seq 0, made now (and synced), so a missing head file later means
+ * removal; one that exists is left as it is. */
+static int init_head(struct rb_ledger *l, struct rb_error *err)
+{
+	int fd;
+	bool created;
+	if (head_writer(l, true, &fd, &created, err) < 0)
+		return -1;
+	if (!created)
+		return 0;
+	if (flock(fd, LOCK_EX) < 0)
+		return rb_error_set(err, errno, "lock `%s`", l->head_path);
+	int r = put_head(l, fd, 0, true, 0, ZERO_HASH, err);
+	flock(fd, LOCK_UN);
+	return r;
 }
 
 static int set_wal(struct rb_ledger *l, struct rb_error *err)
@@ -538,6 +635,7 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 	if (!l)
 		return rb_error_set(err, ENOMEM, "ledger");
 	l->wal_fd = -1;
+	l->head_fd = -1;
 	if (snprintf(l->db_path, sizeof l->db_path, "%s/ledger.db", state_dir) >= (int)sizeof l->db_path ||
 	    snprintf(l->head_path, sizeof l->head_path, "%s/ledger.head", state_dir) >= (int)sizeof l->head_path) {
 		free(l);
@@ -563,7 +661,6 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 	sqlite3_wal_hook(l->db, on_wal_commit, l);
 	int64_t seq = 0;
 	char hash[65] = "";
-	struct rb_error herr;
 	if (set_wal(l, err) < 0 || exec(l, "PRAGMA synchronous=FULL", err) < 0)
 		goto fail;
 	l->durable = true;
@@ -578,8 +675,7 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 	if (exec(l, SCHEMA, err) < 0 || exec(l, "PRAGMA user_version=" SCHEMA_VERSION, err) < 0 ||
 	    last_event(l, &seq, hash, err) < 0)
 		goto fail;
-	/* A new ledger gets its head file now, so a missing head file later means removal. */
-	if (seq == 0 && read_head(l, &seq, hash, &herr) == 0 && write_head(l, 0, ZERO_HASH, err) < 0)
+	if (seq == 0 && init_head(l, err) < 0)
 		goto fail;
 	if (exec(l, "COMMIT", err) < 0)
 		goto fail;
@@ -599,6 +695,8 @@ void rb_ledger_close(struct rb_ledger *l)
 		sqlite3_close_v2(l->db);
 	if (l->wal_fd >= 0)
 		close(l->wal_fd);
+	if (l->head_fd >= 0)
+		close(l->head_fd);
 	free(l);
 }
 

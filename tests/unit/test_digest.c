@@ -160,6 +160,30 @@ static void test_cache(void **state)
 	assert_int_equal(st.files_cached, 0);
 }
 
+/* A walk that finds what its cache holds leaves the cache file as it is (no rewrite per walk);
+ * control: a changed file changes the digest and the cache file is written again. */
+static void test_cache_kept_when_unchanged(void **state)
+{
+	sleep(2);
+	char a[72], b[72], c[72];
+	struct rb_digest_stats st;
+	digest_ok(cache, &roomy, a, &st);
+	struct stat first, again;
+	assert_int_equal(stat(cache, &first), 0);
+	digest_ok(cache, &roomy, b, &st);
+	assert_string_equal(a, b);
+	assert_int_equal(st.files_cached, 2);
+	assert_int_equal(stat(cache, &again), 0);
+	assert_int_equal(again.st_ino, first.st_ino); /* not replaced by a rename */
+
+	put_file(tree, "etc/conf", "key=other value\n", 0644);
+	digest_ok(cache, &roomy, c, &st);
+	assert_string_not_equal(a, c);
+	assert_int_equal(st.files_read, 1);
+	assert_int_equal(stat(cache, &again), 0);
+	assert_int_not_equal(again.st_ino, first.st_ino);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -167,6 +191,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fifo_and_link_loop, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_kept_when_unchanged, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

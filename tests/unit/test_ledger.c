@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -320,6 +321,122 @@ static void test_missing_head_detected(void **state)
 	/* and an append does not recreate it */
 	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
 	expect_verify(f, 1, 0, "missing");
+}
+
+static int64_t head_seq_on_disk(struct fx *f)
+{
+	struct rb_error err = {0};
+	char *head = NULL;
+	assert_int_equal(rb_read_file(f->head, 256, &head, NULL, &err), 0);
+	long long seq = atoll(head);
+	free(head);
+	return seq;
+}
+
+static int64_t event_count(struct fx *f)
+{
+	json_t *all = query(f, (struct rb_ledger_filter){0});
+	int64_t n = (int64_t)json_array_size(all);
+	json_decref(all);
+	return n;
+}
+
+/* A writer killed at any point of its commits (SIGKILL: nothing of it runs after) never leaves
+ * a head file that verify rejects for an honest ledger: at worst the head is behind the table,
+ * never ahead of it, never half-written. Control: the same ledger with its database rolled
+ * back to an earlier copy is reported, the head naming events the copy does not have. */
+static void test_killed_writer_leaves_verifiable_head(void **state)
+{
+	struct fx *f = *state;
+	three_events(f);
+	char old[192], sql[256];
+	snprintf(old, sizeof old, "%s/rolled-back.db", f->dir);
+	snprintf(sql, sizeof sql, "VACUUM INTO '%s'", old);
+	assert_int_equal(raw_sql(f, sql), SQLITE_OK);
+	int64_t before = event_count(f);
+	for (int round = 0; round < 8; round++) {
+		int ready[2];
+		assert_int_equal(pipe(ready), 0);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct rb_ledger *l;
+			struct rb_error err = {0};
+			if (rb_ledger_open(f->dir, &l, &err) < 0)
+				_exit(1);
+			for (int i = 0;; i++) {
+				json_t *d = json_pack("{s:i}", "i", i);
+				if (rb_ledger_append(l, "run-k", "acme", "agent-7", "step_start", d, &err) < 0)
+					_exit(2);
+				json_decref(d);
+				if (i == 0 && write(ready[1], "x", 1) != 1)
+					_exit(3);
+			}
+		}
+		close(ready[1]);
+		char c;
+		assert_int_equal(read(ready[0], &c, 1), 1); /* it has appended once */
+		close(ready[0]);
+		usleep(300 + 700 * (useconds_t)round); /* killed at a different point of its loop each time */
+		assert_int_equal(kill(pid, SIGKILL), 0);
+		int ws;
+		assert_int_equal(waitpid(pid, &ws, 0), pid);
+		assert_true(WIFSIGNALED(ws));
+		expect_verify(f, 0, 0, "");
+		assert_true(head_seq_on_disk(f) <= event_count(f));
+	}
+	int64_t after = event_count(f);
+	assert_true(after > before + 8);
+	/* and this process's own writer (its head file held open) carries on from there */
+	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
+	assert_int_equal(head_seq_on_disk(f), after + 1);
+	expect_verify(f, 0, 0, "");
+
+	/* control: the database rolled back to its copy of 3 events; the head names seq after + 1 */
+	rb_ledger_close(f->l);
+	f->l = NULL;
+	char wal[192], shm[192];
+	snprintf(wal, sizeof wal, "%s-wal", f->db);
+	snprintf(shm, sizeof shm, "%s-shm", f->db);
+	assert_int_equal(rename(old, f->db), 0);
+	unlink(wal);
+	unlink(shm);
+	struct rb_error err = {0};
+	assert_int_equal(rb_ledger_open(f->dir, &f->l, &err), 0);
+	assert_int_equal(event_count(f), before);
+	expect_verify(f, 1, before + 1, "ends at");
+}
+
+/* A head file replaced on disk (an operator re-anchoring it by rename) is the one the writer
+ * checks and moves, not the file it held open before. Control: the replaced head, made to
+ * disagree with the table, stops the writer from moving it. */
+static void test_replaced_head_is_the_one_written(void **state)
+{
+	struct fx *f = *state;
+	three_events(f); /* the writer now holds the head file open */
+	char tmp[160], line[100];
+	snprintf(tmp, sizeof tmp, "%s.new", f->head);
+	char *cur = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_read_file(f->head, 256, &cur, NULL, &err), 0);
+	FILE *h = fopen(tmp, "w");
+	fputs(cur, h);
+	fclose(h);
+	assert_int_equal(rename(tmp, f->head), 0);
+	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
+	assert_int_equal(head_seq_on_disk(f), 4);
+	expect_verify(f, 0, 0, "");
+
+	/* control: a replaced head naming seq 4 with another hash is left as it is */
+	snprintf(line, sizeof line, "%020d %064d\n", 4, 1);
+	h = fopen(tmp, "w");
+	fputs(line, h);
+	fclose(h);
+	assert_int_equal(rename(tmp, f->head), 0);
+	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
+	assert_int_equal(head_seq_on_disk(f), 4);
+	expect_verify(f, 1, 4, "replaced");
+	free(cur);
 }
 
 /* Inserts an event with a chosen time, chained correctly (as the library would). */
@@ -856,6 +973,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_first_delete_detected, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncation_detected_by_head, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_head_detected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_killed_writer_leaves_verifiable_head, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_replaced_head_is_the_one_written, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_grep_is_literal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
