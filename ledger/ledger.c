@@ -194,27 +194,6 @@ int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const
 	return 0;
 }
 
-int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, const char *tenant, bool *found,
-                             struct rb_error *err)
-{
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(l->db,
-	                       "SELECT 1 FROM events WHERE type = 'snapshot' AND instr(data, ?1) > 0"
-	                       " AND json_extract(data, '$.digest') = ?1 AND (?2 IS NULL OR tenant = ?2) LIMIT 1",
-	                       -1, &s, NULL) != SQLITE_OK)
-		return db_error(l, err, "look up a snapshot");
-	sqlite3_bind_text(s, 1, digest, -1, SQLITE_STATIC);
-	if (tenant)
-		sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, 2);
-	int rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return db_error(l, err, "look up a snapshot");
-	*found = rc == SQLITE_ROW;
-	return 0;
-}
-
 int rb_ledger_tenant_bytes(struct rb_ledger *l, const char *tenant, const char *since, uint64_t *bytes,
                            struct rb_error *err)
 {
@@ -606,24 +585,13 @@ void rb_ledger_tidy(struct rb_ledger *l)
  * the umask. It never opens `path` itself: closing any descriptor of the database drops every
  * POSIX lock this process holds on it, those of another connection open in the process (a
  * daemon's) included, and SQLite's locking then lets a second writer in. The file is made
- * under a private name and linked into place; link(2) fails with EEXIST if it is there. */
+ * under a private name and linked into place (rb_put_private_file), never over one there. */
 static int create_private(const char *path, struct rb_error *err)
 {
 	struct stat st;
 	if (lstat(path, &st) == 0)
 		return 0;
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof tmp, "%s.new-XXXXXX", path) >= (int)sizeof tmp)
-		return rb_error_set(err, ENAMETOOLONG, "ledger `%s`", path);
-	int fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
-	if (fd < 0)
-		return rb_error_set(err, errno, "create `%s`", tmp);
-	close(fd);
-	int r = link(tmp, path) < 0 && errno != EEXIST ? -errno : 0;
-	unlink(tmp);
-	if (r < 0)
-		return rb_error_set(err, -r, "create `%s`", path);
-	return 0;
+	return rb_put_private_file(path, "", 0, RB_PUT_NEW, err) < 0 ? -1 : 0; /* 1: another made it meanwhile */
 }
 
 int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_error *err)

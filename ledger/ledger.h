@@ -103,11 +103,6 @@ int rb_ledger_tenant_has_artifact(struct rb_ledger *l, const char *tenant, const
  * sorted by path. */
 int rb_ledger_run_artifacts(struct rb_ledger *l, const char *run_id, const char *tenant, json_t **arts,
                             struct rb_error *err);
-/* Whether a `snapshot` event (runbox serve) names digest: only those are handed out as
- * snapshots, never another object of the store; with tenant, only a snapshot that tenant's
- * session took (NULL: any, for the operator). */
-int rb_ledger_snapshot_known(struct rb_ledger *l, const char *digest, const char *tenant, bool *found,
-                             struct rb_error *err);
 /* Who stored digest within tenant: *rows gets one object per artifact event of that tenant
  * naming it, {"seq", "ts", "run_id", "tenant", "agent", "step", "path", "size"}, in seq order. */
 int rb_ledger_artifact_events(struct rb_ledger *l, const char *digest, const char *tenant, json_t **rows,
