@@ -18,6 +18,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "runtime/run/store_behind.h"
 
 /* Every open is one component below a directory fd we already hold: no "..", no link of
  * any kind, no other mount. A swap of any component into a symlink then fails (ELOOP)
@@ -56,6 +57,21 @@ void rb_harvest_caps_default(struct rb_harvest_caps *caps)
 	};
 }
 
+/* Files at least this large are stored behind the walk (store_behind.h): their SHA-256 and
+ * write overlap the read and scrub of the next file. Smaller ones are stored in line, where a
+ * thread would cost more than it saves. One at a time: at most one more file's bytes are held
+ * than in line (the file being scrubbed, and the one being stored). */
+#define STORE_BEHIND_MIN (1U << 20)
+
+/* The file being stored behind, and what its artifact will record. */
+struct behind {
+	bool pending; /* started and not yet made an artifact (or a failure) */
+	struct rb_store_behind sb;
+	char *path;
+	uint64_t original; /* bytes read */
+	json_t *redactions;
+};
+
 /* Hard links: the first path of every (dev, ino) with more than one link. */
 struct link {
 	dev_t dev;
@@ -77,12 +93,13 @@ struct walk {
 	struct link *links; /* open addressing, size a power of two */
 	size_t n_links, cap_links;
 	uint64_t bytes_accepted; /* counted against max_total_bytes */
+	struct behind behind;
 };
 
 /* openat2 below dirfd, never following a link; refused (EACCES, EPERM), a second try through
  * the reopen hook, with the same flags and resolve rules (rootless: as the sandbox's user
  * namespace, see runtime/sandbox/nsopen.c). */
-static int open_beneath(const struct walk *w, int dirfd, const char *name, uint64_t flags)
+static int open_beneath(struct walk *w, int dirfd, const char *name, uint64_t flags)
 {
 	struct open_how how = {.flags = flags | O_CLOEXEC | O_NOFOLLOW, .resolve = RESOLVE_FLAGS};
 	for (int tries = 0;; tries++) {
@@ -94,8 +111,13 @@ static int open_beneath(const struct walk *w, int dirfd, const char *name, uint6
 			continue;
 		break;
 	}
-	if ((errno == EACCES || errno == EPERM) && w->reopen)
+	if ((errno == EACCES || errno == EPERM) && w->reopen) {
+		/* The hook may fork its helper, which needs this process single-threaded. */
+		int e = errno;
+		rb_store_behind_wait(&w->behind.sb);
+		errno = e;
 		return w->reopen(w->reopen_ctx, dirfd, name, flags, RESOLVE_FLAGS);
+	}
 	return -1;
 }
 
@@ -306,6 +328,54 @@ static void report(const struct walk *w, bool final)
 	rb_progress_say(&w->progress, &r);
 }
 
+/* The file stored behind, once its object is written: its artifact, or the harvest's failure
+ * (the store not writable), as an in-line store would have been. */
+static int finish_behind(struct walk *w, struct rb_error *err)
+{
+	struct behind *b = &w->behind;
+	if (!b->pending)
+		return 0;
+	rb_store_behind_wait(&b->sb);
+	b->pending = false;
+	int r;
+	if (b->sb.r < 0) {
+		*err = b->sb.err;
+		r = rb_error_prefix(err, "harvest `%s`", b->path);
+	} else {
+		if (b->sb.created) {
+			w->res->objects_new++;
+			w->res->bytes_new += b->sb.len;
+		}
+		r = add_artifact(w, b->path, b->sb.len, b->original, b->sb.digest, b->redactions, err);
+	}
+	rb_store_behind_clear(&b->sb);
+	free(b->path);
+	json_decref(b->redactions);
+	b->path = NULL;
+	b->redactions = NULL;
+	if (r == 0)
+		report(w, false);
+	return r;
+}
+
+/* Hands *bytes (len of them, the stored content; taken) to the store behind the walk, once
+ * the file before it is an artifact. */
+static int store_behind(struct walk *w, const char *path, char **bytes, size_t len, uint64_t original,
+                        json_t *redactions, struct rb_error *err)
+{
+	if (finish_behind(w, err) < 0)
+		return -1;
+	struct behind *b = &w->behind;
+	b->path = strdup(path);
+	if (!b->path)
+		return oom(err);
+	b->original = original;
+	b->redactions = redactions ? json_incref(redactions) : NULL;
+	b->pending = true;
+	rb_store_behind_start(&b->sb, w->store_dir, rb_steal_ptr(bytes), len);
+	return 0;
+}
+
 /* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
 static int read_bounded(const struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
                         uint64_t *counter)
@@ -358,7 +428,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	/* Caps on what fstat says first: a 100 GB sparse file is never opened for reading. */
 	if ((uint64_t)size > caps->max_file_bytes)
 		return skip(w, path, RB_HARVEST_OVER_FILE_CAP, NULL, size, err);
-	if (res->n_artifacts >= caps->max_files)
+	if (res->n_artifacts + (w->behind.pending ? 1 : 0) >= caps->max_files)
 		return skip(w, path, RB_HARVEST_OVER_COUNT_CAP, NULL, size, err);
 	uint64_t room = caps->max_total_bytes - w->bytes_accepted;
 	if ((uint64_t)size > room)
@@ -404,8 +474,14 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		if (w->scrub(w->scrub_ctx, buf, n, &scrubbed, &scrubbed_len, &redactions, &serr) < 0)
 			return skip(w, path, RB_HARVEST_SCRUB_FAILED, serr.msg[0] ? serr.msg : NULL, size, err);
 	}
-	const char *data = scrubbed ? scrubbed : buf;
 	size_t len = scrubbed ? scrubbed_len : n;
+	w->bytes_accepted += n;
+	if (len >= STORE_BEHIND_MIN) {
+		if (scrubbed) /* only the scrubbed copy is stored: the read one goes before the wait */
+			free(rb_steal_ptr(&buf));
+		return store_behind(w, path, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
+	}
+	const char *data = scrubbed ? scrubbed : buf;
 	char digest[RB_ARTIFACT_DIGEST_LEN];
 	bool created;
 	if (rb_artifact_store(w->store_dir, data, len, digest, &created, err) < 0)
@@ -414,7 +490,6 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		res->objects_new++;
 		res->bytes_new += len;
 	}
-	w->bytes_accepted += n;
 	int r = add_artifact(w, path, len, n, digest, redactions, err);
 	report(w, false);
 	return r;
@@ -585,6 +660,9 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	    .res = res,
 	};
 	int r = walk_tree(&w, out_dirfd, err);
+	struct rb_error late;
+	if (finish_behind(&w, r == 0 ? err : &late) < 0)
+		r = -1;
 	report(&w, true);
 	for (size_t i = 0; i < w.cap_links; i++)
 		free(w.links[i].path);

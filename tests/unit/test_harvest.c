@@ -1181,6 +1181,182 @@ static void test_odd_names(void **state)
 
 /* ---- the store ---- */
 
+/* ---- large files: their SHA-256 and write behind the walk (runtime/run/store_behind.h) ---- */
+
+#define BIG_LEN ((3U << 20) / 2) /* above the 1 MiB from which a file is stored behind */
+
+/* BIG_LEN bytes of text, a different text for each seed. */
+static char *big_text(unsigned seed)
+{
+	char *b = malloc(BIG_LEN);
+	assert_non_null(b);
+	for (size_t i = 0; i < BIG_LEN; i++)
+		b[i] = i % 64 == 63 ? '\n' : (char)('a' + (i / 64 + seed) % 26);
+	return b;
+}
+
+/* Every artifact's object is its digest's content (rb_artifact_read checks the digest). */
+static void assert_objects_match(const struct fx *f, const struct rb_harvest_result *res)
+{
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		char *data;
+		size_t len;
+		struct rb_error err = {0};
+		if (rb_artifact_read(f->store, res->artifacts[i].digest, &data, &len, &err) != 0)
+			fail_msg("%s: %s", res->artifacts[i].path, err.msg);
+		assert_int_equal(len, res->artifacts[i].size);
+		free(data);
+	}
+}
+
+static void test_large_files_stored_behind(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *clean = big_text(0), *leaky = big_text(1);
+	memcpy(leaky + BIG_LEN / 2, KEY, strlen(KEY));
+	put(f->out, "clean.txt", clean, BIG_LEN);
+	put(f->out, "same.txt", clean, BIG_LEN); /* one object for both */
+	put(f->out, "leaky.txt", leaky, BIG_LEN);
+	puts_(f->out, "small.txt", "stored in line\n");
+	int calls = 0;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, NULL, NULL, &res), 0);
+	assert_true(res.complete);
+	assert_int_equal(res.n_artifacts, 4);
+	assert_int_equal(res.objects_new, 3);
+	assert_int_equal(res.bytes_new,
+	                 2 * (uint64_t)BIG_LEN + strlen("stored in line\n") - strlen(KEY) + strlen("[REDACTED:aws]"));
+	assert_int_equal(res.bytes_read, 3 * (uint64_t)BIG_LEN + strlen("stored in line\n"));
+	assert_objects_match(f, &res);
+	/* a file the scrubber found nothing in is stored byte for byte, under the digest of its bytes */
+	char d[RB_ARTIFACT_DIGEST_LEN];
+	digest_of(clean, BIG_LEN, d);
+	const struct rb_harvest_artifact *a = artifact(&res, "clean.txt");
+	assert_string_equal(a->digest, d);
+	assert_int_equal(a->size, BIG_LEN);
+	assert_int_equal(a->redaction_count, 0);
+	assert_string_equal(artifact(&res, "same.txt")->digest, d);
+	/* one with a redaction is stored rewritten, counted */
+	a = artifact(&res, "leaky.txt");
+	assert_int_equal(a->original_size, BIG_LEN);
+	assert_int_equal(a->size, BIG_LEN - strlen(KEY) + strlen("[REDACTED:aws]"));
+	assert_int_equal(a->redaction_count, 1);
+	assert_int_equal(res.redactions_total, 1);
+	assert_int_equal(store_contains(f, KEY), 0);
+	assert_int_equal(store_contains(f, "[REDACTED:aws]"), 1);
+	assert_int_equal(g_objects, 3); /* no temporary file left */
+	rb_harvest_result_free(&res);
+
+	/* control: unscrubbed, the key reaches the store */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(store_contains(f, KEY), 1);
+	rb_harvest_result_free(&res);
+}
+
+/* The file still being stored counts against max_files. */
+static void test_large_files_count_cap(void **state)
+{
+	struct fx *f = *state;
+	for (unsigned i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "big%u", i);
+		_cleanup_free_ char *b = big_text(i);
+		put(f->out, name, b, BIG_LEN);
+	}
+	struct rb_harvest_caps caps;
+	rb_harvest_caps_default(&caps);
+	caps.max_files = 2;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, &caps, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(res.n_artifacts, 2);
+	assert_int_equal(res.skipped_by_reason[RB_HARVEST_OVER_COUNT_CAP], 1);
+	assert_int_equal(res.bytes_read, 2 * (uint64_t)BIG_LEN);
+	assert_objects_match(f, &res);
+	rb_harvest_result_free(&res);
+	/* control: with room for three, three */
+	caps.max_files = 3;
+	assert_int_equal(harvest_caps(f, &caps, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(res.n_artifacts, 3);
+	assert_int_equal(res.skipped_total, 0);
+	rb_harvest_result_free(&res);
+}
+
+/* A store that cannot be written fails the harvest, naming the file, as in line. */
+static void test_large_file_store_fails(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *b = big_text(0);
+	put(f->out, "big.bin", b, BIG_LEN);
+	char store[PATH_MAX + 8];
+	snprintf(store, sizeof store, "%s/store", f->secret); /* below a regular file */
+	int fd = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct rb_harvest_result res;
+	struct rb_error err = {0};
+	assert_int_equal(rb_harvest(fd, NULL, NULL, NULL, store, &res, &err), -1);
+	assert_false(res.complete);
+	assert_int_equal(res.n_artifacts, 0);
+	assert_non_null(strstr(err.msg, "harvest `big.bin`"));
+	rb_harvest_result_free(&res);
+	/* control: the same file into a store that can be written */
+	assert_int_equal(rb_harvest(fd, NULL, NULL, NULL, f->store, &res, &err), 0);
+	assert_int_equal(res.n_artifacts, 1);
+	rb_harvest_result_free(&res);
+	close(fd);
+}
+
+/* A file rewritten (a secret put in, then cut short) while the harvest still stores it: the
+ * object holds the bytes that were read and scrubbed, under their digest; never the new ones. */
+struct rewrite_ctx {
+	const char *out;
+	char first[64]; /* the file whose open came first */
+	int calls;
+};
+
+static void rewrite_first(void *ctx, int parent_dirfd, const char *name)
+{
+	struct rewrite_ctx *c = ctx;
+	if (c->calls++ == 0) {
+		snprintf(c->first, sizeof c->first, "%s", name);
+		return;
+	}
+	if (c->calls != 2)
+		return;
+	/* the first file was read and is being stored: rewrite it in place, then shrink it */
+	int fd = openat(parent_dirfd, c->first, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (size_t off = 0; off + strlen(KEY) < BIG_LEN; off += 4096)
+		assert_int_equal(pwrite(fd, KEY, strlen(KEY), (off_t)off), (ssize_t)strlen(KEY));
+	assert_int_equal(ftruncate(fd, BIG_LEN / 3), 0);
+	close(fd);
+}
+
+static void test_large_file_rewritten_while_stored(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *a = big_text(0), *b = big_text(1);
+	put(f->out, "a.txt", a, BIG_LEN);
+	put(f->out, "b.txt", b, BIG_LEN);
+	struct rewrite_ctx rc = {.out = f->out};
+	int calls = 0;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, rewrite_first, &rc, &res), 0);
+	assert_int_equal(rc.calls, 2);
+	assert_int_equal(res.n_artifacts, 2);
+	assert_objects_match(f, &res);
+	const struct rb_harvest_artifact *first = artifact(&res, rc.first);
+	assert_non_null(first);
+	char d[RB_ARTIFACT_DIGEST_LEN];
+	digest_of(strcmp(rc.first, "a.txt") == 0 ? a : b, BIG_LEN, d);
+	assert_string_equal(first->digest, d);
+	assert_int_equal(first->size, BIG_LEN);
+	assert_int_equal(store_contains(f, KEY), 0);
+	rb_harvest_result_free(&res);
+	/* control: the file does hold the key now, and an unscrubbed harvest stores it */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(store_contains(f, KEY), 1);
+	rb_harvest_result_free(&res);
+}
+
 static void test_store_layout_and_digests(void **state)
 {
 	struct fx *f = *state;
@@ -1273,6 +1449,10 @@ int main(void)
 	    T(test_reopen_in_sandbox_userns),
 	    T(test_mount_point_not_crossed),
 	    T(test_odd_names),
+	    T(test_large_files_stored_behind),
+	    T(test_large_files_count_cap),
+	    T(test_large_file_store_fails),
+	    T(test_large_file_rewritten_while_stored),
 	    T(test_store_layout_and_digests),
 	    T(test_bad_out_fd),
 	};
