@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +95,31 @@ struct walk {
 	size_t n_links, cap_links;
 	uint64_t bytes_accepted; /* counted against max_total_bytes */
 	struct behind behind;
+	/* A file's buffer once done with, for the next file to be read into: pages already
+	 * faulted in, where a new large malloc would fault in and zero every page again. */
+	char *spare;
 };
+
+/* Keeps the larger of buf and the spare (malloc'd, or NULL), frees the other. */
+static void spare_put(struct walk *w, char *buf)
+{
+	if (!buf)
+		return;
+	if (w->spare && malloc_usable_size(w->spare) >= malloc_usable_size(buf)) {
+		free(buf);
+		return;
+	}
+	free(w->spare);
+	w->spare = buf;
+}
+
+/* A buffer of at least size bytes: the spare when it is large enough. */
+static char *spare_take(struct walk *w, size_t size)
+{
+	if (w->spare && malloc_usable_size(w->spare) >= size)
+		return rb_steal_ptr(&w->spare);
+	return malloc(size);
+}
 
 /* openat2 below dirfd, never following a link; refused (EACCES, EPERM), a second try through
  * the reopen hook, with the same flags and resolve rules (rootless: as the sandbox's user
@@ -348,6 +373,7 @@ static int finish_behind(struct walk *w, struct rb_error *err)
 		}
 		r = add_artifact(w, b->path, b->sb.len, b->original, b->sb.digest, b->redactions, err);
 	}
+	spare_put(w, rb_steal_ptr(&b->sb.bytes));
 	rb_store_behind_clear(&b->sb);
 	free(b->path);
 	json_decref(b->redactions);
@@ -377,11 +403,11 @@ static int store_behind(struct walk *w, const char *path, char **bytes, size_t l
 }
 
 /* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
-static int read_bounded(const struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
+static int read_bounded(struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
                         uint64_t *counter)
 {
 	size_t cap = (size_t)(hint < limit ? hint : limit) + 1, n = 0;
-	_cleanup_free_ char *buf = malloc(cap);
+	_cleanup_free_ char *buf = spare_take(w, cap);
 	if (!buf)
 		return -1;
 	for (;;) {
@@ -478,7 +504,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	w->bytes_accepted += n;
 	if (len >= STORE_BEHIND_MIN) {
 		if (scrubbed) /* only the scrubbed copy is stored: the read one goes before the wait */
-			free(rb_steal_ptr(&buf));
+			spare_put(w, rb_steal_ptr(&buf));
 		return store_behind(w, path, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
 	}
 	const char *data = scrubbed ? scrubbed : buf;
@@ -490,6 +516,8 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		res->objects_new++;
 		res->bytes_new += len;
 	}
+	spare_put(w, rb_steal_ptr(&buf));
+	spare_put(w, rb_steal_ptr(&scrubbed));
 	int r = add_artifact(w, path, len, n, digest, redactions, err);
 	report(w, false);
 	return r;
@@ -664,6 +692,7 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	if (finish_behind(&w, r == 0 ? err : &late) < 0)
 		r = -1;
 	report(&w, true);
+	free(w.spare);
 	for (size_t i = 0; i < w.cap_links; i++)
 		free(w.links[i].path);
 	free(w.links);
