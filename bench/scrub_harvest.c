@@ -1,6 +1,7 @@
 /* The harvest phase end to end: N files cut from a text file are written into an out
  * directory, then rb_harvest walks, reads, scrubs (rb_scrub_harvest_cb, with a run token as
- * an exact secret) and stores them content-addressed; prints its MB/s, wall and CPU time,
+ * an exact secret) and stores them content-addressed, two large files scrubbed at a time as a
+ * run's harvest does (runtime/run/collect.c: scrub_concurrent); prints its MB/s, wall and CPU time,
  * against its peer in the same process: rb_harvest of the same files without a scrubber
  * (walk, read, SHA-256, store), run before and after it, the best of the two.
  * Usage: scrub_harvest TEXT WORK_DIR [FILES [MB_EACH]]  (bench/scrub_eval.sh runs it). */
@@ -89,7 +90,9 @@ int main(int argc, char **argv)
 		mkdir(st, 0755);
 		struct rb_harvest_result rk = {0};
 		double t0 = now(), c0 = cpu();
-		int r = rb_harvest(dfd, &caps, k == 1 ? rb_scrub_harvest_cb : NULL, k == 1 ? s : NULL, st, &rk, &err);
+		struct rb_harvest_hooks hooks = {.scrub_concurrent = true};
+		int r = rb_harvest_hooked(dfd, &caps, k == 1 ? rb_scrub_harvest_cb : NULL, k == 1 ? s : NULL, st,
+		                          &hooks, &rk, &err);
 		double w = now() - t0, c = cpu() - c0;
 		if (r != 0) {
 			fprintf(stderr, "harvest: %s\n", err.msg);

@@ -59,18 +59,20 @@ void rb_harvest_caps_default(struct rb_harvest_caps *caps)
 }
 
 /* Files at least this large are stored behind the walk (store_behind.h): their SHA-256 and
- * write overlap the read and scrub of the next file. Smaller ones are stored in line, where a
- * thread would cost more than it saves. One at a time: at most one more file's bytes are held
- * than in line (the file being scrubbed, and the one being stored). */
+ * write overlap the read and scrub of the next file; with a scrubber that may run on two
+ * threads, one is scrubbed there too while the walk scrubs the next. Smaller ones are done in
+ * line, where a thread would cost more than it saves. One file behind at a time: at most one
+ * more file's bytes (and its scrubbed copy) are held than in line. */
 #define STORE_BEHIND_MIN (1U << 20)
 
 /* The file being stored behind, and what its artifact will record. */
 struct behind {
-	bool pending; /* started and not yet made an artifact (or a failure) */
+	bool pending; /* started and not yet made an artifact (or a skip, or a failure) */
 	struct rb_store_behind sb;
 	char *path;
-	uint64_t original; /* bytes read */
-	json_t *redactions;
+	int64_t size;       /* st_size, for a skip record */
+	uint64_t original;  /* bytes read */
+	json_t *redactions; /* scrubbed in line: what the scrubber returned */
 };
 
 /* Hard links: the first path of every (dev, ino) with more than one link. */
@@ -84,6 +86,7 @@ struct walk {
 	const struct rb_harvest_caps *caps;
 	rb_harvest_scrub_fn scrub;
 	void *scrub_ctx;
+	bool scrub_concurrent; /* scrub may run on two threads at once */
 	const char *store_dir;
 	rb_harvest_race_fn race;
 	void *race_ctx;
@@ -353,8 +356,8 @@ static void report(const struct walk *w, bool final)
 	rb_progress_say(&w->progress, &r);
 }
 
-/* The file stored behind, once its object is written: its artifact, or the harvest's failure
- * (the store not writable), as an in-line store would have been. */
+/* The file behind, once done: its artifact, a scrub_failed skip or the harvest's failure (the
+ * store not writable), as in line. */
 static int finish_behind(struct walk *w, struct rb_error *err)
 {
 	struct behind *b = &w->behind;
@@ -363,7 +366,11 @@ static int finish_behind(struct walk *w, struct rb_error *err)
 	rb_store_behind_wait(&b->sb);
 	b->pending = false;
 	int r;
-	if (b->sb.r < 0) {
+	if (b->sb.scrub_failed) {
+		/* Not stored, so not counted: its bytes were taken from the room when it was sent. */
+		w->bytes_accepted -= b->original;
+		r = skip(w, b->path, RB_HARVEST_SCRUB_FAILED, b->sb.err.msg[0] ? b->sb.err.msg : NULL, b->size, err);
+	} else if (b->sb.r < 0) {
 		*err = b->sb.err;
 		r = rb_error_prefix(err, "harvest `%s`", b->path);
 	} else {
@@ -371,9 +378,11 @@ static int finish_behind(struct walk *w, struct rb_error *err)
 			w->res->objects_new++;
 			w->res->bytes_new += b->sb.len;
 		}
-		r = add_artifact(w, b->path, b->sb.len, b->original, b->sb.digest, b->redactions, err);
+		r = add_artifact(w, b->path, b->sb.len, b->original, b->sb.digest,
+		                 b->sb.scrub ? b->sb.redactions : b->redactions, err);
 	}
 	spare_put(w, rb_steal_ptr(&b->sb.bytes));
+	spare_put(w, rb_steal_ptr(&b->sb.read));
 	rb_store_behind_clear(&b->sb);
 	free(b->path);
 	json_decref(b->redactions);
@@ -384,10 +393,11 @@ static int finish_behind(struct walk *w, struct rb_error *err)
 	return r;
 }
 
-/* Hands *bytes (len of them, the stored content; taken) to the store behind the walk, once
- * the file before it is an artifact. */
-static int store_behind(struct walk *w, const char *path, char **bytes, size_t len, uint64_t original,
-                        json_t *redactions, struct rb_error *err)
+/* Hands *bytes (len of them; taken) behind the walk, once the file before is done: to be
+ * scrubbed there and stored (scrub), or stored as they are (NULL: redactions are the in-line
+ * scrub's). */
+static int start_behind(struct walk *w, const char *path, int64_t size, rb_harvest_scrub_fn scrub, char **bytes,
+                        size_t len, uint64_t original, json_t *redactions, struct rb_error *err)
 {
 	if (finish_behind(w, err) < 0)
 		return -1;
@@ -395,11 +405,21 @@ static int store_behind(struct walk *w, const char *path, char **bytes, size_t l
 	b->path = strdup(path);
 	if (!b->path)
 		return oom(err);
+	b->size = size;
 	b->original = original;
 	b->redactions = redactions ? json_incref(redactions) : NULL;
 	b->pending = true;
-	rb_store_behind_start(&b->sb, w->store_dir, rb_steal_ptr(bytes), len);
+	rb_store_behind_start(&b->sb, w->store_dir, scrub, w->scrub_ctx, rb_steal_ptr(bytes), len);
 	return 0;
+}
+
+/* With a scrubber that may run on two threads, a large file goes behind whole when the thread
+ * is free, or only storing (a short wait); while it scrubs, this one is scrubbed in line. */
+static bool scrub_behind(struct walk *w, size_t n)
+{
+	if (!w->scrub || !w->scrub_concurrent || n < STORE_BEHIND_MIN)
+		return false;
+	return !w->behind.pending || !w->behind.sb.scrub || !rb_store_behind_busy(&w->behind.sb);
 }
 
 /* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
@@ -492,6 +512,12 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		return skip(w, path, RB_HARVEST_OVER_TOTAL_CAP, NULL, size, err);
 	}
 
+	if (scrub_behind(w, n)) {
+		if (finish_behind(w, err) < 0)
+			return -1;
+		w->bytes_accepted += n;
+		return start_behind(w, path, size, w->scrub, &buf, n, n, NULL, err);
+	}
 	_cleanup_free_ char *scrubbed = NULL;
 	size_t scrubbed_len = 0;
 	_cleanup_json_ json_t *redactions = NULL;
@@ -505,7 +531,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	if (len >= STORE_BEHIND_MIN) {
 		if (scrubbed) /* only the scrubbed copy is stored: the read one goes before the wait */
 			spare_put(w, rb_steal_ptr(&buf));
-		return store_behind(w, path, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
+		return start_behind(w, path, size, NULL, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
 	}
 	const char *data = scrubbed ? scrubbed : buf;
 	char digest[RB_ARTIFACT_DIGEST_LEN];
@@ -679,6 +705,7 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	    .caps = &res->caps,
 	    .scrub = scrub,
 	    .scrub_ctx = scrub_ctx,
+	    .scrub_concurrent = hooks && hooks->scrub_concurrent,
 	    .store_dir = store_dir,
 	    .race = hooks ? hooks->race : NULL,
 	    .race_ctx = hooks ? hooks->race_ctx : NULL,

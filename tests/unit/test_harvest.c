@@ -1357,6 +1357,116 @@ static void test_large_file_rewritten_while_stored(void **state)
 	rb_harvest_result_free(&res);
 }
 
+/* ---- large files scrubbed two at a time (rb_harvest_hooks.scrub_concurrent) ---- */
+
+/* rb_scrub_harvest_cb, slowed on large inputs so that two calls overlap, counting how many
+ * ran at once; fails on a marker, as a scrubber out of memory would. */
+struct overlap_ctx {
+	struct rb_scrubber *s;
+	int now, most;
+};
+
+static int overlap_scrub(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
+                         struct rb_error *err)
+{
+	struct overlap_ctx *c = ctx;
+	int now = __atomic_add_fetch(&c->now, 1, __ATOMIC_SEQ_CST);
+	for (int most = __atomic_load_n(&c->most, __ATOMIC_SEQ_CST); now > most;)
+		if (__atomic_compare_exchange_n(&c->most, &most, now, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+	if (len >= BIG_LEN)
+		usleep(50000);
+	int r = memmem(in, len, "FAIL-ME", 7) ? rb_error_set(err, 0, "scrubber refused")
+	                                      : rb_scrub_harvest_cb(c->s, in, len, out, out_len, redactions, err);
+	__atomic_sub_fetch(&c->now, 1, __ATOMIC_SEQ_CST);
+	return r;
+}
+
+static int harvest_hooked(const char *out, const char *store, bool concurrent, struct overlap_ctx *c,
+                          struct rb_harvest_result *res)
+{
+	int fd = open(out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	struct rb_harvest_hooks hooks = {.scrub_concurrent = concurrent};
+	struct rb_error err = {0};
+	int r = rb_harvest_hooked(fd, NULL, overlap_scrub, c, store, &hooks, res, &err);
+	if (r != 0)
+		print_error("harvest: %s\n", err.msg);
+	close(fd);
+	return r;
+}
+
+static void test_large_files_scrubbed_two_at_a_time(void **state)
+{
+	struct fx *f = *state;
+	static const char token[] = "rbx1.tok-7d2f4a9c1e8b3056af";
+	const struct rb_scrub_secret sec = {.label = "run-token", .value = token, .len = strlen(token)};
+	struct overlap_ctx c = {0};
+	struct rb_error err = {0};
+	if (rb_scrub_new_labeled(&sec, 1, &c.s, &err) != 0)
+		fail_msg("scrubber: %s", err.msg);
+	for (unsigned i = 0; i < 6; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%u.txt", i);
+		_cleanup_free_ char *b = big_text(i < 2 ? 0 : i); /* f0 and f1 equal */
+		if (i >= 3)                                       /* three with secrets, at different places */
+			memcpy(b + BIG_LEN / (i - 1), token, strlen(token));
+		if (i == 5)
+			memcpy(b + 100, "aws_access_key_id = AKIAQ3EGRVSM6ZJ7WX2B\n", 41);
+		put(f->out, name, b, BIG_LEN);
+	}
+	_cleanup_free_ char *bad = big_text(9);
+	memcpy(bad + 10, "FAIL-ME", 7);
+	put(f->out, "refused.txt", bad, BIG_LEN);
+	puts_(f->out, "small.txt",
+	      "in line, token "
+	      "rbx1.tok-7d2f4a9c1e8b3056af\n");
+
+	struct rb_harvest_result two, one;
+	assert_int_equal(harvest_hooked(f->out, f->store, true, &c, &two), 0);
+	assert_int_equal(c.most, 2); /* two scrubs did run at once */
+	assert_objects_match(f, &two);
+	assert_int_equal(store_contains(f, token), 0);
+	assert_int_equal(store_contains(f, "AKIAQ3EGRVSM6ZJ7WX2B"), 0);
+	assert_int_equal(store_contains(f, "FAIL-ME"), 0);
+	assert_skip(&two, "refused.txt", RB_HARVEST_SCRUB_FAILED);
+	assert_string_equal(skipped(&two, "refused.txt")->other, "scrubber refused");
+
+	/* control: one at a time, into a store of its own, the same result */
+	char store1[PATH_MAX + 8];
+	snprintf(store1, sizeof store1, "%s/store1", f->base);
+	c.most = 0;
+	assert_int_equal(harvest_hooked(f->out, store1, false, &c, &one), 0);
+	assert_int_equal(c.most, 1);
+	assert_int_equal(two.n_artifacts, 7);
+	assert_int_equal(one.n_artifacts, two.n_artifacts);
+	for (size_t i = 0; i < one.n_artifacts; i++) {
+		const struct rb_harvest_artifact *a = &one.artifacts[i], *b = &two.artifacts[i];
+		assert_string_equal(a->path, b->path);
+		assert_string_equal(a->digest, b->digest);
+		assert_int_equal(a->size, b->size);
+		assert_int_equal(a->original_size, b->original_size);
+		assert_int_equal(a->redaction_count, b->redaction_count);
+		assert_true((!a->redactions && !b->redactions) || json_equal(a->redactions, b->redactions));
+	}
+	assert_true(artifact(&two, "f5.txt")->redaction_count >= 2);
+	assert_int_equal(artifact(&two, "f2.txt")->redaction_count, 0);
+	assert_int_equal(one.redactions_total, two.redactions_total);
+	assert_int_equal(one.objects_new, two.objects_new);
+	assert_int_equal(two.objects_new, 6); /* f0 and f1 are one object */
+	assert_int_equal(one.bytes_new, two.bytes_new);
+	assert_int_equal(one.bytes_read, two.bytes_read);
+	assert_int_equal(one.skipped_total, two.skipped_total);
+	rb_harvest_result_free(&one);
+	rb_harvest_result_free(&two);
+
+	/* control: unscrubbed, the token reaches the store */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &one), 0);
+	assert_true(store_contains(f, token) > 0);
+	rb_harvest_result_free(&one);
+	rb_scrub_free(c.s);
+}
+
 static void test_store_layout_and_digests(void **state)
 {
 	struct fx *f = *state;
@@ -1453,6 +1563,7 @@ int main(void)
 	    T(test_large_files_count_cap),
 	    T(test_large_file_store_fails),
 	    T(test_large_file_rewritten_while_stored),
+	    T(test_large_files_scrubbed_two_at_a_time),
 	    T(test_store_layout_and_digests),
 	    T(test_bad_out_fd),
 	};
