@@ -422,7 +422,10 @@ static bool scrub_behind(struct walk *w, size_t n)
 	return !w->behind.pending || !w->behind.sb.scrub || !rb_store_behind_busy(&w->behind.sb);
 }
 
-/* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
+/* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more.
+ * Into a private buffer, never a mapping of the file: a process the step left running may
+ * still write it, and a truncation under a mapping is SIGBUS here, a rewrite new bytes
+ * between the scrub and the store. The copy is what is scrubbed, hashed and stored. */
 static int read_bounded(struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
                         uint64_t *counter)
 {
@@ -528,8 +531,11 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	}
 	size_t len = scrubbed ? scrubbed_len : n;
 	w->bytes_accepted += n;
-	if (len >= STORE_BEHIND_MIN) {
-		if (scrubbed) /* only the scrubbed copy is stored: the read one goes before the wait */
+	/* Large by the bytes read, as in scrub_behind: two objects stored at once (one behind, one
+	 * in line) come from files of different sizes, equal only where scrubbing made them so
+	 * (then both count as new). Only the scrubbed copy is stored: the read one goes first. */
+	if (n >= STORE_BEHIND_MIN) {
+		if (scrubbed)
 			spare_put(w, rb_steal_ptr(&buf));
 		return start_behind(w, path, size, NULL, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
 	}
