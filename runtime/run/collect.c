@@ -71,7 +71,7 @@ int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *
 	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
 	 * subordinate ids this process may not read: the reopen hook opens them from inside the
 	 * sandbox's user namespace. Root reads everything itself. */
-	struct rb_harvest_hooks hooks = {.progress = c->progress, .scrub_concurrent = true};
+	struct rb_harvest_hooks hooks = {.progress = c->progress, .scrub_concurrent = rb_harvest_cpu_to_spare()};
 	if (geteuid() != 0 && !c->ns_prepared) {
 		struct rb_error nerr;
 		if (rb_nsopener_prepare(&c->ns, run->sb.userns_fd, &nerr) == 0)

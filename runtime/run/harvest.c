@@ -695,6 +695,13 @@ static void scrub_paths(const struct walk *w, struct rb_harvest_result *res)
 	}
 }
 
+bool rb_harvest_cpu_to_spare(void)
+{
+	double load;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus > 1 && getloadavg(&load, 1) == 1 && load + 1 <= (double)cpus;
+}
+
 int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                       const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,
                       struct rb_error *err)
