@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1467,6 +1468,93 @@ static void test_large_files_scrubbed_two_at_a_time(void **state)
 	rb_scrub_free(c.s);
 }
 
+/* The reopen hook may fork (rb_nsopener's helper): it is only ever called with the file behind
+ * done, the process single-threaded again. A user that cannot read the root-owned 0600 files
+ * harvests them among large files scrubbed slowly behind the walk. */
+static int threads_now(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct single_ctx {
+	int reopens, reopens_threaded; /* reopen calls, and those made with a thread running */
+	int most_threads;              /* seen by the race hook: the control */
+};
+
+static int counting_reopen(void *ctx, int dirfd, const char *name, uint64_t flags, uint64_t resolve)
+{
+	struct single_ctx *c = ctx;
+	c->reopens++;
+	c->reopens_threaded += threads_now() > 1;
+	errno = EACCES;
+	return -1;
+}
+
+static void counting_race(void *ctx, int parent_dirfd, const char *name)
+{
+	struct single_ctx *c = ctx;
+	int n = threads_now();
+	c->most_threads = n > c->most_threads ? n : c->most_threads;
+}
+
+static void test_reopen_hook_single_threaded(void **state)
+{
+	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	for (unsigned i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "big%u", i);
+		_cleanup_free_ char *b = big_text(i);
+		put(f->out, name, b, BIG_LEN);
+		snprintf(name, sizeof name, "private%u", i);
+		puts_(f->out, name, "root only");
+		char p[PATH_MAX];
+		snprintf(p, sizeof p, "%s/%s", f->out, name);
+		assert_int_equal(chmod(p, 0600), 0);
+	}
+	assert_int_equal(chmod(f->base, 0755), 0);
+	assert_int_equal(mkdir(f->store, 0755), 0);
+	assert_int_equal(chown(f->store, 65534, 65534), 0);
+	struct rb_error err = {0};
+	struct overlap_ctx oc = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &oc.s, &err), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(2);
+		struct single_ctx c = {0};
+		struct rb_harvest_hooks hooks = {.race = counting_race,
+		                                 .race_ctx = &c,
+		                                 .reopen = counting_reopen,
+		                                 .reopen_ctx = &c,
+		                                 .scrub_concurrent = true};
+		int fd = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct rb_harvest_result res;
+		if (rb_harvest_hooked(fd, NULL, overlap_scrub, &oc, f->store, &hooks, &res, &err) != 0)
+			_exit(3);
+		if (res.n_artifacts != 4 || res.skipped_by_reason[RB_HARVEST_UNREADABLE] != 4 || c.reopens != 4)
+			_exit(4);
+		if (c.reopens_threaded != 0)
+			_exit(5);
+		if (c.most_threads < 2) /* control: files were being scrubbed behind meanwhile */
+			_exit(6);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	rb_scrub_free(oc.s);
+}
+
 static void test_store_layout_and_digests(void **state)
 {
 	struct fx *f = *state;
@@ -1564,6 +1652,7 @@ int main(void)
 	    T(test_large_file_store_fails),
 	    T(test_large_file_rewritten_while_stored),
 	    T(test_large_files_scrubbed_two_at_a_time),
+	    T(test_reopen_hook_single_threaded),
 	    T(test_store_layout_and_digests),
 	    T(test_bad_out_fd),
 	};
