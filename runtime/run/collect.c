@@ -20,17 +20,17 @@ void rb_collect_init(struct rb_collect *c, const struct rb_run *run)
 	rb_budget_init(&c->budget, &run->policy);
 }
 
-/* The harvest's scrub callback: the run's scrubber, or the collect's own, made at its first use. */
+/* The harvest's scrub callback: the run's scrubber, or the collect's own, made before the
+ * harvest (scrub_cb is called from two threads at once, which rb_scrub_harvest_cb allows).
+ * Without one, every file is refused: scrub_failed, never stored unscrubbed. */
 static int scrub_cb(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
                     struct rb_error *err)
 {
 	struct rb_collect *c = ctx;
-	if (!c->scrubber && !c->own) {
-		struct rb_scrub_secret secret = {"run-token", c->token, strlen(c->token)};
-		if (rb_scrub_new_labeled(&secret, c->token[0] ? 1 : 0, &c->own, err) < 0)
-			return -1;
-	}
-	return rb_scrub_harvest_cb(c->scrubber ? c->scrubber : c->own, in, len, out, out_len, redactions, err);
+	struct rb_scrubber *s = c->scrubber ? c->scrubber : c->own;
+	if (!s)
+		return rb_error_set(err, 0, "no scrubber could be made");
+	return rb_scrub_harvest_cb(s, in, len, out, out_len, redactions, err);
 }
 
 int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *rec, unsigned step,
@@ -51,6 +51,12 @@ int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *
 		                    json_pack("{s:s}", "error", "/workspace/out is missing or not a directory"));
 		return 0;
 	}
+	if (!c->scrubber && !c->own) {
+		struct rb_scrub_secret secret = {"run-token", c->token, strlen(c->token)};
+		struct rb_error serr;
+		if (rb_scrub_new_labeled(&secret, c->token[0] ? 1 : 0, &c->own, &serr) < 0)
+			rb_warn("harvest: %s: no file is stored", serr.msg);
+	}
 	struct rb_harvest_caps caps;
 	rb_harvest_caps_default(&caps);
 	if (!c->budget_loaded) {
@@ -65,7 +71,7 @@ int rb_collect_step(struct rb_collect *c, struct rb_run *run, struct rb_record *
 	/* Rootless, files a sandbox user other than its root wrote with a private mode belong to
 	 * subordinate ids this process may not read: the reopen hook opens them from inside the
 	 * sandbox's user namespace. Root reads everything itself. */
-	struct rb_harvest_hooks hooks = {.progress = c->progress};
+	struct rb_harvest_hooks hooks = {.progress = c->progress, .scrub_concurrent = rb_harvest_cpu_to_spare()};
 	if (geteuid() != 0 && !c->ns_prepared) {
 		struct rb_error nerr;
 		if (rb_nsopener_prepare(&c->ns, run->sb.userns_fd, &nerr) == 0)

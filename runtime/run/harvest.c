@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "runtime/run/store_behind.h"
 
 /* Every open is one component below a directory fd we already hold: no "..", no link of
  * any kind, no other mount. A swap of any component into a symlink then fails (ELOOP)
@@ -56,6 +58,23 @@ void rb_harvest_caps_default(struct rb_harvest_caps *caps)
 	};
 }
 
+/* Files at least this large are stored behind the walk (store_behind.h): their SHA-256 and
+ * write overlap the read and scrub of the next file; with a scrubber that may run on two
+ * threads, one is scrubbed there too while the walk scrubs the next. Smaller ones are done in
+ * line, where a thread would cost more than it saves. One file behind at a time: at most one
+ * more file's bytes (and its scrubbed copy) are held than in line. */
+#define STORE_BEHIND_MIN (1U << 20)
+
+/* The file being stored behind, and what its artifact will record. */
+struct behind {
+	bool pending; /* started and not yet made an artifact (or a skip, or a failure) */
+	struct rb_store_behind sb;
+	char *path;
+	int64_t size;       /* st_size, for a skip record */
+	uint64_t original;  /* bytes read */
+	json_t *redactions; /* scrubbed in line: what the scrubber returned */
+};
+
 /* Hard links: the first path of every (dev, ino) with more than one link. */
 struct link {
 	dev_t dev;
@@ -67,6 +86,7 @@ struct walk {
 	const struct rb_harvest_caps *caps;
 	rb_harvest_scrub_fn scrub;
 	void *scrub_ctx;
+	bool scrub_concurrent; /* scrub may run on two threads at once */
 	const char *store_dir;
 	rb_harvest_race_fn race;
 	void *race_ctx;
@@ -77,12 +97,37 @@ struct walk {
 	struct link *links; /* open addressing, size a power of two */
 	size_t n_links, cap_links;
 	uint64_t bytes_accepted; /* counted against max_total_bytes */
+	struct behind behind;
+	/* A file's buffer once done with, for the next file to be read into: pages already
+	 * faulted in, where a new large malloc would fault in and zero every page again. */
+	char *spare;
 };
+
+/* Keeps the larger of buf and the spare (malloc'd, or NULL), frees the other. */
+static void spare_put(struct walk *w, char *buf)
+{
+	if (!buf)
+		return;
+	if (w->spare && malloc_usable_size(w->spare) >= malloc_usable_size(buf)) {
+		free(buf);
+		return;
+	}
+	free(w->spare);
+	w->spare = buf;
+}
+
+/* A buffer of at least size bytes: the spare when it is large enough. */
+static char *spare_take(struct walk *w, size_t size)
+{
+	if (w->spare && malloc_usable_size(w->spare) >= size)
+		return rb_steal_ptr(&w->spare);
+	return malloc(size);
+}
 
 /* openat2 below dirfd, never following a link; refused (EACCES, EPERM), a second try through
  * the reopen hook, with the same flags and resolve rules (rootless: as the sandbox's user
  * namespace, see runtime/sandbox/nsopen.c). */
-static int open_beneath(const struct walk *w, int dirfd, const char *name, uint64_t flags)
+static int open_beneath(struct walk *w, int dirfd, const char *name, uint64_t flags)
 {
 	struct open_how how = {.flags = flags | O_CLOEXEC | O_NOFOLLOW, .resolve = RESOLVE_FLAGS};
 	for (int tries = 0;; tries++) {
@@ -94,8 +139,13 @@ static int open_beneath(const struct walk *w, int dirfd, const char *name, uint6
 			continue;
 		break;
 	}
-	if ((errno == EACCES || errno == EPERM) && w->reopen)
+	if ((errno == EACCES || errno == EPERM) && w->reopen) {
+		/* The hook may fork its helper, which needs this process single-threaded. */
+		int e = errno;
+		rb_store_behind_wait(&w->behind.sb);
+		errno = e;
 		return w->reopen(w->reopen_ctx, dirfd, name, flags, RESOLVE_FLAGS);
+	}
 	return -1;
 }
 
@@ -306,12 +356,81 @@ static void report(const struct walk *w, bool final)
 	rb_progress_say(&w->progress, &r);
 }
 
-/* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more. */
-static int read_bounded(const struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
+/* The file behind, once done: its artifact, a scrub_failed skip or the harvest's failure (the
+ * store not writable), as in line. */
+static int finish_behind(struct walk *w, struct rb_error *err)
+{
+	struct behind *b = &w->behind;
+	if (!b->pending)
+		return 0;
+	rb_store_behind_wait(&b->sb);
+	b->pending = false;
+	int r;
+	if (b->sb.scrub_failed) {
+		/* Not stored, so not counted: its bytes were taken from the room when it was sent. */
+		w->bytes_accepted -= b->original;
+		r = skip(w, b->path, RB_HARVEST_SCRUB_FAILED, b->sb.err.msg[0] ? b->sb.err.msg : NULL, b->size, err);
+	} else if (b->sb.r < 0) {
+		*err = b->sb.err;
+		r = rb_error_prefix(err, "harvest `%s`", b->path);
+	} else {
+		if (b->sb.created) {
+			w->res->objects_new++;
+			w->res->bytes_new += b->sb.len;
+		}
+		r = add_artifact(w, b->path, b->sb.len, b->original, b->sb.digest,
+		                 b->sb.scrub ? b->sb.redactions : b->redactions, err);
+	}
+	spare_put(w, rb_steal_ptr(&b->sb.bytes));
+	spare_put(w, rb_steal_ptr(&b->sb.read));
+	rb_store_behind_clear(&b->sb);
+	free(b->path);
+	json_decref(b->redactions);
+	b->path = NULL;
+	b->redactions = NULL;
+	if (r == 0)
+		report(w, false);
+	return r;
+}
+
+/* Hands *bytes (len of them; taken) behind the walk, once the file before is done: to be
+ * scrubbed there and stored (scrub), or stored as they are (NULL: redactions are the in-line
+ * scrub's). */
+static int start_behind(struct walk *w, const char *path, int64_t size, rb_harvest_scrub_fn scrub, char **bytes,
+                        size_t len, uint64_t original, json_t *redactions, struct rb_error *err)
+{
+	if (finish_behind(w, err) < 0)
+		return -1;
+	struct behind *b = &w->behind;
+	b->path = strdup(path);
+	if (!b->path)
+		return oom(err);
+	b->size = size;
+	b->original = original;
+	b->redactions = redactions ? json_incref(redactions) : NULL;
+	b->pending = true;
+	rb_store_behind_start(&b->sb, w->store_dir, scrub, w->scrub_ctx, rb_steal_ptr(bytes), len);
+	return 0;
+}
+
+/* With a scrubber that may run on two threads, a large file goes behind whole when the thread
+ * is free, or only storing (a short wait); while it scrubs, this one is scrubbed in line. */
+static bool scrub_behind(struct walk *w, size_t n)
+{
+	if (!w->scrub || !w->scrub_concurrent || n < STORE_BEHIND_MIN)
+		return false;
+	return !w->behind.pending || !w->behind.sb.scrub || !rb_store_behind_busy(&w->behind.sb);
+}
+
+/* Reads at most limit + 1 bytes: one more than allowed tells "over" without reading more.
+ * Into a private buffer, never a mapping of the file: a process the step left running may
+ * still write it, and a truncation under a mapping is SIGBUS here, a rewrite new bytes
+ * between the scrub and the store. The copy is what is scrubbed, hashed and stored. */
+static int read_bounded(struct walk *w, int fd, uint64_t hint, uint64_t limit, char **out, size_t *out_len,
                         uint64_t *counter)
 {
 	size_t cap = (size_t)(hint < limit ? hint : limit) + 1, n = 0;
-	_cleanup_free_ char *buf = malloc(cap);
+	_cleanup_free_ char *buf = spare_take(w, cap);
 	if (!buf)
 		return -1;
 	for (;;) {
@@ -358,7 +477,7 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	/* Caps on what fstat says first: a 100 GB sparse file is never opened for reading. */
 	if ((uint64_t)size > caps->max_file_bytes)
 		return skip(w, path, RB_HARVEST_OVER_FILE_CAP, NULL, size, err);
-	if (res->n_artifacts >= caps->max_files)
+	if (res->n_artifacts + (w->behind.pending ? 1 : 0) >= caps->max_files)
 		return skip(w, path, RB_HARVEST_OVER_COUNT_CAP, NULL, size, err);
 	uint64_t room = caps->max_total_bytes - w->bytes_accepted;
 	if ((uint64_t)size > room)
@@ -396,6 +515,12 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		return skip(w, path, RB_HARVEST_OVER_TOTAL_CAP, NULL, size, err);
 	}
 
+	if (scrub_behind(w, n)) {
+		if (finish_behind(w, err) < 0)
+			return -1;
+		w->bytes_accepted += n;
+		return start_behind(w, path, size, w->scrub, &buf, n, n, NULL, err);
+	}
 	_cleanup_free_ char *scrubbed = NULL;
 	size_t scrubbed_len = 0;
 	_cleanup_json_ json_t *redactions = NULL;
@@ -404,8 +529,17 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		if (w->scrub(w->scrub_ctx, buf, n, &scrubbed, &scrubbed_len, &redactions, &serr) < 0)
 			return skip(w, path, RB_HARVEST_SCRUB_FAILED, serr.msg[0] ? serr.msg : NULL, size, err);
 	}
-	const char *data = scrubbed ? scrubbed : buf;
 	size_t len = scrubbed ? scrubbed_len : n;
+	w->bytes_accepted += n;
+	/* Large by the bytes read, as in scrub_behind: two objects stored at once (one behind, one
+	 * in line) come from files of different sizes, equal only where scrubbing made them so
+	 * (then both count as new). Only the scrubbed copy is stored: the read one goes first. */
+	if (n >= STORE_BEHIND_MIN) {
+		if (scrubbed)
+			spare_put(w, rb_steal_ptr(&buf));
+		return start_behind(w, path, size, NULL, scrubbed ? &scrubbed : &buf, len, n, redactions, err);
+	}
+	const char *data = scrubbed ? scrubbed : buf;
 	char digest[RB_ARTIFACT_DIGEST_LEN];
 	bool created;
 	if (rb_artifact_store(w->store_dir, data, len, digest, &created, err) < 0)
@@ -414,7 +548,8 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 		res->objects_new++;
 		res->bytes_new += len;
 	}
-	w->bytes_accepted += n;
+	spare_put(w, rb_steal_ptr(&buf));
+	spare_put(w, rb_steal_ptr(&scrubbed));
 	int r = add_artifact(w, path, len, n, digest, redactions, err);
 	report(w, false);
 	return r;
@@ -560,6 +695,13 @@ static void scrub_paths(const struct walk *w, struct rb_harvest_result *res)
 	}
 }
 
+bool rb_harvest_cpu_to_spare(void)
+{
+	double load;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus > 1 && getloadavg(&load, 1) == 1 && load + 1 <= (double)cpus;
+}
+
 int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                       const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,
                       struct rb_error *err)
@@ -576,6 +718,7 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	    .caps = &res->caps,
 	    .scrub = scrub,
 	    .scrub_ctx = scrub_ctx,
+	    .scrub_concurrent = hooks && hooks->scrub_concurrent,
 	    .store_dir = store_dir,
 	    .race = hooks ? hooks->race : NULL,
 	    .race_ctx = hooks ? hooks->race_ctx : NULL,
@@ -585,7 +728,11 @@ int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harv
 	    .res = res,
 	};
 	int r = walk_tree(&w, out_dirfd, err);
+	struct rb_error late;
+	if (finish_behind(&w, r == 0 ? err : &late) < 0)
+		r = -1;
 	report(&w, true);
+	free(w.spare);
 	for (size_t i = 0; i < w.cap_links; i++)
 		free(w.links[i].path);
 	free(w.links);

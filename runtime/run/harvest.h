@@ -123,7 +123,15 @@ struct rb_harvest_hooks {
 	/* "harvested": bytes read of out, files stored as items, total unknown; after each file and
 	 * each MiB read, and once final. fn NULL: none. */
 	struct rb_progress progress;
+	/* scrub may be called from two threads at once (rb_scrub_harvest_cb may): two large files
+	 * (1 MiB or more) are then scrubbed at a time, one on a thread of the harvest's own. */
+	bool scrub_concurrent;
 };
+/* Whether a second scrubbing thread (scrub_concurrent) would have a CPU of its own: more than
+ * one online, and the load average below all of them but one. On a busy host two threads cost
+ * more CPU time per byte than one, for no shorter harvest. */
+bool rb_harvest_cpu_to_spare(void);
+
 /* rb_harvest with hooks (NULL: none). */
 int rb_harvest_hooked(int out_dirfd, const struct rb_harvest_caps *caps, rb_harvest_scrub_fn scrub, void *scrub_ctx,
                       const char *store_dir, const struct rb_harvest_hooks *hooks, struct rb_harvest_result *res,

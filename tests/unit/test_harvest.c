@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1181,6 +1182,379 @@ static void test_odd_names(void **state)
 
 /* ---- the store ---- */
 
+/* ---- large files: their SHA-256 and write behind the walk (runtime/run/store_behind.h) ---- */
+
+#define BIG_LEN ((3U << 20) / 2) /* above the 1 MiB from which a file is stored behind */
+
+/* BIG_LEN bytes of text, a different text for each seed. */
+static char *big_text(unsigned seed)
+{
+	char *b = malloc(BIG_LEN);
+	assert_non_null(b);
+	for (size_t i = 0; i < BIG_LEN; i++)
+		b[i] = i % 64 == 63 ? '\n' : (char)('a' + (i / 64 + seed) % 26);
+	return b;
+}
+
+/* Every artifact's object is its digest's content (rb_artifact_read checks the digest). */
+static void assert_objects_match(const struct fx *f, const struct rb_harvest_result *res)
+{
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		char *data;
+		size_t len;
+		struct rb_error err = {0};
+		if (rb_artifact_read(f->store, res->artifacts[i].digest, &data, &len, &err) != 0)
+			fail_msg("%s: %s", res->artifacts[i].path, err.msg);
+		assert_int_equal(len, res->artifacts[i].size);
+		free(data);
+	}
+}
+
+static void test_large_files_stored_behind(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *clean = big_text(0), *leaky = big_text(1);
+	memcpy(leaky + BIG_LEN / 2, KEY, strlen(KEY));
+	put(f->out, "clean.txt", clean, BIG_LEN);
+	put(f->out, "same.txt", clean, BIG_LEN); /* one object for both */
+	put(f->out, "leaky.txt", leaky, BIG_LEN);
+	puts_(f->out, "small.txt", "stored in line\n");
+	int calls = 0;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, NULL, NULL, &res), 0);
+	assert_true(res.complete);
+	assert_int_equal(res.n_artifacts, 4);
+	assert_int_equal(res.objects_new, 3);
+	assert_int_equal(res.bytes_new,
+	                 2 * (uint64_t)BIG_LEN + strlen("stored in line\n") - strlen(KEY) + strlen("[REDACTED:aws]"));
+	assert_int_equal(res.bytes_read, 3 * (uint64_t)BIG_LEN + strlen("stored in line\n"));
+	assert_objects_match(f, &res);
+	/* a file the scrubber found nothing in is stored byte for byte, under the digest of its bytes */
+	char d[RB_ARTIFACT_DIGEST_LEN];
+	digest_of(clean, BIG_LEN, d);
+	const struct rb_harvest_artifact *a = artifact(&res, "clean.txt");
+	assert_string_equal(a->digest, d);
+	assert_int_equal(a->size, BIG_LEN);
+	assert_int_equal(a->redaction_count, 0);
+	assert_string_equal(artifact(&res, "same.txt")->digest, d);
+	/* one with a redaction is stored rewritten, counted */
+	a = artifact(&res, "leaky.txt");
+	assert_int_equal(a->original_size, BIG_LEN);
+	assert_int_equal(a->size, BIG_LEN - strlen(KEY) + strlen("[REDACTED:aws]"));
+	assert_int_equal(a->redaction_count, 1);
+	assert_int_equal(res.redactions_total, 1);
+	assert_int_equal(store_contains(f, KEY), 0);
+	assert_int_equal(store_contains(f, "[REDACTED:aws]"), 1);
+	assert_int_equal(g_objects, 3); /* no temporary file left */
+	rb_harvest_result_free(&res);
+
+	/* control: unscrubbed, the key reaches the store */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(store_contains(f, KEY), 1);
+	rb_harvest_result_free(&res);
+}
+
+/* The file still being stored counts against max_files. */
+static void test_large_files_count_cap(void **state)
+{
+	struct fx *f = *state;
+	for (unsigned i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "big%u", i);
+		_cleanup_free_ char *b = big_text(i);
+		put(f->out, name, b, BIG_LEN);
+	}
+	struct rb_harvest_caps caps;
+	rb_harvest_caps_default(&caps);
+	caps.max_files = 2;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, &caps, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(res.n_artifacts, 2);
+	assert_int_equal(res.skipped_by_reason[RB_HARVEST_OVER_COUNT_CAP], 1);
+	assert_int_equal(res.bytes_read, 2 * (uint64_t)BIG_LEN);
+	assert_objects_match(f, &res);
+	rb_harvest_result_free(&res);
+	/* control: with room for three, three */
+	caps.max_files = 3;
+	assert_int_equal(harvest_caps(f, &caps, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(res.n_artifacts, 3);
+	assert_int_equal(res.skipped_total, 0);
+	rb_harvest_result_free(&res);
+}
+
+/* A store that cannot be written fails the harvest, naming the file, as in line. */
+static void test_large_file_store_fails(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *b = big_text(0);
+	put(f->out, "big.bin", b, BIG_LEN);
+	char store[PATH_MAX + 8];
+	snprintf(store, sizeof store, "%s/store", f->secret); /* below a regular file */
+	int fd = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct rb_harvest_result res;
+	struct rb_error err = {0};
+	assert_int_equal(rb_harvest(fd, NULL, NULL, NULL, store, &res, &err), -1);
+	assert_false(res.complete);
+	assert_int_equal(res.n_artifacts, 0);
+	assert_non_null(strstr(err.msg, "harvest `big.bin`"));
+	rb_harvest_result_free(&res);
+	/* control: the same file into a store that can be written */
+	assert_int_equal(rb_harvest(fd, NULL, NULL, NULL, f->store, &res, &err), 0);
+	assert_int_equal(res.n_artifacts, 1);
+	rb_harvest_result_free(&res);
+	close(fd);
+}
+
+/* A file rewritten (a secret put in, then cut short) while the harvest still stores it: the
+ * object holds the bytes that were read and scrubbed, under their digest; never the new ones. */
+struct rewrite_ctx {
+	const char *out;
+	char first[64]; /* the file whose open came first */
+	int calls;
+};
+
+static void rewrite_first(void *ctx, int parent_dirfd, const char *name)
+{
+	struct rewrite_ctx *c = ctx;
+	if (c->calls++ == 0) {
+		snprintf(c->first, sizeof c->first, "%s", name);
+		return;
+	}
+	if (c->calls != 2)
+		return;
+	/* the first file was read and is being stored: rewrite it in place, then shrink it */
+	int fd = openat(parent_dirfd, c->first, O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (size_t off = 0; off + strlen(KEY) < BIG_LEN; off += 4096)
+		assert_int_equal(pwrite(fd, KEY, strlen(KEY), (off_t)off), (ssize_t)strlen(KEY));
+	assert_int_equal(ftruncate(fd, BIG_LEN / 3), 0);
+	close(fd);
+}
+
+static void test_large_file_rewritten_while_stored(void **state)
+{
+	struct fx *f = *state;
+	_cleanup_free_ char *a = big_text(0), *b = big_text(1);
+	put(f->out, "a.txt", a, BIG_LEN);
+	put(f->out, "b.txt", b, BIG_LEN);
+	struct rewrite_ctx rc = {.out = f->out};
+	int calls = 0;
+	struct rb_harvest_result res;
+	assert_int_equal(harvest_caps(f, NULL, test_scrub, &calls, rewrite_first, &rc, &res), 0);
+	assert_int_equal(rc.calls, 2);
+	assert_int_equal(res.n_artifacts, 2);
+	assert_objects_match(f, &res);
+	const struct rb_harvest_artifact *first = artifact(&res, rc.first);
+	assert_non_null(first);
+	char d[RB_ARTIFACT_DIGEST_LEN];
+	digest_of(strcmp(rc.first, "a.txt") == 0 ? a : b, BIG_LEN, d);
+	assert_string_equal(first->digest, d);
+	assert_int_equal(first->size, BIG_LEN);
+	assert_int_equal(store_contains(f, KEY), 0);
+	rb_harvest_result_free(&res);
+	/* control: the file does hold the key now, and an unscrubbed harvest stores it */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &res), 0);
+	assert_int_equal(store_contains(f, KEY), 1);
+	rb_harvest_result_free(&res);
+}
+
+/* ---- large files scrubbed two at a time (rb_harvest_hooks.scrub_concurrent) ---- */
+
+/* rb_scrub_harvest_cb, slowed on large inputs so that two calls overlap, counting how many
+ * ran at once; fails on a marker, as a scrubber out of memory would. */
+struct overlap_ctx {
+	struct rb_scrubber *s;
+	int now, most;
+};
+
+static int overlap_scrub(void *ctx, const char *in, size_t len, char **out, size_t *out_len, json_t **redactions,
+                         struct rb_error *err)
+{
+	struct overlap_ctx *c = ctx;
+	int now = __atomic_add_fetch(&c->now, 1, __ATOMIC_SEQ_CST);
+	for (int most = __atomic_load_n(&c->most, __ATOMIC_SEQ_CST); now > most;)
+		if (__atomic_compare_exchange_n(&c->most, &most, now, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+	if (len >= BIG_LEN)
+		usleep(50000);
+	int r = memmem(in, len, "FAIL-ME", 7) ? rb_error_set(err, 0, "scrubber refused")
+	                                      : rb_scrub_harvest_cb(c->s, in, len, out, out_len, redactions, err);
+	__atomic_sub_fetch(&c->now, 1, __ATOMIC_SEQ_CST);
+	return r;
+}
+
+static int harvest_hooked(const char *out, const char *store, bool concurrent, struct overlap_ctx *c,
+                          struct rb_harvest_result *res)
+{
+	int fd = open(out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	struct rb_harvest_hooks hooks = {.scrub_concurrent = concurrent};
+	struct rb_error err = {0};
+	int r = rb_harvest_hooked(fd, NULL, overlap_scrub, c, store, &hooks, res, &err);
+	if (r != 0)
+		print_error("harvest: %s\n", err.msg);
+	close(fd);
+	return r;
+}
+
+static void test_large_files_scrubbed_two_at_a_time(void **state)
+{
+	struct fx *f = *state;
+	static const char token[] = "rbx1.tok-7d2f4a9c1e8b3056af";
+	const struct rb_scrub_secret sec = {.label = "run-token", .value = token, .len = strlen(token)};
+	struct overlap_ctx c = {0};
+	struct rb_error err = {0};
+	if (rb_scrub_new_labeled(&sec, 1, &c.s, &err) != 0)
+		fail_msg("scrubber: %s", err.msg);
+	for (unsigned i = 0; i < 6; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%u.txt", i);
+		_cleanup_free_ char *b = big_text(i < 2 ? 0 : i); /* f0 and f1 equal */
+		if (i >= 3)                                       /* three with secrets, at different places */
+			memcpy(b + BIG_LEN / (i - 1), token, strlen(token));
+		if (i == 5)
+			memcpy(b + 100, "aws_access_key_id = AKIAQ3EGRVSM6ZJ7WX2B\n", 41);
+		put(f->out, name, b, BIG_LEN);
+	}
+	_cleanup_free_ char *bad = big_text(9);
+	memcpy(bad + 10, "FAIL-ME", 7);
+	put(f->out, "refused.txt", bad, BIG_LEN);
+	puts_(f->out, "small.txt",
+	      "in line, token "
+	      "rbx1.tok-7d2f4a9c1e8b3056af\n");
+
+	struct rb_harvest_result two, one;
+	assert_int_equal(harvest_hooked(f->out, f->store, true, &c, &two), 0);
+	assert_int_equal(c.most, 2); /* two scrubs did run at once */
+	assert_objects_match(f, &two);
+	assert_int_equal(store_contains(f, token), 0);
+	assert_int_equal(store_contains(f, "AKIAQ3EGRVSM6ZJ7WX2B"), 0);
+	assert_int_equal(store_contains(f, "FAIL-ME"), 0);
+	assert_skip(&two, "refused.txt", RB_HARVEST_SCRUB_FAILED);
+	assert_string_equal(skipped(&two, "refused.txt")->other, "scrubber refused");
+
+	/* control: one at a time, into a store of its own, the same result */
+	char store1[PATH_MAX + 8];
+	snprintf(store1, sizeof store1, "%s/store1", f->base);
+	c.most = 0;
+	assert_int_equal(harvest_hooked(f->out, store1, false, &c, &one), 0);
+	assert_int_equal(c.most, 1);
+	assert_int_equal(two.n_artifacts, 7);
+	assert_int_equal(one.n_artifacts, two.n_artifacts);
+	for (size_t i = 0; i < one.n_artifacts; i++) {
+		const struct rb_harvest_artifact *a = &one.artifacts[i], *b = &two.artifacts[i];
+		assert_string_equal(a->path, b->path);
+		assert_string_equal(a->digest, b->digest);
+		assert_int_equal(a->size, b->size);
+		assert_int_equal(a->original_size, b->original_size);
+		assert_int_equal(a->redaction_count, b->redaction_count);
+		assert_true((!a->redactions && !b->redactions) || json_equal(a->redactions, b->redactions));
+	}
+	assert_true(artifact(&two, "f5.txt")->redaction_count >= 2);
+	assert_int_equal(artifact(&two, "f2.txt")->redaction_count, 0);
+	assert_int_equal(one.redactions_total, two.redactions_total);
+	assert_int_equal(one.objects_new, two.objects_new);
+	assert_int_equal(two.objects_new, 6); /* f0 and f1 are one object */
+	assert_int_equal(one.bytes_new, two.bytes_new);
+	assert_int_equal(one.bytes_read, two.bytes_read);
+	assert_int_equal(one.skipped_total, two.skipped_total);
+	rb_harvest_result_free(&one);
+	rb_harvest_result_free(&two);
+
+	/* control: unscrubbed, the token reaches the store */
+	assert_int_equal(harvest_caps(f, NULL, NULL, NULL, NULL, NULL, &one), 0);
+	assert_true(store_contains(f, token) > 0);
+	rb_harvest_result_free(&one);
+	rb_scrub_free(c.s);
+}
+
+/* The reopen hook may fork (rb_nsopener's helper): it is only ever called with the file behind
+ * done, the process single-threaded again. A user that cannot read the root-owned 0600 files
+ * harvests them among large files scrubbed slowly behind the walk. */
+static int threads_now(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct single_ctx {
+	int reopens, reopens_threaded; /* reopen calls, and those made with a thread running */
+	int most_threads;              /* seen by the race hook: the control */
+};
+
+static int counting_reopen(void *ctx, int dirfd, const char *name, uint64_t flags, uint64_t resolve)
+{
+	struct single_ctx *c = ctx;
+	c->reopens++;
+	c->reopens_threaded += threads_now() > 1;
+	errno = EACCES;
+	return -1;
+}
+
+static void counting_race(void *ctx, int parent_dirfd, const char *name)
+{
+	struct single_ctx *c = ctx;
+	int n = threads_now();
+	c->most_threads = n > c->most_threads ? n : c->most_threads;
+}
+
+static void test_reopen_hook_single_threaded(void **state)
+{
+	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	for (unsigned i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "big%u", i);
+		_cleanup_free_ char *b = big_text(i);
+		put(f->out, name, b, BIG_LEN);
+		snprintf(name, sizeof name, "private%u", i);
+		puts_(f->out, name, "root only");
+		char p[PATH_MAX];
+		snprintf(p, sizeof p, "%s/%s", f->out, name);
+		assert_int_equal(chmod(p, 0600), 0);
+	}
+	assert_int_equal(chmod(f->base, 0755), 0);
+	assert_int_equal(mkdir(f->store, 0755), 0);
+	assert_int_equal(chown(f->store, 65534, 65534), 0);
+	struct rb_error err = {0};
+	struct overlap_ctx oc = {0};
+	assert_int_equal(rb_scrub_new(NULL, 0, &oc.s, &err), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(2);
+		struct single_ctx c = {0};
+		struct rb_harvest_hooks hooks = {.race = counting_race,
+		                                 .race_ctx = &c,
+		                                 .reopen = counting_reopen,
+		                                 .reopen_ctx = &c,
+		                                 .scrub_concurrent = true};
+		int fd = open(f->out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct rb_harvest_result res;
+		if (rb_harvest_hooked(fd, NULL, overlap_scrub, &oc, f->store, &hooks, &res, &err) != 0)
+			_exit(3);
+		if (res.n_artifacts != 4 || res.skipped_by_reason[RB_HARVEST_UNREADABLE] != 4 || c.reopens != 4)
+			_exit(4);
+		if (c.reopens_threaded != 0)
+			_exit(5);
+		if (c.most_threads < 2) /* control: files were being scrubbed behind meanwhile */
+			_exit(6);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	rb_scrub_free(oc.s);
+}
+
 static void test_store_layout_and_digests(void **state)
 {
 	struct fx *f = *state;
@@ -1273,6 +1647,12 @@ int main(void)
 	    T(test_reopen_in_sandbox_userns),
 	    T(test_mount_point_not_crossed),
 	    T(test_odd_names),
+	    T(test_large_files_stored_behind),
+	    T(test_large_files_count_cap),
+	    T(test_large_file_store_fails),
+	    T(test_large_file_rewritten_while_stored),
+	    T(test_large_files_scrubbed_two_at_a_time),
+	    T(test_reopen_hook_single_threaded),
 	    T(test_store_layout_and_digests),
 	    T(test_bad_out_fd),
 	};
