@@ -90,15 +90,16 @@ if [ "$RC" = 0 ] && [ "$OUT" = "$digest_pty" ] && no_controls "$T/err" && ! grep
 else not_ok "import with stderr a file: no control bytes" "exit $RC, $OUT vs $digest_pty: $(od -c "$T/err" | head -3 | tr '\n' ' ')"; fi
 
 # ---- a run's harvest -------------------------------------------------------------------------
-big='dd if=/dev/urandom of=/workspace/out/big bs=1M count=60 2>/dev/null; dd if=/dev/urandom of=/workspace/out/big2 bs=1M count=60 2>/dev/null; echo made'
+# 200 MiB in four files: a harvest well past the bar's first 200 ms however fast it gets.
+big='for i in 1 2 3 4; do dd if=/dev/urandom of=/workspace/out/big$i bs=1M count=50 2>/dev/null; done; echo made'
 on_pty harvest - -- run --image minimal -- sh -c "$big"
 if [ "$PRC" = 0 ] && has_bytes "$T/harvest.pty" "b'\r\x1b[Kharvest '" &&
 	grep -aqE 'harvested [0-9.]+ (B|KiB|MiB)' "$T/harvest.pty" &&
-	has_bytes "$T/harvest.pty" "b'\r\x1b[Krunbox: harvest: done, harvested 120.0 MiB, 2 files'"; then
-	ok "run on a terminal: the harvest of 120 MiB shows an updating line, cleared, then a summary"
+	has_bytes "$T/harvest.pty" "b'\r\x1b[Krunbox: harvest: done, harvested 200.0 MiB, 4 files'"; then
+	ok "run on a terminal: the harvest of 200 MiB shows an updating line, cleared, then a summary"
 else not_ok "run on a terminal: harvest progress" "exit $PRC: $(tr -d '\033' <"$T/harvest.pty" | tr '\r' '|' | head -c 400)"; fi
 run_rbx run --image minimal -- sh -c "$big"
-if [ "$RC" = 0 ] && [ "$OUT" = made ] && no_controls "$T/err" && ! grep -q 'harvest' <<<"$(grep -v 'stored 2 artifacts' "$T/err")"; then
+if [ "$RC" = 0 ] && [ "$OUT" = made ] && no_controls "$T/err" && ! grep -q 'harvest' <<<"$(grep -v 'stored 4 artifacts' "$T/err")"; then
 	ok "run with stderr a file: the same harvest says no progress, no control byte (control)"
 else not_ok "run with stderr a file: no progress" "exit $RC: $(od -c "$T/err" | head -4 | tr '\n' ' ')"; fi
 
@@ -116,9 +117,9 @@ if [ "$PRC" = 0 ] && "$PY" - "$T/manifest.pty" <<'EOF'; then
 import sys
 b = open(sys.argv[1], "rb").read()
 bar = b.find(b"\r\x1b[Kharvest ")
-d1 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 120.0 MiB, 2 files")
+d1 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 200.0 MiB, 4 files")
 s1 = b.find(b"step 1 big: success")
-d2 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 120.0 MiB, 3 files")
+d2 = b.find(b"\r\x1b[Krunbox: harvest: done, harvested 200.0 MiB, 5 files")
 s2 = b.find(b"step 2 small: success")
 sys.exit(0 if 0 <= bar < d1 < s1 < d2 < s2 else 1)
 EOF
