@@ -100,7 +100,14 @@ for pol in default strict; do
 	uid=${uid%% *}
 	# The owner of the sandbox's own directory as the sandbox sees it before; after, the same,
 	# /workspace/out keeps its layout's mode (0755) and d its snapshot's (0750).
-	if [ "$rs" = "200 201 snapshot" ] &&
+	if [ $pol = strict ] && [ "$MODE" = subids ]; then
+		# Rootless with subordinate ids the daemon reads and writes as the sandbox's root only:
+		# strict's private /workspace/out (0700, uid 1000's) cannot be snapshotted (403), so
+		# there is nothing to resume from (409) (docs/serve.md "Snapshots").
+		[[ "$rs" == "403 409 "* ]] &&
+			ok "rootless with subordinate ids, a strict session's private files are refused to a snapshot (403), and its resume says there is none (409)" ||
+			not_ok "rootless with subordinate ids, a strict snapshot is refused" "$rs $(first_line "$R2")"
+	elif [ "$rs" = "200 201 snapshot" ] &&
 		[ "$out" = "o-$pol"$'\n'"f-$pol"$'\n'"$uid 755"$'\n'"$uid 750" ]; then
 		ok "a $pol session resumes from its snapshot: its files back, /workspace/out left as its layout makes it (uid $uid, 0755)"
 	else not_ok "a $pol session resumes" "$rs $(first_line "$R2"); before '$before' after '$out' $(first_line "$ERR")"; fi
@@ -117,7 +124,13 @@ P=$(jv 'r["id"]')
 api POST "/v1/sessions/$P/hydrate" "@$T/lay.tar"
 hy="$ST $R"
 S=$P ex sh -c 'cat /workspace/out/x; stat -c "%a" /workspace/in /workspace/out /workspace/e'
-if [[ "$hy" == 200* ]] && [ "$OUT" = "x"$'\n'"755"$'\n'"755"$'\n'"700" ]; then
+if [ "$MODE" = subids ]; then
+	# Rootless with subordinate ids, strict's /workspace/out is uid 1000's, a subordinate host id
+	# the daemon cannot write as: the member below it is refused, named (403), and out is unchanged.
+	[[ "$hy" == 403*"/workspace/out/x: Permission denied"* ]] && [ "$OUT" = "755"$'\n'"755" ] &&
+		ok "rootless with subordinate ids, a hydrate into strict's /workspace/out is refused (403), the layout unchanged" ||
+		not_ok "rootless with subordinate ids, a strict hydrate is refused" "$hy; out '$OUT'"
+elif [[ "$hy" == 200* ]] && [ "$OUT" = "x"$'\n'"755"$'\n'"755"$'\n'"700" ]; then
 	ok "a hydrate leaves the layout's directories (the mount /workspace/in, /workspace/out) as they are; the archive's own directory takes its mode (control)"
 else not_ok "a hydrate leaves the layout alone" "$hy; out '$OUT' $(first_line "$ERR")"; fi
 api DELETE "/v1/sessions/$P"
