@@ -597,7 +597,7 @@ struct open_arg {
 	json_t *reply;
 };
 
-static int open_locked(struct rb_serve_ports **pp, int netns, const char *state_dir, void *arg, struct rb_error *err)
+static int open_locked(struct rb_serve_ports **pp, const struct rb_serve_ports_at *at, void *arg, struct rb_error *err)
 {
 	struct open_arg *oa = arg;
 	if (!*pp) {
@@ -616,6 +616,11 @@ static int open_locked(struct rb_serve_ports **pp, int netns, const char *state_
 			return rb_error_setk(err, RB_ERR_CONFLICT, 0, "port %u is exposed already", oa->n);
 	if (ps->n >= PORTS_MAX)
 		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "a session exposes at most %d ports", PORTS_MAX);
+	if (at->tenant_ports >= RB_SERVE_PORTS_PER_TENANT)
+		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "a tenant's sessions expose at most %d ports in all",
+		                     RB_SERVE_PORTS_PER_TENANT);
+	int netns = at->netns;
+	const char *state_dir = at->state_dir;
 	if (netns < 0)
 		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "the session's sandbox is not up");
 	struct port *p = calloc(1, sizeof *p);
@@ -653,9 +658,9 @@ static int open_locked(struct rb_serve_ports **pp, int netns, const char *state_
 	return 0;
 }
 
-static int list_locked(struct rb_serve_ports **pp, int netns, const char *state_dir, void *arg, struct rb_error *err)
+static int list_locked(struct rb_serve_ports **pp, const struct rb_serve_ports_at *at, void *arg, struct rb_error *err)
 {
-	(void)netns, (void)state_dir, (void)err;
+	(void)at, (void)err;
 	json_t *a = arg;
 	for (struct port *p = *pp ? (*pp)->head : NULL; p; p = p->next)
 		json_array_append_new(a, port_json(p));
@@ -667,9 +672,9 @@ struct del_arg {
 	struct port *p;
 };
 
-static int del_locked(struct rb_serve_ports **pp, int netns, const char *state_dir, void *arg, struct rb_error *err)
+static int del_locked(struct rb_serve_ports **pp, const struct rb_serve_ports_at *at, void *arg, struct rb_error *err)
 {
-	(void)netns, (void)state_dir;
+	(void)at;
 	struct del_arg *da = arg;
 	for (struct port **q = *pp ? &(*pp)->head : NULL; q && *q; q = &(*q)->next)
 		if ((*q)->n == da->n) {
@@ -753,6 +758,11 @@ unsigned rb_serve_port_close(struct rb_serve *sv, const char *sid, unsigned n, j
 	port_close(da.p, NULL, "deleted");
 	*reply = json_pack("{s:I, s:b}", "port", (json_int_t)n, "closed", 1);
 	return 200;
+}
+
+unsigned rb_serve_ports_count(const struct rb_serve_ports *ps)
+{
+	return ps ? ps->n : 0;
 }
 
 void rb_serve_ports_free(struct rb_serve_ports *ps, struct rb_record *rec)

@@ -23,12 +23,22 @@ unsigned rb_serve_port_close(struct rb_serve *sv, const char *sid, unsigned n, j
 /* N of the path, 0 with *n when within RB_SERVE_PORT_MIN..MAX, else -1. */
 int rb_serve_port_number(const char *s, unsigned *n);
 
-/* Runs fn under the session table's lock with the session's ports, the netns its run holds
- * (-1 when its sandbox is not up) and its state dir (serve/sessions.c). */
-typedef int (*rb_serve_ports_fn)(struct rb_serve_ports **ports, int netns, const char *state_dir, void *arg,
+/* A tenant's sessions expose at most this many ports in all (each a listener and a helper). */
+#define RB_SERVE_PORTS_PER_TENANT 64
+
+/* What a ports call gets under the session table's lock (serve/sessions.c). */
+struct rb_serve_ports_at {
+	int netns;             /* the netns the session's run holds; -1 when its sandbox is not up */
+	const char *state_dir; /* its state dir */
+	unsigned tenant_ports; /* the ports its tenant's sessions expose now, this one's included */
+};
+/* Runs fn under the session table's lock with the session's ports. */
+typedef int (*rb_serve_ports_fn)(struct rb_serve_ports **ports, const struct rb_serve_ports_at *at, void *arg,
                                  struct rb_error *err);
 int rb_serve_ports_call(struct rb_serve *sv, const char *sid, rb_serve_ports_fn fn, void *arg, struct rb_error *err);
 /* The session's close: every port closed, the events not recorded yet into rec. */
 void rb_serve_ports_free(struct rb_serve_ports *ps, struct rb_record *rec);
+/* How many ports ps exposes (NULL: none). */
+unsigned rb_serve_ports_count(const struct rb_serve_ports *ps);
 
 #endif

@@ -1036,7 +1036,11 @@ int rb_serve_ports_call(struct rb_serve *sv, const char *sid, rb_serve_ports_fn 
 	int r = s ? 0 : rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
 	if (s) {
 		bool up = !s->run.sb.reaped && s->run.sb.net.netns_fd >= 0;
-		r = fn(&s->ports, up ? s->run.sb.net.netns_fd : -1, s->run.paths.state_dir, arg, err);
+		struct rb_serve_ports_at at = {up ? s->run.sb.net.netns_fd : -1, s->run.paths.state_dir, 0};
+		for (struct sv_session *o = sv->sessions; o; o = o->next)
+			if (!strcmp(o->run.tenant, s->run.tenant))
+				at.tenant_ports += rb_serve_ports_count(o->ports);
+		r = fn(&s->ports, &at, arg, err);
 		s->last_us = now_us();
 	}
 	pthread_mutex_unlock(&sv->lock);

@@ -197,6 +197,36 @@ sys.exit(0 if ok else 1)' >"$T/scratch-ledger" 2>&1; then ok "the ledger has por
 else not_ok "the ledger has port_open, port_connection and port_close" "$(cat "$T/scratch-ledger")"; fi
 if [ -n "$OUT" ] && ! printf '%s' "$OUT" | grep -qF "$TOKA"; then ok "the token is in no ledger event"; else not_ok "the token is in no ledger event"; fi
 
+# --- a tenant's bound over its sessions ----------------------------------------------------
+# Tenant tp's four sessions expose 16 ports each, 64 in all: its fifth session's first port is a
+# 409 naming the tenant's bound; another tenant's is served (control), and once tp closes one,
+# its fifth session's is too.
+TPS=()
+for i in 1 2 3 4 5; do
+	api POST /v1/sessions '{"image": "minimal", "tenant": "tp"}'
+	TPS+=("$(jv 'r["id"]')")
+done
+opened=0
+for i in 0 1 2 3; do
+	for p in $(seq 5000 5015); do
+		api POST "/v1/sessions/${TPS[$i]}/ports" "{\"port\": $p}"
+		[ "$ST" = 200 ] && opened=$((opened + 1))
+	done
+done
+api POST "/v1/sessions/${TPS[4]}/ports" '{"port": 5000}'
+over="$ST $R"
+api POST /v1/sessions '{"image": "minimal", "tenant": "tz"}'
+TZ=$(jv 'r["id"]')
+api POST "/v1/sessions/$TZ/ports" '{"port": 5000}'
+other=$ST
+api DELETE "/v1/sessions/${TPS[0]}/ports/5000"
+api POST "/v1/sessions/${TPS[4]}/ports" '{"port": 5000}'
+after=$ST
+if [ "$opened" = 64 ] && [[ "$over" == 409*"at most 64 ports"* ]] && [ "$other" = 200 ] && [ "$after" = 200 ]; then
+	ok "a tenant's sessions expose at most 64 ports in all (the 65th a 409); another tenant's is served, and tp's once it closed one (controls)"
+else not_ok "a tenant's bound of ports" "opened $opened; 65th: $over; other tenant $other; after a close $after"; fi
+for s in "${TPS[@]}" "$TZ"; do api DELETE "/v1/sessions/$s"; done
+
 # --- the daemon's stop (SIGTERM) closes a live session's listeners ---------------------------
 api POST /v1/sessions '{"image": "minimal"}'
 C=$(jv 'r["id"]')
