@@ -41,7 +41,7 @@ void rb_gw_cpu_charge(struct rb_gw_cpu *c, uint64_t since_ns, uint64_t now_us)
 	uint64_t now_ns = rb_gw_thread_cpu_ns();
 	uint64_t d = now_ns > since_ns ? now_ns - since_ns : 0;
 	pthread_mutex_lock(&c->lock);
-	c->spent_ns += d;
+	__atomic_add_fetch(&c->spent_ns, d, __ATOMIC_RELAXED);
 	if (c->cores > 0) {
 		refill(c, now_us);
 		c->credit_ns -= (double)d;
@@ -56,7 +56,8 @@ bool rb_gw_cpu_admit(struct rb_gw_cpu *c, uint64_t now_us)
 	pthread_mutex_lock(&c->lock);
 	refill(c, now_us);
 	bool ok = c->credit_ns >= 0;
-	c->limited += !ok;
+	if (!ok)
+		__atomic_add_fetch(&c->limited, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->lock);
 	return ok;
 }
@@ -68,20 +69,10 @@ json_t *rb_gw_cpu_refusal(void)
 	                 "after a second");
 }
 
-uint64_t rb_gw_cpu_spent_ns(struct rb_gw_cpu *c)
+void rb_gw_cpu_read(const struct rb_gw_cpu *c, uint64_t *spent_ns, uint64_t *limited)
 {
-	pthread_mutex_lock(&c->lock);
-	uint64_t s = c->spent_ns;
-	pthread_mutex_unlock(&c->lock);
-	return s;
-}
-
-uint64_t rb_gw_cpu_limited(struct rb_gw_cpu *c)
-{
-	pthread_mutex_lock(&c->lock);
-	uint64_t n = c->limited;
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	*spent_ns = __atomic_load_n(&c->spent_ns, __ATOMIC_RELAXED);
+	*limited = __atomic_load_n(&c->limited, __ATOMIC_RELAXED);
 }
 
 void rb_gw_cpu_destroy(struct rb_gw_cpu *c)

@@ -14,11 +14,11 @@
 
 struct rb_gw_cpu {
 	pthread_mutex_t lock;
-	uint64_t spent_ns; /* all the run's gateway threads spent */
+	uint64_t spent_ns; /* all the run's gateway threads spent (__atomic: read unlocked) */
 	double cores;      /* the share; 0: not limited */
 	double credit_ns;  /* the bucket; below zero: over the share */
 	uint64_t last_us;  /* when credit_ns was last refilled */
-	uint64_t limited;  /* calls answered 429 for the share */
+	uint64_t limited;  /* calls answered 429 for the share (__atomic) */
 };
 
 void rb_gw_cpu_init(struct rb_gw_cpu *c, double cores, uint64_t now_us);
@@ -31,8 +31,8 @@ void rb_gw_cpu_charge(struct rb_gw_cpu *c, uint64_t since_ns, uint64_t now_us);
 bool rb_gw_cpu_admit(struct rb_gw_cpu *c, uint64_t now_us);
 /* The 429 answer's body for a call over the share: {error, hint}. */
 json_t *rb_gw_cpu_refusal(void);
-uint64_t rb_gw_cpu_spent_ns(struct rb_gw_cpu *c);
-uint64_t rb_gw_cpu_limited(struct rb_gw_cpu *c);
+/* What the run's threads spent so far, and how many calls were refused for the share. */
+void rb_gw_cpu_read(const struct rb_gw_cpu *c, uint64_t *spent_ns, uint64_t *limited);
 void rb_gw_cpu_destroy(struct rb_gw_cpu *c);
 
 #endif

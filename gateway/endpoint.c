@@ -506,8 +506,7 @@ void rb_gateway_get_stats(const struct rb_gateway *gw, struct rb_gateway_stats *
 	out->unauthorized = __atomic_load_n(&gw->unauthorized, __ATOMIC_RELAXED);
 	out->rate_limited = __atomic_load_n(&gw->rate_limited, __ATOMIC_RELAXED);
 	out->refused = __atomic_load_n(&gw->refused, __ATOMIC_RELAXED);
-	out->cpu_ns = rb_gw_cpu_spent_ns((struct rb_gw_cpu *)&gw->cpu);
-	out->cpu_limited = rb_gw_cpu_limited((struct rb_gw_cpu *)&gw->cpu);
+	rb_gw_cpu_read(&gw->cpu, &out->cpu_ns, &out->cpu_limited);
 }
 
 json_t *rb_gateway_stats_json(const struct rb_gateway_stats *s)
