@@ -163,7 +163,7 @@ static bool cache_unchanged(const struct walk *w)
 		if (i && !by_inode(c, c - 1))
 			continue;
 		if (j >= w->n_old || by_inode(c, o) || c->size != o->size || c->mtime_ns != o->mtime_ns ||
-		    c->ctime_ns != o->ctime_ns || memcmp(c->md, o->md, sizeof c->md))
+		    c->ctime_ns != o->ctime_ns || memcmp(c->md, o->md, sizeof c->md) != 0)
 			return false;
 		j++;
 	}
