@@ -2,7 +2,7 @@
 # `make bench-serve`: runbox serve against the host, in one run, as root: a process round trip
 # in a live session (start `true`, wait) against a host posix_spawn of the same static
 # busybox; create-to-first-command, cold and from the warm pool; memory per idle session
-# (BENCH_IDLE of them, 100 by default; 1,000 is extrapolated, and said so). Prints a table
+# (BENCH_IDLE of them, 100 by default; past them it extrapolates, and says so). Prints a table
 # with ratios and writes build/bench-serve/results.json. Docker is measured only where its
 # engine answers (`docker info`); otherwise the table says so, with no figure.
 # Knobs: BENCH_RTT (300 round trips), BENCH_CREATES (30 each), BENCH_IDLE (100).
@@ -67,7 +67,7 @@ stop
 # system-wide, so other work on the host moves it too; the sessions' cgroups' usage where the
 # memory controller is there; and MemAvailable's fall (everything, page cache of other work
 # too: the noisiest). Measured before and after, the difference divided by $IDLE.
-daemon idle
+daemon idle --max-sessions $((IDLE + 8)) --max-sessions-per-tenant $((IDLE + 8))
 sleep 1
 mem() {
 	python3 - "$DPID" <<'PY'
@@ -167,7 +167,8 @@ print(f"  kernel (Slab, PageTables, ...) {kernel / 1024:8.1f} KiB (system-wide: 
 print(f"  MemAvailable's fall            {avail / 1024:8.1f} KiB (everything, other work's page cache too)")
 each = daemon_pss + sandbox_pss + kernel
 print(f"  per session (Pss + kernel)     {each / 1024:8.1f} KiB")
-print(f"  1,000 idle sessions, extrapolated from {idle} (not measured): {each * 1000 / (1 << 30):.2f} GiB "
+how = "measured" if idle >= 1000 else f"extrapolated from {idle} (not measured)"
+print(f"  1,000 idle sessions, {how}: {each * 1000 / (1 << 30):.2f} GiB "
       f"(target under 2 GiB); by MemAvailable's fall {avail * 1000 / (1 << 30):.2f} GiB")
 print(f"load average during the run: {load}")
 json.dump({"spawn": spawn, "round_trip": rtt, "create_cold": cold, "create_pooled": pooled,
