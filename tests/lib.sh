@@ -117,6 +117,22 @@ api() {
 	R=${out%$'\n'*}
 }
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
+# serve_keys JSON: the daemon's TCP keys file, $T/keys.json, holding JSON: 0600, the mode's user's.
+serve_keys() {
+	printf '%s\n' "$1" >"$T/keys.json"
+	chmod 0600 "$T/keys.json"
+	[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+}
+# tcp KEY METHOD PATH [BODY]: one call on the daemon's TCP listener (127.0.0.1:$PORT) with KEY
+# as its bearer key (none when empty); sets ST and R.
+tcp() {
+	local out key=$1
+	shift
+	out=$(curl -s -w '\n%{http_code}' --max-time 60 ${key:+-H "Authorization: Bearer $key"} \
+		-X "$1" ${3+--data-binary "$3"} "http://127.0.0.1:$PORT$2")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
 # serve_start LOG [ARGS...]: runbox serve on $SOCK (and ARGS) in the background, its output in
 # $T/LOG, DPID its pid; returns once the socket is there, or reports not_ok, stops it and fails.
 serve_start() {

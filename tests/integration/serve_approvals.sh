@@ -21,8 +21,7 @@ sa_cleanup() {
 trap sa_cleanup EXIT
 OWNER=0
 [ "$MODE" = root ] || OWNER=$NOBODY
-CLIENT=()
-[ "$MODE" = root ] || CLIENT=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --inh-caps=-all)
+serve_client
 "$PY" "$FIX/upstream.py" "$T/port" "$T/up.log" 2>"$T/up.err" &
 UP_PID=$!
 for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
@@ -43,31 +42,12 @@ chmod a+r "$T/gw.json"
 policy_variant default "$T/pol.json" saprove \
 	"p['network'] = {'mode': 'gateway', 'connectors': ['pay'], 'approval': [{'connector': 'pay', 'methods': ['POST'], 'timeout_s': 120}]}"
 
-SOCK=$T/xdg/runbox/serve.sock
 PORT=$((20000 + RANDOM % 20000))
 KA=ka-$RANDOM$RANDOM$RANDOM-key-of-tenant-a
 KB=kb-$RANDOM$RANDOM$RANDOM-key-of-tenant-b
-printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
-chmod 0600 "$T/keys.json"
-chown $OWNER "$T/keys.json"
-rbx_cmd serve --socket "$SOCK" --listen "127.0.0.1:$PORT" --keys "$T/keys.json"
-"${RBX_CMD[@]}" </dev/null >"$T/serve.log" 2>&1 &
-DPID=$!
-wait_for test -S "$SOCK" || { not_ok "runbox serve listens" "$(head -c 300 "$T/serve.log")"; exit 0; }
+serve_keys "$(printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}' "$KA" "$KB")"
+serve_start serve.log --listen "127.0.0.1:$PORT" --keys "$T/keys.json" || exit 0
 
-# tcp KEY METHOD PATH: ST and R; api METHOD PATH: the same on the unix socket.
-tcp() {
-	local out
-	out=$(curl -s -w '\n%{http_code}' --max-time 30 -H "Authorization: Bearer $1" -X "$2" "http://127.0.0.1:$PORT$3")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
-api() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 30 --unix-socket "$SOCK" -X "$1" "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 n_pending() { "$PY" -c 'import json,sys; print(len(json.loads(sys.argv[1])["approvals"]))' "$R" 2>/dev/null; }
 hits() { grep -c "case=$1\"" "$T/up.log"; }
 # held_run CASE: tenant ta's run holding a POST (the result in $T/held.out), in the background.

@@ -14,19 +14,8 @@ PORT=$((20000 + RANDOM % 20000))
 MARK=$(new_marker)
 KA=ka-$MARK-key-of-tenant-a
 KB=kb-$MARK-key-of-tenant-b
-printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
-chmod 0600 "$T/keys.json"
-[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+serve_keys "$(printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}' "$KA" "$KB")"
 
-# tcp KEY METHOD PATH [BODY]: one call on the TCP listener with KEY.
-tcp() {
-	local out key=$1
-	shift
-	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "Authorization: Bearer $key" \
-		-X "$1" ${3+--data-binary "$3"} "http://127.0.0.1:$PORT$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 
 STREAMS=() DPID=
 cleanup_bounds() {

@@ -15,16 +15,7 @@ serve_client
 PORT=$((20000 + RANDOM % 20000))
 MARK=$(new_marker)
 KA=ka-$MARK-key-of-tenant-ta KB=kb-$MARK-key-of-tenant-tb
-printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}\n' "$KA" "$KB" >"$T/keys.json"
-chmod 0600 "$T/keys.json"
-[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
-# tcp KEY METHOD PATH: one call on the TCP listener with KEY.
-tcp() {
-	local out
-	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "Authorization: Bearer $1" -X "$2" "http://127.0.0.1:$PORT$3")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
+serve_keys "$(printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}}' "$KA" "$KB")"
 if ! command -v strace >/dev/null; then
 	not_ok "the ledger is not opened for unknown ids" "strace missing (scripts/install-deps.sh test)"
 	exit 0

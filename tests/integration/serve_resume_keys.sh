@@ -13,25 +13,13 @@ PORT=$((20000 + RANDOM % 20000))
 MARK=$(new_marker)
 KW=kw-$MARK-broad-key-of-tk
 KN=kn-$MARK-narrow-key-of-tk
-printf '{"%s": {"tenant": "tk"}, "%s": {"tenant": "tk", "policies": ["default"], "images": ["minimal"]}}\n' \
-	"$KW" "$KN" >"$T/keys.json"
-chmod 0600 "$T/keys.json"
-[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+serve_keys "$(printf '{"%s": {"tenant": "tk"}, "%s": {"tenant": "tk", "policies": ["default"], "images": ["minimal"]}}' "$KW" "$KN")"
 # The operator's policy `wide`: default's copy under another name, beyond the narrow key.
 mkdir -p "$T/cfg/policies"
 chmod a+rX "$T/cfg" "$T/cfg/policies"
 policy_variant default "$T/cfg/policies/wide.json" wide "pass"
 RBX_ENV=("RUNBOX_CONFIG_DIR=$T/cfg")
 
-# tcp KEY METHOD PATH [BODY]: one call on the TCP listener with KEY.
-tcp() {
-	local out key=$1
-	shift
-	out=$(curl -s -w '\n%{http_code}' --max-time 60 -H "Authorization: Bearer $key" \
-		-X "$1" ${3+--data-binary "$3"} "http://127.0.0.1:$PORT$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 gone() { api GET "/v1/sessions/$1"; [ "$ST" = 404 ]; }
 
 serve_start serve.log --listen "127.0.0.1:$PORT" --keys "$T/keys.json" || exit 0

@@ -15,15 +15,6 @@ PORT=$((20000 + RANDOM % 20000))
 KA=ka-$RANDOM$RANDOM$RANDOM-key-of-tenant-a
 KB=kb-$RANDOM$RANDOM$RANDOM-key-of-tenant-b
 
-# tcp KEY METHOD PATH [BODY]: one call on the TCP listener with KEY ("" for none).
-tcp() {
-	local out key=$1
-	shift
-	out=$(curl -s -w '\n%{http_code}' --max-time 60 ${key:+-H "Authorization: Bearer $key"} \
-		-X "$1" ${3+--data-binary "$3"} "http://127.0.0.1:$PORT$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 # run_in SID CMD: runs sh -c CMD in the session, waits, sets OUTP to its stdout.
 run_in() {
 	api POST "/v1/sessions/$1/processes" "$("$PY" -c 'import json,sys; print(json.dumps({"argv": ["sh", "-c", sys.argv[1]]}))' "$2")"
@@ -41,10 +32,8 @@ state_of() { # the state file of run $1
 }
 
 KC=kc-$MARK-0123456789abcdef
-printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}, "%s": {"tenant": "tc", "policies": ["strict"], "images": ["minimal"]}}\n' \
-	"$KA" "$KB" "$KC" >"$T/keys.json"
-chmod 0600 "$T/keys.json"
-[ "$MODE" = root ] || chown $NOBODY:$NOBODY "$T/keys.json"
+serve_keys "$(printf '{"%s": {"tenant": "ta"}, "%s": {"tenant": "tb"}, "%s": {"tenant": "tc", "policies": ["strict"], "images": ["minimal"]}}' \
+	"$KA" "$KB" "$KC")"
 
 # A key file others may read is refused, and the daemon does not start.
 cp "$T/keys.json" "$T/keys-open.json"
