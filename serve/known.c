@@ -18,10 +18,9 @@
 
 struct rb_serve_known {
 	pthread_mutex_t lock;
-	json_t *tenants;   /* session id -> its tenant */
-	json_t *snapshots; /* ref -> {tenant: the object's size}: the tenants whose sessions took it */
-	json_t *held;      /* tenant -> {ref: size}: the same by tenant, for its bound */
-	json_t *taking;    /* tenant -> {ref: [size, n]}: snapshots being taken (n at once), not recorded yet */
+	json_t *tenants; /* session id -> its tenant */
+	json_t *held;    /* tenant -> {ref: the object's size}: the snapshots its sessions took */
+	json_t *taking;  /* tenant -> {ref: [size, n]}: snapshots being taken (n at once), not recorded yet */
 	uint64_t max_snapshot_bytes; /* a tenant's bound; 0: none */
 };
 
@@ -30,7 +29,6 @@ void rb_serve_known_free(struct rb_serve_known *k)
 	if (!k)
 		return;
 	json_decref(k->tenants);
-	json_decref(k->snapshots);
 	json_decref(k->held);
 	json_decref(k->taking);
 	pthread_mutex_destroy(&k->lock);
@@ -48,10 +46,8 @@ static json_t *member(json_t *parent, const char *key)
 
 static int snapshot_add(struct rb_serve_known *k, const char *ref, const char *tenant, uint64_t size)
 {
-	json_t *of = member(k->snapshots, ref), *held = member(k->held, tenant ? tenant : "");
-	if (!of || !held || json_object_set_new(of, tenant ? tenant : "", json_integer((json_int_t)size)) < 0)
-		return -1;
-	return json_object_set_new(held, ref, json_integer((json_int_t)size));
+	json_t *held = member(k->held, tenant ? tenant : "");
+	return held ? json_object_set_new(held, ref, json_integer((json_int_t)size)) : -1;
 }
 
 /* The snapshot events (their data's digest, from a session's run: its tenant) into k. */
@@ -85,8 +81,7 @@ int rb_serve_known_load(const char *state_dir, struct rb_serve_known **out, stru
 		return rb_error_set(err, ENOMEM, "serve: the known sessions");
 	pthread_mutex_init(&k->lock, NULL);
 	k->max_snapshot_bytes = RB_SERVE_SNAPSHOT_BYTES_PER_TENANT;
-	if (!(k->tenants = json_object()) || !(k->snapshots = json_object()) || !(k->held = json_object()) ||
-	    !(k->taking = json_object())) {
+	if (!(k->tenants = json_object()) || !(k->held = json_object()) || !(k->taking = json_object())) {
 		rb_serve_known_free(k);
 		return rb_error_set(err, ENOMEM, "serve: the known sessions");
 	}
@@ -141,8 +136,17 @@ void rb_serve_known_snapshot_bound(struct rb_serve_known *k, uint64_t max_bytes)
 	pthread_mutex_unlock(&k->lock);
 }
 
+/* Whether the store still holds the object ref (`runbox gc` may have removed it). */
+static bool in_store(const char *store, const char *ref)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct rb_error e;
+	return rb_artifact_path(store, ref, path, &e) < 0 || stat(path, &st) == 0 || errno != ENOENT;
+}
+
 /* The bytes of tenant's snapshots in store: those its sessions took whose object the store still
- * holds (one gone, removed by `runbox gc`, is dropped: its bytes come back), and those being
+ * holds (one gone, removed by `runbox gc`, counts nothing: its bytes come back), and those being
  * taken. *has_ref: ref is among them. */
 static uint64_t tenant_bytes(struct rb_serve_known *k, const char *store, const char *tenant, const char *ref,
                              bool *has_ref)
@@ -151,23 +155,17 @@ static uint64_t tenant_bytes(struct rb_serve_known *k, const char *store, const 
 	*has_ref = false;
 	json_t *held = json_object_get(k->held, tenant), *taking = json_object_get(k->taking, tenant), *v;
 	const char *r;
-	void *tmp;
-	json_object_foreach_safe(held, tmp, r, v)
+	json_object_foreach(held, r, v)
 	{
-		char path[PATH_MAX];
-		struct stat st;
-		struct rb_error e;
-		if (rb_artifact_path(store, r, path, &e) == 0 && stat(path, &st) < 0 && errno == ENOENT) {
-			json_object_del(held, r);
+		if (!in_store(store, r))
 			continue;
-		}
 		sum += (uint64_t)json_integer_value(v);
 		*has_ref |= !strcmp(r, ref);
 	}
 	json_object_foreach(taking, r, v)
 	{
-		if (json_object_get(held, r))
-			continue;
+		if (json_object_get(held, r) && in_store(store, r))
+			continue; /* counted above */
 		sum += (uint64_t)json_integer_value(json_array_get(v, 0));
 		*has_ref |= !strcmp(r, ref);
 	}
@@ -214,8 +212,17 @@ bool rb_serve_known_snapshot(struct rb_serve_known *k, const char *ref, const ch
 	if (!k || !ref)
 		return false;
 	pthread_mutex_lock(&k->lock);
-	json_t *of = json_object_get(k->snapshots, ref);
-	bool has = of && (!tenant ? json_object_size(of) > 0 : json_object_get(of, tenant) != NULL);
+	bool has = false;
+	if (tenant) {
+		has = json_object_get(json_object_get(k->held, tenant), ref) != NULL;
+	} else {
+		const char *t;
+		json_t *refs;
+		json_object_foreach(k->held, t, refs)
+		{
+			has = has || json_object_get(refs, ref) != NULL;
+		}
+	}
 	pthread_mutex_unlock(&k->lock);
 	return has;
 }
