@@ -407,6 +407,19 @@ static void test_killed_writer_leaves_verifiable_head(void **state)
 	expect_verify(f, 1, before + 1, "ends at");
 }
 
+/* The head file replaced by rename with one holding text (a new inode, as an operator's
+ * re-anchoring makes). */
+static void replace_head(const struct fx *f, const char *text)
+{
+	char tmp[160];
+	snprintf(tmp, sizeof tmp, "%s.new", f->head);
+	FILE *h = fopen(tmp, "w");
+	assert_non_null(h);
+	fputs(text, h);
+	fclose(h);
+	assert_int_equal(rename(tmp, f->head), 0);
+}
+
 /* A head file replaced on disk (an operator re-anchoring it by rename) is the one the writer
  * checks and moves, not the file it held open before. Control: the replaced head, made to
  * disagree with the table, stops the writer from moving it. */
@@ -414,25 +427,18 @@ static void test_replaced_head_is_the_one_written(void **state)
 {
 	struct fx *f = *state;
 	three_events(f); /* the writer now holds the head file open */
-	char tmp[160], line[100];
-	snprintf(tmp, sizeof tmp, "%s.new", f->head);
+	char line[100];
 	char *cur = NULL;
 	struct rb_error err = {0};
 	assert_int_equal(rb_read_file(f->head, 256, &cur, NULL, &err), 0);
-	FILE *h = fopen(tmp, "w");
-	fputs(cur, h);
-	fclose(h);
-	assert_int_equal(rename(tmp, f->head), 0);
+	replace_head(f, cur);
 	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
 	assert_int_equal(head_seq_on_disk(f), 4);
 	expect_verify(f, 0, 0, "");
 
 	/* control: a replaced head naming seq 4 with another hash is left as it is */
 	snprintf(line, sizeof line, "%020d %064d\n", 4, 1);
-	h = fopen(tmp, "w");
-	fputs(line, h);
-	fclose(h);
-	assert_int_equal(rename(tmp, f->head), 0);
+	replace_head(f, line);
 	append(f, "run-1", "acme", "agent-7", "cleanup", "{}");
 	assert_int_equal(head_seq_on_disk(f), 4);
 	expect_verify(f, 1, 4, "replaced");
