@@ -52,6 +52,13 @@ static void buf_append(struct rb_buf *b, const char *data, size_t n)
 	b->data[b->len] = '\0';
 }
 
+static int open_log(const char *dir, const char *name)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
 /* Kept for rb_proc_read; beyond RB_PROC_KEEP_CAP the oldest go. */
 static void keep_chunk(struct rb_proc *p, const struct rb_chunk *c)
 {
@@ -83,6 +90,10 @@ static void emit(struct stream_out *so, const char *data, size_t n)
 {
 	if (so->buf)
 		buf_append(so->buf, data, n);
+	if (so->log < 0 && so->log_name[0] && n && *so->log_bytes < so->log_cap) {
+		so->log = open_log(so->log_dir, so->log_name);
+		so->log_name[0] = '\0'; /* tried once */
+	}
 	if (so->log >= 0 && *so->log_bytes < so->log_cap) {
 		size_t room = (size_t)(so->log_cap - *so->log_bytes);
 		ssize_t w = write(so->log, data, n < room ? n : room);
@@ -146,7 +157,8 @@ static void scrub_emit(struct stream_out *so, const char *chunk, size_t n)
 static bool saturated(const struct stream_out *so)
 {
 	bool taken = so->p && ((so->p->sink && !so->closed) || so->p->keep);
-	return !taken && (!so->buf || so->buf->truncated) && (so->log < 0 || *so->log_bytes >= so->log_cap);
+	bool logged = so->log >= 0 || so->log_name[0];
+	return !taken && (!so->buf || so->buf->truncated) && (!logged || *so->log_bytes >= so->log_cap);
 }
 
 static void count(uint64_t *c, ssize_t n)
@@ -206,19 +218,12 @@ static void finish(struct stream_out *so)
 	so->scrub = NULL;
 }
 
-static int open_log(const struct rb_run *run, const char *name)
-{
-	char path[4200];
-	snprintf(path, sizeof path, "%s/%s", run->dir, name);
-	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
 void rb_run_drain_linger(struct rb_run *run, bool close_all)
 {
 	if (!run->n_linger)
 		return;
 	if (run->bg_log < 0)
-		run->bg_log = open_log(run, "background.log");
+		run->bg_log = open_log(run->dir, "background.log");
 	_cleanup_close_ int null_fd = run->bg_log_bytes >= RB_BG_LOG_CAP ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
 	struct stream_out so = {
 	    .log = run->bg_log, .log_bytes = &run->bg_log_bytes, .log_cap = RB_BG_LOG_CAP, .null_fd = null_fd};
@@ -584,18 +589,14 @@ static struct rb_proc *proc_new(struct rb_session *s, const struct rb_proc_req *
 	p->t0 = rb_now_us();
 	getrusage(RUSAGE_SELF, &p->ru0);
 	p->step_no = ++run->steps_run;
-	char logname[64];
-	snprintf(logname, sizeof logname, "step-%u.stdout", p->step_no);
-	int out_log = open_log(run, logname);
-	snprintf(logname, sizeof logname, "step-%u.stderr", p->step_no);
-	int err_log = open_log(run, logname);
 	/* Without a sink or kept chunks, what no cap lets in is spliced away unread. */
 	if (!p->sink && !p->keep)
 		p->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	p->so_out = (struct stream_out){.p = p,
 	                                .stream = RB_STREAM_STDOUT,
 	                                .buf = &p->res.out,
-	                                .log = out_log,
+	                                .log = -1,
+	                                .log_dir = run->dir,
 	                                .log_bytes = &run->step_log_bytes,
 	                                .log_cap = RB_STEP_LOG_CAP,
 	                                .scrubber = &p->scrubber,
@@ -605,7 +606,9 @@ static struct rb_proc *proc_new(struct rb_session *s, const struct rb_proc_req *
 	p->so_err = p->so_out;
 	p->so_err.stream = RB_STREAM_STDERR;
 	p->so_err.buf = &p->res.err;
-	p->so_err.log = err_log;
+	/* A step's logs are made at their first byte: most steps print nothing on one stream. */
+	snprintf(p->so_out.log_name, sizeof p->so_out.log_name, "step-%u.stdout", p->step_no);
+	snprintf(p->so_err.log_name, sizeof p->so_err.log_name, "step-%u.stderr", p->step_no);
 	p->so_err.read = &p->res.host.stderr_read;
 	p->so_err.dropped = &p->res.host.stderr_dropped;
 	if (p->efd < 0 || rb_session_add(s, p) < 0) {

@@ -61,7 +61,9 @@ struct stream_out {
 	struct rb_proc *p; /* NULL: a lingering pipe, to its log only */
 	enum rb_stream stream;
 	struct rb_buf *buf;
-	int log;
+	int log;           /* the log, or -1: none yet, or none at all */
+	char log_name[32]; /* a step's log, made in the run's directory at its first byte ("": none) */
+	const char *log_dir;
 	uint64_t *log_bytes;
 	uint64_t log_cap;
 	struct step_scrub *scrubber; /* NULL: not scrubbed (background output, to its log only) */

@@ -483,9 +483,11 @@ else not_ok "cancel: the ledger verifies" "exit $RC: $(first_line "$OUT$ERR")"; 
 # Two steps write 40 MiB each (stdout, then stderr); while a third sleeps, the host sums the
 # step logs in the run directory. Before session 4 each stream of each step had 64 MiB of its
 # own, so this run kept 80 MiB there (a 1024-step run: 128 GiB, usually on a tmpfs). Control:
-# the logs hold at least the first step's 40 MiB, so they are written at all.
-cat >"$T/logs.json" <<'EOF2'
-{"tenant": "t", "agent": "logs", "image": "minimal",
+# the logs hold at least the first step's 40 MiB, so they are written at all. A step's log is
+# made at its first byte, so step 3 (silent) is seen to have started by its step_start.
+LRUN=l$$r$RANDOM
+cat >"$T/logs.json" <<EOF2
+{"tenant": "t", "agent": "logs", "image": "minimal", "run_id": "$LRUN",
  "steps": [{"script": "head -c 41943040 /dev/zero"},
            {"script": "head -c 41943040 /dev/zero >&2"},
            {"script": "sleep 5"}]}
@@ -495,7 +497,8 @@ timeout -k 5 120 "${RBX_CMD[@]}" </dev/null >"$T/logs.out" 2>"$T/logs.err" &
 lp=$!
 logged=""
 for i in $(seq 1 150); do
-	if [ -n "$(find "$STATE/run" -mindepth 2 -maxdepth 2 -name step-3.stdout 2>/dev/null)" ]; then
+	run_rbx ledger query --run "$LRUN" --type step_start --json
+	if [ "$(rj 'len([e for e in r if e["data"]["step"] == 3])')" = 1 ]; then
 		logged=$(find "$STATE/run" -mindepth 2 -maxdepth 2 -name 'step-*.std*' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
 		break
 	fi
