@@ -1,5 +1,6 @@
 /* Group commit (group.h): callers queue tickets under a mutex; the writer thread takes every
- * ticket queued so far and commits them in one rb_ledger_append_runs, then wakes their waiters. */
+ * ticket queued so far and commits them in one rb_ledger_append_runs, wakes the waiters for
+ * the commit, fsyncs it (rb_ledger_sync) and wakes the waiters for that. */
 #include "ledger/group.h"
 
 #include <errno.h>
@@ -19,7 +20,7 @@ struct rb_ledger_ticket {
 	char *run_id, *instance, *tenant, *agent;
 	struct rb_ledger_event *events;
 	size_t n;
-	bool done, detached;
+	bool written, done, detached; /* written: committed, not yet fsync'd; done: both, or failed */
 	int result;
 	struct rb_error err;
 	struct rb_ledger_ticket *next;
@@ -68,16 +69,32 @@ static void commit_group(struct rb_ledger_group *g, struct rb_ledger_ticket *lis
 	struct rb_error err;
 	rb_error_clear(&err);
 	int r = rb_ledger_append_runs(g->l, b, n, &err);
+	/* Written: a waiter for that (rb_ledger_group_wait_written) goes on while the fsync runs. */
 	pthread_mutex_lock(&g->lock);
-	if (r == 0)
+	bool any = false;
+	t = list;
+	for (size_t i = 0; i < n; i++, t = t->next) {
+		t->result = b[i].result;
+		t->err = b[i].err;
+		t->written = true;
+		any = any || t->result == 0;
+	}
+	pthread_cond_broadcast(&g->done);
+	pthread_mutex_unlock(&g->lock);
+	struct rb_error serr;
+	int sr = any ? rb_ledger_sync(g->l, &serr) : 0;
+	pthread_mutex_lock(&g->lock);
+	if (r == 0 && sr == 0)
 		g->st.commits++;
 	/* Done and freed under the lock: a waiter frees its own ticket once it sees done, and a
 	 * detached one is the writer's. */
 	t = list;
 	for (size_t i = 0; i < n; i++) {
 		struct rb_ledger_ticket *nx = t->next;
-		t->result = b[i].result;
-		t->err = b[i].err;
+		if (sr < 0 && t->result == 0) {
+			t->result = -1;
+			t->err = serr;
+		}
 		g->st.batches++;
 		if (t->result == 0)
 			g->st.events += t->n;
@@ -133,8 +150,9 @@ int rb_ledger_group_open(const char *state_dir, struct rb_ledger_group **out, st
 		free(g);
 		return -1;
 	}
-	/* Every transaction is fsync'd: that one fsync is what the group shares. */
-	if (rb_ledger_set_durable(g->l, true, err) < 0) {
+	/* Every transaction is fsync'd apart from its commit (rb_ledger_sync): that one fsync is
+	 * what the group shares, and a waiter for the commit alone need not wait for it. */
+	if (rb_ledger_set_durable(g->l, false, err) < 0) {
 		rb_ledger_close(g->l);
 		free(g);
 		return -1;
@@ -233,6 +251,19 @@ int rb_ledger_group_wait(struct rb_ledger_ticket *t, struct rb_error *err)
 	if (r != 0 && err)
 		*err = t->err;
 	ticket_free(t);
+	return r;
+}
+
+int rb_ledger_group_wait_written(struct rb_ledger_ticket *t, struct rb_error *err)
+{
+	struct rb_ledger_group *g = t->g;
+	pthread_mutex_lock(&g->lock);
+	while (!t->written && !t->done)
+		pthread_cond_wait(&g->done, &g->lock);
+	int r = t->result;
+	if (r != 0 && err)
+		*err = t->err;
+	pthread_mutex_unlock(&g->lock);
 	return r;
 }
 

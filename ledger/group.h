@@ -26,6 +26,11 @@ int rb_ledger_group_submit(struct rb_ledger_group *g, const char *run_id, const 
 /* Waits until the ticket's events are committed and fsync'd, and frees it. Returns 0, -1 (err
  * says why) or RB_LEDGER_TAKEN (the run id is another run's: nothing of it was written). */
 int rb_ledger_group_wait(struct rb_ledger_ticket *t, struct rb_error *err);
+/* Waits until the ticket's events are committed (in the WAL: safe from a crash of this
+ * process, not yet of the host), not for their fsync; the ticket stays the caller's, for
+ * rb_ledger_group_wait (which then waits for the fsync) or rb_ledger_group_detach. Returns as
+ * rb_ledger_group_wait; a failure here is the ticket's final result. */
+int rb_ledger_group_wait_written(struct rb_ledger_ticket *t, struct rb_error *err);
 /* Lets the writer free the ticket once committed: nobody waits for it; a failure is logged. */
 void rb_ledger_group_detach(struct rb_ledger_ticket *t);
 

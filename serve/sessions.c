@@ -1203,7 +1203,8 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		goto bad;
 	}
 	/* Under the lock: a slot and the step_start, queued for the ledger. Without it: the wait
-	 * for the commit, which concurrent calls share. Under the lock again: the start. */
+	 * for its commit. Under the lock again: the start, while the commit's fsync (which
+	 * concurrent calls share) runs; the reply waits for that. */
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
 	struct rb_ledger_ticket *t = NULL;
@@ -1219,7 +1220,11 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		struct sv_proc *p = &s->procs[slot];
 		memset(p, 0, sizeof *p);
 		p->step = slot + 1;
-		/* Recorded, durably, before it starts: what ran is never missing from the ledger. */
+		/* Written before it starts, so what ran is never missing from the ledger after a
+		 * crash of the daemon; durable (fsync'd) before the reply, the same fsync overlapping
+		 * the start. A host crash in between loses the process and its record together:
+		 * whatever it sent out went through the gateway, which records durably before a
+		 * byte leaves. */
 		int r = rb_random_hex(proc_id, sizeof proc_id) == 0 ? 0 : rb_error_set(&err, errno, "getrandom");
 		if (r == 0)
 			r = rb_record_step_start(&s->rec, p->step, NULL, script ? "script" : "command", text,
@@ -1232,7 +1237,7 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 			s->n_procs++; /* the slot is this call's; no handle in it yet, so no other call sees it */
 	}
 	pthread_mutex_unlock(&sv->lock);
-	if (!st && t && rb_ledger_group_wait(t, &err) != 0)
+	if (!st && t && rb_ledger_group_wait_written(t, &err) != 0)
 		st = rb_serve_error(&err, reply);
 	pthread_mutex_lock(&sv->lock);
 	s = st ? NULL : find(sv, sid); /* it may have closed meanwhile */
@@ -1277,6 +1282,18 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 	}
 	pthread_mutex_unlock(&sv->lock);
 	wake(sv);
+	/* The fsync of the step_start. Should it fail, the process is killed and the call fails:
+	 * nothing is said to have started that the ledger may not keep. */
+	if (t && rb_ledger_group_wait(t, st == 201 ? &err : NULL) != 0 && st == 201) {
+		pthread_mutex_lock(&sv->lock);
+		struct sv_session *ks = find(sv, sid);
+		struct sv_proc *kp = ks ? find_proc(ks, proc_id) : NULL;
+		if (kp)
+			rb_proc_signal(kp->p, SIGKILL, NULL);
+		pthread_mutex_unlock(&sv->lock);
+		json_decref(*reply);
+		st = rb_serve_error(&err, reply);
+	}
 	free(text);
 	free_strv(argv);
 	free_strv(penv);

@@ -1,7 +1,8 @@
 /* ledger/group.c: events queued by concurrent callers while the ledger is busy go in together,
  * in fewer transactions than callers (the control: one caller at a time gets one each); every
  * waiter returns only once its event is in; a batch whose run id is another instance's is
- * refused alone; a detached ticket is still committed; the chain verifies. */
+ * refused alone; a detached ticket is still committed; a caller may wait for the commit apart
+ * from its fsync, which alone moves the head; the chain verifies. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -212,6 +213,43 @@ static void test_detached_ticket_is_committed(void **state)
 	assert_intact(f->dir);
 }
 
+/* The seq the head file records (the tamper-evident head moved by each fsync'd commit). */
+static long long head_seq(const char *dir)
+{
+	char path[160], text[128] = "";
+	snprintf(path, sizeof path, "%s/ledger.head", dir);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	assert_non_null(fgets(text, sizeof text, fp));
+	fclose(fp);
+	return atoll(text);
+}
+
+/* A caller may go on once its events are committed (a process starts once its step_start is
+ * in the WAL) and answer once they are fsync'd: the second wait is what moves the head. */
+static void test_written_then_durable(void **state)
+{
+	struct fx *f = *state;
+	struct rb_error err = {0};
+	struct rb_ledger_event ev = {"step_start", NULL};
+	struct rb_ledger_ticket *t = NULL;
+	assert_int_equal(head_seq(f->dir), 0);
+	assert_int_equal(rb_ledger_group_submit(f->g, "w", NULL, "t", "a", &ev, 1, &t, &err), 0);
+	assert_int_equal(rb_ledger_group_wait_written(t, &err), 0);
+	assert_int_equal(rb_ledger_group_wait(t, &err), 0);
+	assert_int_equal(head_seq(f->dir), 1);
+	assert_int_equal(count(f->dir, "w"), 1);
+	/* A refused batch is final at the first wait, and the second says the same. */
+	json_t *d = json_pack("{s:s}", "instance", "other");
+	struct rb_ledger_event start = {"run_start", d};
+	assert_int_equal(rb_ledger_group_submit(f->g, "w", "other", "t", "a", &start, 1, &t, &err), 0);
+	json_decref(d);
+	assert_int_equal(rb_ledger_group_wait_written(t, &err), RB_LEDGER_TAKEN);
+	assert_int_equal(rb_ledger_group_wait(t, &err), RB_LEDGER_TAKEN);
+	assert_int_equal(count(f->dir, "w"), 1);
+	assert_intact(f->dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +257,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_one_caller_at_a_time_gets_one_commit_each, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_taken_run_is_refused_alone, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_detached_ticket_is_committed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_written_then_durable, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
