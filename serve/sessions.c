@@ -1342,6 +1342,33 @@ static struct sv_proc *lookup(struct rb_serve *sv, const char *sid, const char *
 	return p;
 }
 
+/* A call on a live process recorded, durably, before it acts: the step it is for, what it
+ * does (data, consumed). Looked up under the lock, waited for without it; 0, or the reply's
+ * status with *reply set. */
+static unsigned record_proc_call(struct rb_serve *sv, const char *sid, const char *pid, const char *type, json_t *data,
+                                 json_t **reply)
+{
+	unsigned st = 0;
+	struct sv_session *s;
+	struct rb_ledger_ticket *t = NULL;
+	struct rb_error err;
+	rb_error_clear(&err);
+	pthread_mutex_lock(&sv->lock);
+	struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);
+	if (p) {
+		json_object_set_new(data, "step", json_integer(p->step));
+		json_object_set_new(data, "process", json_string(p->id));
+		if (rb_record_event(&s->rec, type, data, &err) < 0 || rb_record_submit(&s->rec, &t, &err) < 0)
+			st = rb_serve_error(&err, reply);
+		data = NULL;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	json_decref(data);
+	if (t && rb_ledger_group_wait(t, &err) != 0 && !st)
+		st = rb_serve_error(&err, reply);
+	return st;
+}
+
 unsigned rb_serve_proc_get(struct rb_serve *sv, const char *sid, const char *pid, json_t **reply)
 {
 	unsigned st = 200;
@@ -1428,11 +1455,28 @@ unsigned rb_serve_proc_output(struct rb_serve *sv, const char *sid, const char *
 unsigned rb_serve_proc_stdin(struct rb_serve *sv, const char *sid, const char *pid, const char *data, size_t len,
                              bool close_after, json_t **reply)
 {
+	/* What goes in is the process's input: its size and sha256 are recorded, not its bytes;
+	 * for a terminal (what is typed, passwords too) the size alone. */
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s;
+	unsigned st = 200;
+	struct sv_proc *p0 = lookup(sv, sid, pid, &s, reply, &st);
+	bool tty = p0 && rb_proc_tty(p0->p);
+	pthread_mutex_unlock(&sv->lock);
+	if (!p0)
+		return st;
+	json_t *ev = json_pack("{s:I, s:b}", "size", (json_int_t)len, "close", close_after);
+	if (!tty) {
+		char sha[65];
+		rb_sha256_hex(data, len, sha);
+		json_object_set_new(ev, "sha256", json_string(sha));
+	}
+	if ((st = record_proc_call(sv, sid, pid, "process_stdin", ev, reply)) != 0)
+		return st;
+	st = 200;
 	struct timespec until;
 	deadline_at(&until, 30000);
-	unsigned st = 200;
 	size_t done = 0;
-	struct sv_session *s;
 	struct rb_error err;
 	rb_error_clear(&err);
 	pthread_mutex_lock(&sv->lock);
@@ -1503,7 +1547,10 @@ unsigned rb_serve_proc_signal(struct rb_serve *sv, const char *sid, const char *
 	     rb_jsonck_expected(&ck, "$.signal", "a signal's name (\"TERM\") or number (1-64)",
 	                        json_object_get(body, "signal")) < 0))
 		return rb_serve_error(&err, reply);
-	unsigned st = 200;
+	unsigned st = record_proc_call(sv, sid, pid, "process_signal", json_pack("{s:i}", "signal", sig), reply);
+	if (st)
+		return st;
+	st = 200;
 	struct sv_session *s;
 	pthread_mutex_lock(&sv->lock);
 	struct sv_proc *p = lookup(sv, sid, pid, &s, reply, &st);

@@ -945,6 +945,11 @@ int rb_proc_wait(struct rb_proc *p, int timeout_ms, struct rb_error *err)
 	return 1;
 }
 
+bool rb_proc_tty(const struct rb_proc *p)
+{
+	return p->tty;
+}
+
 const struct rb_step_result *rb_proc_result(const struct rb_proc *p)
 {
 	return p->done ? &p->res : NULL;

@@ -114,6 +114,8 @@ int rb_proc_resize(struct rb_proc *p, struct rb_tty_size size, struct rb_error *
 /* Sends sig to the process's group (through init). */
 int rb_proc_signal(struct rb_proc *p, int sig, struct rb_error *err);
 bool rb_proc_done(const struct rb_proc *p);
+/* Whether it runs on a terminal (started with tty). */
+bool rb_proc_tty(const struct rb_proc *p);
 /* Dispatches the session until the process ended or timeout_ms passed (-1: no limit). Returns
  * 1 when it ended, 0 on the timeout, -1 with err. */
 int rb_proc_wait(struct rb_proc *p, int timeout_ms, struct rb_error *err);

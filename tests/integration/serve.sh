@@ -257,5 +257,22 @@ r = [e for e in ev if e["type"] == "file_read" and e["data"]["path"] == "/worksp
 sys.exit(0 if w and w[0]["data"]["sha256"] == "sha256:" + sys.argv[1] and w[0]["data"]["size"] == len("put-" + sys.argv[2]) and r and r[0]["data"]["size"] == len("got-" + sys.argv[2]) else 1)' "$PUT_SHA" "$MARK"; then
 	ok "the ledger records the file write (path, size, sha256) and the read (path, size)"
 else not_ok "the ledger records the file write (path, size, sha256) and the read (path, size)" "$(printf '%s' "$OUT" | grep -o '"file_[a-z]*"' | sort | uniq -c | tr '\n' ' ')"; fi
+# A stdin write and a signal change a live process: each is recorded before it acts, for its
+# step (the input by size and sha256, never its bytes); the unknown signal (a 400) is not.
+FED_SHA=$(printf '%s' "fed-$MARK" | sha256sum | cut -d' ' -f1)
+run_rbx ledger show "$RUN_ID" --json
+if printf '%s' "$OUT" | "$PY" -c '
+import json, sys
+ev = json.load(sys.stdin)
+ev = ev.get("events", ev) if isinstance(ev, dict) else ev
+step = {e["data"]["text"]: e["data"]["step"] for e in ev if e["type"] == "step_start"}
+i = [e["data"] for e in ev if e["type"] == "process_stdin"]
+s = [e["data"] for e in ev if e["type"] == "process_signal"]
+ok = (len(i) == 1 and i[0]["step"] == step.get("[\"cat\"]") and i[0]["size"] == len("fed-" + sys.argv[2])
+      and i[0]["sha256"] == sys.argv[1] and i[0]["close"] is True and len(s) == 1 and s[0]["signal"] == 15
+      and sys.argv[2] not in json.dumps(i))
+sys.exit(0 if ok else 1)' "$FED_SHA" "$MARK"; then
+	ok "the ledger records the stdin write (step, size, sha256, not its bytes) and the signal (step, 15), not the 400"
+else not_ok "the ledger records the stdin write (step, size, sha256, not its bytes) and the signal (step, 15), not the 400" "$(printf '%s' "$OUT" | grep -o '"process_[a-z]*"' | sort | uniq -c | tr '\n' ' ')"; fi
 run_rbx ledger show "$RUN_ID" --json
 if printf '%s' "$OUT" | grep -q '"run_start"' && ! printf '%s' "$OUT" | grep -qF "never-ran-$MARK"; then ok "control: the ledger has no text that never ran"; else not_ok "control: the ledger has no text that never ran"; fi
