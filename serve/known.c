@@ -149,9 +149,10 @@ static bool in_store(const char *store, const char *ref)
  * holds (one gone, removed by `runbox gc`, counts nothing: its bytes come back), and those being
  * taken. *has_ref: ref is among them. */
 static uint64_t tenant_bytes(struct rb_serve_known *k, const char *store, const char *tenant, const char *ref,
-                             bool *has_ref)
+                             bool *has_ref, unsigned *n_refs)
 {
 	uint64_t sum = 0;
+	unsigned n = 0;
 	*has_ref = false;
 	json_t *held = json_object_get(k->held, tenant), *taking = json_object_get(k->taking, tenant), *v;
 	const char *r;
@@ -160,6 +161,7 @@ static uint64_t tenant_bytes(struct rb_serve_known *k, const char *store, const 
 		if (!in_store(store, r))
 			continue;
 		sum += (uint64_t)json_integer_value(v);
+		n++;
 		*has_ref |= !strcmp(r, ref);
 	}
 	json_object_foreach(taking, r, v)
@@ -167,9 +169,36 @@ static uint64_t tenant_bytes(struct rb_serve_known *k, const char *store, const 
 		if (json_object_get(held, r) && in_store(store, r))
 			continue; /* counted above */
 		sum += (uint64_t)json_integer_value(json_array_get(v, 0));
+		n++;
 		*has_ref |= !strcmp(r, ref);
 	}
+	if (n_refs)
+		*n_refs = n;
 	return sum;
+}
+
+json_t *rb_serve_known_snapshot_usage(struct rb_serve_known *k, const char *store, uint64_t *max_bytes)
+{
+	json_t *out = json_object();
+	pthread_mutex_lock(&k->lock);
+	*max_bytes = k->max_snapshot_bytes;
+	json_t *tenants = json_object(), *v;
+	const char *t;
+	/* Every tenant that took a snapshot or is taking one, once. */
+	json_object_foreach(k->held, t, v) json_object_set(tenants, t, json_true());
+	json_object_foreach(k->taking, t, v) json_object_set(tenants, t, json_true());
+	json_object_foreach(tenants, t, v)
+	{
+		bool has;
+		unsigned n;
+		uint64_t bytes = tenant_bytes(k, store, t, "", &has, &n);
+		if (n)
+			json_object_set_new(
+			    out, t, json_pack("{s:I, s:I}", "snapshots", (json_int_t)n, "bytes", (json_int_t)bytes));
+	}
+	pthread_mutex_unlock(&k->lock);
+	json_decref(tenants);
+	return out;
 }
 
 unsigned rb_serve_known_snapshot_reserve(struct rb_serve_known *k, const char *store, const char *ref,
@@ -177,7 +206,7 @@ unsigned rb_serve_known_snapshot_reserve(struct rb_serve_known *k, const char *s
 {
 	pthread_mutex_lock(&k->lock);
 	bool has = false;
-	uint64_t used = tenant_bytes(k, store, tenant, ref, &has);
+	uint64_t used = tenant_bytes(k, store, tenant, ref, &has, NULL);
 	/* A ref the tenant holds already takes no more of the store. */
 	unsigned st = has ? 0 : rb_serve_snapshot_quota_check(used, size, k->max_snapshot_bytes, tenant, err);
 	json_t *taking = st ? NULL : member(k->taking, tenant), *t = taking ? json_object_get(taking, ref) : NULL;

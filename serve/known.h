@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
 
 struct rb_serve_known;
@@ -35,6 +37,9 @@ unsigned rb_serve_known_snapshot_reserve(struct rb_serve_known *k, const char *s
  * given back. */
 int rb_serve_known_snapshot_settle(struct rb_serve_known *k, const char *ref, const char *tenant, uint64_t size,
                                    bool recorded, struct rb_error *err);
+/* Each tenant's snapshots as counted against its bound: {tenant: {"snapshots": n, "bytes": b}}
+ * (those in store, and those being taken), and the bound itself in *max_bytes. */
+json_t *rb_serve_known_snapshot_usage(struct rb_serve_known *k, const char *store, uint64_t *max_bytes);
 /* Whether a session of tenant (NULL: of any) took the snapshot ref. */
 bool rb_serve_known_snapshot(struct rb_serve_known *k, const char *ref, const char *tenant);
 

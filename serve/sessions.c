@@ -88,6 +88,7 @@ struct rb_serve {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* broadcast after each dispatch round */
 	struct rb_serve_config cfg;
+	char store[PATH_MAX + 16]; /* the artifact store, where snapshots are */
 	struct sv_session *sessions;
 	unsigned n_sessions;
 	unsigned opening; /* sessions being made outside the lock */
@@ -472,6 +473,7 @@ int rb_serve_new(const struct rb_serve_config *cfg, struct rb_serve **out, struc
 		rb_serve_free(sv);
 		return -1;
 	}
+	snprintf(sv->store, sizeof sv->store, "%s/artifacts", paths.state_dir);
 	int e = pthread_create(&sv->loop, NULL, dispatch_loop, sv);
 	if (e) {
 		rb_error_set(err, e, "serve: the dispatcher thread");
@@ -929,11 +931,16 @@ unsigned rb_serve_stats(struct rb_serve *sv, json_t **reply)
 		json_object_set_new(tenants, s->run.tenant, json_integer(n ? json_integer_value(n) + 1 : 1));
 	}
 	json_t *pool = rb_serve_pool_json(sv->pool);
+	uint64_t snap_max = 0;
+	json_t *snaps = rb_serve_known_snapshot_usage(sv->known, sv->store, &snap_max);
 	*reply = json_pack("{s:I, s:I, s:o, s:o, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}}", "sessions",
 	                   (json_int_t)sv->n_sessions, "opening", (json_int_t)sv->opening, "tenants", tenants, "pool",
 	                   pool, "ledger", "commits", (json_int_t)ls.commits, "batches", (json_int_t)ls.batches,
 	                   "events", (json_int_t)ls.events, "failed", (json_int_t)ls.failed, "limits", "max_sessions",
 	                   (json_int_t)max_total(sv), "max_sessions_per_tenant", (json_int_t)max_of_tenant(sv));
+	json_object_set_new(*reply, "snapshots", snaps);
+	json_object_set_new(json_object_get(*reply, "limits"), "max_snapshot_bytes_per_tenant",
+	                    json_integer((json_int_t)snap_max));
 	pthread_mutex_unlock(&sv->lock);
 	return 200;
 }

@@ -47,6 +47,17 @@ if [ "$again" = "200 $REF1" ] && [ "$small" = 200 ]; then
 	ok "control: the same tree again (the ref ta holds takes nothing more) and a small snapshot ($SMALL bytes) are taken"
 else not_ok "control: snapshots within the bound are taken" "again '$again' (ref $REF1), small $small"; fi
 
+# /v1/stats shows each tenant's snapshots as counted against the bound, and the bound.
+stats() {
+	api GET /v1/stats
+	jv '" ".join(str(x) for x in [r["snapshots"].get(t, {}).get(k) for t in ("ta", "tb") for k in ("snapshots", "bytes")] + [r["limits"]["max_snapshot_bytes_per_tenant"]])'
+}
+want_stats="2 $((SIZE1 + SMALL)) 1 $SIZEB 8000"
+got_stats=$(stats)
+if [ "$got_stats" = "$want_stats" ]; then
+	ok "/v1/stats: ta holds 2 snapshots of $((SIZE1 + SMALL)) bytes, tb 1 of $SIZEB, against 8000 (the refused one counts nothing)"
+else not_ok "/v1/stats shows the tenants' snapshot usage" "got $got_stats, want $want_stats"; fi
+
 run_rbx ledger show "$A_RUN" --json
 if "$PY" - "$OUT" <<'EOF'; then
 import json, sys
@@ -74,6 +85,7 @@ B2=$(jv 'r["id"]')
 ex "$B2" 'echo small > /workspace/s'
 snap "$B2"
 other2=$ST
+restarted_stats=$(stats)
 if [[ "$restarted" == 507*"--max-snapshot-bytes-per-tenant"* ]] && [ "$other2" = 200 ]; then
 	ok "after a restart ta's snapshot bytes still count (its ~6 KB snapshot is a 507); control: tb's is taken"
 else not_ok "the accounting survives a restart" "ta '$restarted', tb $other2"; fi
@@ -83,6 +95,9 @@ hex=${REF1#sha256:}
 rm -f "$STATE/artifacts/sha256/${hex:0:2}/$hex"
 snap "$A2"
 freed="$ST"
+if [[ "$restarted_stats" == "2 $((SIZE1 + SMALL)) "* ]]; then
+	ok "/v1/stats after a restart: ta's usage read from the ledger ($((SIZE1 + SMALL)) bytes in 2)"
+else not_ok "/v1/stats after a restart shows ta's usage from the ledger" "$restarted_stats"; fi
 if [ "$freed" = 200 ]; then
 	ok "once a snapshot's object is gone from the store its bytes are ta's again (the ~6 KB snapshot is taken)"
 else not_ok "a snapshot gone from the store gives its bytes back" "$freed $R"; fi

@@ -122,6 +122,16 @@ static void snapshots_are_known_and_counted_to_their_tenant(void **state)
 	snprintf(path, sizeof path, "%s/sha256/aa/%s", store, RA + 7);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(rb_serve_known_snapshot_reserve(k, store, RB, "ta", 500, &err), 0);
+	/* What /v1/stats shows: RC held and RB being taken (RA gone counts nothing); tb's RB. */
+	uint64_t max = 0;
+	json_t *u = rb_serve_known_snapshot_usage(k, store, &max);
+	assert_int_equal(max, 1000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "ta"), "snapshots")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "ta"), "bytes")), 900);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "tb"), "snapshots")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "tb"), "bytes")), 500);
+	assert_int_equal(json_object_size(u), 2);
+	json_decref(u);
 	rb_serve_known_free(k);
 	rb_rm_rf(top, &err);
 }
