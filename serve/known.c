@@ -185,8 +185,8 @@ json_t *rb_serve_known_snapshot_usage(struct rb_serve_known *k, const char *stor
 	json_t *tenants = json_object(), *v;
 	const char *t;
 	/* Every tenant that took a snapshot or is taking one, once. */
-	json_object_foreach(k->held, t, v) json_object_set(tenants, t, json_true());
-	json_object_foreach(k->taking, t, v) json_object_set(tenants, t, json_true());
+	json_object_update(tenants, k->held);
+	json_object_update(tenants, k->taking);
 	json_object_foreach(tenants, t, v)
 	{
 		bool has;
