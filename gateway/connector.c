@@ -31,13 +31,6 @@
 
 #define READ_BLOCK ((size_t)32 * 1024)
 
-uint64_t rb_gw_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* ---- secrets ---------------------------------------------------------------------------- */
 
 static bool granted(const struct rb_gw_ctx *ctx, const char *name)
@@ -155,7 +148,7 @@ static json_t *record_new(const char *door, const char *connector, const char *m
 {
 	return json_pack("{s:s, s:s?, s:s, s:i, s:s?, s:s?, s:f}", "door", door, "connector", connector, "method",
 	                 method, "status", (int)status, "rule", rule, "host", host, "gateway_ms",
-	                 (double)(rb_gw_now_us() - t0_us) / 1000);
+	                 (double)(rb_now_us() - t0_us) / 1000);
 }
 
 json_t *rb_gw_record_new(const char *door, const char *name, const char *method, unsigned status, const char *rule,
@@ -371,9 +364,9 @@ static const char *curl_error(struct fwd *f)
 static void *produce(void *cls)
 {
 	struct fwd *f = cls;
-	f->up0 = rb_gw_now_us();
+	f->up0 = rb_now_us();
 	f->rc = curl_easy_perform(f->curl);
-	f->up1 = rb_gw_now_us();
+	f->up1 = rb_now_us();
 	bool headless = !f->head_done;
 	f->headless = headless;
 	if (headless)

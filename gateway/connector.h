@@ -145,7 +145,6 @@ enum MHD_Result rb_gw_idem_claim(const struct rb_gw_ctx *ctx, struct MHD_Connect
 enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *body, size_t body_len, uint64_t t0_us);
 
-uint64_t rb_gw_now_us(void);
 /* Queues body (taken) as a JSON answer with status: no-store; 401 names the Bearer realm,
  * 429 says Retry-After. */
 enum MHD_Result rb_gw_respond_json(struct MHD_Connection *mc, unsigned status, json_t *body);

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
+
 struct idle {
 	CURL *curl; /* NULL: a free slot */
 	char key[RB_GW_CURLPOOL_KEY];
@@ -19,13 +21,6 @@ struct rb_gw_curlpool {
 	pthread_mutex_t lock;
 	struct idle idle[RB_GW_CURLPOOL_IDLE];
 };
-
-static uint64_t now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
 
 struct rb_gw_curlpool *rb_gw_curlpool_new(void)
 {
@@ -63,7 +58,7 @@ CURL *rb_gw_curlpool_take(struct rb_gw_curlpool *p, const char *key)
 	if (!p)
 		return curl_easy_init();
 	CURL *c = NULL, *stale[RB_GW_CURLPOOL_IDLE];
-	uint64_t now = now_s();
+	uint64_t now = (rb_now_us() / 1000000u);
 	pthread_mutex_lock(&p->lock);
 	unsigned n = expire(p, now, stale);
 	struct idle *best = NULL; /* the newest of key's: the likeliest to be still open */
@@ -94,7 +89,7 @@ void rb_gw_curlpool_give(struct rb_gw_curlpool *p, const char *key, CURL *c, boo
 	 * buffer) outlives the call, whatever curl does when the handle is closed later. */
 	curl_easy_reset(c);
 	CURL *stale[RB_GW_CURLPOOL_IDLE + 1];
-	uint64_t now = now_s();
+	uint64_t now = (rb_now_us() / 1000000u);
 	pthread_mutex_lock(&p->lock);
 	unsigned n = expire(p, now, stale);
 	struct idle *slot = NULL;

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "gateway/dns.h"
 
+#include "common/util.h"
 #include "gateway/cpushare.h"
 
 #include <errno.h>
@@ -192,7 +193,7 @@ static void *serve(void *cls)
 	uint64_t cpu0 = rb_gw_thread_cpu_ns();
 	serve_queries(d);
 	if (d->ctx->cpu)
-		rb_gw_cpu_charge(d->ctx->cpu, cpu0, rb_gw_now_us());
+		rb_gw_cpu_charge(d->ctx->cpu, cpu0, rb_now_us());
 	return NULL;
 }
 

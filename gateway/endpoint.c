@@ -23,6 +23,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "gateway/connector.h"
 #include "gateway/curlpool.h"
 #include "gateway/dns.h"
@@ -72,13 +73,6 @@ struct req {
 	size_t len;
 	bool too_big;
 };
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* ---- the handler
  * -----------------------------------------------------------------------------
@@ -143,7 +137,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!rq) {
 		if (!(rq = calloc(1, sizeof *rq)))
 			return MHD_NO;
-		rq->t0 = mono_us();
+		rq->t0 = rb_now_us();
 		rq->cpu0 = rb_gw_thread_cpu_ns();
 		rq->thread = pthread_self();
 		*req_cls = rq;
@@ -166,14 +160,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	__atomic_add_fetch(&gw->requests, 1, __ATOMIC_RELAXED);
 	/* Before any work on the request (the token's HMAC included). */
-	if (!rb_ratelimit_take(&gw->rate, mono_us())) {
+	if (!rb_ratelimit_take(&gw->rate, rb_now_us())) {
 		__atomic_add_fetch(&gw->rate_limited, 1, __ATOMIC_RELAXED);
 		return rb_gw_respond_json(
 		    conn, 429,
 		    json_pack("{s:s, s:s}", "error", "rate limited", "hint",
 		              "the run's gateway requests are over its rate; retry after a second"));
 	}
-	if (!rb_gw_cpu_admit(&gw->cpu, mono_us()))
+	if (!rb_gw_cpu_admit(&gw->cpu, rb_now_us()))
 		return rb_gw_respond_json(conn, 429, rb_gw_cpu_refusal());
 	const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	json_t *body = NULL;
@@ -261,7 +255,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	if (rq) {
 		/* The request's CPU on its connection's thread: its handling and its answer's writes. */
 		if (pthread_equal(rq->thread, pthread_self()))
-			rb_gw_cpu_charge(&gw->cpu, rq->cpu0, mono_us());
+			rb_gw_cpu_charge(&gw->cpu, rq->cpu0, rb_now_us());
 		free(rq->body);
 		free(rq);
 	}
@@ -317,9 +311,9 @@ static void *door(void *cls)
 	static const char connect_[] = "CONNECT ";
 	char peek[sizeof connect_ - 1];
 	ssize_t n = 0;
-	uint64_t deadline = mono_us() + (uint64_t)CONN_TIMEOUT_S * 1000000u;
+	uint64_t deadline = rb_now_us() + (uint64_t)CONN_TIMEOUT_S * 1000000u;
 	for (;;) {
-		uint64_t now = mono_us();
+		uint64_t now = rb_now_us();
 		struct pollfd p[2] = {{.fd = d->fd, .events = POLLIN}, {.fd = gw->stop_fd, .events = POLLIN}};
 		int r = now >= deadline ? 0 : poll(p, 2, (int)((deadline - now) / 1000 + 1));
 		if (r < 0 && errno == EINTR)
@@ -339,7 +333,7 @@ static void *door(void *cls)
 	else
 		close(d->fd);
 	free(d);
-	rb_gw_cpu_charge(&gw->cpu, cpu0, mono_us());
+	rb_gw_cpu_charge(&gw->cpu, cpu0, rb_now_us());
 	door_end(gw);
 	return NULL;
 }
@@ -441,8 +435,8 @@ int rb_gateway_start(const struct rb_gateway_config *cfg, struct rb_gateway **ou
 		return -1;
 	}
 	rb_ratelimit_init(&gw->rate, cfg->rate ? cfg->rate : RB_GATEWAY_RATE,
-	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, mono_us());
-	rb_gw_cpu_init(&gw->cpu, cfg->cpus, mono_us());
+	                  cfg->burst ? cfg->burst : RB_GATEWAY_BURST, rb_now_us());
+	rb_gw_cpu_init(&gw->cpu, cfg->cpus, rb_now_us());
 	gw->ctx.cpu = &gw->cpu;
 	gw->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	gw->ctx.stop_fd = gw->stop_fd;

@@ -99,10 +99,10 @@ static void refuse(struct tun *t, unsigned st, const char *rule, const char *err
 	const struct rb_gw_ctx *ctx = t->env->ctx;
 	if (st == 403 || st == 400)
 		__atomic_add_fetch(ctx->refused, 1, __ATOMIC_RELAXED);
-	json_t *ev = json_pack("{s:s, s:s?, s:s, s:i, s:s, s:s, s:b, s:s, s:s, s:f}", "door", "connect", "connector",
-	                       t->hp[0] ? t->hp : NULL, "method", "CONNECT", "status", (int)st, "rule", rule, "host",
-	                       t->hp, "refused", 1, "error", error, "hint", hint, "gateway_ms",
-	                       (double)(rb_gw_now_us() - t->t0) / 1000);
+	json_t *ev =
+	    json_pack("{s:s, s:s?, s:s, s:i, s:s, s:s, s:b, s:s, s:s, s:f}", "door", "connect", "connector",
+	              t->hp[0] ? t->hp : NULL, "method", "CONNECT", "status", (int)st, "rule", rule, "host", t->hp,
+	              "refused", 1, "error", error, "hint", hint, "gateway_ms", (double)(rb_now_us() - t->t0) / 1000);
 	rb_gw_record(ctx, ev);
 	answer(t->fd, st, json_pack("{s:s, s:s, s:s, s:s}", "error", error, "rule", rule, "host", t->hp, "hint", hint));
 }
@@ -111,7 +111,7 @@ static void refuse(struct tun *t, unsigned st, const char *rule, const char *err
 static bool wait_fd(int fd, short ev, int stop_fd, uint64_t deadline_us)
 {
 	for (;;) {
-		uint64_t now = rb_gw_now_us();
+		uint64_t now = rb_now_us();
 		if (now >= deadline_us)
 			return false;
 		struct pollfd p[2] = {{.fd = fd, .events = ev}, {.fd = stop_fd, .events = POLLIN}};
@@ -247,7 +247,7 @@ static int connect_upstream(struct tun *t, char *addr, size_t addr_len, char *wh
 			continue;
 		int r = connect(fd, a->ai_addr, a->ai_addrlen);
 		if (r < 0 && errno == EINPROGRESS &&
-		    wait_fd(fd, POLLOUT, t->env->stop_fd, rb_gw_now_us() + (uint64_t)CONNECT_TIMEOUT_MS * 1000)) {
+		    wait_fd(fd, POLLOUT, t->env->stop_fd, rb_now_us() + (uint64_t)CONNECT_TIMEOUT_MS * 1000)) {
 			int e = 0;
 			socklen_t el = sizeof e;
 			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
@@ -273,7 +273,7 @@ static int connect_upstream(struct tun *t, char *addr, size_t addr_len, char *wh
 static const char *relay(struct tun *t, int up, const struct rb_gw_tunnel_limits *lim, uint64_t *bytes_up,
                          uint64_t *bytes_down)
 {
-	uint64_t start = rb_gw_now_us(), end = start + (uint64_t)lim->max_s * 1000000u;
+	uint64_t start = rb_now_us(), end = start + (uint64_t)lim->max_s * 1000000u;
 	uint64_t max_bytes = (uint64_t)lim->max_mib << 20;
 	/* A peer that stops reading blocks a send at most the idle bound. */
 	struct timeval tv = {.tv_sec = lim->idle_s};
@@ -288,7 +288,7 @@ static const char *relay(struct tun *t, int up, const struct rb_gw_tunnel_limits
 	if (!buf)
 		return "out of memory";
 	for (;;) {
-		uint64_t now = rb_gw_now_us();
+		uint64_t now = rb_now_us();
 		if (now >= end)
 			return "max_s";
 		uint64_t left_ms = (end - now) / 1000 + 1, idle_ms = (uint64_t)lim->idle_s * 1000;
@@ -301,7 +301,7 @@ static const char *relay(struct tun *t, int up, const struct rb_gw_tunnel_limits
 		if (r < 0)
 			return "poll failed";
 		if (r == 0)
-			return rb_gw_now_us() >= end ? "max_s" : "idle_s";
+			return rb_now_us() >= end ? "max_s" : "idle_s";
 		if (p[2].revents)
 			return "gateway stopped";
 		for (int side = 0; side < 2; side++) {
@@ -329,7 +329,7 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 		close(fd);
 		return;
 	}
-	t->env = env, t->fd = fd, t->t0 = rb_gw_now_us();
+	t->env = env, t->fd = fd, t->t0 = rb_now_us();
 	const struct rb_gw_ctx *ctx = env->ctx;
 	char *lines = NULL;
 	const char *pa = NULL;
@@ -342,14 +342,14 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 		       "send CONNECT with plain header lines");
 		goto out;
 	}
-	if (!rb_ratelimit_take(env->rate, rb_gw_now_us())) {
+	if (!rb_ratelimit_take(env->rate, rb_now_us())) {
 		__atomic_add_fetch(env->rate_limited, 1, __ATOMIC_RELAXED);
 		answer(fd, 429,
 		       json_pack("{s:s, s:s}", "error", "rate limited", "hint",
 		                 "the run's gateway requests are over its rate; retry after a second"));
 		goto out;
 	}
-	if (ctx->cpu && !rb_gw_cpu_admit(ctx->cpu, rb_gw_now_us())) {
+	if (ctx->cpu && !rb_gw_cpu_admit(ctx->cpu, rb_now_us())) {
 		answer(fd, 429, rb_gw_cpu_refusal());
 		goto out;
 	}
@@ -415,8 +415,8 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 	json_t *link = NULL; /* the sent record's id, for the tunnel's end */
 	rb_gw_record_sent(ctx, &(struct rb_gw_sent){"connect", t->hp, "CONNECT", t->hp, v.route, NULL, 0}, &link);
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	double setup_ms = (double)(rb_gw_now_us() - t->t0) / 1000;
-	uint64_t bytes_up = 0, bytes_down = 0, r0 = rb_gw_now_us();
+	double setup_ms = (double)(rb_now_us() - t->t0) / 1000;
+	uint64_t bytes_up = 0, bytes_down = 0, r0 = rb_now_us();
 	const struct rb_gw_tunnel_limits deflim = {RB_GWCONF_TUNNEL_IDLE_S, RB_GWCONF_TUNNEL_MAX_S,
 	                                           RB_GWCONF_TUNNEL_MAX_MIB};
 	const struct rb_gw_tunnel_limits *lim = ctx->conf && ctx->conf->tunnel.idle_s ? &ctx->conf->tunnel : &deflim;
@@ -429,7 +429,7 @@ void rb_gw_tunnel_serve(const struct rb_gw_tunnel_env *env, int fd)
 	                       "connector", t->hp, "method", "CONNECT", "status", 200, "rule", "network.proxy", "route",
 	                       v.route, "host", t->hp, "address", addr, "bytes_up", (json_int_t)bytes_up, "bytes_down",
 	                       (json_int_t)bytes_down, "gateway_ms", setup_ms, "duration_ms",
-	                       (double)(rb_gw_now_us() - r0) / 1000, "ended", ended);
+	                       (double)(rb_now_us() - r0) / 1000, "ended", ended);
 	json_object_update(ev, link);
 	json_decref(link);
 	rb_gw_record(ctx, ev);

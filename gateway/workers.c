@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "gateway/workers.h"
 
+#include "common/util.h"
 #include "gateway/cpushare.h"
 
 #include <errno.h>
@@ -78,11 +79,8 @@ static void *worker_main(void *arg)
 	for (;;) {
 		uint64_t cpu0 = w->cpu ? rb_gw_thread_cpu_ns() : 0;
 		me->fn(me->arg);
-		if (w->cpu) {
-			struct timespec now;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			rb_gw_cpu_charge(w->cpu, cpu0, (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u);
-		}
+		if (w->cpu)
+			rb_gw_cpu_charge(w->cpu, cpu0, rb_now_us());
 		pthread_mutex_lock(&w->lock);
 		bool more = next_job(me);
 		if (!more) {

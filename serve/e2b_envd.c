@@ -11,6 +11,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "serve/e2b_internal.h"
 
 #define POLL_MS       1000u /* the longest a stream blocks without checking its deadline */
@@ -67,13 +68,6 @@ struct pstream {
 	size_t len, off, cap;
 	json_t *fail; /* an error to end with at once (before any event) */
 };
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void emit(struct pstream *ps, json_t *event)
 {
@@ -161,7 +155,7 @@ static void advance(struct pstream *ps)
 		return;
 	}
 	while (ps->state == S_RUN && ps->len == ps->off) {
-		uint64_t now = mono_us(), wait = (uint64_t)POLL_MS * 1000u;
+		uint64_t now = rb_now_us(), wait = (uint64_t)POLL_MS * 1000u;
 		if (ps->deadline_us && now >= ps->deadline_us) {
 			if (ps->kill_at_deadline) {
 				json_t *r = NULL, *b = json_pack("{s:s}", "signal", "KILL");
@@ -228,7 +222,7 @@ static struct pstream *pstream_new(struct rb_e2b *e, struct MHD_Connection *conn
 	ps->base.free = pstream_free;
 	ps->e = e;
 	snprintf(ps->sid, sizeof ps->sid, "%s", sid);
-	uint64_t now = mono_us();
+	uint64_t now = rb_now_us();
 	const char *t = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
 	if (t && *t) {
 		char *end;
@@ -264,9 +258,9 @@ static void stream_error(struct rb_e2b *e, struct MHD_Connection *conn, const ch
  * the dispatcher to see it start; *result set when it ended already. */
 static uint32_t wait_pid(struct rb_e2b *e, const char *sid, const char *id, json_t **result)
 {
-	uint64_t until = mono_us() + (uint64_t)START_WAIT_MS * 1000u;
+	uint64_t until = rb_now_us() + (uint64_t)START_WAIT_MS * 1000u;
 	*result = NULL;
-	while (mono_us() < until) {
+	while (rb_now_us() < until) {
 		_cleanup_json_ json_t *r = NULL;
 		if (rb_serve_proc_get(e->sv, sid, id, &r) != 200)
 			return 0;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/util.h"
 
 struct member {
 	struct sv_session *m;
@@ -38,13 +39,6 @@ struct rb_serve_pool {
 	bool running; /* the thread was started */
 	pthread_t thread;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 int rb_serve_pool_parse(const char *arg, struct rb_serve_pool_pair *out, struct rb_error *err)
 {
@@ -105,7 +99,7 @@ static void *refill(void *arg)
 	rb_log_use(rb_serve_logger(p->sv));
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
-		uint64_t t = now_ms();
+		uint64_t t = (rb_now_us() / 1000u);
 		struct sv_session *old[16];
 		unsigned n_old = take_expired(p, t, old, 16);
 		if (n_old) {
@@ -140,7 +134,7 @@ static void *refill(void *arg)
 			ps->failed++;
 			unsigned shift = ps->failing < 6 ? ps->failing : 6;
 			ps->failing++;
-			ps->retry_at_ms = now_ms() + (1000u << shift > 60000u ? 60000u : 1000u << shift);
+			ps->retry_at_ms = (rb_now_us() / 1000u) + (1000u << shift > 60000u ? 60000u : 1000u << shift);
 			rb_warn("serve: pool %s:%s: %s (retried in %u s)", pair.image, pair.policy, err.msg,
 			        (1000u << shift > 60000u ? 60000u : 1000u << shift) / 1000u);
 			continue;
@@ -151,7 +145,7 @@ static void *refill(void *arg)
 			pthread_mutex_lock(&p->lock);
 			continue;
 		}
-		ps->ready[ps->n_ready++] = (struct member){m, now_ms()};
+		ps->ready[ps->n_ready++] = (struct member){m, (rb_now_us() / 1000u)};
 		ps->made++;
 		ps->failing = 0;
 	}
@@ -247,7 +241,7 @@ struct sv_session *rb_serve_pool_claim(struct rb_serve_pool *p, const char *imag
 				continue;
 			}
 			got = mb.m;
-			uint64_t t = now_ms();
+			uint64_t t = (rb_now_us() / 1000u);
 			*age_ms = t - mb.born_ms;
 			ps->claimed++;
 			/* Its refill waits until the claimed session has started its first command

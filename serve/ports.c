@@ -69,13 +69,6 @@ struct rb_serve_ports {
 	unsigned n;
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- the helper: a forked child in the netns making sockets on request ------------------ */
 
 /* Runs in a fork of a threaded process: system calls only (no allocation, no lock). */
@@ -216,9 +209,9 @@ static bool token_eq(const char *a, size_t alen, const char *tok)
 static ssize_t read_head(int fd, char *buf, size_t cap, size_t *head)
 {
 	size_t n = 0;
-	uint64_t until = mono_ms() + HEADER_WAIT_MS;
+	uint64_t until = (rb_now_us() / 1000u) + HEADER_WAIT_MS;
 	while (n < cap) {
-		uint64_t now = mono_ms();
+		uint64_t now = (rb_now_us() / 1000u);
 		if (now >= until)
 			return -1;
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -353,7 +346,7 @@ static void *conn_main(void *arg)
 {
 	struct conn *c = arg;
 	struct port *p = c->p;
-	uint64_t t0 = mono_ms(), in = 0, out = 0;
+	uint64_t t0 = (rb_now_us() / 1000u), in = 0, out = 0;
 	bool authorized = p->is_unix;
 	const char *error = NULL;
 	_cleanup_free_ char *buf = NULL, *head = NULL;
@@ -392,9 +385,9 @@ static void *conn_main(void *arg)
 		}
 	}
 	conn_close_fds(c);
-	json_t *ev =
-	    json_pack("{s:I, s:b, s:I, s:I, s:I}", "port", (json_int_t)p->n, "authorized", authorized, "bytes_in",
-	              (json_int_t)in, "bytes_out", (json_int_t)out, "duration_ms", (json_int_t)(mono_ms() - t0));
+	json_t *ev = json_pack("{s:I, s:b, s:I, s:I, s:I}", "port", (json_int_t)p->n, "authorized", authorized,
+	                       "bytes_in", (json_int_t)in, "bytes_out", (json_int_t)out, "duration_ms",
+	                       (json_int_t)((rb_now_us() / 1000u) - t0));
 	if (ev && error)
 		json_object_set_new(ev, "error", json_string(error));
 	struct rb_error err;

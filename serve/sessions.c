@@ -115,13 +115,6 @@ static unsigned max_of_tenant(const struct rb_serve *sv)
 	return sv->cfg.max_per_tenant ? sv->cfg.max_per_tenant : half ? half : 1;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 unsigned rb_serve_error(const struct rb_error *err, json_t **reply)
 {
 	*reply = json_pack("{s:s}", "error", err->msg);
@@ -320,7 +313,7 @@ static void record_ends(struct sv_session *s)
 		if (rb_record_step_end(&s->rec, p->step, rb_proc_result(p->p), &err) < 0)
 			rb_warn("session %s: ledger: %s", s->id, err.msg);
 		else if (!s->ends_at_us)
-			s->ends_at_us = now_us();
+			s->ends_at_us = rb_now_us();
 	}
 }
 
@@ -408,7 +401,7 @@ static void *dispatch_loop(void *arg)
 		}
 		/* Idle sessions: closed outside the lock, once unlinked. */
 		struct sv_session *expired = NULL;
-		uint64_t t = now_us();
+		uint64_t t = rb_now_us();
 		timeout_ms = 1000;
 		for (struct sv_session *s = sv->sessions, *nx; s; s = nx) {
 			nx = s->next;
@@ -824,7 +817,7 @@ unsigned rb_serve_session_create(struct rb_serve *sv, const json_t *body, json_t
 	if (r == 0) {
 		s->watched = true;
 		s->idle_ms = idle;
-		s->created_us = s->last_us = now_us();
+		s->created_us = s->last_us = rb_now_us();
 		s->next = sv->sessions;
 		sv->sessions = s;
 		sv->n_sessions++;
@@ -1019,7 +1012,7 @@ int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *f
 		fs->as_ids = sandbox_file_ids(&s->run, fs->ws, &fs->uid, &fs->gid);
 		snprintf(fs->state_dir, sizeof fs->state_dir, "%s", s->run.paths.state_dir);
 		snprintf(fs->tenant, sizeof fs->tenant, "%s", s->run.tenant);
-		s->last_us = now_us();
+		s->last_us = rb_now_us();
 	}
 	pthread_mutex_unlock(&sv->lock);
 	if (r < 0)
@@ -1048,7 +1041,7 @@ int rb_serve_ports_call(struct rb_serve *sv, const char *sid, rb_serve_ports_fn 
 			if (!strcmp(o->run.tenant, s->run.tenant))
 				at.tenant_ports += rb_serve_ports_count(o->ports);
 		r = fn(&s->ports, &at, arg, err);
-		s->last_us = now_us();
+		s->last_us = rb_now_us();
 	}
 	pthread_mutex_unlock(&sv->lock);
 	return r;
@@ -1282,7 +1275,7 @@ unsigned rb_serve_proc_start(struct rb_serve *sv, const char *sid, const json_t 
 		if (r < 0) {
 			st = rb_serve_error(&err, reply);
 		} else {
-			s->last_us = now_us();
+			s->last_us = rb_now_us();
 			*reply = json_pack("{s:s, s:s}", "id", p->id, "session", s->id);
 			st = 201;
 		}
@@ -1344,7 +1337,7 @@ static struct sv_proc *lookup(struct rb_serve *sv, const char *sid, const char *
 	else if (!p)
 		*st = fail(reply, RB_ERR_NOT_FOUND, "no process `%s` in the session", pid);
 	else
-		s->last_us = now_us();
+		s->last_us = rb_now_us();
 	*sp = s;
 	return p;
 }
