@@ -49,7 +49,18 @@ int rb_artifact_path(const char *store_dir, const char *digest, char out[PATH_MA
 	return 0;
 }
 
-/* Writes one object under a temporary name in dir, then renames it to path. */
+/* An object of the right size under its digest name is that content: it only ever appears there
+ * by link or rename of a complete write. */
+static bool holds(const char *path, size_t len)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len;
+}
+
+/* Writes one object under a temporary name in dir, then links it at path: 1 when this write put
+ * it there, 0 when a concurrent one (another harvest thread, another run) did first, so that of
+ * two writers of one object exactly one counts it as new. A file at path that is not the object
+ * (a size that differs) is replaced, as are objects on a filesystem without hard links. */
 static int write_object(const char *dir, const char *path, const char *hex, const char *data, size_t len, gid_t group,
                         struct rb_error *err)
 {
@@ -82,13 +93,21 @@ static int write_object(const char *dir, const char *path, const char *hex, cons
 		unlink(tmp);
 		return rb_error_set(err, e, "close `%s`", tmp);
 	}
-	/* rename replaces atomically: a concurrent run storing the same content is harmless. */
+	if (link(tmp, path) == 0) {
+		unlink(tmp);
+		return 1;
+	}
+	if (errno == EEXIST && holds(path, len)) {
+		unlink(tmp);
+		return 0;
+	}
+	/* rename replaces atomically. */
 	if (rename(tmp, path) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return rb_error_set(err, e, "rename `%s` to `%s`", tmp, path);
 	}
-	return 0;
+	return 1;
 }
 
 int rb_artifact_store(const char *store_dir, const char *data, size_t len, char digest_out[RB_ARTIFACT_DIGEST_LEN],
@@ -103,8 +122,7 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 		return -1;
 	snprintf(dir, sizeof dir, "%s/sha256/%.2s", store_dir, hex);
 
-	/* Deduplicated: an object of the right size under its digest name is that content (it
-	 * only ever appears there by rename of a complete write). */
+	/* Deduplicated: the object is there already (holds, with its mode). */
 	struct stat st;
 	bool present = lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == (uint64_t)len;
 	/* An object an older runbox left world-readable (0644) loses that when met again. */
@@ -119,10 +137,11 @@ int rb_artifact_store(const char *store_dir, const char *data, size_t len, char 
 		/* A store made by this write (below) is ours, and so is its group. */
 		struct stat sd;
 		gid_t group = stat(store_dir, &sd) == 0 ? sd.st_gid : getegid();
-		if (write_object(dir, path, hex, data, len, group, err) < 0)
+		int placed = write_object(dir, path, hex, data, len, group, err);
+		if (placed < 0)
 			return -1;
 		if (created)
-			*created = true;
+			*created = placed == 1;
 	}
 	snprintf(digest_out, RB_ARTIFACT_DIGEST_LEN, "sha256:%s", hex);
 	return 0;

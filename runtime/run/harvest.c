@@ -533,7 +533,8 @@ static int harvest_file(struct walk *w, int pfd, const char *name, const char *p
 	w->bytes_accepted += n;
 	/* Large by the bytes read, as in scrub_behind: two objects stored at once (one behind, one
 	 * in line) come from files of different sizes, equal only where scrubbing made them so
-	 * (then both count as new). Only the scrubbed copy is stored: the read one goes first. */
+	 * (then the store counts the object new once). Only the scrubbed copy is stored: the read
+	 * one goes first. */
 	if (n >= STORE_BEHIND_MIN) {
 		if (scrubbed)
 			spare_put(w, rb_steal_ptr(&buf));

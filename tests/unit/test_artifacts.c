@@ -1,6 +1,8 @@
-/* runtime/run/artifacts.c, reading back: rb_artifact_read returns the stored bytes and refuses an
- * object whose bytes no longer have its digest; rb_artifact_export writes below a directory
- * under a relative name, never through a link, never over a file without force. */
+/* runtime/run/artifacts.c: of writers storing one object at once, exactly one is told it made it
+ * (a harvest's objects_new counts each once); a file under the digest name that is not the object
+ * is replaced. Reading back: rb_artifact_read returns the stored bytes and refuses an object whose
+ * bytes no longer have its digest; rb_artifact_export writes below a directory under a relative
+ * name, never through a link, never over a file without force. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +65,77 @@ static char *slurp(const char *path)
 	size_t len;
 	struct rb_error err = {0};
 	return rb_read_file(path, 1 << 20, &data, &len, &err) == 0 ? data : NULL;
+}
+
+#define RACERS  4
+#define OBJECTS 300
+
+struct racer {
+	const char *store;
+	pthread_barrier_t *start;
+	unsigned created;
+	int failed;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	pthread_barrier_wait(r->start);
+	for (unsigned i = 0; i < OBJECTS; i++) {
+		char data[32], digest[RB_ARTIFACT_DIGEST_LEN];
+		int n = snprintf(data, sizeof data, "object %u\n", i);
+		bool created;
+		struct rb_error err = {0};
+		if (rb_artifact_store(r->store, data, (size_t)n, digest, &created, &err) < 0)
+			r->failed++;
+		else
+			r->created += created;
+	}
+	return NULL;
+}
+
+static void test_store_counts_each_object_once(void **state)
+{
+	struct fx *f = *state;
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, RACERS);
+	struct racer rs[RACERS];
+	pthread_t t[RACERS];
+	for (int i = 0; i < RACERS; i++) {
+		rs[i] = (struct racer){.store = f->store, .start = &start};
+		assert_int_equal(pthread_create(&t[i], NULL, race, &rs[i]), 0);
+	}
+	unsigned created = 0;
+	for (int i = 0; i < RACERS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(rs[i].failed, 0);
+		created += rs[i].created;
+	}
+	pthread_barrier_destroy(&start);
+	assert_int_equal(created, OBJECTS);
+	/* Stored again, nothing is new. */
+	char digest[RB_ARTIFACT_DIGEST_LEN];
+	bool again = true;
+	struct rb_error err = {0};
+	assert_int_equal(rb_artifact_store(f->store, "object 7\n", 9, digest, &again, &err), 0);
+	assert_false(again);
+}
+
+static void test_store_replaces_what_is_not_the_object(void **state)
+{
+	struct fx *f = *state;
+	char path[PATH_MAX];
+	struct rb_error err = {0};
+	assert_int_equal(rb_artifact_path(f->store, f->digest, path, &err), 0);
+	/* A truncated object under the digest name: stored again, it is whole and counts as new. */
+	assert_int_equal(truncate(path, 1), 0);
+	char digest[RB_ARTIFACT_DIGEST_LEN];
+	bool created = false;
+	assert_int_equal(rb_artifact_store(f->store, "a,b\n", 4, digest, &created, &err), 0);
+	assert_true(created);
+	char *v = slurp(path);
+	assert_string_equal(v, "a,b\n");
+	free(v);
 }
 
 static void test_read_checks_digest(void **state)
@@ -149,6 +223,8 @@ static void test_export_never_follows_links(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_store_counts_each_object_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_replaces_what_is_not_the_object, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_checks_digest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export_never_follows_links, setup, teardown),
