@@ -616,6 +616,11 @@ void e2b_files_write(struct e2b_files *f, const char *data, size_t len)
 	f->len += len;
 }
 
+uint64_t e2b_files_len(const struct e2b_files *f)
+{
+	return f->len;
+}
+
 void e2b_files_refuse(struct e2b_files *f, unsigned status, const char *why)
 {
 	/* A file cut short is recorded as a failed write, as a refused one is. */

@@ -29,11 +29,10 @@ struct upload {
 	bool files_post;
 	struct e2b_files *files; /* a known caller's POST /files: its files written as they come */
 	struct MHD_PostProcessor *pp;
-	char *part;        /* the multipart part being read: its filename */
-	uint64_t part_len; /* and its bytes so far */
-	const char *bad;   /* a body that cannot be taken */
-	bool unknown;      /* no valid key (control) or sandbox token (envd): its body is dropped unread */
-	char tenant[65];   /* the caller's, when it holds one of its calls in flight; else "" */
+	char *part;      /* the multipart part being read: its filename */
+	const char *bad; /* a body that cannot be taken */
+	bool unknown;    /* no valid key (control) or sandbox token (envd): its body is dropped unread */
+	char tenant[65]; /* the caller's, when it holds one of its calls in flight; else "" */
 };
 
 static bool append(char **buf, size_t *len, size_t cap, const char *data, size_t n)
@@ -58,13 +57,11 @@ static enum MHD_Result post_part(void *cls, enum MHD_ValueKind kind, const char 
 	if (!filename)
 		return MHD_YES; /* a form field that is not a file */
 	/* A part begins at offset 0; libmicrohttpd may announce it with no data first. */
-	if (off == 0 && !(u->part && !u->part_len && !strcmp(u->part, filename))) {
+	if (off == 0 && !(u->part && !e2b_files_len(u->files) && !strcmp(u->part, filename))) {
 		free(u->part);
 		u->part = strdup(filename);
-		u->part_len = 0;
 		e2b_files_next(u->files, filename);
 	}
-	u->part_len += size;
 	if (size)
 		e2b_files_write(u->files, data, size);
 	return e2b_files_refused(u->files) ? MHD_NO : MHD_YES;

@@ -134,6 +134,8 @@ struct e2b_files *e2b_files_begin(struct rb_e2b *e, struct MHD_Connection *conn,
 /* The next file begins (the one before it ends): at ?path=, else at name (a part's filename). */
 void e2b_files_next(struct e2b_files *f, const char *name);
 void e2b_files_write(struct e2b_files *f, const char *data, size_t len);
+/* The bytes of the file being written so far. */
+uint64_t e2b_files_len(const struct e2b_files *f);
 /* The body cannot be taken (a malformed multipart body): status with why. */
 void e2b_files_refuse(struct e2b_files *f, unsigned status, const char *why);
 bool e2b_files_refused(const struct e2b_files *f);
