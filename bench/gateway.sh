@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-gateway`: the gateway's connector and CONNECT paths against direct calls and
 # Debian's tinyproxy, measured in the same run (bench/gateway_bench.py); installs tinyproxy
-# (and only it) when missing. Traffic stays on 127.0.0.1.
+# and wrk (and only them) when missing. Traffic stays on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v tinyproxy >/dev/null && [ ! -x /usr/bin/tinyproxy ]; then
@@ -12,4 +12,12 @@ if ! command -v tinyproxy >/dev/null && [ ! -x /usr/bin/tinyproxy ]; then
 		systemctl stop tinyproxy 2>/dev/null || true
 	fi
 fi
-exec python3 bench/gateway_bench.py ./runbox-gateway "${GW_BENCH_N:-2000}"
+if ! command -v wrk >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk >/dev/null ||
+		echo "bench-gateway: wrk could not be installed; calls/s is Python's" >&2
+fi
+mkdir -p build/bench
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+gcc -std=gnu17 -O2 -Wall -Wextra -Werror -o build/bench/gateway_upstream bench/gateway_upstream.c \
+	$(pkg-config --cflags --libs libmicrohttpd) -lpthread
+exec python3 bench/gateway_bench.py ./runbox-gateway build/bench/gateway_upstream "${GW_BENCH_N:-2000}"

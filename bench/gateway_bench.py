@@ -2,40 +2,45 @@
 # `make bench-gateway`: runbox-gateway on host loopback (no sandbox: the listener is made here and
 # passed as the runner passes it), against the same upstreams called directly, in one run:
 #   connector: the added latency (p50, p99) of GET /v1/connectors/bench/x over a direct GET of
-#              the same loopback upstream, and calls per second with C client threads;
+#              the same loopback upstream, and calls per second by wrk (Debian's; 2 threads,
+#              16 keep-alive connections);
 #   proxied:   the same GET through tinyproxy (Debian's) as a forward proxy: a peer's added
 #              latency and calls/s, and runbox's ratio to it;
 #   CONNECT:   a tunnel's setup plus one echoed line, through runbox-gateway and through
 #              tinyproxy, p50 and p99.
 # It also counts the upstream connections each path opened (the gateway reuses its own).
-# The client and the upstream are Python, so calls/s is bounded by them: the direct figure in
-# the same run is that ceiling. Prints a Markdown table. Usage: gateway_bench.py GATEWAY [N]
-import base64, hashlib, hmac, http.client, http.server, json, os, secrets, shutil, socket
+# The HTTP upstream is C (bench/gateway_upstream.c), the latency client Python (its cost is in
+# both rows, so the difference is the gateway's); the direct row's calls/s is the ceiling of
+# that upstream and client on this host. Without wrk, calls/s falls back to Python client
+# threads, which bound it, and the table says so. Prints a Markdown table.
+# Usage: gateway_bench.py GATEWAY UPSTREAM [N]
+import base64, hashlib, hmac, http.client, json, os, secrets, shutil, socket
 import socketserver, subprocess, sys, tempfile, threading, time
 
-GW = sys.argv[1]
-N = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+GW, UPSTREAM = sys.argv[1], sys.argv[2]
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 THREADS = 4
+WRK = shutil.which("wrk")
+WRK_ARGS = ["-t2", "-c16", "-d4s"]
 
 
-class Up(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    wbufsize = 65536  # the head and body in one write: no Nagle/delayed-ACK stall on keep-alive
+class Upstream:
+    """bench/gateway_upstream.c: the C upstream; it prints its port, then the connections it
+    accepted so far for each line it reads."""
 
-    conns = 0  # connections accepted, over the bench (one handler instance per connection)
+    def __init__(self, path):
+        self.p = subprocess.Popen([path, "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(self.p.stdout.readline())
 
-    def setup(self):
-        Up.conns += 1
-        super().setup()
+    @property
+    def conns(self):
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+        return int(self.p.stdout.readline())
 
-    def log_message(self, *a):
-        pass
-
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
+    def stop(self):
+        self.p.stdin.close()
+        self.p.wait()
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -50,7 +55,7 @@ class TS(socketserver.ThreadingTCPServer):
 
 
 def serve(h):
-    s = (http.server.ThreadingHTTPServer if h is Up else TS)(("127.0.0.1", 0), h)
+    s = TS(("127.0.0.1", 0), h)
     s.daemon_threads = True
     threading.Thread(target=s.serve_forever, daemon=True).start()
     return s.server_address[1]
@@ -109,6 +114,30 @@ def rate(port, path, headers, n):
     return sum(done) / (time.perf_counter() - t)
 
 
+def wrk(port, path, headers):
+    """Calls per second by wrk (C, 2 threads, 16 keep-alive connections), or None without it.
+    An absolute URL as path (a forward proxy's request) goes through a script."""
+    if not WRK:
+        return None
+    args = [WRK] + WRK_ARGS
+    for k, v in headers.items():
+        args += ["-H", "%s: %s" % (k, v)]
+    script = None
+    if path.startswith("http://"):
+        script = os.path.join(tmp, "path.lua")
+        open(script, "w").write('wrk.path = "%s"\n' % path)
+        args += ["-s", script]
+        path = "/"
+    out = subprocess.run(args + ["http://127.0.0.1:%d%s" % (port, path)], capture_output=True, text=True,
+                         check=True).stdout
+    # A server that closes after each response (Connection: close) shows as read errors: wrk
+    # counts the response, then reconnects.
+    closes = headers.get("Connection") == "close"
+    bad = [l for l in out.splitlines() if "Non-2xx" in l or ("Socket errors" in l and not closes)]
+    assert not bad, "wrk: %s" % bad
+    return float(next(l for l in out.splitlines() if l.startswith("Requests/sec:")).split()[1])
+
+
 def connects(port, target, auth, n):
     out = []
     for _ in range(n):
@@ -131,7 +160,8 @@ def connects(port, target, auth, n):
     return out
 
 
-up, echo = serve(Up), serve(Echo)
+UP = Upstream(UPSTREAM)
+up, echo = UP.port, serve(Echo)
 tmp = tempfile.mkdtemp(prefix="rbx-gwbench.")
 conf = os.path.join(tmp, "gateway.json")
 json.dump({"connectors": {"bench": {"url": "http://127.0.0.1:%d" % up, "credential": {"env": "RBX_BENCH_KEY"},
@@ -182,13 +212,20 @@ tok = token(key, run)
 H = {"Authorization": "Bearer " + tok}
 WARM = 200
 latencies(up, "/x", {}, WARM)
-c0 = Up.conns
+c0 = UP.conns
 latencies(gport, "/v1/connectors/bench/x", H, WARM)
 d = latencies(up, "/x", {}, N)
 g = latencies(gport, "/v1/connectors/bench/x", H, N)
-gconns = Up.conns - c0 - 1  # the direct calls' one connection
-rd = rate(up, "/x", {}, N // THREADS)
-rg = rate(gport, "/v1/connectors/bench/x", H, N // THREADS)
+gconns = UP.conns - c0 - 1  # the direct calls' one connection
+
+
+def calls(port, path, headers):
+    r = wrk(port, path, headers)
+    return r if r is not None else rate(port, path, headers, N // THREADS)
+
+
+rd = calls(up, "/x", {})
+rg = calls(gport, "/v1/connectors/bench/x", H)
 auth = "Proxy-Authorization: Basic %s\r\n" % base64.b64encode(("runbox:" + tok).encode()).decode()
 cg = connects(gport, "localhost:%d" % echo, auth, N // 4)
 rows = [("direct GET (the upstream itself)", d, rd), ("connector GET through runbox-gateway", g, rg)]
@@ -196,17 +233,19 @@ ct = None
 if tpp:
     purl = "http://127.0.0.1:%d/x" % up
     TH = {"Connection": "close"}  # tinyproxy serves one request per client connection
-    c0 = Up.conns
+    c0 = UP.conns
     latencies(tport, purl, TH, WARM)
     t = latencies(tport, purl, TH, N)
-    tconns = Up.conns - c0
-    rows.append(("GET through tinyproxy (forward proxy)", t, rate(tport, purl, TH, N // THREADS)))
+    tconns = UP.conns - c0
+    rows.append(("GET through tinyproxy (forward proxy)", t, calls(tport, purl, TH)))
     ct = connects(tport, "127.0.0.1:%d" % echo, "", N // 4)
     tpp.terminate()
 gw.terminate()
 gw.wait()
+UP.stop()
 shutil.rmtree(tmp)
-print("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | calls/s (%d client threads) |" % THREADS)
+client = "wrk %s" % " ".join(WRK_ARGS) if WRK else "%d Python client threads: wrk is not installed" % THREADS
+print("| path | p50 ms | p99 ms | added p50 ms | added p99 ms | calls/s (%s) |" % client)
 print("| --- | --- | --- | --- | --- | --- |")
 for name, xs, r in rows:
     print("| %s | %.3f | %.3f | %s | %s | %.0f |" % (name, pct(xs, .5), pct(xs, .99),
