@@ -88,6 +88,14 @@ static bool key_byte(unsigned char c)
 	return (cls[c] & (RB_C_ALNUM | RB_C_US | RB_C_DASH | RB_C_DOT)) != 0;
 }
 
+/* The key [ks, ke) in lower case, '-' as '_', as key_before makes it. */
+static void key_lower(const unsigned char *in, size_t ks, size_t ke, char *key)
+{
+	for (size_t i = ks; i < ke; i++)
+		*key++ = in[i] == '-' ? '_' : (char)((cls[in[i]] & RB_C_UP) ? in[i] + 32 : in[i]);
+	*key = '\0';
+}
+
 /* The key that ends before position k (after the quotes, brackets and spaces between it and
  * its separator): [*ks, *ke). Returns its strength. */
 static enum strength key_before(const unsigned char *in, size_t k, size_t *ks, char *lower, size_t *n_out)
@@ -102,11 +110,7 @@ static enum strength key_before(const unsigned char *in, size_t k, size_t *ks, c
 	*n_out = n;
 	if (n < 3)
 		return KEY_NONE;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = in[s + i];
-		lower[i] = c == '-' ? '_' : (char)((cls[c] & RB_C_UP) ? c + 32 : c);
-	}
-	lower[n] = '\0';
+	key_lower(in, s, k, lower);
 	return key_strength(lower);
 }
 
@@ -288,6 +292,7 @@ static bool secret_value(const unsigned char *v, size_t n, enum strength st, boo
 struct kw_scan {
 	size_t run_start, run_end;
 	size_t judged_end;
+	size_t word_end; /* the end of the key at_word looked at last */
 	bool have_run, have_judged;
 };
 
@@ -459,6 +464,68 @@ static void at_separator(struct kw_scan *kw, const unsigned char *in, size_t len
 	rb_scrub_spans_push(sp, vs, ve, connstr ? RB_SR_CONNSTR : RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
 }
 
+static bool blank(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Shapes with no separator the pass scans for, found from a keyword at w inside the key:
+ * - a quoted key, a comma, a quoted value: define('DB_PASSWORD', '...'), getenv("API_KEY",
+ *   "..."), ["token", "..."];
+ * - a key and its value one space apart: a long option (--api-key VALUE, --password 'VALUE'),
+ *   a Dockerfile's ENV KEY VALUE at a line's start, a .netrc's password VALUE after its login. */
+static void at_word(struct kw_scan *kw, const unsigned char *in, size_t len, size_t w, struct rb_scrub_spans *sp)
+{
+	size_t ke = w;
+	while (ke < len && ke - w < KEY_MAX && key_byte(in[ke]))
+		ke++;
+	if (ke + 3 >= len || ke == kw->word_end)
+		return;
+	bool pair = (in[ke] == '"' || in[ke] == '\'') && in[ke + 1] == ',';
+	if (!pair && (in[ke] != ' ' || in[ke + 1] == '-' || in[ke + 1] == ' '))
+		return; /* no shape; the next option, or a space that is no separator */
+	size_t ks = w;
+	while (ks > 0 && ke - ks < KEY_MAX && key_byte(in[ks - 1]))
+		ks--;
+	kw->word_end = ke; /* a key holding two keywords (SECRET_TOKEN) is looked at once */
+	size_t v = ke + 1;
+	if (pair) {
+		if (ks == 0 || in[ks - 1] != in[ke])
+			return; /* the key itself is what the quotes hold */
+		for (v = ke + 2; v < len && in[v] == ' ' && v - ke < 6;)
+			v++;
+		if (v >= len || (in[v] != '"' && in[v] != '\''))
+			return;
+	} else {
+		if (ks > 0 && !blank(in[ks - 1]))
+			return;
+		bool flag = ke - ks > 4 && in[ks] == '-' && in[ks + 1] == '-' && in[ks + 2] != '-';
+		bool env = !flag && ks >= 4 && memcmp(in + ks - 4, "ENV ", 4) == 0 && (ks == 4 || in[ks - 5] == '\n');
+		size_t lo = ks > LOOKBACK_MAX ? ks - LOOKBACK_MAX : 0;
+		bool netrc = !flag && !env &&
+		             ((ke - ks == 8 && memcmp(in + ks, "password", 8) == 0) ||
+		              (ke - ks == 6 && memcmp(in + ks, "passwd", 6) == 0)) &&
+		             ks - lo >= 6 && memmem(in + lo, ks - lo, "login ", 6);
+		if (!flag && !env && !netrc)
+			return;
+		if (flag)
+			ks += 2;
+	}
+	char key[KEY_MAX + 1];
+	key_lower(in, ks, ke, key);
+	enum strength st = key_strength(key);
+	if (st == KEY_NONE)
+		return;
+	size_t vs, ve, blk;
+	bool quoted;
+	if (!value_at(kw, in, len, v, false, &vs, &ve, &quoted, &blk) || (pair && !quoted))
+		return;
+	if (!quoted && ve < len && !blank(in[ve]))
+		return; /* a bare value ends where its word does */
+	if (secret_value(in + vs, ve - vs, st, false, uuid_key(key, st)))
+		rb_scrub_spans_push(sp, vs, ve, RB_SR_GENERIC, RB_SCRUB_PASS_KEYWORD);
+}
+
 /* <password>value</password>, <string name="api_key">value</string>: '>' at q. */
 static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_scrub_spans *sp)
 {
@@ -567,14 +634,16 @@ static void separators(struct kw_scan *kw, const unsigned char *in, size_t len, 
 void rb_scrub_keywords_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
                             struct rb_scrub_spans *sp)
 {
-	struct kw_scan kw = {0};
+	struct kw_scan kw = {.word_end = SIZE_MAX};
 	struct rb_scrub_pf_cursor cur = {0};
 	size_t w = next_word(t, &cur, in, 0, len);
 	while (w < len) {
+		at_word(&kw, in, len, w, sp);
 		/* the separators after this keyword and the ones within its reach */
 		size_t lo = w + 1, hi = len - w > KW_REACH ? w + KW_REACH + 1 : len;
 		size_t nw = next_word(t, &cur, in, w + 1, len);
 		while (nw < hi) {
+			at_word(&kw, in, len, nw, sp);
 			hi = len - nw > KW_REACH ? nw + KW_REACH + 1 : len;
 			nw = next_word(t, &cur, in, nw + 1, len);
 		}

@@ -1447,6 +1447,15 @@ static const struct positive positives[] = {
     {"<add key=\"ClearTextPassword\" value=\"", "%a20", "\" />", "generic-secret"},
     {"acct.redis.cache.windows.net:6380,password=/", "%b42=", ",ssl=True,abortConnect=False", "generic-secret"},
     {"jdbc:sqlserver://db:1433;databaseName=app;user=sa;password=", "%a18", ";", "connection-string-password"},
+    /* a quoted key, a comma, a quoted value; a key and its value a space apart */
+    {"define('DB_PASSWORD', '", "%a20", "');", "generic-secret"},
+    {"api_key = os.getenv(\"API_KEY\", \"", "%a32", "\")", "generic-secret"},
+    {"[\"token\", \"", "%a24", "\"]", "generic-secret"},
+    {"deploy --api-key ", "%a32", " --region eu\n", "generic-secret"},
+    {"  --password '", "%a20", "' \\\n", "generic-secret"},
+    {"ENV SECRET_TOKEN ", "%a32", "\n", "generic-secret"},
+    {"machine api.example.net login ci password ", "%a20", "\n", "generic-secret"},
+    {"machine api.example.net\n  login ci\n  password ", "%a20", "\n", "generic-secret"},
     /* a UUID under a password, a token or an API key */
     {"HEROKU_API_KEY=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
     {"//registry.npmjs.org/:_authToken=", "%h8-%h4-%h4-%h4-%h12", "\n", "generic-secret"},
@@ -1657,6 +1666,17 @@ static void test_precision(void **state)
 	    "master-branchprotectionrule",
 	    "version 1.A and 0.A.Ag",
 	    "cache_dir=/var/lib/app/cache-data/xq3bT9wLm2Kp7Rz4",
+	    /* a pair, a flag or a word a space before a value, that names no secret's value */
+	    "api_key = os.environ.get(\"API_KEY\", \"default\")",
+	    "log.info(\"token\", token)",
+	    "define('AUTH_KEY', 'put your unique phrase here');",
+	    "print(\"Xq3bT9wLm2Kp7Rz4\", \"token\")",
+	    "--token-file /run/secrets/Xq3bT9wLm2Kp7Rz4",
+	    "--auth-type Xq3bT9wLm2Kp7Rz4",
+	    "--password \"$DB_PASSWORD\" --api-key ${API_KEY}",
+	    "the password is Xq3bT9wLm2Kp7Rz4 for now",
+	    "keyring set password Xq3bT9wLm2Kp7Rz4",
+	    "RUN ENV API_TOKEN Xq3bT9wLm2Kp7Rz4Nv8Hc1Jd",
 	    "tkn.v1_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx=",
 	    "sk_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 	    /* a word before a token outside a URL's path: a longer word, not a token */
