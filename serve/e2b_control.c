@@ -21,7 +21,7 @@ static void free_sandbox(struct e2b_sandbox *s)
 {
 	for (size_t i = 0; i < s->n_procs; i++) {
 		free(s->procs[i].tag);
-		json_decref(s->procs[i].config);
+		free(s->procs[i].config);
 	}
 	free(s->procs);
 	json_decref(s->metadata);
@@ -446,8 +446,70 @@ unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E
 	return st;
 }
 
-int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id, const char *tag, json_t *config)
+/* What List shows of a config: its cmd, args, envs and cwd, never a key the start did not read;
+ * its cmd alone (cut to 4 KiB) once the sandbox's kept configs would pass E2B_CONFIGS_MAX. */
+static char *kept_config(const json_t *config, size_t room, size_t *len)
 {
+	_cleanup_json_ json_t *k = json_object();
+	static const char *const keys[] = {"cmd", "args", "envs", "cwd"};
+	for (size_t i = 0; k && i < sizeof keys / sizeof keys[0]; i++)
+		if (json_object_get(config, keys[i]))
+			json_object_set(k, keys[i], json_object_get(config, keys[i]));
+	char *text = k ? json_dumps(k, JSON_COMPACT) : NULL;
+	if (text && strlen(text) > room) {
+		free(text);
+		const char *cmd = json_string_value(json_object_get(config, "cmd"));
+		_cleanup_json_ json_t *c = json_pack("{s:s%}", "cmd", cmd ? cmd : "", cmd ? strnlen(cmd, 4096) : 0);
+		text = c ? json_dumps(c, JSON_COMPACT) : NULL;
+	}
+	*len = text ? strlen(text) : 0;
+	return text;
+}
+
+/* Drops the sandbox's processes that ended (or whose handle the session let go): their ids are
+ * looked up without e->lock, which is never held across a call into sv. */
+static void prune_ended(struct rb_e2b *e, const char *sid)
+{
+	char(*ids)[E2B_ID_HEX] = NULL;
+	size_t n = 0;
+	pthread_mutex_lock(&e->lock);
+	struct e2b_sandbox *s = find(e, sid);
+	if (s && s->n_procs >= E2B_PROCS_PRUNE && (ids = calloc(s->n_procs, sizeof *ids)))
+		for (; n < s->n_procs; n++)
+			memcpy(ids[n], s->procs[n].id, E2B_ID_HEX);
+	pthread_mutex_unlock(&e->lock);
+	bool *ended = n ? calloc(n, sizeof *ended) : NULL;
+	for (size_t i = 0; ended && i < n; i++) {
+		_cleanup_json_ json_t *r = NULL;
+		ended[i] = rb_serve_proc_get(e->sv, sid, ids[i], &r) != 200 ||
+		           strcmp(json_string_value(json_object_get(r, "state")) ?: "", "running") != 0;
+	}
+	pthread_mutex_lock(&e->lock);
+	s = ended ? find(e, sid) : NULL;
+	size_t kept = 0;
+	for (size_t i = 0; s && i < s->n_procs; i++) {
+		struct e2b_proc *p = &s->procs[i];
+		bool gone = false;
+		for (size_t j = 0; j < n && !gone; j++)
+			gone = ended[j] && !strcmp(ids[j], p->id);
+		if (gone) {
+			s->config_bytes -= p->config_len;
+			free(p->tag);
+			free(p->config);
+		} else {
+			s->procs[kept++] = *p;
+		}
+	}
+	if (s)
+		s->n_procs = kept;
+	pthread_mutex_unlock(&e->lock);
+	free(ended);
+	free(ids);
+}
+
+int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id, const char *tag, const json_t *config)
+{
+	prune_ended(e, sid);
 	int r = -1;
 	pthread_mutex_lock(&e->lock);
 	struct e2b_sandbox *s = find(e, sid);
@@ -460,12 +522,19 @@ int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id
 		}
 	}
 	if (s && s->n_procs < s->cap_procs) {
-		struct e2b_proc *p = &s->procs[s->n_procs++];
+		struct e2b_proc *p = &s->procs[s->n_procs];
 		p->pid = pid;
 		snprintf(p->id, sizeof p->id, "%s", id);
-		p->tag = tag ? strdup(tag) : NULL;
-		p->config = json_incref(config);
-		r = 0;
+		p->tag = tag ? strndup(tag, E2B_TAG_MAX) : NULL;
+		p->config = kept_config(config, E2B_CONFIGS_MAX - s->config_bytes, &p->config_len);
+		if ((!tag || p->tag) && p->config) {
+			s->config_bytes += p->config_len;
+			s->n_procs++;
+			r = 0;
+		} else {
+			free(p->tag);
+			free(p->config);
+		}
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;
@@ -499,7 +568,8 @@ json_t *e2b_proc_list(struct rb_e2b *e, const char *sid)
 	struct e2b_sandbox *s = find(e, sid);
 	for (size_t i = 0; s && i < s->n_procs; i++) {
 		struct e2b_proc *p = &s->procs[i];
-		json_t *o = json_pack("{s:I, s:s, s:O}", "pid", (json_int_t)p->pid, "id", p->id, "config", p->config);
+		json_t *o = json_pack("{s:I, s:s, s:o}", "pid", (json_int_t)p->pid, "id", p->id, "config",
+		                      json_loadb(p->config, p->config_len, 0, NULL));
 		if (p->tag)
 			json_object_set_new(o, "tag", json_string(p->tag));
 		json_array_append_new(a, o);

@@ -326,6 +326,8 @@ static void proc_start(struct rb_e2b *e, const struct e2b_req *rq, const char *s
 	json_t *cfg = json_object_get(m, "process");
 	const char *cmd = json_string_value(json_object_get(cfg, "cmd"));
 	const char *tag = json_string_value(json_object_get(m, "tag"));
+	if (tag && strlen(tag) > E2B_TAG_MAX)
+		return stream_error(e, rq->conn, sid, rp, "invalid_argument", "tag: longer than 256 bytes");
 	bool want_stdin = json_is_true(json_object_get(m, "stdin"));
 	/* E2B runs the user's login shell; an image without bash gets sh, found on the first try. */
 	bool swap = cmd && !strcmp(cmd, "/bin/bash") && e2b_bash_get(e, sid) == 0;

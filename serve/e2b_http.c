@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "serve/e2b_internal.h"
 #include "serve/inflight.h"
 
@@ -22,6 +23,9 @@ struct e2b_http {
 	struct rb_serve_inflight *inflight; /* each tenant's calls in flight */
 };
 
+#define UNKNOWN_IDLE_S 5u  /* an unknown caller's connection idle this long is closed */
+#define UNKNOWN_BODY_S 10u /* and its body is answered after this long */
+
 struct upload {
 	char *data;
 	size_t len;
@@ -32,6 +36,8 @@ struct upload {
 	char *part;      /* the multipart part being read: its filename */
 	const char *bad; /* a body that cannot be taken */
 	bool unknown;    /* no valid key (control) or sandbox token (envd): its body is dropped unread */
+	uint64_t unknown_since_us;
+	bool answered;   /* before its body ended (an unknown caller's, sending too long) */
 	char tenant[65]; /* the caller's, when it holds one of its calls in flight; else "" */
 };
 
@@ -192,6 +198,22 @@ static enum MHD_Result files_start(struct rb_e2b *e, struct MHD_Connection *conn
 	return MHD_YES;
 }
 
+/* The call's reply, routed and queued. */
+static enum MHD_Result answer(struct rb_e2b *e, struct MHD_Connection *conn, const char *url, const char *method,
+                              struct upload *u)
+{
+	struct e2b_reply rp = E2B_REPLY_INIT;
+	route(e, conn, url, method, u, &rp);
+	enum MHD_Result ret = send_reply(conn, &rp);
+	json_decref(rp.json);
+	free(rp.raw);
+	if (rp.stream)
+		rp.stream->free(rp.stream);
+	if (rp.fd >= 0)
+		close(rp.fd);
+	return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **req_cls)
 {
@@ -206,7 +228,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*req_cls = u;
 		/* A caller is known by its headers before a byte of its body is kept: an unknown one's
 		 * body is read and dropped (route() then answers it as it would have), never held in
-		 * memory for anyone who can reach the port. */
+		 * memory for anyone who can reach the port, nor a connection for long. */
 		char sid[E2B_ID_HEX], tenant[65] = "";
 		const char *why;
 		const struct e2b_key *k = NULL;
@@ -214,8 +236,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    e2b_is_envd_path(url)
 		        ? e2b_authorize(e, conn, sid, tenant, &why) != 0
 		        : !(k = e2b_key_find(e, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-Key")));
-		if (u->unknown)
+		if (u->unknown) {
+			/* Its body is read and dropped, so that a client sending one hears its 401 (a reply
+			 * before the body ends is a reset to most clients), but briefly: a connection that
+			 * idles UNKNOWN_IDLE_S is closed, one still sending after UNKNOWN_BODY_S answered. */
+			MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, UNKNOWN_IDLE_S);
+			u->unknown_since_us = rb_now_us();
 			return MHD_YES;
+		}
 		if (k)
 			snprintf(tenant, sizeof tenant, "%s", k->tenant);
 		struct rb_error err;
@@ -230,6 +258,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		memcpy(u->tenant, tenant, sizeof tenant);
 		u->files_post = !strcmp(method, "POST") && !strcmp(url, "/files");
 		return u->files_post ? files_start(e, conn, sid, u) : MHD_YES;
+	}
+	if (u->answered) {
+		*size = 0;
+		return MHD_YES;
+	}
+	if (u->unknown && *size && rb_now_us() - u->unknown_since_us > UNKNOWN_BODY_S * 1000000ull) {
+		*size = 0;
+		u->answered = true;
+		return answer(e, conn, url, method, u);
 	}
 	if (*size) {
 		if (u->bad || u->unknown || (u->files && e2b_files_refused(u->files))) {
@@ -249,16 +286,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (u->pp && MHD_destroy_post_processor(u->pp) != MHD_YES)
 		e2b_files_refuse(u->files, 400, "a multipart body cut short (no closing boundary)");
 	u->pp = NULL;
-	struct e2b_reply rp = E2B_REPLY_INIT;
-	route(e, conn, url, method, u, &rp);
-	enum MHD_Result ret = send_reply(conn, &rp);
-	json_decref(rp.json);
-	free(rp.raw);
-	if (rp.stream)
-		rp.stream->free(rp.stream);
-	if (rp.fd >= 0)
-		close(rp.fd);
-	return ret;
+	return answer(e, conn, url, method, u);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
@@ -374,7 +402,7 @@ int rb_e2b_start(struct rb_serve *sv, const char *listen_at, const char *keys_pa
 	e->http->d = MHD_start_daemon(
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 	    on_request, e, MHD_OPTION_NOTIFY_COMPLETED, on_completed, e, MHD_OPTION_LISTEN_SOCKET,
-	    (MHD_socket)e->http->fd, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 600u,
+	    (MHD_socket)e->http->fd, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!e->http->d) {
 		rb_e2b_stop(e);

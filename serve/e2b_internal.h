@@ -32,7 +32,8 @@ struct e2b_proc {
 	uint32_t pid;
 	char id[E2B_ID_HEX];
 	char *tag;
-	json_t *config; /* the ProcessConfig as given, for List */
+	char *config; /* for List: the ProcessConfig's cmd, args, envs and cwd as given (JSON text) */
+	size_t config_len;
 };
 
 struct e2b_sandbox {
@@ -43,8 +44,9 @@ struct e2b_sandbox {
 	json_t *metadata;
 	int64_t started_ms, end_ms; /* wall clock */
 	int has_bash;               /* -1 unknown, 0, 1 */
-	struct e2b_proc *procs;
+	struct e2b_proc *procs;     /* started, not yet known to have ended (e2b_proc_add) */
 	size_t n_procs, cap_procs;
+	size_t config_bytes; /* of the procs' configs */
 	struct e2b_sandbox *next;
 };
 
@@ -111,8 +113,15 @@ unsigned e2b_authorize(struct rb_e2b *e, struct MHD_Connection *conn, char sid[E
 /* Whether the session of an entry is still open; an entry whose session is gone (closed
  * natively, idle, drained) is forgotten. */
 bool e2b_session_alive(struct rb_e2b *e, const char *id);
-/* Table helpers for envd (under e->lock inside). */
-int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id, const char *tag, json_t *config);
+/* Table helpers for envd (under e->lock inside). A process started: its pid, tag (at most
+ * E2B_TAG_MAX bytes) and what List shows of its config, E2B_CONFIGS_MAX bytes of them per
+ * sandbox (past that, its cmd alone). Ended processes are dropped once the table holds
+ * E2B_PROCS_PRUNE: a sandbox's table never holds more than it runs at once, and that many. */
+#define E2B_TAG_MAX     256
+#define E2B_CONFIGS_MAX (1u << 20)
+#define E2B_PROCS_PRUNE 64
+int e2b_proc_add(struct rb_e2b *e, const char *sid, uint32_t pid, const char *id, const char *tag,
+                 const json_t *config);
 /* The session's process id of E2B pid (or tag); 0, or -1 when none. */
 int e2b_proc_find(struct rb_e2b *e, const char *sid, uint32_t pid, const char *tag, char id[E2B_ID_HEX],
                   uint32_t *pid_out);

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -199,6 +200,60 @@ describe('the v1 paths and the native view', () => {
       body: JSON.stringify({ path: '/workspace', depth: 1 }) });
     const sizes = Object.fromEntries((await ls.json()).entries.map((e) => [e.name, Number(e.size)]));
     for (let i = 0; i < 4; i++) assert.equal(sizes[`big${i}.bin`], 7 << 20, `big${i}.bin was written whole`);
+  });
+
+  test('an unknown caller that stops sending holds its connection for seconds, not minutes', async () => {
+    const port = Number(new URL(d.url).port);
+    const t0 = Date.now();
+    const closed = await new Promise((ok) => {
+      const c = net.connect(port, '127.0.0.1', () =>
+        c.write('POST /sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: e2b_nope\r\nContent-Length: 1000000000\r\n\r\nab'));
+      c.on('data', () => {});
+      c.on('error', () => {});
+      c.on('close', () => ok(Date.now() - t0));
+      setTimeout(() => { c.destroy(); ok(null); }, 30000);
+    });
+    assert.ok(closed !== null && closed < 15000, `the daemon closed the idle unknown caller after ${closed} ms`);
+    // Control: a caller with the key is served meanwhile and after.
+    const r = await fetch(`${d.url}/v2/sandboxes`, { headers: { 'X-API-Key': d.key } });
+    assert.equal(r.status, 200);
+  });
+
+  test('a started process keeps only what List shows of its config: starts with a large unknown key leave the daemon\'s peak flat', async () => {
+    const res = await fetch(`${d.url}/sandboxes`, { method: 'POST', headers: { 'X-API-Key': d.key,
+      'Content-Type': 'application/json' }, body: JSON.stringify({ templateID: 'base', timeout: 120 }) });
+    assert.equal(res.status, 201);
+    const b = await res.json();
+    live.push({ sandboxId: b.sandboxID });
+    const hwm = () => Number(/^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${d.pid}/status`, 'utf8'))[1]) * 1024;
+    const headers = { 'E2b-Sandbox-Id': b.sandboxID, 'X-Access-Token': b.envdAccessToken };
+    // Process.Start is a server stream: one Connect envelope (flags, length, JSON) each way.
+    const start = async (process, tag) => {
+      const j = Buffer.from(JSON.stringify({ process, ...(tag ? { tag } : {}) }));
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(j.length, 1);
+      const r = await fetch(`${d.url}/process.Process/Start`, { method: 'POST', headers: { ...headers,
+        'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1' }, body: Buffer.concat([head, j]) });
+      assert.equal(r.status, 200);
+      return Buffer.from(await r.arrayBuffer()).toString();
+    };
+    const junk = new Array(300000).fill(0); // ~600 KB of JSON, ~13x that once parsed
+    await start({ cmd: '/bin/true', args: [], x: junk });
+    const h0 = hwm();
+    for (let i = 0; i < 12; i++) await start({ cmd: '/bin/true', args: [], x: junk });
+    const h1 = hwm();
+    assert.ok(h1 - h0 < (48 << 20), `the daemon's peak grew ${(h1 - h0) >> 20} MiB over 12 starts`);
+    // What List shows of a running one: its cmd, args, envs, cwd, never the unknown key.
+    start({ cmd: '/bin/sh', args: ['-c', 'sleep 30'], envs: { A: '1' }, x: junk }, 'kept');
+    let listed;
+    for (let i = 0; i < 100 && !listed; i++) {
+      const r = await fetch(`${d.url}/process.Process/List`, { method: 'POST', headers: { ...headers,
+        'Content-Type': 'application/json' }, body: '{}' });
+      listed = (await r.json()).processes.find((p) => p.tag === 'kept');
+      if (!listed) await new Promise((ok) => setTimeout(ok, 50));
+    }
+    assert.ok(listed, 'the running process is listed');
+    assert.deepEqual(listed.config, { cmd: '/bin/sh', args: ['-c', 'sleep 30'], envs: { A: '1' } });
   });
 
   test('a session closed natively (runbox session rm) is gone for E2B too', async () => {
