@@ -100,7 +100,9 @@ unsigned rb_serve_fs_stat(struct rb_serve *sv, const char *sid, const char *path
 		return end_error(&c, reply);
 	_cleanup_close_ int pfd = rb_fs_open_parent(&c.fs, &c.p, false, &c.err);
 	struct stat st;
-	int r = pfd < 0 ? -1 : stat_at(pfd, &c.p, &st, &c.err);
+	/* Below a kernel filesystem the daemon would read the kernel's view (a /proc link's target
+	 * as the host's root names it), not the sandbox's files. */
+	int r = pfd < 0 || rb_fs_not_kernel(pfd, c.p.full, &c.err) < 0 ? -1 : stat_at(pfd, &c.p, &st, &c.err);
 	json_t *o = r == 0 ? rb_fs_stat_json(c.p.full, c.p.name, &st, pfd) : NULL;
 	rb_fscred_leave(&cr);
 	if (r < 0)
@@ -176,8 +178,15 @@ static int list_dir(int dfd, const char *full, unsigned depth, json_t *out, bool
 			struct rb_error sub;
 			_cleanup_close_ int cfd =
 			    rb_fs_open_child(dirfd(d), names[i], O_PATH | O_DIRECTORY, false, child, &sub);
-			if (cfd >= 0)
-				r = list_dir(cfd, child, depth - 1, out, truncated, err);
+			/* A kernel filesystem's mount point is listed, never what is below it; nor what is
+			 * below a directory these ids may not read (it is listed: a list of it is a 403). */
+			if (cfd >= 0 && rb_fs_not_kernel(cfd, child, &sub) == 0 &&
+			    (r = list_dir(cfd, child, depth - 1, out, truncated, &sub)) < 0) {
+				if (sub.errnum == EACCES)
+					r = 0;
+				else
+					*err = sub;
+			}
 		}
 	}
 	for (size_t i = 0; i < n; i++)
@@ -205,7 +214,9 @@ unsigned rb_serve_fs_list(struct rb_serve *sv, const char *sid, const char *path
 		                  : fcntl(pfd, F_DUPFD_CLOEXEC, 3);
 	json_t *entries = json_array();
 	bool truncated = false;
-	int r = dfd < 0 ? -1 : list_dir(dfd, c.p.full, depth, entries, &truncated, &c.err);
+	int r = dfd < 0 || rb_fs_not_kernel(dfd, c.p.full, &c.err) < 0
+	            ? -1
+	            : list_dir(dfd, c.p.full, depth, entries, &truncated, &c.err);
 	rb_fscred_leave(&cr);
 	if (r < 0) {
 		json_decref(entries);

@@ -117,6 +117,18 @@ api GET "/v1/sessions/$S/files?path=/proc/1/environ"; a=$ST; ar=$R
 api GET "/v1/sessions/$S/files?path=/etc/passwd"; b=$ST
 if [ "$a" = 403 ] && [[ "$ar" != *"eph-$MARK"* ]] && [ "$b" = 200 ]; then ok "a kernel file (/proc/1/environ) is refused (403); control: /etc/passwd of the sandbox reads"
 else not_ok "kernel files are refused" "proc $a, passwd $b"; fi
+# stat and list of a kernel filesystem: refused, never the daemon's view of /proc's links (their
+# targets as the host's root names them); a listing from / shows /proc, not what is below it
+api GET "/v1/sessions/$S/fs/stat?path=/proc/1/cwd"; a=$ST; ar=$R
+api GET "/v1/sessions/$S/fs/list?path=/proc/1&depth=2"; b=$ST; br=$R
+api GET "/v1/sessions/$S/fs/list?path=/&depth=2"; c=$ST; cr=$R
+below=$(jv 'sum(1 for e in r["entries"] if e["path"].startswith("/proc/") or e["path"].startswith("/sys/"))')
+top=$(jv 'sum(1 for e in r["entries"] if e["path"] in ("/proc", "/workspace"))')
+api GET "/v1/sessions/$S/fs/stat?path=/workspace"; d=$ST
+if [ "$a" = 403 ] && [ "$b" = 403 ] && [[ "$ar$br" != *'"target"'* ]] && [ "$c" = 200 ] && [ "$below" = 0 ] &&
+	[ "$top" = 2 ] && [ "$d" = 200 ]; then
+	ok "stat and list below a kernel filesystem are refused (403); a listing of / shows /proc but nothing below it; control: /workspace stats"
+else not_ok "stat and list of kernel filesystems" "stat $a, list $b, / $c ${cr:0:300} ($below below /proc and /sys, $top of /proc and /workspace), workspace $d"; fi
 ex sh -c 'touch /usr/rbx-probe 2>/dev/null'
 probe=$RC
 api PUT "/v1/sessions/$S/files?path=/usr/rbx-$MARK" "x"; a=$ST
