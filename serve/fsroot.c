@@ -58,36 +58,86 @@ int rb_fspath_parse(const char *path, const char *what, struct rb_fspath *p, str
 	return 0;
 }
 
-/* Whether a link at name (relative to /workspace) to target stays inside /workspace, read
- * lexically: relative from the link's directory, or absolute below /workspace (as the sandbox,
- * whose root it names, sees it). */
-bool rb_fspath_link_inside(const char *name, const char *target)
+#define LINK_HOPS 40 /* links followed on one path, as the kernel's MAXSYMLINKS */
+
+/* A path being resolved below /workspace: relative to it, no link in it ("" is /workspace). */
+struct walk {
+	char path[PATH_MAX];
+	size_t len;
+	unsigned hops;
+	rb_fspath_lookup_fn lookup;
+	void *ctx;
+};
+
+/* To the parent directory; false at /workspace, whose parent is outside. */
+static bool walk_up(struct walk *w)
+{
+	if (!w->len)
+		return false;
+	const char *s = memrchr(w->path, '/', w->len);
+	w->len = s ? (size_t)(s - w->path) : 0;
+	w->path[w->len] = '\0';
+	return true;
+}
+
+/* Follows target from the directory w is at, through every link lookup names. */
+static bool walk_follow(struct walk *w, const char *target)
 {
 	if (!target[0])
 		return false;
-	int depth = 0;
-	char buf[PATH_MAX];
-	snprintf(buf, sizeof buf, "%s", target);
+	_cleanup_free_ char *buf = strdup(target);
+	if (!buf)
+		return false;
 	char *save = NULL, *t = strtok_r(buf, "/", &save);
-	if (target[0] == '/') {
+	if (target[0] == '/') { /* the sandbox's root: inside only below /workspace */
 		while (t && !strcmp(t, "."))
 			t = strtok_r(NULL, "/", &save);
 		if (!t || strcmp(t, "workspace") != 0)
 			return false;
+		w->len = 0;
+		w->path[0] = '\0';
 		t = strtok_r(NULL, "/", &save);
-	} else {
-		for (const char *c = name; *c; c++)
-			depth += *c == '/';
 	}
 	for (; t; t = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(t, ".."))
-			depth--;
-		else if (strcmp(t, ".") != 0)
-			depth++;
-		if (depth < 0)
+		if (!strcmp(t, "."))
+			continue;
+		if (!strcmp(t, "..")) {
+			if (!walk_up(w))
+				return false;
+			continue;
+		}
+		size_t at = w->len, n = strlen(t);
+		if (at + 1 + n >= sizeof w->path)
 			return false;
+		if (at)
+			w->path[w->len++] = '/';
+		memcpy(w->path + w->len, t, n + 1);
+		w->len += n;
+		char next[PATH_MAX];
+		if (w->lookup && w->lookup(w->ctx, w->path, next, sizeof next)) {
+			/* A link on the way: what follows goes on from where it leads. */
+			w->len = at;
+			w->path[at] = '\0';
+			if (++w->hops > LINK_HOPS || !walk_follow(w, next))
+				return false;
+		}
 	}
 	return true;
+}
+
+/* Whether a link at name (relative to /workspace) to target stays inside /workspace, followed as
+ * the kernel follows it: relative from the link's directory, absolute from the sandbox's root
+ * (below /workspace), and through every link lookup knows on the way (a `..` after a link goes
+ * up from where the link leads, not from the text before it). */
+bool rb_fspath_link_inside(const char *name, const char *target, rb_fspath_lookup_fn lookup, void *ctx)
+{
+	struct walk w = {.lookup = lookup, .ctx = ctx};
+	int n = snprintf(w.path, sizeof w.path, "%s", name);
+	if (n < 0 || (size_t)n >= sizeof w.path)
+		return false;
+	w.len = (size_t)n;
+	walk_up(&w); /* the link's directory */
+	return walk_follow(&w, target);
 }
 
 int rb_fscred_enter(const struct rb_serve_fs *fs, struct rb_fscred *c, struct rb_error *err)

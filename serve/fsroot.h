@@ -26,9 +26,14 @@ struct rb_fspath {
  * slashes are dropped. */
 int rb_fspath_parse(const char *path, const char *what, struct rb_fspath *p, struct rb_error *err);
 
-/* Whether a link at name (relative to /workspace) to target stays in /workspace, read
- * lexically: relative from the link's directory, or absolute below /workspace. */
-bool rb_fspath_link_inside(const char *name, const char *target);
+/* The target of the link at rel (relative to /workspace, no link in it) into target: true, or
+ * false when rel is no link. */
+typedef bool (*rb_fspath_lookup_fn)(void *ctx, const char *rel, char *target, size_t len);
+
+/* Whether a link at name (relative to /workspace) to target stays in /workspace, followed as the
+ * kernel would: relative from the link's directory, or absolute below /workspace, through the
+ * links lookup names on the way (NULL: none; the text alone), at most 40 of them. */
+bool rb_fspath_link_inside(const char *name, const char *target, rb_fspath_lookup_fn lookup, void *ctx);
 
 /* The thread's file system credentials while it acts for a sandbox (as root: fsuid and fsgid set
  * to the sandbox root's host ids, no supplementary groups, which drops every capability over

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -71,6 +73,7 @@ struct packer {
 	uint64_t members, bytes, cap_in;
 	json_t *skipped;   /* links leaving /workspace: a hydrate refuses them, so they are not kept */
 	dev_t dev;         /* /workspace's: anything on another device (an input, a skill) is left out */
+	int top;           /* /workspace */
 	json_t *ephemeral; /* a manifest's ephemeral files ({"rel": true}), left out; or NULL */
 	struct rb_error *err;
 	bool failed;
@@ -150,6 +153,21 @@ static void free_names(char **v, size_t n)
 	free(v);
 }
 
+/* The tree's link at rel (below /workspace, opened without following a link or leaving its mount),
+ * for rb_fspath_link_inside. */
+static bool tree_link(void *ctx, const char *rel, char *target, size_t len)
+{
+	const struct packer *p = ctx;
+	struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, p->top, rel, &how, sizeof how);
+	ssize_t n = fd < 0 ? -1 : readlinkat(fd, "", target, len - 1);
+	if (n < 0)
+		return false;
+	target[n] = '\0';
+	return true;
+}
+
 static int pack_entry(struct packer *p, int dfd, const char *name, const char *rel, const struct stat *st, int fd)
 {
 	struct archive_entry *e = archive_entry_new();
@@ -170,7 +188,7 @@ static int pack_entry(struct packer *p, int dfd, const char *name, const char *r
 			return rb_error_set(p->err, errno, "snapshot: readlink /workspace/%s", rel);
 		}
 		target[n] = '\0';
-		if (!rb_fspath_link_inside(rel, target)) {
+		if (!rb_fspath_link_inside(rel, target, tree_link, p)) {
 			archive_entry_free(e);
 			p->members--;
 			if (json_array_size(p->skipped) < 100)
@@ -325,6 +343,7 @@ unsigned rb_serve_snapshot(struct rb_serve *sv, const char *sid, json_t **reply)
 	if (r == 0 && (p.out = spool_file(store, &err)) < 0)
 		r = -1;
 	p.dev = wst.st_dev;
+	p.top = top;
 	if (r == 0 && (!(p.a = archive_write_new()) || archive_write_set_format_pax_restricted(p.a) != ARCHIVE_OK ||
 	               archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
 	               /* Not padded to a 10 KiB block: zeros after the zstd frame are no zstd. */
@@ -489,6 +508,16 @@ static struct archive *reader(int fd, struct rb_error *err)
 }
 
 /* Whether name or one of its parents is a key of set. */
+/* The archive's link at rel (the links table, name -> target), for rb_fspath_link_inside. */
+static bool archive_link(void *ctx, const char *rel, char *target, size_t len)
+{
+	const char *t = json_string_value(json_object_get(ctx, rel));
+	if (!t || strlen(t) >= len)
+		return false;
+	memcpy(target, t, strlen(t) + 1);
+	return true;
+}
+
 static bool under_any(const json_t *set, const char *name)
 {
 	char buf[PATH_MAX];
@@ -558,12 +587,12 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 			}
 		} else if (type == AE_IFLNK) {
 			const char *t = archive_entry_symlink(e);
-			if (!t || !rb_fspath_link_inside(name, t))
+			if (!t || !rb_fspath_link_inside(name, t, NULL, NULL))
 				r = rb_error_setk(err, RB_ERR_INPUT, 0,
 				                  "hydrate: member `%s`: a link to `%s` leaves /workspace", name,
 				                  t ? t : "");
 			else
-				json_object_set_new(links, name, json_true());
+				json_object_set_new(links, name, json_string(t));
 		} else if (type == AE_IFREG) {
 			*bytes += (uint64_t)(archive_entry_size(e) > 0 ? archive_entry_size(e) : 0);
 			if (*bytes > b->bytes_out)
@@ -579,6 +608,18 @@ static int check_members(int fd, const struct rb_serve_hydrate_bounds *b, uint64
 		r = rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: the archive is damaged: %s",
 		                  archive_error_string(a) ? archive_error_string(a) : "unreadable");
 	archive_read_free(a);
+	/* Each link once more, through the archive's other links (x/p -> .., then
+	 * q -> x/p/x/p/../../etc), which may come after it. */
+	const char *ln;
+	json_t *lt;
+	json_object_foreach(links, ln, lt)
+	{
+		if (r == 0 && !rb_fspath_link_inside(ln, json_string_value(lt), archive_link, links))
+			r = rb_error_setk(
+			    err, RB_ERR_INPUT, 0,
+			    "hydrate: member `%s`: a link to `%s` leaves /workspace through the archive's links", ln,
+			    json_string_value(lt));
+	}
 	return r;
 }
 

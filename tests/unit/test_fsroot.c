@@ -51,20 +51,50 @@ static void parse_refuses_relative_and_dotdot(void **state)
 static void link_inside_workspace(void **state)
 {
 	/* Relative, from the link's own directory. */
-	assert_true(rb_fspath_link_inside("a/l", "b"));
-	assert_true(rb_fspath_link_inside("a/l", "../b"));
-	assert_true(rb_fspath_link_inside("a/b/l", "../../c/./d"));
-	assert_false(rb_fspath_link_inside("l", ".."));
-	assert_false(rb_fspath_link_inside("a/l", "../../b"));
-	assert_false(rb_fspath_link_inside("a/l", "x/../../../b"));
+	assert_true(rb_fspath_link_inside("a/l", "b", NULL, NULL));
+	assert_true(rb_fspath_link_inside("a/l", "../b", NULL, NULL));
+	assert_true(rb_fspath_link_inside("a/b/l", "../../c/./d", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "..", NULL, NULL));
+	assert_false(rb_fspath_link_inside("a/l", "../../b", NULL, NULL));
+	assert_false(rb_fspath_link_inside("a/l", "x/../../../b", NULL, NULL));
 	/* Absolute: inside only below /workspace, as the sandbox sees it. */
-	assert_true(rb_fspath_link_inside("l", "/workspace/x"));
-	assert_true(rb_fspath_link_inside("l", "/workspace"));
-	assert_false(rb_fspath_link_inside("l", "/etc/passwd"));
-	assert_false(rb_fspath_link_inside("l", "/workspace/../etc"));
-	assert_false(rb_fspath_link_inside("l", "/workspacex"));
-	assert_false(rb_fspath_link_inside("l", "/"));
-	assert_false(rb_fspath_link_inside("l", ""));
+	assert_true(rb_fspath_link_inside("l", "/workspace/x", NULL, NULL));
+	assert_true(rb_fspath_link_inside("l", "/workspace", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "/etc/passwd", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "/workspace/../etc", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "/workspacex", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "/", NULL, NULL));
+	assert_false(rb_fspath_link_inside("l", "", NULL, NULL));
+}
+
+/* A tree's links for the resolver: pairs of (path, target). */
+static bool table_link(void *ctx, const char *rel, char *target, size_t len)
+{
+	for (const char *const *t = ctx; t[0]; t += 2)
+		if (!strcmp(t[0], rel)) {
+			snprintf(target, len, "%s", t[1]);
+			return true;
+		}
+	return false;
+}
+
+static void link_inside_through_links(void **state)
+{
+	/* x/p -> .. is /workspace itself: three of them and three `..` reach the sandbox's /. */
+	static const char *const tree[] = {"x/p",   "..",    "up",  "..",           "loop1", "loop2",
+	                                   "loop2", "loop1", "abs", "/workspace/x", NULL};
+	assert_true(rb_fspath_link_inside("q", "x/p/x/p/x/p/../../../etc", NULL, NULL)); /* as text */
+	assert_false(rb_fspath_link_inside("q", "x/p/x/p/x/p/../../../etc", table_link, (void *)tree));
+	/* a link on the way that itself leaves: a/l -> ../up/etc, up -> .. */
+	assert_false(rb_fspath_link_inside("a/l", "../up/etc", table_link, (void *)tree));
+	/* links that lead to each other: past 40 hops, refused */
+	assert_false(rb_fspath_link_inside("l", "loop1/f", table_link, (void *)tree));
+	/* an absolute link on the way, then a `..` from where it leads */
+	assert_true(rb_fspath_link_inside("l", "abs/../y", table_link, (void *)tree));
+	assert_false(rb_fspath_link_inside("l", "abs/../../y", table_link, (void *)tree));
+	/* Controls: through the same links, staying inside. */
+	assert_true(rb_fspath_link_inside("q", "x/p/x/y", table_link, (void *)tree));
+	assert_true(rb_fspath_link_inside("a/l", "../x/p/b", table_link, (void *)tree));
 }
 
 static void mode_is_octal_permission_bits(void **state)
@@ -84,9 +114,8 @@ static void mode_is_octal_permission_bits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(parse_splits_parent_and_name),
-	    cmocka_unit_test(parse_refuses_relative_and_dotdot),
-	    cmocka_unit_test(link_inside_workspace),
+	    cmocka_unit_test(parse_splits_parent_and_name),  cmocka_unit_test(parse_refuses_relative_and_dotdot),
+	    cmocka_unit_test(link_inside_workspace),         cmocka_unit_test(link_inside_through_links),
 	    cmocka_unit_test(mode_is_octal_permission_bits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
