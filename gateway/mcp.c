@@ -308,7 +308,7 @@ static void f_head(void *cls, long status, json_t *headers)
 	size_t tl = strcspn(ctype, "; \t");
 	if (tl == 17 && !strncasecmp(ctype, "text/event-stream", 17)) {
 		m->mode = MODE_SSE;
-		m->sse = rb_sse_new(RB_GW_MCP_MESSAGE_MAX, on_event, m);
+		m->sse = rb_sse_new(RB_GW_MCP_MESSAGE_MAX, on_event, m, m->sec->scrub);
 	} else if (tl == 16 && !strncasecmp(ctype, "application/json", 16)) {
 		m->mode = MODE_JSON;
 	} else {
@@ -582,6 +582,20 @@ enum MHD_Result rb_gw_mcp_call(const struct rb_gw_ctx *ctx, struct MHD_Connectio
 			first_tool = first_tool ? first_tool : tool;
 			const struct rb_policy_approval *r =
 			    rb_gw_approval_mcp_rule(ctx->approvals, ctx->n_approvals, name, tool);
+			if (r && json_is_array(msg)) {
+				/* One approval shows one call, its arguments as they will be sent: a held
+				 * call in a batch would carry the batch's other calls past it unseen. */
+				json_decref(methods);
+				json_decref(extra);
+				struct rb_gw_verdict bv = {.status = 403, .rule = "approval"};
+				snprintf(bv.error, sizeof bv.error,
+				         "tools/call %s %.100s needs approval, and a call held for approval is sent "
+				         "alone, not "
+				         "in a batch",
+				         name, tool);
+				snprintf(bv.hint, sizeof bv.hint, "send the tools/call as a message of its own");
+				return refuse_tools(ctx, mc, msg, &bv, name, method, tool, uhost, NULL, t0_us);
+			}
 			if (r && !held) {
 				held = r;
 				held_tool = tool;

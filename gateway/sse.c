@@ -1,6 +1,6 @@
 /* The event-stream rewriter (see sse.h): pending bytes split into lines (LF, CRLF or CR), an
  * empty line ends an event, whose data lines are joined, judged by the callback and written
- * out as one "data:" line per line of the result. */
+ * out as one "data:" line per line of the result; its id, event and retry lines scrubbed. */
 #define _GNU_SOURCE
 #include "gateway/sse.h"
 
@@ -13,7 +13,8 @@ struct rb_sse {
 	size_t max;
 	rb_sse_event_fn fn;
 	void *cls;
-	char *buf; /* the current event's bytes so far */
+	struct rb_scrubber *fields; /* the other fields' values, or NULL */
+	char *buf;                  /* the current event's bytes so far */
 	size_t len, cap;
 	size_t scan;  /* where the unscanned line starts (the lines before it are whole) */
 	bool started; /* past a leading byte-order mark */
@@ -34,11 +35,11 @@ int rb_sse_append(struct rb_buf_out *out, const char *p, size_t n)
 	return 0;
 }
 
-struct rb_sse *rb_sse_new(size_t max, rb_sse_event_fn fn, void *cls)
+struct rb_sse *rb_sse_new(size_t max, rb_sse_event_fn fn, void *cls, struct rb_scrubber *fields)
 {
 	struct rb_sse *s = calloc(1, sizeof *s);
 	if (s)
-		*s = (struct rb_sse){.max = max ? max : RB_SSE_EVENT_MAX, .fn = fn, .cls = cls};
+		*s = (struct rb_sse){.max = max ? max : RB_SSE_EVENT_MAX, .fn = fn, .cls = cls, .fields = fields};
 	return s;
 }
 
@@ -80,7 +81,7 @@ static void each_line(const char *ev, size_t len, void (*f)(void *, const char *
 
 struct ev_walk {
 	struct rb_buf_out data;  /* the data lines, joined */
-	struct rb_buf_out other; /* id, event, retry lines (comments dropped), each with '\n' */
+	struct rb_buf_out other; /* id, event, retry lines (comments and others dropped), each with '\n' */
 	bool has_data, oom;
 };
 
@@ -96,7 +97,8 @@ static void ev_line(void *cls, const char *p, size_t n)
 		if (rb_sse_append(&w->data, val, vl) < 0)
 			w->oom = true;
 		w->has_data = true;
-	} else if (nl > 0) { /* a field other than data, as a client would read it again */
+	} else if ((nl == 2 && !memcmp(name, "id", 2)) || (nl == 5 && !memcmp(name, "event", 5)) ||
+	           (nl == 5 && !memcmp(name, "retry", 5))) { /* as a client would read it again */
 		if (rb_sse_append(&w->other, p, n) < 0 || rb_sse_append(&w->other, "\n", 1) < 0)
 			w->oom = true;
 	}
@@ -129,6 +131,17 @@ static int event(struct rb_sse *s, const char *ev, size_t len, struct rb_buf_out
 		snprintf(why, wn, "out of memory");
 		r = -1;
 		goto done;
+	}
+	if (s->fields && w.other.len) { /* a redaction holds no line break: the lines stay lines */
+		struct rb_buf_out clean = {0};
+		struct rb_error err;
+		if (rb_scrub_buffer(s->fields, w.other.data, w.other.len, &clean, NULL, &err) < 0) {
+			snprintf(why, wn, "scrub: %s", err.msg);
+			r = -1;
+			goto done;
+		}
+		free(w.other.data);
+		w.other = clean;
 	}
 	if (!w.has_data) { /* nothing a client dispatches: its fields only */
 		if (w.other.len &&

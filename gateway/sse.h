@@ -21,8 +21,10 @@ typedef int (*rb_sse_event_fn)(void *cls, const char *data, size_t len, struct r
 
 struct rb_sse;
 
-/* max: the event bound (0: RB_SSE_EVENT_MAX). NULL when out of memory. */
-struct rb_sse *rb_sse_new(size_t max, rb_sse_event_fn fn, void *cls);
+/* max: the event bound (0: RB_SSE_EVENT_MAX). An event's other fields are written again only
+ * when they are id, event or retry (a client ignores the rest), their values scrubbed by
+ * fields (NULL: as they came): only the data passes the callback. NULL when out of memory. */
+struct rb_sse *rb_sse_new(size_t max, rb_sse_event_fn fn, void *cls, struct rb_scrubber *fields);
 void rb_sse_free(struct rb_sse *s);
 /* Appends to out what the events complete so far become. < 0 (why set): an event over the
  * bound, the callback's failure, or out of memory; the stream is then dead. */

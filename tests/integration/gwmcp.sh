@@ -285,6 +285,12 @@ PYEOF
 					ok "runbox deny refuses the held call with a JSON-RPC error (rule approval); it never reaches the upstream" ||
 					not_ok "deny refuses the held call" "upstream $n, $(c 'd.get("echo")')"
 			fi
+			# A held tool in a batch: refused whole at once, never held (the approval would show one
+			# call and carry the batch's others past it); nothing of it reaches the upstream.
+			n=$(up 'any(isinstance(m, dict) and m.get("id") in (911, 912) for m in ms)')
+			[ "$(c '[e["error"]["data"]["rule"] for e in json.loads(d["heldbatch"]["body"])]')" = "['approval', 'approval']" ] &&
+				[ "$n" = 0 ] && ok "a batch holding a call held for approval is refused whole (rule approval), not held; none of it reaches the upstream ($decision run)" ||
+				not_ok "a batch holding a held call is refused whole" "upstream $n, $(c 'd.get("heldbatch")')"
 		done
 	fi
 	kill "$UP_PID" 2>/dev/null

@@ -45,6 +45,15 @@ if (out.connect.ok) {
         { jsonrpc: "2.0", id: 902, method: "tools/call", params: { name: "delete_everything", arguments: {} } }]) });
     return { status: r.status, body: await r.text() };
   });
+  // A batch of a call the policy may hold for approval and an allowed one: where it is held,
+  // refused whole (one approval shows one call); elsewhere both answer.
+  await attempt("heldbatch", async () => {
+    const r = await fetch(url, { method: "POST", headers: { Authorization: auth, "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream", "Mcp-Session-Id": transport.sessionId, "Mcp-Protocol-Version": "2025-06-18" },
+      body: JSON.stringify([{ jsonrpc: "2.0", id: 911, method: "tools/call", params: { name: "echo", arguments: { text: "hb" } } },
+        { jsonrpc: "2.0", id: 912, method: "tools/call", params: { name: "admin_stats", arguments: {} } }]) });
+    return { status: r.status, body: await r.text() };
+  });
   // The same tools/call with one key twice (the second answer replayed), then with another.
   if (idem)
     for (const [i, key] of ["k1", "k1", "k2"].entries())

@@ -45,7 +45,7 @@ static int upcase(void *cls, const char *data, size_t len, struct rb_buf_out *ou
 /* in fed in chunks of step bytes (0: whole); the output, NUL-terminated (caller frees). */
 static char *run(const char *in, size_t len, size_t step, size_t max, int *rc, unsigned *calls)
 {
-	struct rb_sse *s = rb_sse_new(max, upcase, calls);
+	struct rb_sse *s = rb_sse_new(max, upcase, calls, NULL);
 	assert_non_null(s);
 	struct rb_buf_out out = {0};
 	char why[200] = "";
@@ -96,6 +96,32 @@ static void test_sse_rewrite(void **state)
 	assert_int_equal(rc, -1);
 	assert_string_equal(got, "data: OK\n\n");
 	free(got);
+}
+
+static void test_sse_fields_scrubbed(void **state)
+{
+	/* A server echoing a credential in an event's id, its event name or a field of its own: the
+	 * id and event are written scrubbed, the unknown field not at all; the data is the callback's. */
+	static const char secret[] = "rbx-cred-Xq3bT9wLm2Kp7Rz4Nv8H";
+	const char *const secrets[] = {secret};
+	struct rb_scrubber *sc = NULL;
+	struct rb_error err = {0};
+	assert_int_equal(rb_scrub_new(secrets, 1, &sc, &err), 0);
+	struct rb_sse *s = rb_sse_new(0, upcase, &(unsigned){0}, sc);
+	char in[512], why[200] = "";
+	int n = snprintf(in, sizeof in, "id: Bearer %s\nevent: %s\nx-note: %s\nretry: 100\ndata: hi\n\n", secret,
+	                 secret, secret);
+	struct rb_buf_out out = {0};
+	assert_int_equal(rb_sse_feed(s, in, (size_t)n, &out, why, sizeof why), 0);
+	assert_non_null(out.data);
+	assert_null(strstr(out.data, secret));
+	assert_null(strstr(out.data, "x-note"));
+	assert_non_null(strstr(out.data, "id: Bearer [REDACTED:"));
+	assert_non_null(strstr(out.data, "\nevent: [REDACTED:"));
+	assert_non_null(strstr(out.data, "\nretry: 100\ndata: HI\n\n"));
+	free(out.data);
+	rb_sse_free(s);
+	rb_scrub_free(sc);
 }
 
 static void test_sse_bound(void **state)
@@ -326,8 +352,10 @@ static void test_config_mcp(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sse_rewrite), cmocka_unit_test(test_sse_bound), cmocka_unit_test(test_filter_tools),
-	    cmocka_unit_test(test_decide_mcp),  cmocka_unit_test(test_sessions),  cmocka_unit_test(test_config_mcp),
+	    cmocka_unit_test(test_sse_rewrite), cmocka_unit_test(test_sse_fields_scrubbed),
+	    cmocka_unit_test(test_sse_bound),   cmocka_unit_test(test_filter_tools),
+	    cmocka_unit_test(test_decide_mcp),  cmocka_unit_test(test_sessions),
+	    cmocka_unit_test(test_config_mcp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
