@@ -35,6 +35,7 @@
 
 #define CONN_LIMIT     64 /* the client is the sandbox: bound what it can hold open */
 #define CONN_TIMEOUT_S 30u
+#define PEEK_WAIT_MS   10                    /* between peeks at a connection's first bytes while they are a prefix */
 #define CONN_MEMORY    (32 * 1024)           /* request headers beyond this get 431/413 from libmicrohttpd */
 #define BODY_MAX       ((size_t)1024 * 1024) /* a connector call's request body, held until it is sent */
 #define TUNNEL_LIMIT   32                    /* CONNECT tunnels (and connections still being classified) at once */
@@ -314,16 +315,25 @@ static void *door(void *cls)
 	uint64_t deadline = rb_now_us() + (uint64_t)CONN_TIMEOUT_S * 1000000u;
 	for (;;) {
 		uint64_t now = rb_now_us();
-		struct pollfd p[2] = {{.fd = d->fd, .events = POLLIN}, {.fd = gw->stop_fd, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = d->fd, .events = POLLIN | POLLRDHUP},
+		                      {.fd = gw->stop_fd, .events = POLLIN}};
 		int r = now >= deadline ? 0 : poll(p, 2, (int)((deadline - now) / 1000 + 1));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0 || p[1].revents)
 			break;
 		n = recv(d->fd, peek, sizeof peek, MSG_PEEK);
-		/* Short of the whole word while still a prefix of it: wait for more. */
-		if (n > 0 && (size_t)n < sizeof peek && !memcmp(peek, connect_, (size_t)n) && !(p[0].revents & POLLHUP))
+		/* Short of the whole word while still a prefix of it: wait for more, unless no more can
+		 * come. The bytes stay unread, so the socket polls readable at once: the wait is on the
+		 * stop fd alone, PEEK_WAIT_MS at a time, never a spin. */
+		if (n > 0 && (size_t)n < sizeof peek && !memcmp(peek, connect_, (size_t)n) &&
+		    !(p[0].revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+			struct pollfd s = {.fd = gw->stop_fd, .events = POLLIN};
+			int w = poll(&s, 1, PEEK_WAIT_MS);
+			if (w > 0 || (w < 0 && errno != EINTR))
+				break;
 			continue;
+		}
 		break;
 	}
 	if (n == (ssize_t)sizeof peek && !memcmp(peek, connect_, sizeof peek))

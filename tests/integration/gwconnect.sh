@@ -6,7 +6,8 @@
 # not name and calls without the run token are refused with the uniform JSON and recorded;
 # every tunnel is a gateway_call ledger event with its bytes and how it ended (and a sent
 # record before it relays, one id); the idle bound
-# ends a silent tunnel; tunnels take from the run's rate. Traffic goes only to 127.0.0.1.
+# ends a silent tunnel; tunnels take from the run's rate; a connection stalled on a prefix of
+# "CONNECT " costs no CPU. Traffic goes only to 127.0.0.1.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init gwconnect
@@ -173,3 +174,30 @@ run_rbx run --image host --policy "$T/pol.json" --gateway-config "$T/gw.json" --
 policy_variant default "$T/pol0.json" gwnoproxy "p['network'] = {'mode': 'gateway'}"
 run_rbx run --image host --policy "$T/pol0.json" --gateway-config "$T/gw.json" -- /bin/sh -c 'env | grep -ci proxy'
 [ "$OUT" = 0 ] && ok "control: without network.proxy, no proxy variable" || not_ok "control: no proxy variables without network.proxy" "$OUT"
+
+# ---------------------------------------------------------------------------------------
+# 6. A connection whose first bytes are a prefix of "CONNECT " and then nothing (8 of them, held
+# 3 s, then closed) costs the gateway next to no CPU: it waits for the rest, it does not spin on
+# the unread bytes. Control: 8 whole requests on the same door are answered.
+HOLDC='
+import os, socket, time, urllib.parse
+u = urllib.parse.urlparse(os.environ["RUNBOX_API_URL"])
+ss = [socket.create_connection((u.hostname, u.port)) for _ in range(8)]
+for s in ss:
+    s.sendall(b"C")
+time.sleep(3)
+for s in ss:
+    s.close()
+n = 0
+for _ in range(8):
+    s = socket.create_connection((u.hostname, u.port), timeout=10)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    n += s.recv(4096).startswith(b"HTTP/1.1 ")
+    s.close()
+print(n)'
+run_rbx run --image host --json --policy "$T/pol.json" --gateway-config "$T/gw.json" --timeout 60s -- python3 -c "$HOLDC"
+cpu=$(printf '%s' "$OUT" | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print(r["gateway"]["cpu_ms"])' 2>/dev/null)
+answered=$(printf '%s' "$OUT" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["stdout"].strip())' 2>/dev/null)
+if [ -n "$cpu" ] && "$PY" -c 'import sys; sys.exit(float(sys.argv[1]) >= 1000)' "$cpu" && [ "$answered" = 8 ]; then
+	ok "8 connections held 3 s on a prefix of CONNECT cost the gateway $cpu ms of CPU (no spin); control: 8 whole requests answered"
+else not_ok "a connection's partial first bytes do not spin the gateway" "gateway cpu_ms '$cpu', answered '$answered' ($(first_line "$ERR"))"; fi
