@@ -33,7 +33,8 @@ static void refuse(struct rb_gw_verdict *v, unsigned status, const char *rule, c
 }
 
 /* raw ("/a/b%20c") into out ("/a/b c"), one segment at a time; false if any segment is empty,
- * "." or "..", or decodes to '/', '\', NUL or a control byte. */
+ * "." or "..", also before a ';' (Tomcat, Jetty and Spring read "..;x" as "..": a route's prefix
+ * would be left upstream), or decodes to '/', '\', NUL or a control byte. */
 static bool normalize(const char *raw, char *out, size_t n)
 {
 	size_t o = 0;
@@ -63,7 +64,8 @@ static bool normalize(const char *raw, char *out, size_t n)
 		}
 		seg[s] = '\0';
 		bool last = !*p;
-		if ((s == 0 && !last) || !strcmp(seg, ".") || !strcmp(seg, ".."))
+		size_t dots = strspn(seg, ".");
+		if ((s == 0 && !last) || ((dots == 1 || dots == 2) && (seg[dots] == '\0' || seg[dots] == ';')))
 			return false;
 		if (o + s + 2 >= n)
 			return false;
@@ -159,10 +161,10 @@ void rb_gw_decide(const struct rb_gw_request *rq, struct rb_gw_verdict *v)
 		              "connector `%s` is not granted to this run", rq->connector);
 	if (!normalize(rq->raw_path, v->path, sizeof v->path) ||
 	    !encode_pchar(v->path, v->upstream_path, sizeof v->upstream_path))
-		return refuse(
-		    v, 403, "path",
-		    "send a plain path: no empty, '.' or '..' segments, no encoded '/', '\\' or control bytes",
-		    "path `%.200s` is refused", rq->raw_path);
+		return refuse(v, 403, "path",
+		              "send a plain path: no empty, '.' or '..' segments (nor '..;'), no encoded '/', '\\' or "
+		              "control bytes",
+		              "path `%.200s` is refused", rq->raw_path);
 	for (unsigned r = 0; r < v->conn->n_routes; r++) {
 		const struct rb_gw_route *rt = &v->conn->routes[r];
 		bool m = false;

@@ -68,14 +68,33 @@ static void test_decide_connector(void **state)
 	assert_int_equal(decide(c, "gh", "GET", "/v1", &v), 403);
 	assert_int_equal(decide(c, "gh", "GET", "/v1/", &v), 403);
 	/* traversal shapes, before any route */
-	const char *bad[] = {"/v1/../admin", "/v1/%2e%2e/admin", "/v1/%2E%2e/x", "/v1/.%2e/x",
-	                     "/v1/./x",      "/v1//x",           "/v1/a%2fb",    "/v1/a%2Fb",
-	                     "/v1/a%5cb",    "/v1/a\\b",         "/v1/a%00b",    "/v1/a%0d%0ab",
-	                     "/v1/%zz",      "/v1/%4",           "v1/x",         "/v1/.."};
+	const char *bad[] = {"/v1/../admin",
+	                     "/v1/%2e%2e/admin",
+	                     "/v1/%2E%2e/x",
+	                     "/v1/.%2e/x",
+	                     "/v1/./x",
+	                     "/v1//x",
+	                     "/v1/a%2fb",
+	                     "/v1/a%2Fb",
+	                     "/v1/a%5cb",
+	                     "/v1/a\\b",
+	                     "/v1/a%00b",
+	                     "/v1/a%0d%0ab",
+	                     "/v1/%zz",
+	                     "/v1/%4",
+	                     "v1/x",
+	                     "/v1/..",
+	                     "/v1/..;/admin",
+	                     "/v1/.;x/y",
+	                     "/v1/%2e%2e;jsessionid=1/x"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		assert_int_equal(decide(c, "gh", "GET", bad[i], &v), 403);
 		assert_string_equal(v.rule, "path");
 	}
+	/* control: dots and a ';' that are no dot segment pass */
+	assert_int_equal(decide(c, "gh", "GET", "/v1/...", &v), 0);
+	assert_int_equal(decide(c, "gh", "GET", "/v1/a;b", &v), 0);
+	assert_int_equal(decide(c, "gh", "GET", "/v1/.x;y", &v), 0);
 	/* grants and names */
 	assert_int_equal(decide(c, "other", "POST", "/", &v), 403);
 	assert_string_equal(v.rule, "network.connectors");
