@@ -651,7 +651,7 @@ static bool query_name_is(const char *raw, const char *name)
 static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct query_walk *w = cls;
-	if (w->conn->inject == RB_INJECT_QUERY && query_name_is(key, w->conn->inject_name))
+	if (w->conn && w->conn->inject == RB_INJECT_QUERY && query_name_is(key, w->conn->inject_name))
 		return MHD_YES;
 	q_append(w, w->len ? "&" : "?");
 	q_append_canonical(w, key);
@@ -1321,9 +1321,20 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 	if (!hw.has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = curl_slist_append(f->hdrs, "Expect:");
-	if (!f->hdrs || !(f->curl = take_handle(f)) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+	/* The query, which libmicrohttpd took off the URL: as the client sent it, in one spelling. */
+	struct query_walk qw = {0};
+	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, &qw);
+	char *full = NULL;
+	if (qw.oom || asprintf(&full, "%s%s", url, qw.q ? qw.q : "") < 0)
+		full = NULL;
+	free(qw.q);
+	if (!full || !f->hdrs || !(f->curl = take_handle(f)) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+		free(full);
 		fwd_free(f);
 		return MHD_NO;
 	}
-	return forward(f, mc, url, method, body, body_len);
+	enum MHD_Result ret = forward(f, mc, full, method, body, body_len);
+	free(full);
+	return ret;
 }

@@ -426,7 +426,7 @@ PYEOF
 : >"$T/index.log"
 run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw.json" -- /bin/sh -c "
 c() { curl -s -o /dev/null -w '%{http_code} ' --noproxy '' \"\$@\"; }
-c -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/
+c -x \"\$HTTP_PROXY\" 'http://localhost:$IP1/simple/rbxpkg/?rbx=1&x=%41'
 c -x \"\$HTTP_PROXY\" http://127.0.0.1:$IP1/simple/rbxpkg/
 c -x \"\$HTTP_PROXY\" http://localhost:$((IP1 == 65535 ? 1 : IP1 + 1))/simple/rbxpkg/
 c -x \"http://127.0.0.1:\${HTTP_PROXY##*:}\" http://localhost:$IP1/simple/rbxpkg/
@@ -441,6 +441,8 @@ set -- $OUT
 [ "${6:-}" = 200 ] && ok "control: a CONNECT tunnel to the allowed name and port carries the request (200)" || not_ok "control: an allowed CONNECT tunnel carries the request" "$OUT"
 n=$(grep -c . "$T/index.log")
 [ "$n" = 2 ] && ok "only the allowed requests (absolute form and tunnelled) reached the index" || not_ok "only the allowed request reached the index" "$n requests: $(head -c 200 "$T/index.log")"
+grep -qx 'GET /simple/rbxpkg/?rbx=1&x=A' "$T/index.log" && ok "an absolute-form request's query reaches the upstream (in one spelling: %41 as A)" ||
+	not_ok "the proxy forwards the query" "$(head -c 200 "$T/index.log")"
 run_rbx run --image host --policy "$T/polp.json" --gateway-config "$T/gw-nopriv.json" -- /bin/sh -c \
 	"curl -s -w ' %{http_code}' --noproxy '' -x \"\$HTTP_PROXY\" http://localhost:$IP1/simple/rbxpkg/"
 case $OUT in *'"rule":"address"'*" 403") ok "a name resolving to loopback is refused when private_upstreams does not name the address" ;;
