@@ -59,14 +59,40 @@ static int open_log(const char *dir, const char *name)
 	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
-/* Kept for rb_proc_read; beyond RB_PROC_KEEP_CAP the oldest go. */
+/* Its oldest kept chunk goes. */
+static void drop_oldest(struct rb_proc *p)
+{
+	p->kept_bytes -= p->chunks[0].len;
+	if (p->s)
+		p->s->kept_bytes -= p->chunks[0].len;
+	free(p->chunks[0].data);
+	memmove(p->chunks, p->chunks + 1, --p->n_chunks * sizeof *p->chunks);
+}
+
+/* The session's process whose kept output goes first: of the ended ones (their output read or
+ * not, it is complete) the one that keeps the most, else of the running ones; NULL: none. */
+static struct rb_proc *largest_keeper(const struct rb_session *s)
+{
+	struct rb_proc *big = NULL;
+	for (unsigned i = 0; i < s->n_procs; i++) {
+		struct rb_proc *q = s->procs[i];
+		if (q->n_chunks &&
+		    (!big || (q->done && !big->done) || (q->done == big->done && q->kept_bytes > big->kept_bytes)))
+			big = q;
+	}
+	return big;
+}
+
+/* Kept for rb_proc_read; beyond RB_PROC_KEEP_CAP the oldest go, and beyond RB_SESSION_KEEP_CAP
+ * for the session those of an ended process first (largest_keeper): 64 processes at once, and
+ * the ended ones kept, hold no more than the session's bound. */
 static void keep_chunk(struct rb_proc *p, const struct rb_chunk *c)
 {
-	while (p->n_chunks && p->kept_bytes + c->len > RB_PROC_KEEP_CAP) {
-		p->kept_bytes -= p->chunks[0].len;
-		free(p->chunks[0].data);
-		memmove(p->chunks, p->chunks + 1, --p->n_chunks * sizeof *p->chunks);
-	}
+	while (p->n_chunks && p->kept_bytes + c->len > RB_PROC_KEEP_CAP)
+		drop_oldest(p);
+	for (struct rb_proc *big;
+	     p->s && p->s->kept_bytes + c->len > RB_SESSION_KEEP_CAP && (big = largest_keeper(p->s)) != NULL;)
+		drop_oldest(big);
 	if (p->n_chunks == p->cap_chunks) {
 		size_t cap = p->cap_chunks ? p->cap_chunks * 2 : 16;
 		struct kept_chunk *v = realloc(p->chunks, cap * sizeof *v);
@@ -81,6 +107,8 @@ static void keep_chunk(struct rb_proc *p, const struct rb_chunk *c)
 	memcpy(d, c->data, c->len);
 	p->chunks[p->n_chunks++] = (struct kept_chunk){c->seq, c->stream, d, c->len};
 	p->kept_bytes += c->len;
+	if (p->s)
+		p->s->kept_bytes += c->len;
 }
 
 /* Scrubbed bytes to everyone who takes them. A sink whose reader went away (EPIPE: `runbox
@@ -975,8 +1003,10 @@ void rb_proc_free(struct rb_proc *p)
 		p->res.signal = SIGKILL;
 		proc_finish(p);
 	}
-	if (p->s)
+	if (p->s) {
 		rb_session_forget(p->s, p);
+		p->s->kept_bytes -= p->kept_bytes;
+	}
 	struct watch *ws[] = {&p->out, &p->err, &p->timer, &p->idle};
 	for (size_t i = 0; i < RB_ARRAY_SIZE(ws); i++)
 		if (ws[i]->fd >= 0) {

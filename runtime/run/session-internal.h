@@ -36,6 +36,7 @@ struct rb_session {
 	bool dead;              /* init is gone */
 	struct rb_proc **procs; /* every process not yet freed */
 	unsigned n_procs, cap_procs;
+	size_t kept_bytes; /* the output its processes keep, RB_SESSION_KEEP_CAP at most */
 	int64_t next_id;
 };
 

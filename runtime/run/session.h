@@ -57,6 +57,9 @@ struct rb_proc_req {
 
 /* Output kept per process for rb_proc_read: beyond it the oldest chunks are dropped. */
 #define RB_PROC_KEEP_CAP (16u << 20)
+/* And per session, over all its processes (running and ended, until freed): beyond it the
+ * oldest chunks of the process that keeps the most are dropped. */
+#define RB_SESSION_KEEP_CAP (64u << 20)
 
 /* Opens the run's sandbox (it is created now; init builds its root while the first process's
  * request waits in its socket). The session watches run->cancel_fd (rb_run_config.cancel_fd):

@@ -120,6 +120,46 @@ static void collect(struct rb_proc *p, char *out, size_t out_len, char *err_text
 	}
 }
 
+/* The kept bytes of p's output and its first kept chunk's sequence number. */
+static size_t kept(struct rb_proc *p, uint64_t *first_seq)
+{
+	struct rb_chunk c[256];
+	size_t total = 0, n;
+	uint64_t after = 0;
+	*first_seq = 0;
+	while ((n = rb_proc_read(p, after, c, 256)) > 0) {
+		if (!*first_seq)
+			*first_seq = c[0].seq;
+		for (size_t i = 0; i < n; i++)
+			total += c[i].len;
+		after = c[n - 1].seq;
+	}
+	return total;
+}
+
+/* Five processes printing 15 MB each, one after the other (75 MB, each under the 16 MiB a
+ * process keeps): the session keeps at most RB_SESSION_KEEP_CAP of them, dropping the oldest
+ * chunks of the ended ones first; the newest output is there whole. */
+static void output_kept_per_session(void **state)
+{
+	struct fixture *f = *state;
+	struct rb_proc *p[5];
+	for (int i = 0; i < 5; i++) {
+		p[i] = start(f, "yes aaaaaaaaaaaaaaa | head -c 15000000", 0, false);
+		wait_done(p[i], 60000);
+	}
+	size_t total = 0, each[5];
+	uint64_t first[5];
+	for (int i = 0; i < 5; i++)
+		total += each[i] = kept(p[i], &first[i]);
+	assert_true(total <= RB_SESSION_KEEP_CAP);
+	assert_true(total > RB_SESSION_KEEP_CAP - (1u << 20)); /* dropped only what it had to */
+	assert_int_equal(each[4], 15000000);                   /* the newest whole */
+	assert_true(first[0] > 1);                             /* the oldest lost its first chunks */
+	for (int i = 0; i < 5; i++)
+		rb_proc_free(p[i]);
+}
+
 /* One process blocked on its stdin, another printing, at once in one sandbox: the printer ends
  * while the reader still waits (control: the reader has printed nothing and is not done), then
  * the reader echoes what is written to its stdin. */
@@ -498,6 +538,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(two_processes_at_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(read_after_seq, setup, teardown),
+	    cmocka_unit_test_setup_teardown(output_kept_per_session, setup, teardown),
 	    cmocka_unit_test_setup_teardown(tty_process, setup, teardown),
 	    cmocka_unit_test_setup_teardown(tty_close_stdin_is_eof, setup, teardown),
 	    cmocka_unit_test_setup_teardown(signal_one, setup, teardown),
