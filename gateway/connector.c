@@ -278,21 +278,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *cls)
 	return len;
 }
 
-/* The answer as the client gets it, kept for a retry with the same key (up to
- * RB_IDEM_BODY_MAX; past it the key's retries get 409). Only this call's producer writes. */
+/* The answer as the client gets it, kept for a retry with the same key (within the table's
+ * bounds, idem.h; past them the key's retries get 409). Only this call's producer writes. */
 static void keep(struct fwd *f, const char *p, size_t n)
 {
-	struct rb_idem_entry *e = f->idem;
-	if (!e || e->too_big || !n)
-		return;
-	char *b = e->len + n <= RB_IDEM_BODY_MAX ? realloc(e->body, e->len + n) : NULL;
-	if (!b) {
-		e->too_big = true;
-		return;
-	}
-	memcpy(b + e->len, p, n);
-	e->body = b;
-	e->len += n;
+	if (f->idem)
+		rb_idem_keep(f->ctx->idem, f->idem, p, n);
 }
 
 /* The head as the client gets it: hop-by-hop dropped, scrubbed; NULL on the proxy door. */

@@ -92,15 +92,39 @@ void rb_idem_set(struct rb_idem *t, struct rb_idem_entry *e, enum rb_idem_state 
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Caller holds t->lock. */
+static void drop_body(struct rb_idem *t, struct rb_idem_entry *e)
+{
+	t->bytes -= e->len;
+	free(e->body);
+	e->body = NULL;
+	e->len = 0;
+}
+
+void rb_idem_keep(struct rb_idem *t, struct rb_idem_entry *e, const char *p, size_t n)
+{
+	pthread_mutex_lock(&t->lock);
+	char *b = NULL;
+	if (!e->too_big && n && e->len + n <= RB_IDEM_BODY_MAX && t->bytes + n <= RB_IDEM_BYTES_MAX &&
+	    (b = realloc(e->body, e->len + n))) {
+		memcpy(b + e->len, p, n);
+		e->body = b;
+		e->len += n;
+		t->bytes += n;
+	} else if (n && !e->too_big) {
+		e->too_big = true;
+		drop_body(t, e);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void rb_idem_forget(struct rb_idem *t, struct rb_idem_entry *e)
 {
 	pthread_mutex_lock(&t->lock);
 	e->key[0] = '\0';
 	json_decref(e->headers);
 	e->headers = NULL;
-	free(e->body);
-	e->body = NULL;
-	e->len = 0;
+	drop_body(t, e);
 	e->too_big = false;
 	pthread_mutex_unlock(&t->lock);
 }

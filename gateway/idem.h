@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RB_IDEM_MAX      256                   /* keys per run */
-#define RB_IDEM_BODY_MAX ((size_t)1024 * 1024) /* an answer kept for replay, at most */
+#define RB_IDEM_MAX       256                     /* keys per run */
+#define RB_IDEM_BODY_MAX  ((size_t)1024 * 1024)   /* an answer kept for replay, at most */
+#define RB_IDEM_BYTES_MAX (16 * RB_IDEM_BODY_MAX) /* the answers kept for one run, in all */
 
 enum rb_idem_state {
 	RB_IDEM_IN_FLIGHT, /* sent (or about to be); its answer not complete */
@@ -32,13 +33,15 @@ struct rb_idem_entry {
 	json_t *headers; /* [[name, value], ...] */
 	char *body;
 	size_t len;
-	bool too_big; /* the answer was over RB_IDEM_BODY_MAX: not kept, a retry gets 409 */
+	bool too_big; /* the answer was over RB_IDEM_BODY_MAX, or the run's kept answers over
+	               * RB_IDEM_BYTES_MAX: not kept, a retry gets 409 */
 };
 
 struct rb_idem {
 	pthread_mutex_t lock;
 	struct rb_idem_entry *e[RB_IDEM_MAX];
 	unsigned n;
+	size_t bytes; /* of the entries' bodies */
 };
 
 enum rb_idem_claim {
@@ -59,6 +62,9 @@ void rb_idem_destroy(struct rb_idem *t);
 enum rb_idem_claim rb_idem_claim(struct rb_idem *t, const char *key, const char *digest, enum rb_idem_state state,
                                  struct rb_idem_entry **out);
 void rb_idem_set(struct rb_idem *t, struct rb_idem_entry *e, enum rb_idem_state state);
+/* n more bytes of e's answer, kept for a replay within both bounds; past either, the answer is
+ * not kept at all (too_big). Only e's owner calls it. */
+void rb_idem_keep(struct rb_idem *t, struct rb_idem_entry *e, const char *p, size_t n);
 /* The call never left (no connection): the key is free again for a retry to send. */
 void rb_idem_forget(struct rb_idem *t, struct rb_idem_entry *e);
 /* sha256 hex of the NUL-separated parts. */

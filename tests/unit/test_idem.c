@@ -48,6 +48,47 @@ static void test_claims(void **state)
 	rb_idem_destroy(&t);
 }
 
+/* Answers kept for replay: each up to RB_IDEM_BODY_MAX, the run's up to RB_IDEM_BYTES_MAX in all;
+ * one past either is not kept (a retry gets 409), and a forgotten one gives its bytes back. */
+static void test_kept_bytes(void **state)
+{
+	struct rb_idem t;
+	rb_idem_init(&t);
+	static char mib[RB_IDEM_BODY_MAX];
+	memset(mib, 'a', sizeof mib);
+	struct rb_idem_entry *e;
+	char k[16];
+	unsigned n = (unsigned)(RB_IDEM_BYTES_MAX / RB_IDEM_BODY_MAX);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(k, sizeof k, "k%u", i);
+		assert_int_equal(rb_idem_claim(&t, k, "d", RB_IDEM_IN_FLIGHT, &e), RB_IDEM_NEW);
+		rb_idem_keep(&t, e, mib, sizeof mib);
+		rb_idem_set(&t, e, RB_IDEM_DONE);
+		assert_false(e->too_big);
+	}
+	assert_int_equal(t.bytes, RB_IDEM_BYTES_MAX);
+	/* the run's bound: one more byte is not kept, and nothing of that answer is */
+	struct rb_idem_entry *over;
+	assert_int_equal(rb_idem_claim(&t, "over", "d", RB_IDEM_IN_FLIGHT, &over), RB_IDEM_NEW);
+	rb_idem_keep(&t, over, "x", 1);
+	rb_idem_set(&t, over, RB_IDEM_DONE);
+	assert_true(over->too_big);
+	assert_null(over->body);
+	assert_int_equal(rb_idem_claim(&t, "over", "d", RB_IDEM_IN_FLIGHT, &e), RB_IDEM_LOST);
+	/* a forgotten answer's bytes come back; one answer's bound holds on its own */
+	assert_int_equal(rb_idem_claim(&t, "k0", "d", RB_IDEM_IN_FLIGHT, &e), RB_IDEM_REPLAY);
+	rb_idem_forget(&t, e);
+	assert_int_equal(t.bytes, RB_IDEM_BYTES_MAX - RB_IDEM_BODY_MAX);
+	struct rb_idem_entry *big;
+	assert_int_equal(rb_idem_claim(&t, "big", "d", RB_IDEM_IN_FLIGHT, &big), RB_IDEM_NEW);
+	rb_idem_keep(&t, big, mib, sizeof mib);
+	assert_false(big->too_big);
+	rb_idem_keep(&t, big, "x", 1);
+	assert_true(big->too_big);
+	assert_int_equal(t.bytes, RB_IDEM_BYTES_MAX - RB_IDEM_BODY_MAX);
+	rb_idem_destroy(&t);
+}
+
 static void test_digest(void **state)
 {
 	char a[65], b[65];
@@ -112,6 +153,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_claims),
+	    cmocka_unit_test(test_kept_bytes),
 	    cmocka_unit_test(test_digest),
 	    cmocka_unit_test(test_decisions),
 	};
