@@ -32,6 +32,15 @@ static void refuse(struct rb_gw_verdict *v, unsigned status, const char *rule, c
 	snprintf(v->hint, sizeof v->hint, "%s", hint);
 }
 
+/* seg[0..s) is "." or "..", alone or before a ';'. */
+static bool dot_segment(const char *seg, size_t s)
+{
+	size_t d = 0;
+	while (d < s && d < 3 && seg[d] == '.')
+		d++;
+	return (d == 1 || d == 2) && (d == s || seg[d] == ';');
+}
+
 /* raw ("/a/b%20c") into out ("/a/b c"), one segment at a time; false if any segment is empty,
  * "." or "..", also before a ';' (Tomcat, Jetty and Spring read "..;x" as "..": a route's prefix
  * would be left upstream), or decodes to '/', '\', NUL or a control byte. */
@@ -64,8 +73,7 @@ static bool normalize(const char *raw, char *out, size_t n)
 		}
 		seg[s] = '\0';
 		bool last = !*p;
-		size_t dots = strspn(seg, ".");
-		if ((s == 0 && !last) || ((dots == 1 || dots == 2) && (seg[dots] == '\0' || seg[dots] == ';')))
+		if ((s == 0 && !last) || dot_segment(seg, s))
 			return false;
 		if (o + s + 2 >= n)
 			return false;
