@@ -32,12 +32,15 @@ P=$(jv 'r["id"]')
 [ -n "$S" ] && [ -n "$P" ] || { not_ok "tenant ta starts a process" "$ST $R"; exit 0; }
 # two streams of the sleeping process's output: each a call in flight until it ends
 for i in 1 2; do
-	curl -s -N --max-time 90 -H "Authorization: Bearer $KA" \
+	curl -s -N --max-time 90 -D "$T/stream$i.h" -H "Authorization: Bearer $KA" \
 		"http://127.0.0.1:$PORT/v1/sessions/$S/processes/$P/output?stream=1" >"$T/stream$i" 2>&1 &
 	STREAMS+=($!)
 done
-# held3: ta's third call is refused while both streams are open (polled: the streams' calls
-# reach the daemon in their own time)
+# Both streams answered 200 (each holds its call) before ta calls again: a call of ta's made
+# while a stream still connects would take the stream's place and leave it refused.
+streaming() { grep -q ' 200' "$T/stream1.h" 2>/dev/null && grep -q ' 200' "$T/stream2.h" 2>/dev/null; }
+wait_for streaming || not_ok "both of ta's output streams are open" "$(cat "$T"/stream*.h "$T"/stream1 "$T"/stream2 2>/dev/null | head -c 300)"
+# held3: ta's third call is refused while both streams are open
 held3() { tcp "$KA" GET /v1/sessions; [ "$ST" = 429 ]; }
 if wait_for held3; then
 	case $R in *max-calls-per-tenant*) ok "a third call of tenant ta in flight is a 429 naming --max-calls-per-tenant" ;;
