@@ -1,5 +1,6 @@
 /* File bodies of runbox serve: a PUT streamed into a temporary file beside its target (hashed on
- * the way, recorded, then renamed into place), a GET handed out as an open descriptor, both
+ * the way, written by the sandbox's writer so its pages are the session's memory, recorded, then
+ * renamed into place), a GET handed out as an open descriptor, both
  * resolved from the sandbox's root (fsroot.h) and bounded; never a whole body in memory. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "runtime/sandbox/writer.h"
 #include "serve/fsroot.h"
 #include "serve/serve.h"
 
@@ -24,6 +26,7 @@ struct rb_serve_put {
 	struct rb_serve_fs fs;
 	struct rb_fspath p;
 	int pfd, fd;
+	int writer; /* the sandbox's writer (rb_serve_sandbox_writer): every byte goes through it */
 	char tmp[40];
 	mode_t mode;
 	uint64_t size, cap;
@@ -39,6 +42,8 @@ void rb_serve_put_ephemeral(struct rb_serve_put *put)
 
 static void put_free(struct rb_serve_put *p)
 {
+	if (p->writer >= 0)
+		close(p->writer);
 	if (p->fd >= 0)
 		close(p->fd);
 	if (p->tmp[0] && p->pfd >= 0) {
@@ -83,7 +88,7 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 	struct rb_serve_put *p = calloc(1, sizeof *p);
 	if (!p)
 		return rb_error_set(&err, ENOMEM, "PUT"), rb_serve_error(&err, reply);
-	p->pfd = p->fd = p->fs.root = p->fs.ws = -1;
+	p->pfd = p->fd = p->writer = p->fs.root = p->fs.ws = -1;
 	p->sv = sv;
 	p->mode = mode;
 	p->cap = cap;
@@ -127,6 +132,10 @@ unsigned rb_serve_put_begin(struct rb_serve *sv, const char *sid, const char *pa
 		}
 	}
 	rb_fscred_leave(&cr);
+	if (r == 0 && (p->writer = rb_serve_sandbox_writer(sv, sid, &err)) < 0)
+		r = -1;
+	if (r == 0)
+		r = rb_writer_file(p->writer, p->fd, &err);
 	if (r < 0)
 		goto fail;
 	*out = p;
@@ -143,8 +152,8 @@ int rb_serve_put_write(struct rb_serve_put *p, const void *data, size_t len, str
 	if (p->size + len > p->cap)
 		r = rb_error_setk(err, RB_ERR_CONFLICT, EFBIG, "%s: over the cap of %" PRIu64 " bytes", p->p.full,
 		                  p->cap);
-	else if (rb_write_all(p->fd, data, len) < 0)
-		r = rb_error_set(err, errno, "write %s", p->p.full);
+	else if (rb_writer_data(p->writer, data, len, p->size, err) < 0)
+		r = rb_error_prefix(err, "write %s", p->p.full);
 	if (r < 0) {
 		/* Recorded with the status the API answers it with (a body over its cap: 413). */
 		write_failed(p, NULL, err, err->errnum == EFBIG ? 413 : rb_error_http_status(rb_error_kind_of(err)));
@@ -165,7 +174,19 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 	EVP_DigestFinal_ex(p->md, md, &mdlen);
 	for (unsigned i = 0; i < 32; i++)
 		snprintf(digest + 7 + 2 * (size_t)i, 3, "%02x", md[i]);
-	int r = fchmod(p->fd, p->mode) < 0 ? rb_error_set(&err, errno, "chmod %s", p->p.full) : 0;
+	uint64_t written = 0;
+	int r = rb_writer_sync(p->writer, &written, &err) < 0 ? rb_error_prefix(&err, "write %s", p->p.full) : 0;
+	if (r == 0 && written != p->size)
+		r = rb_error_set(&err, EIO, "write %s: %" PRIu64 " of %" PRIu64 " bytes written", p->p.full, written,
+		                 p->size);
+	if (r == 0 && fchmod(p->fd, p->mode) < 0)
+		r = rb_error_set(&err, errno, "chmod %s", p->p.full);
+	/* Written: the writer lets the file go, and serves the session's next call. */
+	struct rb_error rerr;
+	if (r == 0 && rb_writer_release(p->writer, &rerr) == 0) {
+		rb_serve_sandbox_writer_done(sv, p->sid, p->writer);
+		p->writer = -1;
+	}
 	if (r == 0 && close(p->fd) < 0)
 		r = rb_error_set(&err, errno, "close %s", p->p.full);
 	p->fd = -1;

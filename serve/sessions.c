@@ -71,6 +71,9 @@ struct sv_session {
 	const char *why; /* why the dispatcher closes it (idle timeout, max lifetime) */
 	/* Its exposed ports (serve/ports.c), or NULL. */
 	struct rb_serve_ports *ports;
+	/* A writer of its sandbox's (rb_serve_sandbox_writer) between file calls, when has_writer. */
+	bool has_writer;
+	int writer;
 	struct sv_proc procs[MAX_PROCS];
 	unsigned n_procs;
 	/* In the dispatcher's set (taken out after a dispatch failed, back at the next start). */
@@ -345,6 +348,8 @@ static void unlink_session(struct rb_serve *sv, struct sv_session *s)
 static void close_session(struct sv_session *s, const char *reason)
 {
 	rb_serve_ports_free(s->ports, &s->rec); /* listeners first: a connect is refused from now on */
+	if (s->has_writer)
+		close(s->writer);
 	rb_session_close(s->s);
 	record_ends(s);
 	for (unsigned i = 0; i < s->n_procs; i++)
@@ -1018,6 +1023,37 @@ int rb_serve_sandbox(struct rb_serve *sv, const char *sid, struct rb_serve_fs *f
 	if (r < 0)
 		rb_serve_fs_release(fs);
 	return r;
+}
+
+int rb_serve_sandbox_writer(struct rb_serve *sv, const char *sid, struct rb_error *err)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	int r;
+	if (!s) {
+		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
+	} else if (s->has_writer) {
+		r = s->writer;
+		s->has_writer = false;
+	} else {
+		r = rb_session_writer(s->s, err);
+	}
+	pthread_mutex_unlock(&sv->lock);
+	return r;
+}
+
+void rb_serve_sandbox_writer_done(struct rb_serve *sv, const char *sid, int writer)
+{
+	pthread_mutex_lock(&sv->lock);
+	struct sv_session *s = find(sv, sid);
+	if (s && !s->has_writer) {
+		s->writer = writer;
+		s->has_writer = true;
+		writer = -1;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	if (writer >= 0)
+		close(writer);
 }
 
 void rb_serve_fs_release(struct rb_serve_fs *fs)

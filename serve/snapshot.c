@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "ledger/ledger.h"
 #include "runtime/run/artifacts.h"
+#include "runtime/sandbox/writer.h"
 #include "serve/fsroot.h"
 #include "serve/known.h"
 #include "serve/manifest.h"
@@ -653,7 +654,35 @@ static void split(const char *name, char *dir, char *base)
 	snprintf(base, NAME_MAX + 1, "%s", s ? s + 1 : name);
 }
 
-static int extract_one(struct archive *a, struct archive_entry *e, int ws, const char *name, uint64_t *left,
+/* A file member's bytes into fd, through writer (the sandbox's), bounded by *left. */
+static int extract_data(struct archive *a, int fd, int writer, const char *shown, const uint64_t *left,
+                        struct rb_error *err)
+{
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	int st;
+	bool sent = false; /* the file is the writer's (its first bytes came) */
+	while ((st = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK || st == ARCHIVE_WARN) {
+		if ((uint64_t)off + len > *left)
+			return rb_error_setk(err, RB_ERR_CONFLICT, EFBIG,
+			                     "hydrate: %s: over the bound of bytes unpacked", shown);
+		if (!sent && len && rb_writer_file(writer, fd, err) < 0)
+			return rb_error_prefix(err, "hydrate: write %s", shown);
+		sent = sent || len;
+		if (len && rb_writer_data(writer, buf, len, (uint64_t)off, err) < 0)
+			return rb_error_prefix(err, "hydrate: write %s", shown);
+	}
+	if (st != ARCHIVE_EOF)
+		return rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: %s: %s", shown,
+		                     archive_error_string(a) ? archive_error_string(a) : "damaged");
+	if (sent && rb_writer_sync(writer, NULL, err) < 0)
+		return rb_error_prefix(err, "hydrate: write %s", shown);
+	return 0;
+}
+
+/* One member into /workspace; a file's bytes go through writer (the sandbox's). */
+static int extract_one(struct archive *a, struct archive_entry *e, int ws, int writer, const char *name, uint64_t *left,
                        struct rb_error *err)
 {
 	char dir[PATH_MAX], base[NAME_MAX + 1], shown[PATH_MAX + 12];
@@ -705,24 +734,10 @@ static int extract_one(struct archive *a, struct archive_entry *e, int ws, const
 	_cleanup_close_ int fd = rb_fs_open_child(pfd, base, O_WRONLY | O_CREAT | O_TRUNC, true, shown, err);
 	if (fd < 0)
 		return -1;
-	const void *buf;
-	size_t len;
-	la_int64_t off;
-	int st;
-	uint64_t at = 0;
-	while ((st = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK || st == ARCHIVE_WARN) {
-		if ((uint64_t)off + len > *left)
-			return rb_error_setk(err, RB_ERR_CONFLICT, EFBIG,
-			                     "hydrate: %s: over the bound of bytes unpacked", shown);
-		if ((uint64_t)off > at && lseek(fd, off, SEEK_SET) < 0)
-			return rb_error_set(err, errno, "hydrate: seek %s", shown);
-		if (rb_write_all(fd, buf, len) < 0)
-			return rb_error_set(err, errno, "hydrate: write %s", shown);
-		at = (uint64_t)off + len;
+	if (extract_data(a, fd, writer, shown, left, err) < 0) {
+		unlinkat(pfd, base, 0); /* no part of a file is left (its pages are the session's) */
+		return -1;
 	}
-	if (st != ARCHIVE_EOF)
-		return rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: %s: %s", shown,
-		                     archive_error_string(a) ? archive_error_string(a) : "damaged");
 	uint64_t size = (uint64_t)(archive_entry_size(e) > 0 ? archive_entry_size(e) : 0);
 	if (ftruncate(fd, (off_t)size) < 0 || fchmod(fd, perm & 0777) < 0)
 		return rb_error_set(err, errno, "hydrate: %s", shown);
@@ -741,8 +756,9 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 	struct rb_serve_fs fs;
 	if (rb_serve_sandbox(sv, sid, &fs, err) < 0)
 		return -1;
+	_cleanup_close_ int writer = rb_serve_sandbox_writer(sv, sid, err);
 	struct rb_fscred cr;
-	if (rb_fscred_enter(&fs, &cr, err) < 0) {
+	if (writer < 0 || rb_fscred_enter(&fs, &cr, err) < 0) {
 		rb_serve_fs_release(&fs);
 		return -1;
 	}
@@ -755,7 +771,7 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 		if (member_name(archive_entry_pathname(e), name, sizeof name, err) < 0)
 			r = -1;
 		else if (name[0])
-			r = extract_one(a, e, fs.ws, name, &left, err);
+			r = extract_one(a, e, fs.ws, writer, name, &left, err);
 	}
 	if (r == 0 && st != ARCHIVE_EOF)
 		r = rb_error_setk(err, RB_ERR_INPUT, 0, "hydrate: the archive is damaged");
@@ -763,6 +779,10 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 		archive_read_free(a);
 	rb_fscred_leave(&cr);
 	rb_serve_fs_release(&fs);
+	struct rb_error rerr;
+	if (r == 0 && rb_writer_release(writer, &rerr) == 0) {
+		rb_serve_sandbox_writer_done(sv, sid, rb_steal_fd(&writer));
+	}
 	return r;
 }
 

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -52,6 +54,30 @@ void rb_session_send_signal(struct rb_session *s, int64_t id, int sig)
 	struct rb_error err;
 	rb_chan_send(s->run->sb.ctl, m, NULL, 0, &err);
 	json_decref(m);
+}
+
+int rb_session_writer(struct rb_session *s, struct rb_error *err)
+{
+	if (s->dead || s->run->sb.reaped || !s->run->ready)
+		return rb_error_setk(err, RB_ERR_CONFLICT, 0, "the sandbox is not up");
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return rb_error_set(err, errno, "socketpair for the sandbox's writer");
+	struct timeval tv = {.tv_sec = RB_SESSION_WRITER_TIMEOUT_S};
+	json_t *m = json_pack("{s:s}", "op", "writer");
+	int r = m ? 0 : rb_error_set(err, ENOMEM, "the sandbox's writer");
+	if (r == 0 && (setsockopt(sp[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 ||
+	               setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0))
+		r = rb_error_set(err, errno, "the sandbox's writer: timeouts");
+	if (r == 0)
+		r = rb_chan_send(s->run->sb.ctl, m, &sp[1], 1, err);
+	json_decref(m);
+	close(sp[1]);
+	if (r < 0) {
+		close(sp[0]);
+		return -1;
+	}
+	return sp[0];
 }
 
 static void drop_grace(struct rb_session *s)

@@ -86,6 +86,12 @@ int rb_session_fd(const struct rb_session *s);
 /* Handles what is ready (output, init's reports, deadlines, the cancel, the gateway), waiting
  * up to timeout_ms (-1: until something is). Returns 0, or -1 with err. */
 int rb_session_dispatch(struct rb_session *s, int timeout_ms, struct rb_error *err);
+/* A writer in the sandbox (runtime/sandbox/writer.h): returns the caller's end of its socket
+ * (the caller closes it; sends and answers time out after RB_SESSION_WRITER_TIMEOUT_S), or -1
+ * with err. Files written through it are charged to the sandbox's memory. Called as the
+ * session's other calls are (one thread at a time); the writer then serves any thread. */
+#define RB_SESSION_WRITER_TIMEOUT_S 60
+int rb_session_writer(struct rb_session *s, struct rb_error *err);
 /* Kills what is left (the whole sandbox) and frees the session; the run stays the caller's
  * (rb_run_close). Processes not yet freed end as killed and stay readable. */
 void rb_session_close(struct rb_session *s);

@@ -2,7 +2,8 @@
  * request (several may run at once, each named by the runner's id), reaps every process,
  * forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the running ones, reports each one's status on the
  * control channel, and dies with the runner (its exit takes the whole pid namespace with it).
- * It is a copy of runbox in memory, never re-exec'd. */
+ * It is a copy of runbox in memory, never re-exec'd. On request it forks a writer (writer.h), whose
+ * writes into the sandbox's files are charged to the sandbox's memory. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +36,7 @@ extern char **environ;
 #include "runtime/sandbox/channel.h"
 #include "runtime/sandbox/sandbox.h"
 #include "runtime/sandbox/step.h"
+#include "runtime/sandbox/writer.h"
 
 /* More than a command line can hold: Linux's ARG_MAX (2 MiB of strings and their pointers)
  * allows ~230,000 empty arguments. */
@@ -55,6 +57,7 @@ struct init_state {
 	const struct rb_sandbox_spec *spec;
 	int ctl;
 	int pts; /* the sandbox's own devpts (/dev/pts, O_PATH), or -1 */
+	struct rb_writer_oom oom;
 	struct init_proc procs[MAX_PROCS];
 };
 
@@ -132,8 +135,23 @@ static int become_mapped(const struct rb_sandbox_spec *spec, struct rb_error *er
 	return 0;
 }
 
-/* Closes everything but the control socket and points 0..2 at the sandbox's /dev/null. */
-static int isolate_fds(int ctl, struct rb_error *err)
+/* Closes every fd from 3 up but keep's (each -1 or above 2, ascending). */
+static void close_but(const int keep[2])
+{
+	unsigned from = 3;
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < 0)
+			continue;
+		if ((unsigned)keep[i] > from)
+			syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, from, ~0U, 0);
+}
+
+/* Closes everything but the control socket (and init's oom_score_adj, or -1) and points 0..2
+ * at the sandbox's /dev/null. */
+static int isolate_fds(int ctl, int oom_adj, struct rb_error *err)
 {
 	/* The sandbox's own /dev/null: its /dev is read-only, but it is checked to be the device
 	 * it claims to be, as everything init opens in the sandbox's tree. */
@@ -150,9 +168,12 @@ static int isolate_fds(int ctl, struct rb_error *err)
 			return rb_error_set(err, errno, "dup2 /dev/null");
 	if (null > 2)
 		close(null);
-	if (ctl > 3)
-		syscall(SYS_close_range, 3, ctl - 1, 0);
-	syscall(SYS_close_range, ctl + 1, ~0U, 0);
+	int keep[2] = {ctl, oom_adj};
+	if (oom_adj >= 0 && oom_adj < ctl) {
+		keep[0] = oom_adj;
+		keep[1] = ctl;
+	}
+	close_but(keep);
 	return 0;
 }
 
@@ -375,6 +396,8 @@ __attribute__((noreturn)) static void loop(struct init_state *st, int sfd)
 			const char *op = json_string_value(json_object_get(msg, "op"));
 			if (op && !strcmp(op, "exec"))
 				handle_exec(st, msg, fds, n_fds);
+			else if (op && !strcmp(op, "writer") && n_fds == 1) /* the writer's socket end */
+				rb_writer_start(fds[0], &st->oom);
 			else if (op && !strcmp(op, "signal")) /* {"sig", "id"}: without an id, to all */
 				signal_procs(st, json_object_get(msg, "id"),
 				             (int)json_integer_value(json_object_get(msg, "sig")));
@@ -413,6 +436,9 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	rb_error_clear(&err);
 	struct init_state st = {.spec = spec, .ctl = ctl, .pts = -1};
 	wipe_host_strings();
+	/* Opened while init still owns its /proc files (the change of ids below makes it
+	 * undumpable, and them root's): a writer's fork raises it for the child (writer.h). */
+	rb_writer_oom_open(&st.oom);
 
 	/* Wait for the runner: id maps written, cgroup joined; it may send the idmapped image. */
 	json_t *go = NULL;
@@ -458,7 +484,7 @@ void rb_init_main(const struct rb_sandbox_spec *spec, int ctl)
 	}
 	if (setdomainname("", 0) < 0)
 		rb_error_set(&err, errno, "setdomainname"); /* cosmetic: not fatal */
-	if (isolate_fds(ctl, &err) < 0)
+	if (isolate_fds(ctl, st.oom.fd, &err) < 0)
 		die_setup(ctl, &err);
 	/* Nothing in the sandbox may ptrace or read init's memory. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
