@@ -139,7 +139,6 @@ void rb_writer_main(int sock, pid_t parent)
 	}
 }
 
-/* Its socket closed: init's word on why, when it could not start one, else killed. */
 void rb_writer_oom_open(struct rb_writer_oom *o)
 {
 	o->orig[0] = '\0';
@@ -188,12 +187,22 @@ static int writer_killed(struct rb_error *err)
 	                     "the sandbox's writer was killed: the sandbox is out of memory (its memory limit)");
 }
 
+/* init's fork failed: at the sandbox's pids limit (EAGAIN), the sandbox's state, as a write past
+ * its memory is. */
+static int not_started(int errnum, struct rb_error *err)
+{
+	if (errnum == EAGAIN)
+		return rb_error_setk(err, RB_ERR_CONFLICT, errnum,
+		                     "the sandbox could not start its writer: at its limit of processes (pids)");
+	return rb_error_set(err, errnum, "the sandbox could not start its writer");
+}
+
 /* Its socket closed: init's word on why, when it could not start one, else killed. */
 static int writer_gone(int sock, struct rb_error *err)
 {
 	struct rb_writer_reply r;
 	if (recv(sock, &r, sizeof r, MSG_DONTWAIT) == (ssize_t)sizeof r && r.not_started)
-		return rb_error_set(err, r.errnum, "the sandbox could not start its writer");
+		return not_started(r.errnum, err);
 	return writer_killed(err);
 }
 
@@ -270,7 +279,7 @@ int rb_writer_sync(int sock, uint64_t *written, struct rb_error *err)
 	if (n != (ssize_t)sizeof r)
 		return writer_killed(err);
 	if (r.not_started)
-		return rb_error_set(err, r.errnum, "the sandbox could not start its writer");
+		return not_started(r.errnum, err);
 	if (written)
 		*written = r.written;
 	if (r.errnum)

@@ -250,6 +250,7 @@ static void test_not_started(void **state)
 		}
 		assert_int_equal(got, -1);
 		assert_int_equal(err.errnum, EAGAIN);
+		assert_int_equal(err.kind, RB_ERR_CONFLICT); /* the sandbox's pids limit: 409 */
 		assert_non_null(strstr(err.msg, "could not start"));
 		close(fd);
 		close(sv[0]);
