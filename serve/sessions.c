@@ -1032,11 +1032,18 @@ int rb_serve_sandbox_writer(struct rb_serve *sv, const char *sid, struct rb_erro
 	int r;
 	if (!s) {
 		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
-	} else if (s->has_writer) {
-		r = s->writer;
-		s->has_writer = false;
 	} else {
-		r = rb_session_writer(s->s, err);
+		r = -1;
+		/* The idle one, unless it ended meanwhile (killed from inside the sandbox): an idle
+		 * writer's socket has nothing to read and no hangup. */
+		struct pollfd pf = {.fd = s->writer, .events = POLLIN};
+		if (s->has_writer && poll(&pf, 1, 0) == 0)
+			r = s->writer;
+		else if (s->has_writer)
+			close(s->writer);
+		s->has_writer = false;
+		if (r < 0)
+			r = rb_session_writer(s->s, err);
 	}
 	pthread_mutex_unlock(&sv->lock);
 	return r;

@@ -6,7 +6,8 @@
 # to 64M is a 409 naming the memory limit, leaves no partial file, and the session lives on
 # (its init is not the OOM killer's choice); controls: the same 100 MB PUT and hydrate into a
 # session with the default limit are taken. Before the writer, the 100 MB went in (charged to
-# the daemon) and the session's usage did not move.
+# the daemon) and the session's usage did not move. The session keeps one idle writer between
+# calls, and one killed from inside the sandbox is replaced, not handed the next call.
 # modes: root user
 . "$(dirname "$0")/../lib.sh"
 lib_init serve_memory
@@ -34,10 +35,30 @@ if [[ ! "$S" =~ ^[0-9a-f]{32}$ ]] || [[ ! "$B" =~ ^[0-9a-f]{32}$ ]]; then
 	kill "$DPID"
 	exit 0
 fi
+# The session keeps one idle writer between calls; one killed from inside the sandbox is
+# replaced, not handed a call.
+# shellcheck disable=SC2016 # expanded by the sandbox's sh
+writers='n=0; for c in /proc/[0-9]*/comm; do [ "$(cat $c 2>/dev/null)" = runbox-writer ] && n=$((n+1)); done; echo $n'
+api PUT "/v1/sessions/$B/files?path=/workspace/s1" "one"
+a=$ST
+api PUT "/v1/sessions/$B/files?path=/workspace/s2" "two"
+b=$ST
+ex "$B" "$writers"
+idle=$OUT
+# shellcheck disable=SC2016 # expanded by the sandbox's sh
+ex "$B" 'for c in /proc/[0-9]*/comm; do [ "$(cat $c)" = runbox-writer ] && kill -9 "$(basename "$(dirname $c)")"; done; sleep 0.2'
+api PUT "/v1/sessions/$B/files?path=/workspace/s3" "three"
+c="$ST $R"
+ex "$B" 'cat /workspace/s3'
+if [ "$a$b" = 200200 ] && [ "$idle" = 1 ] && [[ "$c" == 200* ]] && [ "$OUT" = three ]; then
+	ok "the session keeps one idle writer between PUTs; one killed from inside is replaced (the next PUT 200)"
+else not_ok "an idle writer is kept and replaced when killed" "PUTs $a $b, idle writers '$idle', after the kill '$c', read '$OUT'"; fi
+
+
 CG=""
-for d in $(find /sys/fs/cgroup -maxdepth 8 -type d -name "$RUN" 2>/dev/null); do
+while read -r d; do
 	if [ -r "$d/memory.usage_in_bytes" ] || [ -r "$d/memory.current" ]; then CG=$d; fi
-done
+done < <(find /sys/fs/cgroup -maxdepth 8 -type d -name "$RUN" 2>/dev/null)
 if [ -z "$CG" ]; then
 	for t in "a PUT is charged to the session's memory" "a PUT or a hydrate past the session's memory limit is refused"; do
 		host_limit "$t" "the session has no memory cgroup here (no delegated hierarchy for the mode's user)"
