@@ -1,6 +1,9 @@
 /* Connector calls: the decision (gateway/decide.h), the upstream's address checked and pinned,
- * the client's credentials stripped and the operator's added, the answer scrubbed and streamed
- * through a socketpair (curl's writes block on it: backpressure), and the call's record. */
+ * the client's credentials stripped and the operator's added, the answer scrubbed and streamed,
+ * and the call's record. A call's transfer runs on the thread answering its client, driven by
+ * libmicrohttpd's reader (a bounded buffer between them: curl pauses when it is full); a
+ * long-lived answer (an event stream) runs on a producer thread of the run's instead, through a
+ * socketpair (curl's writes block on it: backpressure). */
 #define _GNU_SOURCE
 #include "gateway/connector.h"
 
@@ -30,6 +33,9 @@
 #include "gateway/workers.h"
 
 #define READ_BLOCK ((size_t)32 * 1024)
+/* Bytes of an answer held for a client that reads slower than the upstream sends: past them
+ * curl pauses the transfer. */
+#define INLINE_HIGH ((size_t)256 * 1024)
 
 /* ---- secrets ---------------------------------------------------------------------------- */
 
@@ -203,12 +209,17 @@ struct fwd {
 	const struct rb_gw_connector *conn; /* NULL on the proxy door */
 	const struct rb_gw_secret *sec;
 	const char *door;
-	char name[300]; /* the connector, or the proxied host:port */
-	CURL *curl;
+	char name[300];        /* the connector, or the proxied host:port */
+	struct rb_gw_handle h; /* the transfer's easy handle and its multi (curlpool.h) */
 	struct curl_slist *hdrs, *resolve;
-	int sp[2];     /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
-	bool started;  /* the producer runs (on one of the run's workers) */
-	bool produced; /* under lock: the producer is done with f */
+	int sp[2];    /* [0]: read by libmicrohttpd's reader; [1]: written by the producer */
+	bool started; /* the producer runs (on one of the run's workers) */
+	/* On the client's thread (not a stream): the transfer is in h's multi, driven by drive(). */
+	bool inl, in_multi, xfer_done, paused;
+	char *buf; /* the answer's scrubbed bytes not yet read by the client: [off, len) */
+	size_t buf_off, buf_len, buf_cap;
+	unsigned progress; /* a callback of curl's ran: drive() returns before waiting */
+	bool produced;     /* under lock: the producer is done with f */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool head_done;
@@ -231,7 +242,7 @@ struct fwd {
 	const struct rb_gw_filter *filter;
 	void *filter_cls;
 	json_t *extra;                     /* the door's fields for the record */
-	char pool_key[RB_GW_CURLPOOL_KEY]; /* whose handle curl is (take_handle) */
+	char pool_key[RB_GW_CURLPOOL_KEY]; /* whose handle h is (take_handle) */
 	bool reusable; /* the transfer ended whole: its handle (and connection) go back to the pool */
 };
 
@@ -254,6 +265,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *cls)
 {
 	struct fwd *f = cls;
 	size_t len = size * n;
+	f->progress++;
 	if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
 		const char *sp = memchr(p, ' ', len);
 		f->status = sp ? strtol(sp + 1, NULL, 10) : 0;
@@ -310,15 +322,51 @@ static json_t *client_headers(const struct fwd *f)
 	return out;
 }
 
+/* Answer bytes toward the client: into the buffer its reader drains, or the producer's
+ * socketpair. false: the client is gone (or no memory). */
+static bool emit(struct fwd *f, const char *p, size_t n)
+{
+	if (!f->inl)
+		return rb_send_all(f->sp[1], p, n) == 0;
+	if (!n)
+		return true;
+	if (f->buf_off && f->buf_off == f->buf_len)
+		f->buf_off = f->buf_len = 0;
+	if (f->buf_len + n > f->buf_cap) {
+		if (f->buf_off) {
+			memmove(f->buf, f->buf + f->buf_off, f->buf_len - f->buf_off);
+			f->buf_len -= f->buf_off;
+			f->buf_off = 0;
+		}
+		size_t cap = f->buf_cap ? f->buf_cap : READ_BLOCK;
+		while (cap < f->buf_len + n)
+			cap *= 2;
+		char *nb = cap == f->buf_cap ? f->buf : realloc(f->buf, cap);
+		if (!nb)
+			return false;
+		f->buf = nb;
+		f->buf_cap = cap;
+	}
+	memcpy(f->buf + f->buf_len, p, n);
+	f->buf_len += n;
+	return true;
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *cls)
 {
 	struct fwd *f = cls;
 	size_t len = size * n;
+	f->progress++;
 	if (!f->head_done)
 		head_complete(f);
+	/* The client has not read what came: curl waits (the same bytes come again after). */
+	if (f->inl && f->buf_len - f->buf_off >= INLINE_HIGH) {
+		f->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
 	if (!f->ss) { /* the proxy door: no credential to scrub, the bytes pass as they are */
 		f->bytes_down += len;
-		return rb_send_all(f->sp[1], p, len) == 0 ? len : 0;
+		return emit(f, p, len) ? len : 0;
 	}
 	struct rb_buf_out out = {0};
 	struct rb_error err;
@@ -330,7 +378,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *cls)
 		return 0; /* nothing unscrubbed leaves: the transfer ends */
 	}
 	keep(f, out.data, out.len);
-	bool ok = rb_send_all(f->sp[1], out.data, out.len) == 0;
+	bool ok = emit(f, out.data, out.len);
 	f->bytes_down += out.len;
 	free(out.data);
 	return ok ? len : 0;
@@ -352,11 +400,10 @@ static const char *curl_error(struct fwd *f)
 	return f->errbuf;
 }
 
-static void *produce(void *cls)
+/* After the transfer (f->rc its outcome): the scrubber's tail, the record, the idempotency
+ * key's state, then the end of the answer. */
+static void transfer_end(struct fwd *f)
 {
-	struct fwd *f = cls;
-	f->up0 = rb_now_us();
-	f->rc = curl_easy_perform(f->curl);
 	f->up1 = rb_now_us();
 	bool headless = !f->head_done;
 	f->headless = headless;
@@ -369,7 +416,7 @@ static void *produce(void *cls)
 		whole = f->filter ? f->filter->finish(f->filter_cls, &out, f->errbuf, sizeof f->errbuf) == 0
 		                  : rb_scrub_stream_finish(f->ss, &out, &err) == 0;
 		keep(f, out.data, out.len);
-		whole = whole && rb_send_all(f->sp[1], out.data, out.len) == 0;
+		whole = whole && emit(f, out.data, out.len);
 		f->bytes_down += out.len;
 		free(out.data);
 	}
@@ -405,8 +452,41 @@ static void *produce(void *cls)
 	else
 		json_decref(ev);
 	f->reusable = whole && !headless;
-	shutdown(f->sp[1], SHUT_WR);
+	f->xfer_done = true;
+	if (!f->inl)
+		shutdown(f->sp[1], SHUT_WR);
+}
+
+static void *produce(void *cls)
+{
+	struct fwd *f = cls;
+	f->up0 = rb_now_us();
+	f->rc = rb_gw_handle_perform(&f->h);
+	transfer_end(f);
 	return NULL;
+}
+
+/* One step of a transfer on the client's thread: what curl can do now, or else a wait of up to
+ * a second for its sockets and timers. Its end runs transfer_end. */
+static void drive(struct fwd *f)
+{
+	unsigned seen = f->progress;
+	int running = 1;
+	CURLMcode mc = curl_multi_perform(f->h.multi, &running);
+	if (mc == CURLM_OK && running) {
+		if (f->progress != seen)
+			return;
+		if ((mc = curl_multi_poll(f->h.multi, NULL, 0, 1000, NULL)) == CURLM_OK)
+			return;
+	}
+	f->rc = mc == CURLM_OK ? CURLE_OK : CURLE_RECV_ERROR;
+	int q;
+	for (CURLMsg *m; mc == CURLM_OK && (m = curl_multi_info_read(f->h.multi, &q));)
+		if (m->msg == CURLMSG_DONE && m->easy_handle == f->h.easy)
+			f->rc = m->data.result;
+	curl_multi_remove_handle(f->h.multi, f->h.easy);
+	f->in_multi = false;
+	transfer_end(f);
 }
 
 /* The producer as a worker's job: says when it is done, as a join would. */
@@ -430,19 +510,35 @@ static void wait_produced(struct fwd *f)
 	f->started = false;
 }
 
+/* Until the transfer ended (its producer's, or driven here). */
+static void finish(struct fwd *f)
+{
+	if (f->started)
+		wait_produced(f);
+	while (f->in_multi)
+		drive(f);
+}
+
 static void fwd_free(void *cls)
 {
 	struct fwd *f = cls;
 	if (!f)
 		return;
+	if (f->in_multi) { /* the client went before the answer's end: the call ends so, recorded */
+		curl_multi_remove_handle(f->h.multi, f->h.easy);
+		f->in_multi = false;
+		f->rc = CURLE_WRITE_ERROR;
+		snprintf(f->errbuf, sizeof f->errbuf, "the client closed the connection before the answer's end");
+		transfer_end(f);
+	}
 	if (f->sp[0] >= 0)
 		close(f->sp[0]); /* a producer still writing gets EPIPE and ends the transfer */
 	if (f->started)
 		wait_produced(f);
 	if (f->sp[1] >= 0)
 		close(f->sp[1]);
-	if (f->curl)
-		rb_gw_curlpool_give(f->ctx->curlpool, f->pool_key, f->curl, f->reusable);
+	rb_gw_curlpool_give(f->ctx->curlpool, f->pool_key, &f->h, f->reusable);
+	free(f->buf);
 	curl_slist_free_all(f->hdrs);
 	curl_slist_free_all(f->resolve);
 	json_decref(f->resp_headers);
@@ -454,6 +550,28 @@ static void fwd_free(void *cls)
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
 	free(f);
+}
+
+/* The client's side of a transfer it drives: what the buffer holds, else curl's next bytes. */
+static ssize_t inline_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct fwd *f = cls;
+	while (f->buf_off == f->buf_len && !f->xfer_done) {
+		if (f->paused) {
+			f->paused = false;
+			curl_easy_pause(f->h.easy, CURLPAUSE_CONT); /* may deliver at once, into the buffer */
+		} else {
+			drive(f);
+		}
+	}
+	size_t n = f->buf_len - f->buf_off;
+	if (n) {
+		n = n < max ? n : max;
+		memcpy(buf, f->buf + f->buf_off, n);
+		f->buf_off += n;
+		return (ssize_t)n;
+	}
+	return f->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -704,10 +822,10 @@ out:
 
 /* An easy handle for f's upstream, from the run's pool: keyed by the door and the connector (or
  * the proxied host:port), so a connection only ever carries one connector's calls. */
-static CURL *take_handle(struct fwd *f)
+static bool take_handle(struct fwd *f)
 {
 	snprintf(f->pool_key, sizeof f->pool_key, "%s %s", f->door, f->name);
-	return rb_gw_curlpool_take(f->ctx->curlpool, f->pool_key);
+	return rb_gw_curlpool_take(f->ctx->curlpool, f->pool_key, &f->h);
 }
 
 static char *credential_header(const struct rb_gw_connector *c, const struct rb_gw_secret *s)
@@ -747,7 +865,7 @@ static int on_progress(void *cls, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const char *url, const char *method,
                                const char *body, size_t body_len)
 {
-	CURL *c = f->curl;
+	CURL *c = f->h.easy;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect goes back to the client, uncredentialed */
@@ -760,7 +878,6 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	 * that holds an Idempotency-Key or an approval is sent at most once, so on a new one. */
 	if (f->idem || f->approval)
 		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
-	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, 1L); /* a kept handle holds one connection, its last */
 	if (!f->stream) {
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
@@ -787,18 +904,30 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 	f->bytes_up = body_len;
 	rb_gw_record_sent(f->ctx, &(struct rb_gw_sent){f->door, f->name, method, f->host, f->route, url, body_len},
 	                  &f->extra); /* before any byte leaves; the completion carries its id (extra) */
-	if (rb_gw_workers_run(f->ctx->workers, produce_job, f) < 0) {
-		fwd_free(f);
-		return MHD_NO;
+	if (!f->stream) {             /* driven here until its head, then by the client's reads */
+		f->inl = true;
+		f->up0 = rb_now_us();
+		if (curl_multi_add_handle(f->h.multi, c) != CURLM_OK) {
+			fwd_free(f);
+			return MHD_NO;
+		}
+		f->in_multi = true;
+		while (!f->head_done && f->in_multi)
+			drive(f);
+	} else {
+		if (rb_gw_workers_run(f->ctx->workers, produce_job, f) < 0) {
+			fwd_free(f);
+			return MHD_NO;
+		}
+		f->started = true;
+		pthread_mutex_lock(&f->lock);
+		while (!f->head_done)
+			pthread_cond_wait(&f->cond, &f->lock);
+		pthread_mutex_unlock(&f->lock);
 	}
-	f->started = true;
-	pthread_mutex_lock(&f->lock);
-	while (!f->head_done)
-		pthread_cond_wait(&f->cond, &f->lock);
-	pthread_mutex_unlock(&f->lock);
 
 	if (f->headless || f->status < 200) { /* no answer from the upstream */
-		wait_produced(f);
+		finish(f);
 		const struct rb_gw_ctx *ctx = f->ctx;
 		const char *door = f->door;
 		uint64_t t0 = f->t0;
@@ -829,7 +958,8 @@ static enum MHD_Result forward(struct fwd *f, struct MHD_Connection *mc, const c
 		                                    host, "hint",
 		                                    "the connector's upstream did not answer; retry later"));
 	}
-	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK, reader, f, fwd_free);
+	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, READ_BLOCK,
+	                                                           f->inl ? inline_reader : reader, f, fwd_free);
 	if (!r) {
 		fwd_free(f);
 		return MHD_NO;
@@ -1138,8 +1268,9 @@ static enum MHD_Result credentialed_send(struct fwd *f, struct MHD_Connection *m
 	if (ok && !f->has_ctype)
 		f->hdrs = curl_slist_append(f->hdrs, "Content-Type:");
 	f->hdrs = ok ? curl_slist_append(f->hdrs, "Expect:") : f->hdrs;
-	ok = ok && f->hdrs && (f->curl = take_handle(f)) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
-	     socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0;
+	/* The producer's socketpair only for a streamed answer (forward). */
+	ok = ok && f->hdrs && take_handle(f) && rb_scrub_stream_new(sec->scrub, &f->ss, &err) == 0 &&
+	     (!f->stream || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) == 0);
 	if (!ok) {
 		if (url) {
 			OPENSSL_cleanse(url, strlen(url));
@@ -1319,8 +1450,8 @@ enum MHD_Result rb_gw_proxy_call(const struct rb_gw_ctx *ctx, struct MHD_Connect
 	if (qw.oom || asprintf(&full, "%s%s", url, qw.q ? qw.q : "") < 0)
 		full = NULL;
 	free(qw.q);
-	if (!full || !f->hdrs || !(f->curl = take_handle(f)) ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0) {
+	if (!full || !f->hdrs || !take_handle(f) ||
+	    (f->stream && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sp) < 0)) {
 		free(full);
 		fwd_free(f);
 		return MHD_NO;

@@ -3,7 +3,8 @@
  * (controls) another connector, or another upstream, on its own; no option of a call (a
  * credential header) stays on the handle for the next; a call with an Idempotency-Key goes
  * on a new connection; a call whose answer was cut short closes its connection and the next
- * call opens a new one. */
+ * call opens a new one; an 8 MiB answer reaches a slow client and a fast one whole (the
+ * transfer paused and resumed on the client's thread), and its connection is reused. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,15 +146,15 @@ static size_t discard(char *p, size_t size, size_t n, void *cls)
 	return size * n;
 }
 
-/* One GET of url on c (taken from the pool), headers added; its status. */
-static long get(CURL *c, const char *url, struct curl_slist *hdrs)
+/* One GET of url on h (taken from the pool), headers added; its status. */
+static long get(struct rb_gw_handle *h, const char *url, struct curl_slist *hdrs)
 {
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h->easy, CURLOPT_URL, url);
+	curl_easy_setopt(h->easy, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, hdrs);
 	long status = 0;
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (rb_gw_handle_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &status);
 	return status;
 }
 
@@ -169,42 +170,44 @@ static void test_pool_keeps_one_connection_per_key(void **state)
 	struct rb_gw_curlpool *p = rb_gw_curlpool_new();
 	assert_non_null(p);
 	for (int i = 0; i < 5; i++) {
-		CURL *c = rb_gw_curlpool_take(p, "connector a");
-		assert_int_equal(get(c, url, NULL), 200);
-		rb_gw_curlpool_give(p, "connector a", c, true);
+		struct rb_gw_handle c;
+		assert_true(rb_gw_curlpool_take(p, "connector a", &c));
+		assert_int_equal(get(&c, url, NULL), 200);
+		rb_gw_curlpool_give(p, "connector a", &c, true);
 	}
 	assert_int_equal(accepts(u), 1); /* five calls, one connection */
 
 	/* Control: another key (another connector of the same upstream) never takes a's. */
-	CURL *c = rb_gw_curlpool_take(p, "connector b");
+	struct rb_gw_handle c;
+	assert_true(rb_gw_curlpool_take(p, "connector b", &c));
 	struct curl_slist *cred = curl_slist_append(NULL, "X-Credential: secret-of-b");
-	assert_int_equal(get(c, url, cred), 200);
+	assert_int_equal(get(&c, url, cred), 200);
 	assert_true(last_has(u, "X-Credential: secret-of-b"));
-	rb_gw_curlpool_give(p, "connector b", c, true);
+	rb_gw_curlpool_give(p, "connector b", &c, true);
 	assert_int_equal(accepts(u), 2);
 
 	/* The next call of b reuses b's connection without b's last header: reset per call. */
-	c = rb_gw_curlpool_take(p, "connector b");
-	assert_int_equal(get(c, url, NULL), 200);
+	assert_true(rb_gw_curlpool_take(p, "connector b", &c));
+	assert_int_equal(get(&c, url, NULL), 200);
 	assert_false(last_has(u, "X-Credential"));
-	rb_gw_curlpool_give(p, "connector b", c, true);
+	rb_gw_curlpool_give(p, "connector b", &c, true);
 	assert_int_equal(accepts(u), 2);
 
 	/* A handle given back as not reusable (its answer cut short) is closed, not kept. */
-	c = rb_gw_curlpool_take(p, "connector a");
-	assert_int_equal(get(c, url, NULL), 200);
-	rb_gw_curlpool_give(p, "connector a", c, false);
-	c = rb_gw_curlpool_take(p, "connector a");
-	assert_int_equal(get(c, url, NULL), 200);
-	rb_gw_curlpool_give(p, "connector a", c, true);
+	assert_true(rb_gw_curlpool_take(p, "connector a", &c));
+	assert_int_equal(get(&c, url, NULL), 200);
+	rb_gw_curlpool_give(p, "connector a", &c, false);
+	assert_true(rb_gw_curlpool_take(p, "connector a", &c));
+	assert_int_equal(get(&c, url, NULL), 200);
+	rb_gw_curlpool_give(p, "connector a", &c, true);
 	assert_int_equal(accepts(u), 3);
 
 	/* More idle handles than the pool holds: the oldest are closed, none leaks. */
-	CURL *many[RB_GW_CURLPOOL_IDLE + 2];
+	struct rb_gw_handle many[RB_GW_CURLPOOL_IDLE + 2];
 	for (unsigned i = 0; i < RB_GW_CURLPOOL_IDLE + 2; i++)
-		assert_non_null(many[i] = rb_gw_curlpool_take(p, "connector z"));
+		assert_true(rb_gw_curlpool_take(p, "connector z", &many[i]));
 	for (unsigned i = 0; i < RB_GW_CURLPOOL_IDLE + 2; i++)
-		rb_gw_curlpool_give(p, "connector z", many[i], true);
+		rb_gw_curlpool_give(p, "connector z", &many[i], true);
 	curl_slist_free_all(cred);
 	rb_gw_curlpool_free(p);
 	up_stop(u);
@@ -268,7 +271,52 @@ static long gw_get_with(struct gw_fixture *g, CURL *client, const char *connecto
 	struct curl_slist *h = curl_slist_append(NULL, auth);
 	if (extra)
 		h = curl_slist_append(h, extra);
-	long status = get(client, url, h);
+	curl_easy_setopt(client, CURLOPT_URL, url);
+	curl_easy_setopt(client, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(client, CURLOPT_HTTPHEADER, h);
+	long status = 0;
+	if (curl_easy_perform(client) == CURLE_OK)
+		curl_easy_getinfo(client, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(h);
+	return status;
+}
+
+/* A body's bytes as a client receives them, read slowly when slow (a pause every 64 KiB). */
+struct counted {
+	bool slow;
+	size_t bytes, nonzero, since_pause;
+};
+
+static size_t count_body(char *p, size_t size, size_t n, void *cls)
+{
+	struct counted *c = cls;
+	for (size_t i = 0; i < size * n; i++)
+		c->nonzero += p[i] != 0;
+	c->bytes += size * n;
+	c->since_pause += size * n;
+	if (c->slow && c->since_pause >= 65536) {
+		c->since_pause = 0;
+		usleep(3000);
+	}
+	return size * n;
+}
+
+static long gw_get_counted(struct gw_fixture *g, CURL *client, const char *connector, const char *path,
+                           struct counted *c)
+{
+	char url[128], auth[RB_TOKEN_MAX + 32];
+	snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/connectors/%s%s", g->port, connector, path);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", g->token);
+	struct curl_slist *h = curl_slist_append(NULL, auth);
+	curl_easy_setopt(client, CURLOPT_URL, url);
+	curl_easy_setopt(client, CURLOPT_WRITEFUNCTION, count_body);
+	curl_easy_setopt(client, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(client, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(client, CURLOPT_BUFFERSIZE, 16384L);
+	long status = 0;
+	if (curl_easy_perform(client) == CURLE_OK)
+		curl_easy_getinfo(client, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_setopt(client, CURLOPT_WRITEDATA, NULL);
 	curl_slist_free_all(h);
 	return status;
 }
@@ -335,6 +383,19 @@ static void test_gateway_reuses_the_connection_per_connector(void **state)
 	assert_true(__atomic_load_n(&ua->closes, __ATOMIC_SEQ_CST) > closed);
 	assert_int_equal(gw_get(&g, client, "a", "/x"), 200);
 	assert_int_equal(accepts(ua), 3);
+
+	/* /big (8 MiB, far more than the 256 KiB the gateway holds for a client) to a client that
+	 * reads slowly: curl pauses and resumes the transfer, and every byte arrives, once; then
+	 * to one that reads at once. Both end whole: the next call reuses the connection. */
+	for (int slow = 1; slow >= 0; slow--) {
+		struct counted c = {.slow = slow};
+		assert_int_equal(gw_get_counted(&g, client, "a", "/big", &c), 200);
+		assert_int_equal(c.bytes, BIG_BODY);
+		assert_int_equal(c.nonzero, 0);
+		unsigned before = __atomic_load_n(&ua->accepts, __ATOMIC_SEQ_CST);
+		assert_int_equal(gw_get(&g, client, "a", "/x"), 200);
+		assert_int_equal(__atomic_load_n(&ua->accepts, __ATOMIC_SEQ_CST), before);
+	}
 
 	curl_easy_cleanup(client);
 	rb_gateway_stop(g.gw, NULL);
