@@ -92,8 +92,14 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 	ssize_t w;
 	while ((w = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
-	if (w != 1 || rb_send_all(fd, grant + 1, len - 1) < 0 || rb_send_all(fd, "\n", 1) < 0)
-		return rb_error_set(err, errno, "gateway daemon %s: send the run's grant", path);
+	int sent_errno = 0;
+	if (w != 1 || rb_send_all(fd, grant + 1, len - 1) < 0 || rb_send_all(fd, "\n", 1) < 0) {
+		/* A daemon that refuses the peer answers and closes without reading the grant, so the
+		 * send may fail first: its refusal is still in the socket, and is the error to report. */
+		sent_errno = errno;
+		if (sent_errno != EPIPE && sent_errno != ECONNRESET)
+			return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
+	}
 	/* Its answer; a call it served before the answer was written comes first, and is kept. */
 	uint64_t deadline = rb_now_us() + (uint64_t)timeout_ms * 1000;
 	char *line = malloc(RB_GWSOCK_LINE_MAX);
@@ -105,6 +111,8 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 		if (r <= 0) {
 			int e = errno;
 			free(line);
+			if (sent_errno)
+				return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
 			if (r == 0)
 				return rb_error_set(
 				    err, 0, "gateway daemon %s closed the registration without an answer", path);
@@ -115,6 +123,11 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 		json_error_t jerr;
 		json_t *j = json_loadb(line, n, 0, &jerr);
 		json_t *call = json_object_get(j, "call"), *error = json_object_get(j, "error");
+		if (sent_errno && !json_is_string(error)) {
+			json_decref(j);
+			free(line);
+			return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
+		}
 		if (json_is_object(call)) {
 			if (!*early)
 				*early = json_array();

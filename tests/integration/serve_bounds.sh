@@ -46,7 +46,7 @@ if wait_for held3; then
 	case $R in *max-calls-per-tenant*) ok "a third call of tenant ta in flight is a 429 naming --max-calls-per-tenant" ;;
 	*) not_ok "the 429 names its bound" "$R" ;; esac
 else
-	not_ok "a third call of tenant ta in flight is refused" "$ST $R"
+	not_ok "a third call of tenant ta in flight is refused" "$ST $R | streams: $(for i in 1 2; do printf '[%s: %s] ' "$(tr -d '\r' <"$T/stream$i.h" | head -n 1)" "$(head -c 200 "$T/stream$i")"; done) | alive: $(for p in "${STREAMS[@]}"; do kill -0 "$p" 2>/dev/null && printf '%s ' "$p"; done)"
 fi
 tcp "$KB" GET /v1/sessions
 [ "$ST" = 200 ] && ok "control: tenant tb is served meanwhile" || not_ok "tenant tb is served while ta is at its bound" "$ST $R"
