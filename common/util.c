@@ -26,6 +26,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,6 +300,23 @@ static int put_all(int fd, const void *p, size_t n, bool socket)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+void rb_close_except(unsigned from, const int *keep, unsigned n)
+{
+	for (;;) {
+		unsigned next = ~0U; /* the lowest kept descriptor at or above from */
+		for (unsigned i = 0; i < n; i++)
+			if (keep[i] >= 0 && (unsigned)keep[i] >= from && (unsigned)keep[i] < next)
+				next = (unsigned)keep[i];
+		if (next == ~0U) {
+			syscall(SYS_close_range, from, ~0U, 0);
+			return;
+		}
+		if (next > from)
+			syscall(SYS_close_range, from, next - 1, 0);
+		from = next + 1;
+	}
 }
 
 int rb_write_all(int fd, const void *p, size_t n)

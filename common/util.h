@@ -36,6 +36,9 @@ bool rb_find_in_path(const char *prog, char *out, size_t size);
 /* Writes all n bytes of p to fd, retrying short writes and EINTR. 0, or -1 with errno (a write
  * that wrote nothing counts as EIO). */
 int rb_write_all(int fd, const void *p, size_t n);
+/* Closes every descriptor from `from` up but the n in keep (any order; a negative one is none),
+ * with close_range(2). */
+void rb_close_except(unsigned from, const int *keep, unsigned n);
 /* The same on a socket with send(MSG_NOSIGNAL): a peer gone is EPIPE, never a SIGPIPE. */
 int rb_send_all(int fd, const void *p, size_t n);
 /* The next line of text at *p (without its newline, cut to fit line[n]) for walking a file

@@ -181,12 +181,9 @@ unsigned rb_serve_put_finish(struct rb_serve *sv, struct rb_serve_put *p, json_t
 		                 p->size);
 	if (r == 0 && fchmod(p->fd, p->mode) < 0)
 		r = rb_error_set(&err, errno, "chmod %s", p->p.full);
-	/* Written: the writer lets the file go, and serves the session's next call. */
-	struct rb_error rerr;
-	if (r == 0 && rb_writer_release(p->writer, &rerr) == 0) {
-		rb_serve_sandbox_writer_done(sv, p->sid, p->writer);
-		p->writer = -1;
-	}
+	/* Written: the writer serves the session's next call. */
+	if (r == 0)
+		rb_serve_sandbox_writer_done(sv, p->sid, rb_steal_fd(&p->writer));
 	if (r == 0 && close(p->fd) < 0)
 		r = rb_error_set(&err, errno, "close %s", p->p.full);
 	p->fd = -1;

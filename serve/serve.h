@@ -94,8 +94,8 @@ void rb_serve_fs_release(struct rb_serve_fs *fs);
 /* A writer in the session's sandbox (runtime/sandbox/writer.h): what a file call writes into
  * /workspace goes through it, so the tmpfs pages count against the session's memory, not the
  * daemon's. Returns its socket, the session's idle one or a new one, or -1 with err; the caller
- * closes it, or hands it back with _done once its last sync succeeded and it holds no file
- * (rb_writer_release): the session keeps one for its next call. */
+ * closes it, or hands it back with _done once its last sync succeeded: _done makes it let its
+ * file go (rb_writer_release) and the session keeps one for its next call. */
 int rb_serve_sandbox_writer(struct rb_serve *sv, const char *sid, struct rb_error *err);
 void rb_serve_sandbox_writer_done(struct rb_serve *sv, const char *sid, int writer);
 /* Records an event of the session's run durably, before the call's reply; data is taken. */

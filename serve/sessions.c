@@ -29,6 +29,7 @@
 #include "runtime/run/result.h"
 #include "runtime/run/run.h"
 #include "runtime/run/session.h"
+#include "runtime/sandbox/writer.h"
 #include "serve/manifest.h"
 #include "serve/known.h"
 #include "serve/pool.h"
@@ -1033,15 +1034,15 @@ int rb_serve_sandbox_writer(struct rb_serve *sv, const char *sid, struct rb_erro
 	if (!s) {
 		r = rb_error_setk(err, RB_ERR_NOT_FOUND, 0, "no session `%s`", sid);
 	} else {
-		r = -1;
+		r = s->has_writer ? s->writer : -1;
+		s->has_writer = false;
 		/* The idle one, unless it ended meanwhile (killed from inside the sandbox): an idle
 		 * writer's socket has nothing to read and no hangup. */
-		struct pollfd pf = {.fd = s->writer, .events = POLLIN};
-		if (s->has_writer && poll(&pf, 1, 0) == 0)
-			r = s->writer;
-		else if (s->has_writer)
-			close(s->writer);
-		s->has_writer = false;
+		struct pollfd pf = {.fd = r, .events = POLLIN};
+		if (r >= 0 && poll(&pf, 1, 0) != 0) {
+			close(r);
+			r = -1;
+		}
 		if (r < 0)
 			r = rb_session_writer(s->s, err);
 	}
@@ -1051,6 +1052,12 @@ int rb_serve_sandbox_writer(struct rb_serve *sv, const char *sid, struct rb_erro
 
 void rb_serve_sandbox_writer_done(struct rb_serve *sv, const char *sid, int writer)
 {
+	/* It lets its last file go first: nothing of the sandbox's stays open in an idle one. */
+	struct rb_error err;
+	if (rb_writer_release(writer, &err) < 0) {
+		close(writer);
+		return;
+	}
 	pthread_mutex_lock(&sv->lock);
 	struct sv_session *s = find(sv, sid);
 	if (s && !s->has_writer) {

@@ -779,10 +779,8 @@ static int hydrate_fd(struct rb_serve *sv, const char *sid, int fd, const struct
 		archive_read_free(a);
 	rb_fscred_leave(&cr);
 	rb_serve_fs_release(&fs);
-	struct rb_error rerr;
-	if (r == 0 && rb_writer_release(writer, &rerr) == 0) {
+	if (r == 0)
 		rb_serve_sandbox_writer_done(sv, sid, rb_steal_fd(&writer));
-	}
 	return r;
 }
 

@@ -116,6 +116,14 @@ api() {
 	ST=${out##*$'\n'}
 	R=${out%$'\n'*}
 }
+# upload METHOD PATH FILE: FILE as the body, streamed (curl -T); sets ST and R.
+upload() {
+	local out
+	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
+		-X "$1" -H 'Content-Type: application/octet-stream' -T "$3" "http://runbox$2")
+	ST=${out##*$'\n'}
+	R=${out%$'\n'*}
+}
 jv() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if isinstance(v,str) else json.dumps(v))' "$R" "$1" 2>/dev/null; }
 # serve_keys JSON: the daemon's TCP keys file, $T/keys.json, holding JSON: 0600, the mode's user's.
 serve_keys() {

@@ -15,14 +15,17 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 
-static int send_text(int sock, const char *text, size_t len, const int *fds, unsigned n_fds, struct rb_error *err)
+int rb_chan_sendmsg(int sock, const struct iovec *iov, unsigned n_iov, const int *fds, unsigned n_fds)
 {
-	struct iovec iov = {.iov_base = (char *)text, .iov_len = len};
+	if (n_fds > RB_CHAN_MAX_FDS) {
+		errno = E2BIG;
+		return -1;
+	}
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * RB_CHAN_MAX_FDS)];
 		struct cmsghdr align;
 	} u;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = n_iov};
 	if (n_fds) {
 		memset(&u, 0, sizeof u);
 		mh.msg_control = u.buf;
@@ -37,7 +40,46 @@ static int send_text(int sock, const char *text, size_t len, const int *fds, uns
 	do
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
+	return n < 0 ? -1 : 0;
+}
+
+ssize_t rb_chan_recvmsg(int sock, void *buf, size_t len, int *fds, unsigned max_fds, unsigned *n_fds, bool *truncated)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	union {
+		char b[CMSG_SPACE(sizeof(int) * RB_CHAN_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	*n_fds = 0;
+	*truncated = false;
 	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		unsigned cnt = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int got[RB_CHAN_MAX_FDS];
+		memcpy(got, CMSG_DATA(c), sizeof(int) * (cnt > RB_CHAN_MAX_FDS ? RB_CHAN_MAX_FDS : cnt));
+		for (unsigned i = 0; i < cnt && i < RB_CHAN_MAX_FDS; i++) {
+			if (fds && *n_fds < max_fds)
+				fds[(*n_fds)++] = got[i];
+			else
+				close(got[i]);
+		}
+	}
+	*truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+	return n;
+}
+
+static int send_text(int sock, const char *text, size_t len, const int *fds, unsigned n_fds, struct rb_error *err)
+{
+	struct iovec iov = {.iov_base = (char *)text, .iov_len = len};
+	if (rb_chan_sendmsg(sock, &iov, 1, fds, n_fds) < 0)
 		return rb_error_set(err, errno, "control message: send");
 	return 0;
 }
@@ -73,47 +115,21 @@ int rb_chan_recv(int sock, json_t **msg, int *fds, unsigned *n_fds, struct rb_er
 	_cleanup_free_ char *buf = malloc(RB_CHAN_MAX_MSG + 1);
 	if (!buf)
 		return rb_error_set(err, ENOMEM, "control message");
-	struct iovec iov = {.iov_base = buf, .iov_len = RB_CHAN_MAX_MSG};
-	union {
-		char b[CMSG_SPACE(sizeof(int) * RB_CHAN_MAX_FDS)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
 	/* A peer that closed with our messages unread resets the connection, and the kernel
 	 * reports that (once) before the datagrams the peer sent first: init's last words, an
 	 * error naming what failed, would be lost. Read on; the end comes as 0. */
-	ssize_t n;
-	bool reset_seen = false;
-	for (;;) {
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == ECONNRESET && !reset_seen) {
-			reset_seen = true;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		break;
-	}
+	unsigned got = 0, max = fds && n_fds ? RB_CHAN_MAX_FDS : 0; /* the rest are closed */
+	bool truncated;
+	ssize_t n = rb_chan_recvmsg(sock, buf, RB_CHAN_MAX_MSG, fds, max, &got, &truncated);
+	if (n < 0 && errno == ECONNRESET)
+		n = rb_chan_recvmsg(sock, buf, RB_CHAN_MAX_MSG, fds, max, &got, &truncated);
 	if (n_fds)
-		*n_fds = 0;
+		*n_fds = got;
 	if (n < 0)
 		return rb_error_set(err, errno, "control message: receive");
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		unsigned cnt = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int got[RB_CHAN_MAX_FDS];
-		memcpy(got, CMSG_DATA(c), sizeof(int) * (cnt > RB_CHAN_MAX_FDS ? RB_CHAN_MAX_FDS : cnt));
-		for (unsigned i = 0; i < cnt && i < RB_CHAN_MAX_FDS; i++) {
-			if (fds && n_fds && *n_fds < RB_CHAN_MAX_FDS)
-				fds[(*n_fds)++] = got[i];
-			else
-				close(got[i]);
-		}
-	}
 	if (n == 0)
 		return 0;
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+	if (truncated)
 		return rb_error_set(err, EMSGSIZE, "control message: truncated");
 	buf[n] = '\0';
 	json_error_t jerr;

@@ -4,6 +4,9 @@
 #define RB_CHANNEL_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "common/error.h"
 
@@ -14,6 +17,15 @@
  * ask for it (rb_chan_recv_body) accept one. Linux limits a command line and environment to
  * 2 MiB of strings (ARG_MAX); JSON escaping may double that. */
 #define RB_CHAN_MAX_BODY (8u << 20)
+
+/* The raw messages under both: one SOCK_SEQPACKET message of iov[0..n_iov) with n_fds (at most
+ * RB_CHAN_MAX_FDS) descriptors attached; 0, or -1 with errno (EPIPE: the peer is gone; no
+ * SIGPIPE). */
+int rb_chan_sendmsg(int sock, const struct iovec *iov, unsigned n_iov, const int *fds, unsigned n_fds);
+/* One message into buf[0..len): its length (0: end of file), or -1 with errno; EINTR is
+ * retried. The first max_fds descriptors it carried go to fds (O_CLOEXEC), *n_fds their count,
+ * the rest are closed. *truncated: the message or its descriptors did not fit. */
+ssize_t rb_chan_recvmsg(int sock, void *buf, size_t len, int *fds, unsigned max_fds, unsigned *n_fds, bool *truncated);
 
 /* Sends msg (not consumed) with fds; as a body when it is longer than RB_CHAN_MAX_MSG (then
  * at most RB_CHAN_MAX_FDS - 1 fds). Returns 0 or -1 with err. */

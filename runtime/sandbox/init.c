@@ -23,7 +23,6 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/magic.h>
@@ -135,20 +134,6 @@ static int become_mapped(const struct rb_sandbox_spec *spec, struct rb_error *er
 	return 0;
 }
 
-/* Closes every fd from 3 up but keep's (each -1 or above 2, ascending). */
-static void close_but(const int keep[2])
-{
-	unsigned from = 3;
-	for (int i = 0; i < 2; i++) {
-		if (keep[i] < 0)
-			continue;
-		if ((unsigned)keep[i] > from)
-			syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
-		from = (unsigned)keep[i] + 1;
-	}
-	syscall(SYS_close_range, from, ~0U, 0);
-}
-
 /* Closes everything but the control socket (and init's oom_score_adj, or -1) and points 0..2
  * at the sandbox's /dev/null. */
 static int isolate_fds(int ctl, int oom_adj, struct rb_error *err)
@@ -168,12 +153,7 @@ static int isolate_fds(int ctl, int oom_adj, struct rb_error *err)
 			return rb_error_set(err, errno, "dup2 /dev/null");
 	if (null > 2)
 		close(null);
-	int keep[2] = {ctl, oom_adj};
-	if (oom_adj >= 0 && oom_adj < ctl) {
-		keep[0] = oom_adj;
-		keep[1] = ctl;
-	}
-	close_but(keep);
+	rb_close_except(3, (int[]){ctl, oom_adj}, 2);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 #include "runtime/sandbox/channel.h"
 
 /* The protocol, on the control channel's framing (runtime/sandbox/channel.c): a request
@@ -30,9 +31,7 @@ __attribute__((noreturn)) static void helper(int sock, int userns_fd)
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	int joined = setns(userns_fd, CLONE_NEWUSER) < 0 ? errno : 0;
 	/* Nothing else of the runner's stays open: only the socket. */
-	if (sock > 0)
-		syscall(SYS_close_range, 0, sock - 1, 0);
-	syscall(SYS_close_range, sock + 1, ~0U, 0);
+	rb_close_except(0, &sock, 1);
 	for (;;) {
 		json_t *req = NULL;
 		int fds[RB_CHAN_MAX_FDS];

@@ -14,9 +14,11 @@
 #include <sys/prctl.h>
 #include <sys/statfs.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include "common/util.h"
+#include "runtime/sandbox/channel.h"
 
 struct writer {
 	int sock;
@@ -63,9 +65,7 @@ static void writer_data(struct writer *w, const char *p, size_t len, uint64_t of
  * capability, no blocked signal, and gone with init. */
 static void writer_isolate(int sock, pid_t parent)
 {
-	if (sock > 3)
-		syscall(SYS_close_range, 3, sock - 1, 0);
-	syscall(SYS_close_range, sock + 1, ~0U, 0);
+	rb_close_except(3, &sock, 1);
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (getppid() != parent)
 		_exit(0);
@@ -89,33 +89,14 @@ void rb_writer_main(int sock, pid_t parent)
 	if (!buf)
 		_exit(125);
 	for (;;) {
-		union {
-			char c[CMSG_SPACE(sizeof(int) * 4)];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = {.iov_base = buf, .iov_len = cap};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.c, .msg_controllen = sizeof u.c};
-		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == EINTR)
-			continue;
+		int got = -1;
+		unsigned n_got;
+		bool trunc;
+		ssize_t n = rb_chan_recvmsg(sock, buf, cap, &got, 1, &n_got, &trunc);
 		if (n <= 0)
 			_exit(0);
-		int got = -1;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < k; i++) {
-				int fd;
-				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-				if (got < 0)
-					got = fd;
-				else
-					close(fd);
-			}
-		}
 		struct rb_writer_head h;
-		bool whole = (size_t)n >= sizeof h && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+		bool whole = (size_t)n >= sizeof h && !trunc;
 		if (whole)
 			memcpy(&h, buf, sizeof h);
 		if (whole && h.op == RB_WRITER_FILE) {
@@ -211,30 +192,11 @@ static int writer_send(int sock, const struct rb_writer_head *h, const void *dat
 {
 	struct iovec iov[2] = {{.iov_base = (void *)h, .iov_len = sizeof *h},
 	                       {.iov_base = (void *)data, .iov_len = len}};
-	union {
-		char c[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
-	if (fd >= 0) {
-		memset(&u, 0, sizeof u);
-		mh.msg_control = u.c;
-		mh.msg_controllen = sizeof u.c;
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+	if (rb_chan_sendmsg(sock, iov, len ? 2 : 1, &fd, fd >= 0 ? 1 : 0) == 0)
+		return 0;
+	if (errno == EPIPE || errno == ECONNRESET)
 		return writer_gone(sock, err);
-	if (n < 0)
-		return rb_error_set(err, errno, "the sandbox's writer%s", errno == EAGAIN ? ": no answer in time" : "");
-	return 0;
+	return rb_error_set(err, errno, "the sandbox's writer%s", errno == EAGAIN ? ": no answer in time" : "");
 }
 
 int rb_writer_file(int sock, int fd, struct rb_error *err)

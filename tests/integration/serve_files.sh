@@ -11,14 +11,6 @@
 lib_init serve_files
 
 serve_client
-# upload METHOD PATH FILE: the file as the body, streamed (curl -T); sets ST and R.
-upload() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
-		-X "$1" -H 'Content-Type: application/octet-stream' -T "$3" "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 # ex CMD...: a command in session $S; sets RC, OUT.
 ex() { run_rbx exec --socket "$SOCK" "$S" -- "$@"; }
 

@@ -13,14 +13,6 @@
 lib_init serve_memory
 
 serve_client
-# upload METHOD PATH FILE: the file as the body, streamed; sets ST and R.
-upload() {
-	local out
-	out=$("${CLIENT[@]}" curl -s -w '\n%{http_code}' --max-time 120 --unix-socket "$SOCK" \
-		-X "$1" -H 'Content-Type: application/octet-stream' -T "$3" "http://runbox$2")
-	ST=${out##*$'\n'}
-	R=${out%$'\n'*}
-}
 ex() { run_rbx exec --socket "$SOCK" "$1" -- sh -c "$2"; }
 # usage DIR: the cgroup's memory in use, in bytes (v1 or v2).
 usage() { cat "$1/memory.usage_in_bytes" 2>/dev/null || cat "$1/memory.current"; }

@@ -31,19 +31,24 @@ struct w {
 	pid_t pid;
 };
 
-static struct w start(void)
+/* A writer forked from this process, told its parent is parent. */
+static struct w start_told(pid_t parent)
 {
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	pid_t self = getpid();
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(sv[0]);
-		rb_writer_main(sv[1], self);
+		rb_writer_main(sv[1], parent);
 	}
 	close(sv[1]);
 	return (struct w){sv[0], pid};
+}
+
+static struct w start(void)
+{
+	return start_told(getpid());
 }
 
 static int stop(struct w *w)
@@ -260,19 +265,13 @@ static void test_not_started(void **state)
 /* Its parent gone before it began: it exits rather than serve a sandbox whose init is gone. */
 static void test_orphan_exits(void **state)
 {
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		rb_writer_main(sv[1], getppid() + 1); /* not its parent */
-	close(sv[1]);
+	struct w w = start_told(getpid() + 1); /* not its parent */
 	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(waitpid(w.pid, &st, 0), w.pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	struct rb_error err = {0};
-	assert_int_equal(rb_writer_sync(sv[0], NULL, &err), -1);
-	close(sv[0]);
+	assert_int_equal(rb_writer_sync(w.sock, NULL, &err), -1);
+	close(w.sock);
 }
 
 int main(void)
