@@ -52,6 +52,11 @@ static int read_line(int fd, char *buf, size_t cap, uint64_t deadline_us, size_t
 	}
 }
 
+static int grant_unsent(struct rb_error *err, int e, const char *path)
+{
+	return rb_error_set(err, e, "gateway daemon %s: send the run's grant", path);
+}
+
 int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsigned n_fds, int timeout_ms, int *conn,
                       json_t **early, struct rb_error *err)
 {
@@ -98,7 +103,7 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 		 * send may fail first: its refusal is still in the socket, and is the error to report. */
 		sent_errno = errno;
 		if (sent_errno != EPIPE && sent_errno != ECONNRESET)
-			return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
+			return grant_unsent(err, sent_errno, path);
 	}
 	/* Its answer; a call it served before the answer was written comes first, and is kept. */
 	uint64_t deadline = rb_now_us() + (uint64_t)timeout_ms * 1000;
@@ -112,7 +117,7 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 			int e = errno;
 			free(line);
 			if (sent_errno)
-				return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
+				return grant_unsent(err, sent_errno, path);
 			if (r == 0)
 				return rb_error_set(
 				    err, 0, "gateway daemon %s closed the registration without an answer", path);
@@ -126,7 +131,7 @@ int rb_gwreg_register(const char *path, const char *grant, const int *fds, unsig
 		if (sent_errno && !json_is_string(error)) {
 			json_decref(j);
 			free(line);
-			return rb_error_set(err, sent_errno, "gateway daemon %s: send the run's grant", path);
+			return grant_unsent(err, sent_errno, path);
 		}
 		if (json_is_object(call)) {
 			if (!*early)

@@ -423,7 +423,7 @@ fi
 # naming its gateway CPU share once its calls spent more than that (8 MiB answers, each scrubbed
 # by the gateway; gateway.cpu_limited counts them). Control: the same calls of a run with the
 # default limit (2 cores) are all served. A hundredth of a core takes ~8-12 s here for the
-# eight calls, and more on a loaded host: the run's timeout leaves it room.
+# eight calls alone, and took 66 s in a full CI: the run's timeout leaves it room.
 cat >"$T/burst.py" <<'PYEOF'
 import json, os, sys, urllib.request, urllib.error
 base, tok, n, path = os.environ["RUNBOX_API_URL"], os.environ["RUNBOX_TOKEN"], int(sys.argv[1]), sys.argv[2]
