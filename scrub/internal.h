@@ -313,7 +313,10 @@ struct rb_scrub_anchor {
 	uint32_t head, mask; /* its first four bytes (fewer: masked), as memcpy loads them */
 	uint16_t family;
 	uint8_t len;
+	uint8_t key; /* the prefilter finds it by its three bytes at s + key (its rarest in text) */
 };
+/* The furthest an anchor's key lies from its start. */
+#define RB_SCRUB_KEY_OFF_MAX    8
 #define RB_SCRUB_ANCHORS_MAX    1024
 #define RB_SCRUB_ANCHOR_BUCKETS 4096
 #define RB_SCRUB_ANCHOR_ITEMS   4096
@@ -340,8 +343,9 @@ struct rb_scrub_rule_tables {
 	struct rb_scrub_prefilter keywords; /* the keyword pass's words */
 	struct rb_scrub_anchor anchor[RB_SCRUB_ANCHORS_MAX];
 	size_t n_anchors;
-	/* the anchors whose first two bytes fall in bucket h, in table order (the first that
-	 * matches wins): items[bucket[h] .. bucket[h + 1]), indexes into anchor[] */
+	/* the anchors whose key's first two bytes fall in bucket h, in table order (of those that
+	 * start at one place, the first that matches wins): items[bucket[h] .. bucket[h + 1]),
+	 * indexes into anchor[] */
 	uint16_t bucket[RB_SCRUB_ANCHOR_BUCKETS + 1];
 	uint16_t items[RB_SCRUB_ANCHOR_ITEMS];
 	/* each family's back and forward specs: elem[back_at[f] .. + back_n[f]), and so fwd */

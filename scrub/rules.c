@@ -550,19 +550,39 @@ static unsigned flip_case(unsigned c)
 	return (cls[c] & C_UP) ? c + 32 : (cls[c] & C_LO) ? c - 32 : c;
 }
 
-/* The prefilter's bucket, one of 32: the second byte's low four bits, and the low bit of the
- * first byte's high nibble (digits and P-Z, p-z apart from A-O, a-o). Of the bucketings
- * measured on mixed text, the fewest positions pass: one in 10, against one in 4.3 by the
- * second byte alone in 16 buckets. */
-static void set_tri(struct rb_scrub_rule_tables *t, unsigned a, unsigned b, unsigned c)
+/* How rare each printable byte is in text: -log2 of its share of 28 MB of Python's standard
+ * library, C headers and Debian's copyright files (Debian 12), rounded; other bytes 20. */
+static const uint8_t byte_rarity[95] = {
+    3,  14, 9, 9, 17, 13, 13, 9, 8, 8, 8,  11, 7, 8, 6, 5, 8, 8,  8, 9, 10, 11, 10, 11, 10, 9, 8,  10, 11, 9,  10, 15,
+    11, 7,  9, 8, 8,  7,  8,  9, 9, 7, 11, 11, 7, 9, 7, 7, 8, 12, 7, 7, 7,  8,  10, 9,  11, 9, 11, 11, 12, 11, 14, 6,
+    12, 5,  6, 5, 6,  4,  6,  7, 6, 4, 10, 8,  5, 6, 5, 5, 5, 10, 5, 4, 4,  6,  8,  8,  8,  7, 10, 12, 13, 12, 17};
+
+static unsigned rarity(unsigned char c)
 {
-	rb_scrub_prefilter_add(&t->anchors, a, b, c, (b & 15) | ((a >> 4) & 1) << 4);
+	return c >= 32 && c < 127 ? byte_rarity[c - 32] : 20;
 }
 
-/* The distinct (first, second) byte pairs anchor a starts with: one, or up to four for an
- * anchor of any case. */
-static size_t anchor_pairs(const struct fmt_family *f, const unsigned char *p, unsigned pairs[4][2])
+/* The offset of anchor a's key: of its three-byte windows that start at most
+ * RB_SCRUB_KEY_OFF_MAX in, the one whose bytes are rarest in text (the first of equals), so
+ * that fewer positions of ordinary text pass the prefilter ("-----BEGIN" by "BEG", not by
+ * the "---" of every Markdown table). A two-byte anchor is keyed by its start. */
+static uint8_t anchor_key(const struct rb_scrub_anchor *a)
 {
+	unsigned best = 0, best_rarity = 0;
+	for (unsigned o = 0; a->len >= 3 && o + 3 <= a->len && o <= RB_SCRUB_KEY_OFF_MAX; o++) {
+		const unsigned char *w = (const unsigned char *)a->s + o;
+		unsigned r = rarity(w[0]) + rarity(w[1]) + rarity(w[2]);
+		if (r > best_rarity)
+			best = o, best_rarity = r;
+	}
+	return (uint8_t)best;
+}
+
+/* The distinct (first, second) byte pairs anchor a's key starts with: one, or up to four for
+ * an anchor of any case. */
+static size_t key_pairs(const struct fmt_family *f, const struct rb_scrub_anchor *a, unsigned pairs[4][2])
+{
+	const unsigned char *p = (const unsigned char *)a->s + a->key;
 	size_t n = 0;
 	for (unsigned v = 0; v < ((f->flags & F_CI) ? 4U : 1U); v++) {
 		unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
@@ -575,22 +595,100 @@ static size_t anchor_pairs(const struct fmt_family *f, const unsigned char *p, u
 	return n;
 }
 
-/* The prefilter's trigrams of an anchor: every case of its first three bytes for an anchor
- * of any case; a two-byte anchor with each byte its body may start with. */
-static void anchor_trigrams(struct rb_scrub_rule_tables *t, const struct fmt_family *f, const struct rb_scrub_anchor *a)
+/* The bytes an anchor's key may hold at each of its three places (a set of 256 bits each):
+ * each case of its key's bytes for an anchor of any case; for a two-byte anchor, third, each
+ * byte its body may start with. */
+typedef uint64_t byteset[4];
+
+static void key_sets(const struct fmt_family *f, const struct rb_scrub_anchor *a, byteset set[3])
 {
-	const unsigned char *p = (const unsigned char *)a->s;
-	for (unsigned v = 0; v < ((f->flags & F_CI) ? 8U : 1U); v++) {
-		unsigned c0 = (v & 1) ? flip_case(p[0]) : p[0], c1 = (v & 2) ? flip_case(p[1]) : p[1];
-		if (a->len >= 3) {
-			set_tri(t, c0, c1, (v & 4) ? flip_case(p[2]) : p[2]);
+	const unsigned char *p = (const unsigned char *)a->s + a->key;
+	memset(set, 0, 3 * sizeof set[0]);
+	for (int k = 0; k < 3; k++) {
+		if (k == 2 && a->len < 3) {
+			struct elem e;
+			next_elem(f->fwd, &e);
+			for (unsigned c = 1; c < 256; c++)
+				if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
+					set[k][c >> 6] |= 1ULL << (c & 63);
 			continue;
 		}
-		struct elem e;
-		next_elem(f->fwd, &e);
-		for (unsigned c = 1; c < 256; c++)
-			if (e.cs ? (cls[c] & e.cs) != 0 : c == e.lit)
-				set_tri(t, c0, c1, c);
+		set[k][p[k] >> 6] |= 1ULL << (p[k] & 63);
+		if (f->flags & F_CI)
+			set[k][flip_case(p[k]) >> 6] |= 1ULL << (flip_case(p[k]) & 63);
+	}
+}
+
+/* A bucket of the prefilter as its nibble tables see it: the low and high nibbles allowed at
+ * each place (bits of 16); a byte passes where both of its nibbles are allowed. */
+struct nibbles {
+	uint16_t lo[3], hi[3];
+};
+
+/* The share of text positions a bucket lets through, by the bytes' rarity taken one by one. */
+static double bucket_share(const struct nibbles *n)
+{
+	double share = 1;
+	for (int k = 0; k < 3; k++) {
+		double q = 0;
+		for (unsigned c = 0; c < 256; c++)
+			if ((n->lo[k] >> (c & 15) & 1) && (n->hi[k] >> (c >> 4) & 1))
+				q += ldexp(1, -(int)rarity((unsigned char)c));
+		share *= q;
+	}
+	return share;
+}
+
+static void nibbles_add(struct nibbles *n, byteset set[3])
+{
+	for (int k = 0; k < 3; k++)
+		for (unsigned c = 0; c < 256; c++)
+			if (set[k][c >> 6] >> (c & 63) & 1)
+				n->lo[k] |= (uint16_t)(1U << (c & 15)), n->hi[k] |= (uint16_t)(1U << (c >> 4));
+}
+
+/* The prefilter's tables of the anchors' keys. Each key goes to the bucket it widens least
+ * (what a bucket lets through is every mix of the nibbles its keys hold at each place: "nd"
+ * and "MT" in one bucket pass "Nd" too), the widest keys first: a two-byte anchor's key, which
+ * allows any byte its body may start with third, gets a bucket where its first two bytes are
+ * those of few other keys. */
+static void anchor_prefilter(struct rb_scrub_rule_tables *t)
+{
+	struct nibbles bk[RB_SCRUB_PF_SETS * 8] = {0};
+	double share[RB_SCRUB_PF_SETS * 8] = {0};
+	uint16_t order[RB_SCRUB_ANCHORS_MAX];
+	double width[RB_SCRUB_ANCHORS_MAX];
+	for (size_t k = 0; k < t->n_anchors; k++) {
+		byteset set[3];
+		struct nibbles alone = {0};
+		key_sets(&families[t->anchor[k].family], &t->anchor[k], set);
+		nibbles_add(&alone, set);
+		width[k] = bucket_share(&alone);
+		size_t at = k; /* widest first, table order among equals */
+		while (at > 0 && width[order[at - 1]] < width[k])
+			order[at] = order[at - 1], at--;
+		order[at] = (uint16_t)k;
+	}
+	for (size_t i = 0; i < t->n_anchors; i++) {
+		const struct rb_scrub_anchor *a = &t->anchor[order[i]];
+		byteset set[3];
+		key_sets(&families[a->family], a, set);
+		unsigned best = 0;
+		double best_growth = 0;
+		for (unsigned b = 0; b < RB_SCRUB_PF_SETS * 8; b++) {
+			struct nibbles n = bk[b];
+			nibbles_add(&n, set);
+			double growth = bucket_share(&n) - share[b];
+			if (b == 0 || growth < best_growth)
+				best = b, best_growth = growth;
+		}
+		nibbles_add(&bk[best], set);
+		share[best] += best_growth;
+		for (unsigned c0 = 0; c0 < 256; c0++)
+			for (unsigned c1 = 0; c1 < 256 && (set[0][c0 >> 6] >> (c0 & 63) & 1); c1++)
+				for (unsigned c2 = 0; c2 < 256 && (set[1][c1 >> 6] >> (c1 & 63) & 1); c2++)
+					if (set[2][c2 >> 6] >> (c2 & 63) & 1)
+						rb_scrub_prefilter_add(&t->anchors, c0, c1, c2, best);
 	}
 }
 
@@ -628,6 +726,7 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 				h[q] = (unsigned char)s[q], m[q] = 0xff;
 			memcpy(&a.head, h, 4);
 			memcpy(&a.mask, m, 4);
+			a.key = anchor_key(&a);
 			t->anchor[t->n_anchors++] = a;
 		}
 	}
@@ -638,13 +737,13 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 		t->fwd_at[i] = (uint16_t)t->n_elems;
 		t->fwd_n[i] = (uint8_t)parse_spec(t, families[i].fwd);
 	}
-	/* the buckets by the first two bytes: counted, then filled in table order */
+	/* the buckets by the key's first two bytes: counted, then filled in table order */
 	uint16_t fill[RB_SCRUB_ANCHOR_BUCKETS + 1] = {0};
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t k = 0; k < t->n_anchors; k++) {
 			unsigned pairs[4][2];
 			const struct fmt_family *f = &families[t->anchor[k].family];
-			size_t np = anchor_pairs(f, (const unsigned char *)t->anchor[k].s, pairs);
+			size_t np = key_pairs(f, &t->anchor[k], pairs);
 			for (size_t q = 0; q < np; q++) {
 				unsigned h = rb_scrub_anchor_bucket(pairs[q][0], pairs[q][1]);
 				if (pass == 0)
@@ -652,8 +751,6 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 				else if (fill[h] < RB_SCRUB_ANCHOR_ITEMS)
 					t->items[fill[h]++] = (uint16_t)k;
 			}
-			if (pass == 0)
-				anchor_trigrams(t, f, &t->anchor[k]);
 		}
 		if (pass == 0) {
 			for (size_t h = 0; h < RB_SCRUB_ANCHOR_BUCKETS; h++)
@@ -661,6 +758,7 @@ void rb_scrub_rules_init(struct rb_scrub_rule_tables *t)
 			memcpy(fill, t->bucket, sizeof fill);
 		}
 	}
+	anchor_prefilter(t);
 	rb_scrub_prefilter_done(&t->anchors);
 	rb_scrub_keywords_init(t);
 }
@@ -1017,46 +1115,92 @@ static bool rules_kind_url(uint8_t rule)
 	return (rule >= RB_SR_URL_POSTGRES && rule <= RB_SR_URL_OTHER) || rule == RB_SR_CURL_USER;
 }
 
+/* The anchors found and not yet tried, in order of start, then of table: a key is found up to
+ * RB_SCRUB_KEY_OFF_MAX after its anchor's start, so an anchor is tried only once no key still
+ * to come can start one before it (the order the first match at each place, and the skip past
+ * it, depend on). */
+struct found {
+	struct {
+		size_t s;
+		unsigned k;
+	} v[64];
+	size_t n;
+};
+
+static void found_add(struct found *q, size_t s, unsigned k)
+{
+	size_t at = q->n;
+	if (q->n == sizeof q->v / sizeof q->v[0]) /* the caller makes room for a bucket's anchors */
+		return;
+	while (at > 0 && (q->v[at - 1].s > s || (q->v[at - 1].s == s && q->v[at - 1].k >= k)))
+		at--;
+	if (at < q->n && q->v[at].s == s && q->v[at].k == k) /* an anchor in two buckets of one key */
+		return;
+	memmove(&q->v[at + 1], &q->v[at], (q->n - at) * sizeof q->v[0]);
+	q->v[at].s = s, q->v[at].k = k;
+	q->n++;
+}
+
+/* Does anchor a's text start at in[i] (of len)? */
+static bool anchor_at(const struct rb_scrub_anchor *a, const unsigned char *in, size_t i, size_t len)
+{
+	if (len - i < a->len)
+		return false;
+	if (families[a->family].flags & F_CI)
+		return strncasecmp((const char *)in + i, a->s, a->len) == 0;
+	if (len - i < 4)
+		return memcmp(in + i, a->s, a->len) == 0;
+	uint32_t w; /* the first four bytes in one compare, then the rest */
+	memcpy(&w, in + i, 4);
+	return (w & a->mask) == a->head && (a->len <= 4 || memcmp(in + i + 4, a->s + 4, a->len - 4U) == 0);
+}
+
 void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned char *in, size_t len,
                          struct rb_scrub_spans *sp)
 {
 	struct scan sc = {.t = t, .in = in, .len = len};
 	struct rb_scrub_pf_cursor cur = {0};
-	size_t i = 0;
-	/* the candidates whose three bytes may start an anchor */
-	while ((i = rb_scrub_prefilter_next_at(&t->anchors, &cur, in, i, len)) < len) {
-		if (i + 2 >= len) /* an anchor and its body take three bytes at least */
-			break;
-		size_t end = 0, start = i;
-		uint8_t rule = 0;
-		unsigned h = rb_scrub_anchor_bucket(in[i], in[i + 1]);
-		for (unsigned k = t->bucket[h]; k < t->bucket[h + 1] && !end; k++) {
-			const struct rb_scrub_anchor *a = &t->anchor[t->items[k]];
-			const struct fmt_family *r = &families[a->family];
-			if (len - i < a->len)
+	struct found q = {.n = 0};
+	/* from: where the next key is looked for; floor: no match starts before it (inside the
+	 * last one); won: where the last match started */
+	size_t from = 0, floor = 0, won = SIZE_MAX;
+	for (;;) {
+		/* the candidates whose three bytes may be an anchor's key (three bytes at least) */
+		size_t j = rb_scrub_prefilter_next_at(&t->anchors, &cur, in, from, len);
+		if (j + 2 >= len)
+			j = len;
+		unsigned h = j < len ? rb_scrub_anchor_bucket(in[j], in[j + 1]) : 0;
+		size_t room = j < len ? t->bucket[h + 1] - t->bucket[h] : 0;
+		while (q.n > 0 &&
+		       (j == len || q.v[0].s + RB_SCRUB_KEY_OFF_MAX < j || q.n + room > sizeof q.v / sizeof q.v[0])) {
+			size_t s = q.v[0].s;
+			const struct rb_scrub_anchor *a = &t->anchor[q.v[0].k];
+			memmove(&q.v[0], &q.v[1], --q.n * sizeof q.v[0]);
+			if (s < floor || s == won)
 				continue;
-			if (r->flags & F_CI) {
-				if (strncasecmp((const char *)in + i, a->s, a->len) != 0)
-					continue;
-			} else if (len - i >= 4) { /* the first four bytes in one compare, then the rest */
-				uint32_t w;
-				memcpy(&w, in + i, 4);
-				if ((w & a->mask) != a->head ||
-				    (a->len > 4 && memcmp(in + i + 4, a->s + 4, a->len - 4U) != 0))
-					continue;
-			} else if (memcmp(in + i, a->s, a->len) != 0) {
-				continue;
+			size_t start = s;
+			uint8_t rule = 0;
+			size_t end = match_rule(&sc, a, s, &start, &rule);
+			if (end) {
+				rb_scrub_spans_push(sp, start, end, rule, RB_SCRUB_PASS_FORMAT);
+				/* what lies inside is redacted already; a URL's password may be a token
+				 * of its own, which names the redaction */
+				floor = rules_kind_url(rule) ? start : end;
+				won = s;
 			}
-			end = match_rule(&sc, a, i, &start, &rule);
 		}
-		if (end) {
-			rb_scrub_spans_push(sp, start, end, rule, RB_SCRUB_PASS_FORMAT);
-			/* what lies inside is redacted already; a URL's password may be a token of
-			 * its own, which names the redaction */
-			i = rules_kind_url(rule) ? start : end;
-		} else {
-			i++;
+		if (j == len)
+			break;
+		if (j < floor) { /* inside a match: a key here starts an anchor before its end */
+			from = floor;
+			continue;
 		}
+		for (unsigned k = t->bucket[h]; k < t->bucket[h + 1]; k++) {
+			const struct rb_scrub_anchor *a = &t->anchor[t->items[k]];
+			if (j >= floor + a->key && anchor_at(a, in, j - a->key, len))
+				found_add(&q, j - a->key, t->items[k]);
+		}
+		from = j + 1;
 	}
 	free(sc.pe.v);
 	if (sc.oom)

@@ -91,8 +91,8 @@ int main(int argc, char **argv)
 		const struct rb_scrub_anchor *a = &t.anchor[i];
 		fprintf(out, "\t{.s = ");
 		c_string(a->s);
-		fprintf(out, ", .head = %#x, .mask = %#x, .family = %u, .len = %u},\\\n", a->head, a->mask, a->family,
-		        a->len);
+		fprintf(out, ", .head = %#x, .mask = %#x, .family = %u, .len = %u, .key = %u},\\\n", a->head, a->mask,
+		        a->family, a->len, a->key);
 	}
 	fprintf(out, "\t},\\\n\t.n_anchors = %zu,\\\n", t.n_anchors);
 	nonzero("bucket", t.bucket, RB_SCRUB_ANCHOR_BUCKETS + 1, sizeof t.bucket[0]);

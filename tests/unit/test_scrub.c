@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -1744,11 +1745,26 @@ static size_t brute_next(const struct rb_scrub_prefilter *p, const unsigned char
 	return len;
 }
 
+/* Where the prefilter finds anchor text w planted at 0: at its key, that of the longest anchor
+ * w starts with (in any case: the plants of an anchor of any case are in mixed case). */
+static size_t planted_key(const struct rb_scrub_rule_tables *t, const char *w)
+{
+	size_t best = 0, key = 0;
+	for (size_t k = 0; k < t->n_anchors; k++) {
+		const struct rb_scrub_anchor *a = &t->anchor[k];
+		if (a->len > best && strncasecmp(w, a->s, a->len) == 0)
+			best = a->len, key = a->key;
+	}
+	assert_true(best > 0);
+	return key;
+}
+
 static void test_prefilter_paths(void **state)
 {
 	static struct rb_scrub_rule_tables t;
 	rb_scrub_rules_init(&t);
-	/* prefixes of format anchors (set 0) and keywords (set 1), in the case they are matched in */
+	/* format anchors (set 0, found at their key) and prefixes of keywords (set 1), in the case
+	 * they are matched in */
 	static const struct {
 		const char *w;
 		int set;
@@ -1763,7 +1779,7 @@ static void test_prefilter_paths(void **state)
 	while (n + 16 < sizeof text) {
 		if (next_rand() % 8 == 0) {
 			size_t w = next_rand() % (sizeof plants / sizeof plants[0]);
-			planted[plants[w].set][n] = true;
+			planted[plants[w].set][n + (plants[w].set == 0 ? planted_key(&t, plants[w].w) : 0)] = true;
 			memcpy(text + n, plants[w].w, strlen(plants[w].w));
 			n += strlen(plants[w].w);
 		} else {
@@ -1795,8 +1811,8 @@ static void test_prefilter_paths(void **state)
 					continue;
 				found++;
 				if (!vec_hit[i] || brute_next(sets[k], text, i, len) != i)
-					fail_msg("prefilter %zu, length %zu: the prefix planted at %zu is not returned",
-					         k, len, i);
+					fail_msg("prefilter %zu, length %zu: the key planted at %zu is not returned", k,
+					         len, i);
 			}
 			assert_true(found > 100); /* the comparison is not of empty sets */
 		}

@@ -26,7 +26,7 @@ static bool anchors_equal(const struct rb_scrub_rule_tables *a, const struct rb_
 	for (size_t i = 0; i < a->n_anchors; i++) {
 		const struct rb_scrub_anchor *x = &a->anchor[i], *y = &b->anchor[i];
 		if (strcmp(x->s, y->s) != 0 || x->head != y->head || x->mask != y->mask || x->family != y->family ||
-		    x->len != y->len)
+		    x->len != y->len || x->key != y->key)
 			return false;
 	}
 	return true;
