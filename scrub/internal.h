@@ -257,7 +257,7 @@ static inline unsigned rb_scrub_tri(unsigned a, unsigned b, unsigned c)
 #define RB_SCRUB_PF_SETS 4
 struct rb_scrub_prefilter {
 	uint8_t lo[RB_SCRUB_PF_SETS][3][16], hi[RB_SCRUB_PF_SETS][3][16]; /* sets of 8 buckets */
-	unsigned nsets;                                                   /* sets in use: 2, or all */
+	unsigned nsets;                                                   /* sets in use: 1, 2, or all */
 	uint64_t bigram[65536 / 64];                                      /* exact first two bytes */
 	uint64_t trigram[65536 / 64];                                     /* hashes of the three (rb_scrub_tri) */
 	bool simd;                                                        /* AVX2 at hand: 32 positions a step */

@@ -13,13 +13,20 @@
 enum strength { KEY_NONE, KEY_WEAK, KEY_STRONG };
 
 /* Words in a key that name a secret; strong ones (a password, a token) allow shorter values. */
+#define KEYWORD(word, strength)                                                                                        \
+	{                                                                                                              \
+		word, sizeof(word) - 1, strength                                                                       \
+	}
 static const struct {
 	const char *w;
+	size_t n; /* strlen(w) */
 	enum strength s;
 } keywords[] = {
-    {"pass", KEY_STRONG}, {"pwd", KEY_STRONG}, {"secret", KEY_STRONG}, {"token", KEY_STRONG},
-    {"key", KEY_WEAK},    {"auth", KEY_WEAK},  {"cred", KEY_WEAK},     {"signature", KEY_WEAK},
+    KEYWORD("pass", KEY_STRONG),  KEYWORD("pwd", KEY_STRONG),     KEYWORD("secret", KEY_STRONG),
+    KEYWORD("token", KEY_STRONG), KEYWORD("key", KEY_WEAK),       KEYWORD("auth", KEY_WEAK),
+    KEYWORD("cred", KEY_WEAK),    KEYWORD("signature", KEY_WEAK),
 };
+#define N_WORDS (sizeof keywords / sizeof keywords[0])
 
 /* What follows the keyword in a key that names something else: the secret's URL, file, id,
  * length, ... ("token_url", "password_file", "key_id", "auth_type"). */
@@ -58,23 +65,29 @@ static bool ci_has(const unsigned char *hay, size_t n, const char *needle)
 	return false;
 }
 
+/* Whether what follows a keyword in a key names something other than a secret. */
+static bool names_else(const char *tail)
+{
+	for (size_t t = 0; *tail && t < sizeof not_secret_tails / sizeof not_secret_tails[0]; t++)
+		if (strstr(tail, not_secret_tails[t]))
+			return true;
+	return false;
+}
+
 /* How strongly key k[0..n) (lower case, '-' as '_') names a secret. */
 static enum strength key_strength(const char *k)
 {
 	enum strength best = KEY_NONE;
-	for (size_t w = 0; w < sizeof keywords / sizeof keywords[0]; w++) {
+	for (size_t w = 0; w < N_WORDS; w++) {
 		const char *hit = k, *last = NULL;
 		while ((hit = strstr(hit, keywords[w].w)) != NULL)
 			last = hit++;
 		if (!last)
 			continue;
-		const char *tail = last + strlen(keywords[w].w);
+		const char *tail = last + keywords[w].n;
 		if (strlen(tail) > 16)
 			continue;
-		bool named_else = false;
-		for (size_t t = 0; t < sizeof not_secret_tails / sizeof not_secret_tails[0] && !named_else; t++)
-			named_else = strstr(tail, not_secret_tails[t]) != NULL;
-		if (!named_else && keywords[w].s > best)
+		if (!names_else(tail) && keywords[w].s > best)
 			best = keywords[w].s;
 	}
 	for (size_t i = 0; best != KEY_NONE && i < sizeof not_secret_keys / sizeof not_secret_keys[0]; i++)
@@ -578,7 +591,6 @@ static void at_element(const unsigned char *in, size_t len, size_t q, struct rb_
  * typed name; named_before: LOOKBACK_MAX more; at_element: its tag's 160): separators with
  * no keyword in reach name nothing, and are never looked at. */
 #define KW_REACH 256
-#define N_WORDS  (sizeof keywords / sizeof keywords[0])
 _Static_assert(N_WORDS <= 8, "a prefilter bucket per keyword");
 
 void rb_scrub_keywords_init(struct rb_scrub_rule_tables *t)
@@ -597,11 +609,10 @@ static size_t next_word(const struct rb_scrub_rule_tables *t, struct rb_scrub_pf
                         size_t i, size_t len)
 {
 	while ((i = rb_scrub_prefilter_next_at(&t->keywords, cur, in, i, len)) < len) {
-		for (size_t w = 0; w < N_WORDS; w++) {
-			size_t wl = strlen(keywords[w].w);
-			if (len - i >= wl && eq_lower(in + i, keywords[w].w, wl))
+		for (size_t w = 0; w < N_WORDS; w++)
+			if ((in[i] | 0x20) == keywords[w].w[0] && len - i >= keywords[w].n &&
+			    eq_lower(in + i, keywords[w].w, keywords[w].n))
 				return i;
-		}
 		i++;
 	}
 	return len;

@@ -47,11 +47,12 @@ bool rb_scrub_have_avx2(void)
 
 void rb_scrub_prefilter_done(struct rb_scrub_prefilter *p)
 {
-	p->nsets = 2; /* the sets past the first two only where some bucket of them is used */
-	for (unsigned st = 2; st < RB_SCRUB_PF_SETS; st++)
+	unsigned used = 0; /* the sets some bucket of which is used: the scan tests 1, 2 or all */
+	for (unsigned st = 0; st < RB_SCRUB_PF_SETS; st++)
 		for (int k = 0; k < 16; k++)
 			if (p->lo[st][0][k])
-				p->nsets = RB_SCRUB_PF_SETS;
+				used = st + 1;
+	p->nsets = used <= 1 ? 1 : used <= 2 ? 2 : RB_SCRUB_PF_SETS;
 	p->simd = rb_scrub_have_avx2();
 }
 
@@ -75,8 +76,6 @@ static size_t next_scalar(const struct rb_scrub_prefilter *p, const unsigned cha
 }
 
 #if defined(__x86_64__)
-/* Goes on in cur's window while i lies in it, then window by window: each window's positions
- * whose three bytes pass one bucket's nibble tables, confirmed one by one. */
 /* The scan of nsets sets of buckets (a constant where it is inlined): goes on in cur's window
  * while i lies in it, then window by window, each window's positions whose three bytes pass
  * one bucket's nibble tables confirmed one by one. */
@@ -140,7 +139,9 @@ __attribute__((target("avx2"))) static size_t next_avx2(const struct rb_scrub_pr
                                                         struct rb_scrub_pf_cursor *cur, const unsigned char *in,
                                                         size_t i, size_t len)
 {
-	return p->nsets > 2 ? scan_avx2(p, cur, in, i, len, RB_SCRUB_PF_SETS) : scan_avx2(p, cur, in, i, len, 2);
+	if (p->nsets == 1)
+		return scan_avx2(p, cur, in, i, len, 1);
+	return p->nsets == 2 ? scan_avx2(p, cur, in, i, len, 2) : scan_avx2(p, cur, in, i, len, RB_SCRUB_PF_SETS);
 }
 #endif
 

@@ -1234,17 +1234,24 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 	    "change_me", "dummy", "redacted", "notreal", "not_real", "notasecret", "replace_me",  "insert_",
 	    "lorem",     "...",   "${",       "{{",      "<",        ">",
 	};
-	/* the words (bits of words[]) that start with a byte: one table load per byte of the value */
+	/* the words (bits of words[]) that start with a byte, in either case: one table load per
+	 * byte of the value */
+#define EITHER_CASE(c, m) [(c)] = (m), [(c)-32] = (m)
 	static const uint32_t first[256] = {
-	    ['e'] = 0x1U,     ['x'] = 0x2U,     ['y'] = 0x3cU,    ['p'] = 0x40U,     ['c'] = 0x180U,
-	    ['d'] = 0x200U,   ['r'] = 0x4400U,  ['n'] = 0x3800U,  ['i'] = 0x8000U,   ['l'] = 0x10000U,
-	    ['.'] = 0x20000U, ['$'] = 0x40000U, ['{'] = 0x80000U, ['<'] = 0x100000U, ['>'] = 0x200000U};
+	    EITHER_CASE('e', 0x1U),    EITHER_CASE('x', 0x2U),     EITHER_CASE('y', 0x3cU),   EITHER_CASE('p', 0x40U),
+	    EITHER_CASE('c', 0x180U),  EITHER_CASE('d', 0x200U),   EITHER_CASE('r', 0x4400U), EITHER_CASE('n', 0x3800U),
+	    EITHER_CASE('i', 0x8000U), EITHER_CASE('l', 0x10000U), ['.'] = 0x20000U,          ['$'] = 0x40000U,
+	    ['{'] = 0x80000U,          ['<'] = 0x100000U,          ['>'] = 0x200000U};
+#undef EITHER_CASE
 	_Static_assert(sizeof words / sizeof words[0] <= 32, "one bit per word");
 	if (n == 0)
 		return true;
+	/* one pass: the words, and the runs and distinct bytes of the tests after it */
+	size_t longest = 1, cur = 1, up = 1, up_max = 1;
+	uint64_t seen[4] = {0};
+	size_t distinct = 0;
 	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (cls[v[i]] & C_UP) ? v[i] + 32 : v[i];
-		for (uint32_t m = first[c]; m; m &= m - 1) {
+		for (uint32_t m = first[v[i]]; m; m &= m - 1) {
 			const char *w = words[__builtin_ctz(m)];
 			if (w[1] && (i + 1 >= n || (v[i + 1] | 0x20) != (w[1] | 0x20)))
 				continue; /* the second byte first: most candidates end there */
@@ -1255,11 +1262,6 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 			if (w[0] != 'x' || (v[i] == v[i + 1] && v[i + 1] == v[i + 2] && v[i + 2] == v[i + 3]))
 				return true;
 		}
-	}
-	size_t longest = 1, cur = 1, up = 1, up_max = 1;
-	uint64_t seen[4] = {0};
-	size_t distinct = 0;
-	for (size_t i = 0; i < n; i++) {
 		uint64_t bit = 1ULL << (v[i] & 63);
 		if (!(seen[v[i] >> 6] & bit))
 			seen[v[i] >> 6] |= bit, distinct++;
