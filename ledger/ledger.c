@@ -39,8 +39,9 @@ struct rb_ledger {
 	int head_fd;    /* the head file, held by its writer (head_writer), or -1 */
 	dev_t head_dev; /* and its identity when it was opened */
 	ino_t head_ino;
-	bool durable; /* see rb_ledger_set_durable */
-	bool no_wait; /* see rb_ledger_set_wait */
+	bool durable;         /* see rb_ledger_set_durable */
+	bool no_wait;         /* see rb_ledger_set_wait */
+	sqlite3_stmt *hot[7]; /* see enum hot */
 };
 
 /* A new connection reads and checksums the whole WAL, so it is kept short: rb_ledger_tidy
@@ -56,6 +57,43 @@ static void stmt_finalizep(sqlite3_stmt **s)
 }
 #define _cleanup_stmt_ __attribute__((cleanup(stmt_finalizep)))
 
+/* The statements every commit runs (two transactions, the last event read in each), prepared
+ * once per connection rather than parsed again each time, and reset after each use so none
+ * holds a read open. */
+enum hot { HOT_BEGIN, HOT_COMMIT, HOT_LAST, HOT_INSERT, HOT_OWNER, HOT_N };
+static const char *const HOT_SQL[HOT_N] = {
+    [HOT_BEGIN] = "BEGIN IMMEDIATE",
+    [HOT_COMMIT] = "COMMIT",
+    [HOT_LAST] = "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+    [HOT_INSERT] = "INSERT INTO events (seq, ts, run_id, tenant, agent, type, data, prev_hash, hash)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    /* "+type": the run's own events through events_run. Left to itself, SQLite takes
+     * events_type for the subquery and walks every run's run_start: 53 ms and 512 page
+     * faults per commit on a ledger of 43,000 events, growing with the ledger. */
+    [HOT_OWNER] = "SELECT COUNT(*), (SELECT data FROM events WHERE run_id = ?1 AND +type = 'run_start'"
+                  " ORDER BY seq LIMIT 1) FROM events WHERE run_id = ?1",
+};
+
+/* The connection's prepared h, or NULL (the reason in the connection's error). */
+static sqlite3_stmt *hot(struct rb_ledger *l, enum hot h)
+{
+	_Static_assert(HOT_N <= RB_ARRAY_SIZE(((struct rb_ledger *)0)->hot), "rb_ledger.hot holds every hot statement");
+	if (!l->hot[h] &&
+	    sqlite3_prepare_v3(l->db, HOT_SQL[h], -1, SQLITE_PREPARE_PERSISTENT, &l->hot[h], NULL) != SQLITE_OK)
+		return NULL;
+	return l->hot[h];
+}
+
+static void stmt_resetp(sqlite3_stmt **s)
+{
+	if (*s) {
+		sqlite3_reset(*s);
+		sqlite3_clear_bindings(*s);
+	}
+}
+/* A hot statement, reset (not finalized) when it goes out of scope. */
+#define _cleanup_reset_ __attribute__((cleanup(stmt_resetp)))
+
 static int db_error(struct rb_ledger *l, struct rb_error *err, const char *what)
 {
 	rb_error_set(err, 0, "ledger `%s`: %s: %s", l->db_path, what, sqlite3_errmsg(l->db));
@@ -69,6 +107,16 @@ static int exec(struct rb_ledger *l, const char *sql, struct rb_error *err)
 {
 	if (sqlite3_exec(l->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		return db_error(l, err, sql);
+	return 0;
+}
+
+/* BEGIN IMMEDIATE or COMMIT, as exec() runs them; the connection's error code stays the
+ * step's (SQLITE_BUSY for a lock not had). */
+static int exec_hot(struct rb_ledger *l, enum hot h, struct rb_error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *s = hot(l, h);
+	if (!s || sqlite3_step(s) != SQLITE_DONE)
+		return db_error(l, err, HOT_SQL[h]);
 	return 0;
 }
 
@@ -143,9 +191,8 @@ static const char *col_text(sqlite3_stmt *s, int i)
 /* The last event's (seq, hash), or (0, zeros) on an empty ledger. */
 static int last_event(struct rb_ledger *l, int64_t *seq, char hash[65], struct rb_error *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(l->db, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", -1, &s, NULL) !=
-	    SQLITE_OK)
+	_cleanup_reset_ sqlite3_stmt *s = hot(l, HOT_LAST);
+	if (!s)
 		return db_error(l, err, "read the last event");
 	int rc = sqlite3_step(s);
 	if (rc == SQLITE_DONE) {
@@ -563,7 +610,7 @@ int rb_ledger_sync(struct rb_ledger *l, struct rb_error *err)
 		return rb_error_set(err, errno, "ledger `%s-wal`: fdatasync", l->db_path);
 	/* What is synced may move the head (see rb_ledger_append_run). */
 	struct rb_error herr;
-	if (exec(l, "BEGIN IMMEDIATE", &herr) < 0 || update_head(l, &herr) < 0 || exec(l, "COMMIT", &herr) < 0) {
+	if (exec_hot(l, HOT_BEGIN, &herr) < 0 || update_head(l, &herr) < 0 || exec_hot(l, HOT_COMMIT, &herr) < 0) {
 		rollback(l);
 		rb_warn("ledger: the events are recorded, but the head file was not updated: %s", herr.msg);
 	}
@@ -638,14 +685,14 @@ int rb_ledger_open(const char *state_dir, struct rb_ledger **out, struct rb_erro
 		*out = l;
 		return 0;
 	}
-	if (exec(l, "BEGIN IMMEDIATE", err) < 0)
+	if (exec_hot(l, HOT_BEGIN, err) < 0)
 		goto fail;
 	if (exec(l, SCHEMA, err) < 0 || exec(l, "PRAGMA user_version=" SCHEMA_VERSION, err) < 0 ||
 	    last_event(l, &seq, hash, err) < 0)
 		goto fail;
 	if (seq == 0 && init_head(l, err) < 0)
 		goto fail;
-	if (exec(l, "COMMIT", err) < 0)
+	if (exec_hot(l, HOT_COMMIT, err) < 0)
 		goto fail;
 	*out = l;
 	return 0;
@@ -659,6 +706,8 @@ void rb_ledger_close(struct rb_ledger *l)
 {
 	if (!l)
 		return;
+	for (size_t i = 0; i < RB_ARRAY_SIZE(l->hot); i++)
+		sqlite3_finalize(l->hot[i]); /* a no-op on NULL */
 	if (l->db)
 		sqlite3_close_v2(l->db);
 	if (l->wal_fd >= 0)
@@ -709,14 +758,8 @@ static int insert_event(struct rb_ledger *l, sqlite3_stmt *s, int64_t seq, char 
  * or -1. */
 static int check_owner(struct rb_ledger *l, const char *run_id, const char *instance, struct rb_error *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	/* "+type": the run's own events through events_run. Left to itself, SQLite takes
-	 * events_type for the subquery and walks every run's run_start: 53 ms and 512 page
-	 * faults per commit on a ledger of 43,000 events, growing with the ledger. */
-	if (sqlite3_prepare_v2(l->db,
-	                       "SELECT COUNT(*), (SELECT data FROM events WHERE run_id = ?1 AND +type = 'run_start'"
-	                       " ORDER BY seq LIMIT 1) FROM events WHERE run_id = ?1",
-	                       -1, &s, NULL) != SQLITE_OK)
+	_cleanup_reset_ sqlite3_stmt *s = hot(l, HOT_OWNER);
+	if (!s)
 		return db_error(l, err, "look up run id");
 	sqlite3_bind_text(s, 1, run_id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_ROW)
@@ -759,7 +802,7 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
 
 	/* BEGIN IMMEDIATE takes the write lock before reading the last hash, so concurrent
 	 * appenders (other processes) queue on the busy timeout and the chain stays linear. */
-	if (exec(l, "BEGIN IMMEDIATE", err) < 0)
+	if (exec_hot(l, HOT_BEGIN, err) < 0)
 		return l->no_wait && (sqlite3_errcode(l->db) & 0xff) == SQLITE_BUSY ? RB_LEDGER_BUSY : -1;
 	int64_t last = 0;
 	char prev[65] = "";
@@ -773,12 +816,8 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
 	if (last_event(l, &last, prev, err) < 0)
 		goto fail;
 	{
-		_cleanup_stmt_ sqlite3_stmt *s = NULL;
-		if (sqlite3_prepare_v2(
-		        l->db,
-		        "INSERT INTO events (seq, ts, run_id, tenant, agent, type, data, prev_hash, hash)"
-		        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		        -1, &s, NULL) != SQLITE_OK) {
+		_cleanup_reset_ sqlite3_stmt *s = hot(l, HOT_INSERT);
+		if (!s) {
 			db_error(l, err, "prepare insert");
 			goto fail;
 		}
@@ -786,7 +825,7 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
 			if (insert_event(l, s, last + 1 + (int64_t)i, prev, run_id, tenant, agent, &events[i], err) < 0)
 				goto fail;
 	}
-	if (exec(l, "COMMIT", err) < 0)
+	if (exec_hot(l, HOT_COMMIT, err) < 0)
 		goto fail;
 	int64_t seq = last + (int64_t)n;
 	if (last_seq)
@@ -800,7 +839,7 @@ int rb_ledger_append_run(struct rb_ledger *l, const char *run_id, const char *in
 	if (!l->durable)
 		return 0;
 	struct rb_error herr;
-	if (exec(l, "BEGIN IMMEDIATE", &herr) < 0 || update_head(l, &herr) < 0 || exec(l, "COMMIT", &herr) < 0) {
+	if (exec_hot(l, HOT_BEGIN, &herr) < 0 || update_head(l, &herr) < 0 || exec_hot(l, HOT_COMMIT, &herr) < 0) {
 		rollback(l);
 		rb_warn("ledger: event %" PRId64 " recorded, but the head file was not updated: %s", seq, herr.msg);
 	}
@@ -826,7 +865,7 @@ static int check_batch(const struct rb_ledger_run_batch *b, struct rb_error *err
 
 int rb_ledger_append_runs(struct rb_ledger *l, struct rb_ledger_run_batch *b, size_t n, struct rb_error *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	_cleanup_reset_ sqlite3_stmt *s = NULL;
 	int64_t last = 0;
 	char prev[65] = "";
 	for (size_t i = 0; i < n; i++) {
@@ -834,14 +873,11 @@ int rb_ledger_append_runs(struct rb_ledger *l, struct rb_ledger_run_batch *b, si
 		b[i].result = check_batch(&b[i], &b[i].err);
 		b[i].last_seq = 0;
 	}
-	if (exec(l, "BEGIN IMMEDIATE", err) < 0)
+	if (exec_hot(l, HOT_BEGIN, err) < 0)
 		goto fail_all;
 	if (last_event(l, &last, prev, err) < 0)
 		goto fail;
-	if (sqlite3_prepare_v2(l->db,
-	                       "INSERT INTO events (seq, ts, run_id, tenant, agent, type, data, prev_hash, hash)"
-	                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-	                       -1, &s, NULL) != SQLITE_OK) {
+	if (!(s = hot(l, HOT_INSERT))) {
 		db_error(l, err, "prepare insert");
 		goto fail;
 	}
@@ -860,13 +896,13 @@ int rb_ledger_append_runs(struct rb_ledger *l, struct rb_ledger_run_batch *b, si
 				goto fail;
 		b[i].last_seq = (uint64_t)last;
 	}
-	if (exec(l, "COMMIT", err) < 0)
+	if (exec_hot(l, HOT_COMMIT, err) < 0)
 		goto fail;
 	/* The head follows in its own transaction, as for rb_ledger_append_run. */
 	if (l->durable) {
 		struct rb_error herr;
-		if (exec(l, "BEGIN IMMEDIATE", &herr) < 0 || update_head(l, &herr) < 0 ||
-		    exec(l, "COMMIT", &herr) < 0) {
+		if (exec_hot(l, HOT_BEGIN, &herr) < 0 || update_head(l, &herr) < 0 ||
+		    exec_hot(l, HOT_COMMIT, &herr) < 0) {
 			rollback(l);
 			rb_warn("ledger: events up to %" PRId64 " recorded, but the head file was not updated: %s",
 			        last, herr.msg);
