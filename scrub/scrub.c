@@ -651,9 +651,8 @@ void rb_scrub_free(struct rb_scrubber *s)
 	free(s);
 }
 
-static int span_cmp(const void *a, const void *b)
+static inline int span_order(const struct rb_scrub_span *x, const struct rb_scrub_span *y)
 {
-	const struct rb_scrub_span *x = a, *y = b;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
 	if (x->end != y->end)
@@ -663,6 +662,49 @@ static int span_cmp(const void *a, const void *b)
 	return x->rule < y->rule ? -1 : x->rule > y->rule;
 }
 
+static int span_cmp(const void *a, const void *b)
+{
+	return span_order(a, b);
+}
+
+/* The end of the run in order that starts at v[i]. */
+static size_t run_end(const struct rb_scrub_span *v, size_t i, size_t n)
+{
+	while (i + 1 < n && span_order(&v[i], &v[i + 1]) <= 0)
+		i++;
+	return i + 1;
+}
+
+/* Sorts v[0..n) by span_order. Each pass finds its spans left to right, so v is a few runs
+ * already in order (one per pass, or a little more): they are merged, pairs of neighbouring
+ * runs at a time, until one is left, in O(n log runs) with the comparison inlined. In text
+ * dense with secrets, qsort of them was 22 % of the scrub. Without memory for the merge, qsort. */
+static void sort_spans(struct rb_scrub_span *v, size_t n)
+{
+	if (n < 2 || run_end(v, 0, n) == n)
+		return;
+	struct rb_scrub_span *t = malloc(n * sizeof *t);
+	if (!t) {
+		qsort(v, n, sizeof *v, span_cmp);
+		return;
+	}
+	while (run_end(v, 0, n) < n) {
+		for (size_t i = 0; i < n;) {
+			size_t m = run_end(v, i, n);
+			if (m == n)
+				break;
+			size_t e = run_end(v, m, n), a = i, b = m, k = 0;
+			while (a < m && b < e)
+				t[k++] = span_order(&v[b], &v[a]) < 0 ? v[b++] : v[a++];
+			memcpy(t + k, v + a, (m - a) * sizeof *t);
+			k += m - a;
+			memcpy(v + i, t, k * sizeof *t); /* v[b..e) is in place already */
+			i = e;
+		}
+	}
+	free(t);
+}
+
 /* Overlapping spans become one redaction of their union, named after the span of the
  * earliest pass in it (exact, then format, then keyword), the longest of that pass, the
  * first rule on a tie. Spans that only touch stay apart. Returns the number of groups. */
@@ -670,7 +712,7 @@ static size_t merge(struct rb_scrub_spans *sp)
 {
 	if (sp->n == 0)
 		return 0;
-	qsort(sp->v, sp->n, sizeof *sp->v, span_cmp);
+	sort_spans(sp->v, sp->n);
 	size_t g = 0;
 	struct rb_scrub_span cur = sp->v[0];
 	size_t best_len = cur.end - cur.start;
@@ -735,6 +777,18 @@ static char *alloc_output(size_t n)
 	return p;
 }
 
+/* "[REDACTED:name]" at o, as sprintf would write it (without the NUL); its length. Copied, not
+ * formatted: in text dense with secrets sprintf was 3.5 % of the scrub. */
+static size_t put_placeholder(char *o, const char *name)
+{
+	static const char head[] = "[REDACTED:";
+	size_t n = strlen(name);
+	memcpy(o, head, sizeof head - 1);
+	memcpy(o + sizeof head - 1, name, n);
+	o[sizeof head - 1 + n] = ']';
+	return sizeof head + n;
+}
+
 int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t len, const struct rb_scrub_span *v,
                     size_t n, struct rb_buf_out *out, struct rb_scrub_counts *counts, struct rb_error *err)
 {
@@ -757,7 +811,7 @@ int rb_scrub_render(const struct rb_scrubber *s, const unsigned char *in, size_t
 	for (size_t i = 0; i < n; i++) {
 		memcpy(o + j, in + at, v[i].start - at);
 		j += v[i].start - at;
-		j += (size_t)sprintf(o + j, "[REDACTED:%s]", rule_name(s, v[i].rule));
+		j += put_placeholder(o + j, rule_name(s, v[i].rule));
 		at = v[i].end;
 		by_id[v[i].rule]++;
 	}
