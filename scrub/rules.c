@@ -1242,19 +1242,28 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 	    EITHER_CASE('c', 0x180U),  EITHER_CASE('d', 0x200U),   EITHER_CASE('r', 0x4400U), EITHER_CASE('n', 0x3800U),
 	    EITHER_CASE('i', 0x8000U), EITHER_CASE('l', 0x10000U), ['.'] = 0x20000U,          ['$'] = 0x40000U,
 	    ['{'] = 0x80000U,          ['<'] = 0x100000U,          ['>'] = 0x200000U};
+	/* and the words whose second byte is this one (in either case for a letter, as
+	 * strncasecmp compares); "<" and ">" have none, so they pass whatever follows */
+	static const uint32_t second[256] = {
+	    EITHER_CASE('x', 0x3U),    EITHER_CASE('o', 0x1383cU), EITHER_CASE('l', 0x40U),
+	    EITHER_CASE('h', 0x180U),  EITHER_CASE('u', 0x200U),   EITHER_CASE('e', 0x4400U),
+	    EITHER_CASE('n', 0x8000U), ['.'] = 0x20000U,           ['{'] = 0xc0000U};
+	const uint32_t single = 0x300000U;
 #undef EITHER_CASE
 	_Static_assert(sizeof words / sizeof words[0] <= 32, "one bit per word");
 	if (n == 0)
 		return true;
-	/* one pass: the words, and the runs and distinct bytes of the tests after it */
+	/* one pass: the words, and the runs and distinct bytes of the tests after it. Most bytes
+	 * start no word with the byte after them (two table loads) and follow a byte neither
+	 * equal nor one below them, so each test is one branch taken rarely; distinct bytes are counted only until
+	 * there are five. */
 	size_t longest = 1, cur = 1, up = 1, up_max = 1;
 	uint64_t seen[4] = {0};
 	size_t distinct = 0;
 	for (size_t i = 0; i < n; i++) {
-		for (uint32_t m = first[v[i]]; m; m &= m - 1) {
+		uint32_t m = first[v[i]] & ((i + 1 < n ? second[v[i + 1]] : 0) | single);
+		for (; m; m &= m - 1) {
 			const char *w = words[__builtin_ctz(m)];
-			if (w[1] && (i + 1 >= n || (v[i + 1] | 0x20) != (w[1] | 0x20)))
-				continue; /* the second byte first: most candidates end there */
 			size_t wl = strlen(w);
 			if (wl > n - i || strncasecmp((const char *)v + i, w, wl) != 0)
 				continue;
@@ -1262,17 +1271,24 @@ bool rb_scrub_placeholder(const unsigned char *v, size_t n)
 			if (w[0] != 'x' || (v[i] == v[i + 1] && v[i + 1] == v[i + 2] && v[i + 2] == v[i + 3]))
 				return true;
 		}
-		uint64_t bit = 1ULL << (v[i] & 63);
-		if (!(seen[v[i] >> 6] & bit))
-			seen[v[i] >> 6] |= bit, distinct++;
-		if (i == 0)
-			continue;
-		cur = v[i] == v[i - 1] ? cur + 1 : 1;
-		up = v[i] == v[i - 1] + 1 ? up + 1 : 1;
-		if (cur > longest)
-			longest = cur;
-		if (up > up_max)
-			up_max = up;
+		if (distinct <= 4) {
+			uint64_t bit = 1ULL << (v[i] & 63);
+			if (!(seen[v[i] >> 6] & bit))
+				seen[v[i] >> 6] |= bit, distinct++;
+		}
+		/* v[i] - v[i-1] as unsigned: 0 (a run of one byte), 1 (counting up), else huge */
+		unsigned d = i ? (unsigned)v[i] - (unsigned)v[i - 1] : 2;
+		if (d == 0) {
+			up = 1;
+			if (++cur > longest)
+				longest = cur;
+		} else if (d == 1) {
+			cur = 1;
+			if (++up > up_max)
+				up_max = up;
+		} else {
+			cur = up = 1;
+		}
 	}
 	size_t run_min = n / 4 > 5 ? n / 4 : 5;
 	if (longest >= run_min || (longest == n && n >= 3))
