@@ -1209,21 +1209,43 @@ void rb_scrub_rules_scan(const struct rb_scrub_rule_tables *t, const unsigned ch
 
 /* ---- shared with the keyword pass -------------------------------------------------------- */
 
+/* log2(c) for the counts a value's bytes mostly have, 1-64 (0 for 0, never read) */
+// clang-format off
+static const double LOG2_SMALL[65] = {
+    0, 0.0, 1.0, 1.584962500721156, 2.0, 2.321928094887362, 2.584962500721156, 2.807354922057604, 3.0,
+    3.169925001442312, 3.321928094887362, 3.4594316186372973, 3.584962500721156, 3.700439718141092,
+    3.807354922057604, 3.9068905956085187, 4.0, 4.087462841250339, 4.169925001442312, 4.247927513443585,
+    4.321928094887363, 4.392317422778761, 4.459431618637297, 4.523561956057013, 4.584962500721156,
+    4.643856189774724, 4.700439718141092, 4.754887502163468, 4.807354922057604, 4.857980995127572,
+    4.906890595608519, 4.954196310386875, 5.0, 5.044394119358453, 5.087462841250339, 5.129283016944966,
+    5.169925001442312, 5.20945336562895, 5.247927513443585, 5.285402218862249, 5.321928094887363,
+    5.357552004618084, 5.392317422778761, 5.426264754702098, 5.459431618637297, 5.491853096329675,
+    5.523561956057013, 5.554588851677638, 5.584962500721156, 5.614709844115208, 5.643856189774724,
+    5.672425341971495, 5.700439718141092, 5.727920454563199, 5.754887502163468, 5.78135971352466,
+    5.807354922057604, 5.832890014164741, 5.857980995127572, 5.882643049361842, 5.906890595608519,
+    5.930737337562887, 5.954196310386875, 5.977279923499917, 6.0
+};
+// clang-format on
+
 double rb_scrub_entropy(const unsigned char *s, size_t n)
 {
 	if (n == 0)
 		return 0;
+	/* H = log2(n) - sum(c * log2(c)) / n over the distinct bytes' counts c: the bytes listed
+	 * as they first appear, so the sum visits those only, not all 256 */
 	unsigned cnt[256] = {0};
+	unsigned char distinct[256];
+	unsigned k = 0;
 	for (size_t i = 0; i < n; i++)
-		cnt[s[i]]++;
-	double h = 0;
-	for (unsigned c = 0; c < 256; c++) {
-		if (cnt[c]) {
-			double p = (double)cnt[c] / (double)n;
-			h -= p * log2(p);
-		}
+		if (cnt[s[i]]++ == 0)
+			distinct[k++] = s[i];
+	double sum = 0;
+	for (unsigned j = 0; j < k; j++) {
+		// cppcheck-suppress uninitvar ; distinct[0..k) were written as their bytes were first seen
+		unsigned c = cnt[distinct[j]];
+		sum += (double)c * (c < sizeof LOG2_SMALL / sizeof LOG2_SMALL[0] ? LOG2_SMALL[c] : log2((double)c));
 	}
-	return h;
+	return log2((double)n) - sum / (double)n;
 }
 
 bool rb_scrub_placeholder(const unsigned char *v, size_t n)

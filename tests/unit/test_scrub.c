@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/error.h"
 #include "common/util.h"
 #include "scrub/internal.h"
@@ -1823,6 +1825,108 @@ static void test_prefilter_paths(void **state)
 	}
 }
 
+/* The per-candidate tests against plain restatements of what they decide: entropy as
+ * -sum(p log2 p) over all 256 bytes, and the placeholder test word by word with strncasecmp and
+ * its runs counted as written, on values of every length to 600 over alphabets that make words,
+ * runs, counting-up bytes and few distinct bytes likely, and over all bytes. */
+static double entropy_reference(const unsigned char *v, size_t n)
+{
+	size_t cnt[256] = {0};
+	for (size_t i = 0; i < n; i++)
+		cnt[v[i]]++;
+	double h = 0;
+	for (int c = 0; c < 256; c++)
+		if (cnt[c])
+			h -= (double)cnt[c] / (double)n * log2((double)cnt[c] / (double)n);
+	return h;
+}
+
+static const char *const placeholder_words[] = {
+    "example",   "xxxx",  "your_",    "your-",   "yourkey",  "yourtoken",  "placeholder", "changeme",
+    "change_me", "dummy", "redacted", "notreal", "not_real", "notasecret", "replace_me",  "insert_",
+    "lorem",     "...",   "${",       "{{",      "<",        ">",
+};
+
+static bool placeholder_reference(const unsigned char *v, size_t n)
+{
+	const char *const *words = placeholder_words;
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		for (size_t w = 0; w < RB_ARRAY_SIZE(placeholder_words); w++) {
+			size_t wl = strlen(words[w]);
+			if (wl <= n - i && strncasecmp((const char *)v + i, words[w], wl) == 0 &&
+			    (words[w][0] != 'x' || (v[i] == v[i + 1] && v[i + 1] == v[i + 2] && v[i + 2] == v[i + 3])))
+				return true;
+		}
+	size_t longest = 1, up_max = 1;
+	bool seen[256] = {false};
+	size_t distinct = 0;
+	for (size_t i = 0; i < n; i++) {
+		distinct += !seen[v[i]];
+		seen[v[i]] = true;
+		size_t run = 1, up = 1;
+		while (run <= i && v[i - run] == v[i])
+			run++;
+		while (up <= i && v[i - up] + up == v[i])
+			up++;
+		longest = run > longest ? run : longest;
+		up_max = up > up_max ? up : up_max;
+	}
+	size_t run_min = n / 4 > 5 ? n / 4 : 5;
+	return longest >= run_min || (longest == n && n >= 3) || (n >= 16 && distinct <= 4) || up_max >= 8;
+}
+
+static void test_candidate_checks(void **state)
+{
+	(void)state;
+	static const char *const alphabets[] = {
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+	    "exampleXxYyourOoPplaceholderchangeMEdummyredactednotrealinsertlorem_-.${<>",
+	    "aab",
+	    "0123456789abcdef",
+	    "xX",
+	    "._{$<>",
+	    NULL /* every byte */};
+	unsigned seed = 18;
+	unsigned char v[600];
+	unsigned agree_true = 0;
+	for (size_t a = 0; a < RB_ARRAY_SIZE(alphabets); a++)
+		for (size_t n = 0; n <= sizeof v; n += n < 40 ? 1 : 7)
+			for (int rep = 0; rep < 20; rep++) {
+				size_t k = alphabets[a] ? strlen(alphabets[a]) : 256;
+				for (size_t i = 0; i < n; i++) {
+					unsigned r = (unsigned)rand_r(&seed);
+					/* now and then a step up or a repeat of the byte before */
+					if (i && r % 9 == 0)
+						v[i] = (unsigned char)(v[i - 1] + (r / 9) % 2);
+					else
+						v[i] = alphabets[a] ? (unsigned char)alphabets[a][r % k]
+						                    : (unsigned char)r;
+				}
+				/* half the values carry a placeholder word (or the most of it) in random case */
+				if (rep % 2 && n) {
+					unsigned r = (unsigned)rand_r(&seed);
+					const char *w = placeholder_words[r % RB_ARRAY_SIZE(placeholder_words)];
+					size_t wl = strlen(w) - (r / 64 % 3 == 0 && strlen(w) > 1), at = r / 256 % n;
+					for (size_t i = 0; i < wl && at + i < n; i++)
+						v[at + i] =
+						    (unsigned char)(r / 4 % 2 && w[i] >= 'a' && w[i] <= 'z' ? w[i] - 32
+						                                                            : w[i]);
+				}
+				bool want = placeholder_reference(v, n);
+				if (rb_scrub_placeholder(v, n) != want)
+					fail_msg("placeholder: alphabet %zu, %zu bytes, rep %d: %d, want %d", a, n, rep,
+					         !want, want);
+				agree_true += want;
+				if (n && fabs(rb_scrub_entropy(v, n) - entropy_reference(v, n)) > 1e-9)
+					fail_msg("entropy: alphabet %zu, %zu bytes: %.12f, want %.12f", a, n,
+					         rb_scrub_entropy(v, n), entropy_reference(v, n));
+			}
+	/* both answers were tested, many times each */
+	assert_true(agree_true > 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1840,6 +1944,7 @@ int main(void)
 	    cmocka_unit_test(test_precision),
 	    cmocka_unit_test(test_exact_every_offset),
 	    cmocka_unit_test(test_prefilter_paths),
+	    cmocka_unit_test(test_candidate_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
